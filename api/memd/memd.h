@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmemd: the memd service facade as a C API.
+ *
+ * Everything memd does over REST, a C program can do by linking libmemd
+ * (the HTTP server and the CLI are thin layers over these calls). Bodies
+ * and results are JSON text in the shapes api/openapi.yaml documents, so a
+ * request means the same thing whichever way it arrives.
+ *
+ * Conventions:
+ *  - Every call returns 0 or a negative MEMD_E* code and fills the
+ *    caller-owned err (code, RETRYABLE flag, message) on failure.
+ *  - ret_* outputs are written only on success. Strings returned through
+ *    char ** are malloc'd; free them with memd_free().
+ *  - Ids (app, user, session, event, invocation) are 1..255 bytes of UTF-8
+ *    without control characters or '/'; anything else is MEMD_EINVAL.
+ *  - A memd handle is thread-safe: call it from as many threads as you like.
+ */
+#ifndef MEMD_MEMD_H
+#define MEMD_MEMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MEMD_API __attribute__((visibility("default")))
+#else
+#define MEMD_API
+#endif
+
+typedef struct memd memd;
+
+/* Log callback: one line, no newline, never containing secrets. */
+typedef void (*memd_log_fn)(void *userdata, int32_t level, const char *component,
+			    const char *line);
+
+typedef struct memd_options {
+	uint32_t struct_size;     /* sizeof(memd_options) */
+	uint32_t flags;           /* reserved, 0 */
+	/* YAML or JSON config file; NULL = zero-config (SQLite ./data/memd.db,
+	 * buffer_window of 20, keyword search). */
+	const char *config_path;
+	/* Extra plugin directories searched before config's plugins.path,
+	 * NULL-terminated; NULL = none. MEMD_PLUGIN_PATH (colon-separated) is
+	 * searched first of all. */
+	const char *const *plugin_path;
+	memd_log_fn log;          /* NULL = discard */
+	void *log_userdata;
+	int32_t log_level;        /* MEMD_LOG_*; lines above it are dropped */
+	int32_t reserved;
+} memd_options;
+
+/* Read config, load and init every plugin it names, run store migrations.
+ * On failure nothing is left open and err says what and where (file:line
+ * for config errors, the plugin file and reason for refused plugins). */
+MEMD_API int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err);
+/* Finish background work (pending summaries), fini plugins, unload.
+ * Accepts NULL. */
+MEMD_API void memd_close(memd *m);
+/* Free a string returned by libmemd. Accepts NULL. */
+MEMD_API void memd_free(void *p);
+/* "memd X.Y.Z (ABI major.minor)". Static storage. */
+MEMD_API const char *memd_version_string(void);
+
+/* ---- sessions --------------------------------------------------------- */
+
+/* body: {"id"?: str, "title"?: str, "metadata"?: object, "state"?: object}
+ * (all optional; NULL body = {}). id defaults to a new UUIDv7.
+ * Result: the session object. MEMD_ECONFLICT if the id exists. */
+MEMD_API int32_t memd_session_create(memd *m, const char *app, const char *user,
+				     const char *body_json, char **ret_json, memd_error *err);
+
+/* Which events memd_session_get includes. */
+typedef struct memd_get_options {
+	uint32_t struct_size;     /* sizeof(memd_get_options) */
+	uint32_t flags;           /* MEMD_GET_* */
+	uint32_t events;          /* MEMD_GET_EVENTS: the newest N (0 = all matching) */
+	uint32_t reserved;
+	int64_t after_seq;        /* MEMD_GET_EVENTS: only seq > after_seq */
+	int64_t after_time_us;    /* MEMD_GET_EVENTS: only timestamp > this */
+} memd_get_options;
+#define MEMD_GET_EVENTS 0x1u
+
+/* Result: the session object, plus "events": [...] when asked. */
+MEMD_API int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
+				  const memd_get_options *opts, char **ret_json, memd_error *err);
+
+#define MEMD_LIST_INCLUDE_ARCHIVED 0x1u
+#define MEMD_LIST_LIMIT_DEFAULT 50
+#define MEMD_LIST_LIMIT_MAX 1000
+/* Newest first. cursor: NULL or the next_cursor of the previous page;
+ * limit 0 = default. Result: {"sessions": [...], "next_cursor": str|null}. */
+MEMD_API int32_t memd_session_list(memd *m, const char *app, const char *user,
+				   const char *cursor, uint32_t limit, uint32_t flags,
+				   char **ret_json, memd_error *err);
+
+/* body: {"title"?: str, "metadata"?: object, "archived"?: bool}.
+ * Result: the session object. */
+MEMD_API int32_t memd_session_patch(memd *m, const char *app, const char *user, const char *sid,
+				    const char *body_json, char **ret_json, memd_error *err);
+
+/* Removes the session with its events, state, artifacts, temp: state and
+ * index entries. MEMD_ENOTFOUND if absent. */
+MEMD_API int32_t memd_session_delete(memd *m, const char *app, const char *user,
+				     const char *sid, memd_error *err);
+
+/* ---- events ----------------------------------------------------------- */
+
+/* body: {"events": [event...], "state_delta"?: object,
+ *        "expected_version"?: int, "invocation_id"?: str}
+ * event: {"id"?, "invocation_id"?, "author"?, "role": "user|assistant|
+ *         system|tool", "branch"?, "content": str | {"parts": [...]},
+ *         "actions"?, "metadata"?, "timestamp"?}
+ * One atomic append. temp: keys of state_delta stay in memory for the
+ * invocation. Result: {"version": int, "seqs": [int...], "replayed": bool}.
+ * MEMD_ECONFLICT on an expected_version mismatch. */
+MEMD_API int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
+				    const char *body_json, char **ret_json, memd_error *err);
+
+#define MEMD_PAGE_LIMIT_DEFAULT 100
+#define MEMD_PAGE_LIMIT_MAX 1000
+/* Events with seq > after_seq, ascending, at most limit (0 = default).
+ * Result: {"events": [...], "next_after_seq": int|null}. */
+MEMD_API int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
+				  int64_t after_seq, uint32_t limit, char **ret_json,
+				  memd_error *err);
+
+/* ---- working memory ---------------------------------------------------- */
+
+/* The app's strategy's view. Result: {"strategy": str, "summary": event|null,
+ * "events": [...], "tokens": int}. */
+MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
+			      char **ret_json, memd_error *err);
+
+/* ---- state ------------------------------------------------------------ */
+
+/* Merged state: session keys plain, "app:", "user:" and live "temp:" keys
+ * with their prefixes. */
+MEMD_API int32_t memd_state_get(memd *m, const char *app, const char *user, const char *sid,
+				char **ret_json, memd_error *err);
+/* body: a delta object (null deletes). Atomic; bumps the version like an
+ * append with no events. Result: the merged state. */
+MEMD_API int32_t memd_state_patch(memd *m, const char *app, const char *user, const char *sid,
+				  const char *body_json, char **ret_json, memd_error *err);
+
+/* Drop the temp: state written under this invocation. */
+MEMD_API int32_t memd_invocation_end(memd *m, const char *app, const char *user,
+				     const char *sid, const char *invocation_id, memd_error *err);
+
+/* ---- artifacts -------------------------------------------------------- */
+
+/* Store a new version of name. Result: {"name", "version", "mime_type",
+ * "size", "created"}. */
+MEMD_API int32_t memd_artifact_put(memd *m, const char *app, const char *user, const char *sid,
+				   const char *name, const char *mime_type, const void *data,
+				   size_t size, char **ret_json, memd_error *err);
+/* version 0 = latest. ret_json: the metadata; ret_data/ret_size: the bytes
+ * (malloc'd; memd_free). */
+MEMD_API int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char *sid,
+				   const char *name, int64_t version, char **ret_json,
+				   void **ret_data, size_t *ret_size, memd_error *err);
+/* Result: {"artifacts": [metadata of the latest version of each name]}. */
+MEMD_API int32_t memd_artifact_list(memd *m, const char *app, const char *user, const char *sid,
+				    char **ret_json, memd_error *err);
+/* Result: {"versions": [metadata...]}, ascending. */
+MEMD_API int32_t memd_artifact_versions(memd *m, const char *app, const char *user,
+					const char *sid, const char *name, char **ret_json,
+					memd_error *err);
+MEMD_API int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const char *sid,
+				      const char *name, memd_error *err);
+
+/* ---- users and plugins -------------------------------------------------- */
+
+/* Forget everything of (app, user). */
+MEMD_API int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err);
+
+/* Result: {"abi": "1.0", "plugins": [{"name", "version", "kinds", "path",
+ * "abi", "description", "instances": [...]}]}. */
+MEMD_API int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err);
+
+/* Probe every store (ping). 0 when all are reachable. */
+MEMD_API int32_t memd_ready(memd *m, memd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MEMD_MEMD_H */

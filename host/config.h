@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: a parsed YAML or JSON document as a tree of nodes that remember
+ * their file and line, with ${VAR} / ${VAR:-default} expanded from the
+ * environment in scalars. Validation against memd's schema is settings.h;
+ * validation of a plugin's node against its descriptor is config_check_plugin().
+ */
+#ifndef MEMD_HOST_CONFIG_H
+#define MEMD_HOST_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memd/plugin.h>
+
+typedef enum config_type {
+	CONFIG_NULL,
+	CONFIG_SCALAR, /* a string, number or boolean, kept as its text */
+	CONFIG_MAP,
+	CONFIG_SEQ,
+} config_type;
+
+typedef struct config_node config_node;
+
+/* A list of "file:line: key: message" lines, for reporting every error. */
+typedef struct config_diag {
+	char **lines;
+	size_t n;
+	size_t cap;
+} config_diag;
+
+/* Append one formatted line to d (ENOMEM is swallowed: diagnostics never
+ * fail the caller). */
+void config_diag_add(config_diag *d, const config_node *at, const char *key,
+		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Free the lines; d itself is caller-owned. Accepts NULL. */
+void config_diag_clear(config_diag *d);
+
+/* Parse the file at path (YAML 1.1 or JSON; JSON is read by the YAML
+ * parser). On success *ret_root owns the tree. On failure returns
+ * MEMD_EINVAL (syntax, bad ${VAR}), MEMD_EIO (cannot read) or MEMD_ENOMEM,
+ * with err->msg "path:line:col: what". */
+int32_t config_parse_file(const char *path, config_node **ret_root, memd_error *err);
+/* As config_parse_file, from memory; name is used in messages. */
+int32_t config_parse_string(const char *text, size_t len, const char *name,
+			    config_node **ret_root, memd_error *err);
+/* Free a tree returned by config_parse_*; accepts NULL. */
+void config_free(config_node *root);
+
+config_type config_node_type(const config_node *n);
+const char *config_node_file(const config_node *n);
+unsigned config_node_line(const config_node *n);
+/* Scalar text (after ${VAR} expansion); NULL for non-scalars. */
+const char *config_scalar(const config_node *n);
+/* Number of map entries or sequence items; 0 for scalars. */
+size_t config_len(const config_node *n);
+/* i-th sequence item, or i-th map entry's key / value, in document order. */
+const config_node *config_seq_at(const config_node *n, size_t i);
+const char *config_map_key_at(const config_node *n, size_t i);
+const config_node *config_map_value_at(const config_node *n, size_t i);
+/* The value for key in a map, or NULL. */
+const config_node *config_map_get(const config_node *map, const char *key);
+
+/* Typed reads of a scalar. Return 0 and write *ret, or MEMD_EINVAL if the
+ * node is not a scalar of that type (bool: true/false/yes/no/on/off). */
+int32_t config_as_int(const config_node *n, int64_t *ret);
+int32_t config_as_double(const config_node *n, double *ret);
+int32_t config_as_bool(const config_node *n, int32_t *ret);
+
+/* The subtree as compact JSON text (numbers and booleans unquoted when the
+ * scalar was plain in YAML); malloc'd, caller frees. NULL on ENOMEM. */
+char *config_to_json(const config_node *n);
+
+/* Check a plugin instance's config node (a map) against the descriptor's
+ * key schema: every key other than skip_key must be listed, have the
+ * declared type, and every REQUIRED key must be present. Adds one line per
+ * problem to d, prefixed with path (e.g. "stores.main"). Returns the number
+ * of problems found. */
+size_t config_check_plugin(const config_node *node, const char *path, const char *skip_key,
+			   const memd_config_key *const *keys, config_diag *d);
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings: memd's config schema. Validates a parsed config tree (or the
+ * zero-config defaults) into a settings struct, reporting every problem as
+ * "file:line: key: message". Plugin-specific keys (under stores.<name> and
+ * apps.<app>.working_memory) are checked later against each plugin's own
+ * key schema by the loader.
+ */
+#ifndef MEMD_HOST_SETTINGS_H
+#define MEMD_HOST_SETTINGS_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+#define SETTINGS_LISTEN_DEFAULT "127.0.0.1:8700"
+#define SETTINGS_SQLITE_PATH_DEFAULT "./data/memd.db"
+#define SETTINGS_DEFAULT_APP "*"
+#define SETTINGS_WINDOW_DEFAULT 20
+
+#define SETTINGS_SCOPE_READ  1
+#define SETTINGS_SCOPE_WRITE 2
+#define SETTINGS_SCOPE_ADMIN 3
+
+typedef struct settings_api_key {
+	char *key;      /* secret: never logged */
+	int32_t scope;  /* SETTINGS_SCOPE_* */
+} settings_api_key;
+
+typedef struct settings_store {
+	char *name;                 /* key under stores: */
+	char *plugin;               /* plugin name or path */
+	const config_node *node;    /* the whole map (includes "plugin") */
+} settings_store;
+
+typedef struct settings_app {
+	char *name;                 /* app name, or "*" */
+	char *strategy;             /* plugin name or path */
+	const config_node *node;    /* working_memory map (includes "strategy") */
+} settings_app;
+
+typedef struct settings {
+	config_node *root;          /* owned; the nodes below point into it */
+
+	/* server: */
+	char *listen;               /* host:port */
+	settings_api_key *api_keys;
+	size_t n_api_keys;
+	int64_t threads;            /* 0 = from the machine */
+	int64_t max_body_bytes;
+	int64_t max_batch_events;
+	int64_t max_header_bytes;
+	int64_t request_timeout_ms;
+	int32_t log_level;          /* MEMD_LOG_* */
+
+	/* plugins: */
+	char **plugin_path;         /* NULL-terminated */
+
+	/* stores:, sessions: */
+	settings_store *stores;
+	size_t n_stores;
+	char *sessions_store;       /* name of the session store */
+
+	/* index: */
+	int32_t keyword_enabled;
+	double keyword_k1;
+	double keyword_b;
+	int32_t vector_enabled;
+	char *vector_store;         /* name in stores:, or NULL */
+	const config_node *embedder;/* index.vector.embedder map, or NULL */
+	char *search_mode_default;  /* keyword | vector | hybrid */
+
+	/* summarizer:, tokenizer: */
+	const config_node *summarizer; /* map with type: extractive|openai, or NULL */
+	const config_node *tokenizer;  /* map with type: approx|bpe, or NULL */
+
+	/* temp: state */
+	int64_t temp_ttl_seconds;
+
+	/* apps: ("*" always present after load) */
+	settings_app *apps;
+	size_t n_apps;
+} settings;
+
+/* Validate root (taking ownership of it, also on failure) into *ret.
+ * root NULL = zero-config. Every problem is added to d; returns 0, or
+ * MEMD_EINVAL if any problem was found (*ret untouched), or MEMD_ENOMEM. */
+int32_t settings_load(config_node *root, settings *ret, config_diag *d);
+/* Free what settings_load filled; accepts NULL. */
+void settings_clear(settings *s);
+/* The app entry for app (exact name, else "*"). Never NULL after load. */
+const settings_app *settings_app_for(const settings *s, const char *app);
+/* The store entry named name, or NULL. */
+const settings_store *settings_store_get(const settings *s, const char *name);
+
+#endif

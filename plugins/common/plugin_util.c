@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+#include "plugin_util.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const scope_prefix[PU_SCOPE_COUNT] = { "", "app:", "user:" };
+
+#define TEMP_PREFIX "temp:"
+
+static int32_t classify(const char *key, int32_t *ret_scope, const char **ret_bare, memd_error *err)
+{
+	if (key[0] == '\0')
+		return memd_error_set(err, MEMD_EINVAL, 0, "state key is empty");
+	if (strncmp(key, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "state key '%.64s' is temp: and is never stored", key);
+	for (int32_t s = PU_SCOPE_APP; s < PU_SCOPE_COUNT; s++) {
+		size_t pl = strlen(scope_prefix[s]);
+		if (strncmp(key, scope_prefix[s], pl) == 0) {
+			if (key[pl] == '\0')
+				return memd_error_set(err, MEMD_EINVAL, 0,
+						      "state key '%s' has a prefix but no name", key);
+			*ret_scope = s;
+			*ret_bare = key + pl;
+			return 0;
+		}
+	}
+	*ret_scope = PU_SCOPE_SESSION;
+	*ret_bare = key;
+	return 0;
+}
+
+int32_t pu_state_delta_foreach(const char *delta_json, pu_state_fn fn, void *userdata,
+			       memd_error *err)
+{
+	json_error_t jerr;
+	json_t *root;
+	const char *key;
+	json_t *value;
+	int32_t r = 0;
+
+	if (!delta_json || !delta_json[0])
+		return 0;
+	root = json_loads(delta_json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!root)
+		return memd_error_set(err, MEMD_EINVAL, 0, "state delta is not JSON: %s", jerr.text);
+	if (!json_is_object(root)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "state delta must be a JSON object");
+		goto out;
+	}
+	/* Validate every key before calling fn: a bad delta changes nothing. */
+	json_object_foreach(root, key, value) {
+		int32_t scope;
+		const char *bare;
+		r = classify(key, &scope, &bare, err);
+		if (r < 0)
+			goto out;
+	}
+	json_object_foreach(root, key, value) {
+		int32_t scope;
+		const char *bare;
+		char *text = NULL;
+
+		(void)classify(key, &scope, &bare, NULL);
+		if (!json_is_null(value)) {
+			text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+			if (!text) {
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+				goto out;
+			}
+		}
+		r = fn(userdata, scope, bare, text);
+		free(text);
+		if (r < 0)
+			goto out;
+	}
+out:
+	json_decref(root);
+	return r;
+}
+
+struct pu_state_builder {
+	json_t *scopes[PU_SCOPE_COUNT];
+};
+
+pu_state_builder *pu_state_builder_new(void)
+{
+	pu_state_builder *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	for (int s = 0; s < PU_SCOPE_COUNT; s++) {
+		b->scopes[s] = json_object();
+		if (!b->scopes[s]) {
+			pu_state_builder_free(b);
+			return NULL;
+		}
+	}
+	return b;
+}
+
+int32_t pu_state_builder_add(pu_state_builder *b, int32_t scope, const char *key,
+			     const char *value_json, memd_error *err)
+{
+	json_error_t jerr;
+	json_t *v;
+
+	if (scope < 0 || scope >= PU_SCOPE_COUNT)
+		return memd_error_set(err, MEMD_EINVAL, 0, "bad state scope %d", (int)scope);
+	v = json_loads(value_json, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+	if (!v)
+		return memd_error_set(err, MEMD_EINVAL, 0, "stored state value of '%.64s' is not JSON: %s",
+				      key, jerr.text);
+	if (json_object_set_new(b->scopes[scope], key, v) < 0)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	return 0;
+}
+
+int32_t pu_state_builder_finish(pu_state_builder *b, const memd_text_sink *out, memd_error *err)
+{
+	json_t *merged = json_object();
+	char *text = NULL;
+	int32_t r = 0;
+
+	if (!merged)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	for (int s = PU_SCOPE_APP; s <= PU_SCOPE_COUNT; s++) {
+		/* app, user, then session last. */
+		int32_t scope = s == PU_SCOPE_COUNT ? PU_SCOPE_SESSION : s;
+		const char *key;
+		json_t *v;
+		json_object_foreach(b->scopes[scope], key, v) {
+			size_t pl = strlen(scope_prefix[scope]), kl = strlen(key);
+			char *full = malloc(pl + kl + 1);
+			if (!full) {
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+				goto out;
+			}
+			memcpy(full, scope_prefix[scope], pl);
+			memcpy(full + pl, key, kl + 1);
+			r = json_object_set(merged, full, v);
+			free(full);
+			if (r < 0) {
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+				goto out;
+			}
+		}
+	}
+	text = json_dumps(merged, JSON_COMPACT);
+	if (!text) {
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		goto out;
+	}
+	r = out->text(out->userdata, text, strlen(text));
+	if (r < 0)
+		memd_error_set(err, r, 0, "state sink refused the result");
+out:
+	free(text);
+	json_decref(merged);
+	return r;
+}
+
+void pu_state_builder_free(pu_state_builder *b)
+{
+	if (!b)
+		return;
+	for (int s = 0; s < PU_SCOPE_COUNT; s++)
+		json_decref(b->scopes[s]);
+	free(b);
+}
+
+int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err)
+{
+	if (!call)
+		return 0;
+	if (call->cancel && *call->cancel)
+		return memd_error_set(err, MEMD_ECANCELED, 0, "call cancelled");
+	if (call->deadline_us && now_monotonic_us > call->deadline_us)
+		return memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE, "deadline passed");
+	return 0;
+}

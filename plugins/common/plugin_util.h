@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugin_util: helpers shared by memd's own store plugins (linked
+ * statically into each; not part of the ABI). State-delta parsing and the
+ * merged-state view, so every store applies §4's key rules identically.
+ */
+#ifndef MEMD_PLUGIN_UTIL_H
+#define MEMD_PLUGIN_UTIL_H
+
+#include <memd/plugin.h>
+
+/* Where a state key lives. */
+#define PU_SCOPE_SESSION 0 /* plain key */
+#define PU_SCOPE_APP     1 /* "app:" */
+#define PU_SCOPE_USER    2 /* "user:" */
+#define PU_SCOPE_COUNT   3
+
+/* Called once per key of a delta, in document order. key is the bare key
+ * (prefix removed); value_json is the compact JSON value, or NULL when the
+ * delta's value is null (delete). Return 0 or a negative MEMD_E* to stop. */
+typedef int32_t (*pu_state_fn)(void *userdata, int32_t scope, const char *key,
+			       const char *value_json);
+
+/* Parse delta_json (a JSON object; NULL or "" means no delta) and call fn
+ * for each key. Fails with MEMD_EINVAL (not an object, an empty key or bare
+ * key, a "temp:" key) before calling fn at all, so a bad delta changes
+ * nothing. Returns fn's first nonzero result otherwise. */
+int32_t pu_state_delta_foreach(const char *delta_json, pu_state_fn fn, void *userdata,
+			       memd_error *err);
+
+/* Builds the merged state view: "app:" keys, then "user:" keys, then the
+ * session's plain keys, each key once (the last add wins). */
+typedef struct pu_state_builder pu_state_builder;
+
+/* NULL on ENOMEM. */
+pu_state_builder *pu_state_builder_new(void);
+/* value_json must be valid JSON (as stored from a delta). MEMD_EINVAL if
+ * not, MEMD_ENOMEM. */
+int32_t pu_state_builder_add(pu_state_builder *b, int32_t scope, const char *key,
+			     const char *value_json, memd_error *err);
+/* Emit the merged object as compact JSON text to out. */
+int32_t pu_state_builder_finish(pu_state_builder *b, const memd_text_sink *out,
+				memd_error *err);
+/* Accepts NULL. */
+void pu_state_builder_free(pu_state_builder *b);
+
+/* True when a call's deadline has passed or it was cancelled; fills err. */
+int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err);
+
+/* Add n to call->rows_read if the caller asked for it. */
+static inline void pu_rows_read(const memd_call *call, uint64_t n)
+{
+	if (call && call->struct_size >= offsetof(memd_call, rows_read) + sizeof(call->rows_read) &&
+	    call->rows_read)
+		*call->rows_read += n;
+}
+
+#endif
