@@ -143,12 +143,12 @@ typedef struct memd_event_query {
 	uint32_t reserved;               /* since 1.0 */
 } memd_event_query;
 
-/* memd_session_patch.fields */
+/* memd_session_update.fields */
 #define MEMD_PATCH_TITLE    0x1u
 #define MEMD_PATCH_METADATA 0x2u
 #define MEMD_PATCH_ARCHIVED 0x4u
 
-typedef struct memd_session_patch {
+typedef struct memd_session_update {
 	uint32_t struct_size;            /* since 1.0 */
 	uint32_t fields;                 /* since 1.0: MEMD_PATCH_* to change */
 	const char *title;               /* since 1.0 */
@@ -156,7 +156,7 @@ typedef struct memd_session_patch {
 	uint32_t archived;               /* since 1.0: 0 or 1 */
 	uint32_t reserved;               /* since 1.0 */
 	int64_t now_us;                  /* since 1.0: new updated_us */
-} memd_session_patch;
+} memd_session_update;
 
 /* memd_append.flags */
 #define MEMD_APPEND_EXPECT_VERSION 0x1u
@@ -235,7 +235,7 @@ typedef struct memd_store_ops {
 				memd_error *err);
 	/* since 1.0: delivers the updated session. */
 	int32_t (*session_update)(void *inst, const memd_call *call, const memd_scope *scope,
-				  const memd_session_patch *p, const memd_session_sink *out,
+				  const memd_session_update *p, const memd_session_sink *out,
 				  memd_error *err);
 	/* since 1.0: removes the session, its events, state and artifacts. */
 	int32_t (*session_delete)(void *inst, const memd_call *call, const memd_scope *scope,
