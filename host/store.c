@@ -1,1 +1,206 @@
 /* SPDX-License-Identifier: MIT */
+#include "store.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+	loader_instance *inst;
+	const memd_store_ops *ops;
+	void *handle;
+	const char *name;
+	int serialized;
+	pthread_mutex_t lock;
+};
+
+int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
+{
+	store *s;
+	int32_t r;
+
+	r = loader_require_kind(loader_instance_plugin(inst), MEMD_KIND_STORE,
+				loader_instance_name(inst), err);
+	if (r < 0)
+		return r;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	s->inst = inst;
+	s->ops = loader_store_ops(loader_instance_plugin(inst));
+	s->handle = loader_instance_handle(inst);
+	s->name = loader_instance_name(inst);
+	s->serialized = loader_instance_serialized(inst);
+	pthread_mutex_init(&s->lock, NULL);
+	*ret = s;
+	return 0;
+}
+
+void store_free(store *s)
+{
+	if (!s)
+		return;
+	loader_instance_destroy(s->inst);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+const char *store_name(const store *s)
+{
+	return s->name;
+}
+
+int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error *err)
+{
+	char msg[2 * MEMD_ERROR_MSG_MAX];
+
+	if (r >= 0 || !err)
+		return r;
+	if (err->code != r || !err->msg[0])
+		snprintf(msg, sizeof(msg), "%s: %s failed (error %d)", name, op, (int)r);
+	else
+		snprintf(msg, sizeof(msg), "%s: %s", name, err->msg);
+	err->struct_size = sizeof(*err);
+	if (err->code != r)
+		err->flags = r == MEMD_EUNAVAIL ? MEMD_ERROR_RETRYABLE : 0;
+	err->code = r;
+	memcpy(err->msg, msg, sizeof(err->msg) - 1);
+	err->msg[sizeof(err->msg) - 1] = '\0';
+	return r;
+}
+
+/* Forward op to the plugin: ENOTSUP if absent, serialized if needed, err
+ * always filled on failure. */
+#define STORE_FORWARD(s, op, err, ...)                                                    \
+	do {                                                                              \
+		int32_t r_;                                                               \
+		if (!(s)->ops->op)                                                        \
+			return memd_error_set(err, MEMD_ENOTSUP, 0, "%s: does not support %s", \
+					      (s)->name, #op);                            \
+		if (err)                                                                  \
+			memset(err, 0, sizeof(*err));                                     \
+		if ((s)->serialized)                                                      \
+			pthread_mutex_lock(&(s)->lock);                                   \
+		r_ = (s)->ops->op((s)->handle, __VA_ARGS__, err);                         \
+		if ((s)->serialized)                                                      \
+			pthread_mutex_unlock(&(s)->lock);                                 \
+		return store_fix_error((s)->name, #op, r_, err);                          \
+	} while (0)
+
+int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
+			     const char *state_delta_json, const memd_session_sink *out,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_create, err, call, in, state_delta_json, out);
+}
+
+int32_t store_session_get(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_session_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, session_get, err, call, scope, out);
+}
+
+int32_t store_session_list(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_session_query *q, const memd_session_sink *out,
+			   memd_error *err)
+{
+	STORE_FORWARD(s, session_list, err, call, scope, q, out);
+}
+
+int32_t store_session_update(store *s, const memd_call *call, const memd_scope *scope,
+			     const memd_session_update *p, const memd_session_sink *out,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_update, err, call, scope, p, out);
+}
+
+int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *scope,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_delete, err, call, scope);
+}
+
+int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
+		     const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	STORE_FORWARD(s, append, err, call, scope, a, res);
+}
+
+int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_event_query *q, const memd_event_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, events_load, err, call, scope, q, out);
+}
+
+int32_t store_state_get(store *s, const memd_call *call, const memd_scope *scope,
+			const memd_text_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, state_get, err, call, scope, out);
+}
+
+int32_t store_artifact_put(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_artifact *a, int64_t *ret_version, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_put, err, call, scope, a, ret_version);
+}
+
+int32_t store_artifact_get(store *s, const memd_call *call, const memd_scope *scope,
+			   const char *name, int64_t version, const memd_artifact_sink *out,
+			   memd_error *err)
+{
+	STORE_FORWARD(s, artifact_get, err, call, scope, name, version, out);
+}
+
+int32_t store_artifact_list(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_artifact_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_list, err, call, scope, out);
+}
+
+int32_t store_artifact_versions(store *s, const memd_call *call, const memd_scope *scope,
+				const char *name, const memd_artifact_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_versions, err, call, scope, name, out);
+}
+
+int32_t store_artifact_delete(store *s, const memd_call *call, const memd_scope *scope,
+			      const char *name, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_delete, err, call, scope, name);
+}
+
+int32_t store_user_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  memd_error *err)
+{
+	STORE_FORWARD(s, user_delete, err, call, scope);
+}
+
+int32_t store_feed_read(store *s, const memd_call *call, int64_t after, uint32_t limit,
+			const memd_feed_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, feed_read, err, call, after, limit, out);
+}
+
+int32_t store_feed_head(store *s, const memd_call *call, int64_t *ret_position, memd_error *err)
+{
+	STORE_FORWARD(s, feed_head, err, call, ret_position);
+}
+
+int32_t store_cursor_get(store *s, const memd_call *call, const char *name,
+			 int64_t *ret_position, memd_error *err)
+{
+	STORE_FORWARD(s, cursor_get, err, call, name, ret_position);
+}
+
+int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int64_t position,
+			 memd_error *err)
+{
+	STORE_FORWARD(s, cursor_set, err, call, name, position);
+}
+
+int32_t store_ping(store *s, const memd_call *call, memd_error *err)
+{
+	if (!s->ops->ping)
+		return 0;
+	STORE_FORWARD(s, ping, err, call);
+}

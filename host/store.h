@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store: the host's handle on one session-store plugin instance. Each
+ * store_* call forwards to the plugin's op with the same arguments and:
+ *  - returns MEMD_ENOTSUP with a message if the plugin lacks the op;
+ *  - serializes calls when the plugin is not MEMD_PLUGIN_THREADSAFE;
+ *  - guarantees err is filled (code, message prefixed with the instance
+ *    name) whenever the result is negative.
+ * Argument contracts are those of memd_store_ops in api/memd/store.h.
+ */
+#ifndef MEMD_HOST_STORE_H
+#define MEMD_HOST_STORE_H
+
+#include <memd/plugin.h>
+
+#include "loader.h"
+
+typedef struct store store;
+
+/* Wrap inst (which must be a store; MEMD_EABI otherwise). On success the
+ * store owns inst. */
+int32_t store_new(loader_instance *inst, store **ret, memd_error *err);
+/* Destroy the instance; accepts NULL. */
+void store_free(store *s);
+const char *store_name(const store *s);
+
+int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
+			     const char *state_delta_json, const memd_session_sink *out,
+			     memd_error *err);
+int32_t store_session_get(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_session_sink *out, memd_error *err);
+int32_t store_session_list(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_session_query *q, const memd_session_sink *out,
+			   memd_error *err);
+int32_t store_session_update(store *s, const memd_call *call, const memd_scope *scope,
+			     const memd_session_update *p, const memd_session_sink *out,
+			     memd_error *err);
+int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *scope,
+			     memd_error *err);
+int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
+		     const memd_append *a, memd_append_result *res, memd_error *err);
+int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_event_query *q, const memd_event_sink *out, memd_error *err);
+int32_t store_state_get(store *s, const memd_call *call, const memd_scope *scope,
+			const memd_text_sink *out, memd_error *err);
+int32_t store_artifact_put(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_artifact *a, int64_t *ret_version, memd_error *err);
+int32_t store_artifact_get(store *s, const memd_call *call, const memd_scope *scope,
+			   const char *name, int64_t version, const memd_artifact_sink *out,
+			   memd_error *err);
+int32_t store_artifact_list(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_artifact_sink *out, memd_error *err);
+int32_t store_artifact_versions(store *s, const memd_call *call, const memd_scope *scope,
+				const char *name, const memd_artifact_sink *out, memd_error *err);
+int32_t store_artifact_delete(store *s, const memd_call *call, const memd_scope *scope,
+			      const char *name, memd_error *err);
+int32_t store_user_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  memd_error *err);
+int32_t store_feed_read(store *s, const memd_call *call, int64_t after, uint32_t limit,
+			const memd_feed_sink *out, memd_error *err);
+int32_t store_feed_head(store *s, const memd_call *call, int64_t *ret_position, memd_error *err);
+int32_t store_cursor_get(store *s, const memd_call *call, const char *name,
+			 int64_t *ret_position, memd_error *err);
+int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int64_t position,
+			 memd_error *err);
+/* A store without ping is taken to be reachable. */
+int32_t store_ping(store *s, const memd_call *call, memd_error *err);
+
+/* Fill err for a negative result r from a component named name, keeping a
+ * message the callee wrote and prefixing it with name. Returns r. Shared
+ * with the other plugin wrappers. */
+int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error *err);
+
+#endif
