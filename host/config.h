@@ -4,6 +4,13 @@
  * their file and line, with ${VAR} / ${VAR:-default} expanded from the
  * environment in scalars. Validation against memd's schema is settings.h;
  * validation of a plugin's node against its descriptor is config_check_plugin().
+ *
+ * Details: a plain (unquoted) empty, ~ or null value is a CONFIG_NULL node.
+ * In scalar values (not map keys) ${NAME} is replaced by the variable (an
+ * error if unset), ${NAME:-default} by the variable or, if it is unset or
+ * empty, the default text; $$ is a literal $, and a $ before anything else
+ * is kept. Anchors/aliases, tags other than !!str, non-scalar or duplicate
+ * map keys and multiple documents are refused ("file:line:col: ...").
  */
 #ifndef MEMD_HOST_CONFIG_H
 #define MEMD_HOST_CONFIG_H
@@ -46,18 +53,28 @@ int32_t config_parse_string(const char *text, size_t len, const char *name,
 			    config_node **ret_root, memd_error *err);
 /* Free a tree returned by config_parse_*; accepts NULL. */
 void config_free(config_node *root);
+/* root takes ownership of other (another config_parse_* result): other's
+ * nodes stay valid until config_free(root) frees both. other is not made
+ * part of root's document (lookups in root do not see it). Accepts NULL
+ * for either (then nothing happens). */
+void config_attach(config_node *root, config_node *other);
 
 config_type config_node_type(const config_node *n);
 const char *config_node_file(const config_node *n);
 unsigned config_node_line(const config_node *n);
 /* Scalar text (after ${VAR} expansion); NULL for non-scalars. */
 const char *config_scalar(const config_node *n);
+/* Nonzero if n is a scalar that was quoted (or tagged !!str) in the file,
+ * i.e. a string even if its text looks like a number or boolean. */
+int config_scalar_quoted(const config_node *n);
 /* Number of map entries or sequence items; 0 for scalars. */
 size_t config_len(const config_node *n);
 /* i-th sequence item, or i-th map entry's key / value, in document order. */
 const config_node *config_seq_at(const config_node *n, size_t i);
 const char *config_map_key_at(const config_node *n, size_t i);
 const config_node *config_map_value_at(const config_node *n, size_t i);
+/* The i-th map entry's key as a scalar node (for its line), or NULL. */
+const config_node *config_map_key_node_at(const config_node *n, size_t i);
 /* The value for key in a map, or NULL. */
 const config_node *config_map_get(const config_node *map, const char *key);
 
@@ -75,7 +92,9 @@ char *config_to_json(const config_node *n);
  * key schema: every key other than skip_key must be listed, have the
  * declared type, and every REQUIRED key must be present. Adds one line per
  * problem to d, prefixed with path (e.g. "stores.main"). Returns the number
- * of problems found. */
+ * of problems found. A null value counts as absent (so its default applies,
+ * and a REQUIRED key with a null value is reported missing). STRING keys
+ * accept any scalar; JSON keys accept anything. node NULL = an empty map. */
 size_t config_check_plugin(const config_node *node, const char *path, const char *skip_key,
 			   const memd_config_key *const *keys, config_diag *d);
 
