@@ -1,0 +1,1901 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memory: the in-memory session store, for development and as the
+ * reference implementation of the store contract in api/memd/store.h.
+ * Nothing survives fini.
+ *
+ * One mutex serializes every op (MEMD_PLUGIN_THREADSAFE). Data layout:
+ *  - sessions: hash (app, user, id) -> session; each user keeps its
+ *    sessions in an array sorted newest first by (created_us, id) for
+ *    keyset paging;
+ *  - a session's events live in an array indexed by seq - 1 (seq is
+ *    gapless), with a hash from event id to event and an ascending array of
+ *    summary seqs, so every events_load is a range walk over what it returns;
+ *  - state: one hash per scope (session, user, app), key -> JSON text;
+ *  - the change feed: an array in position order; records of deleted
+ *    sessions are marked dead and compacted away when they dominate.
+ *
+ * Writes are transactions in two phases: every check and allocation
+ * first (a failure there changes nothing visible), then a commit phase
+ * that cannot fail.
+ */
+#include <memd/plugin.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hmap.h"
+#include "plugin_util.h"
+
+#define MEM_PLUGIN_NAME "memory"
+#define MEM_PLUGIN_VERSION "1.0.0"
+#define MEM_ROLE_SUMMARY "summary"
+#define MEM_EMPTY_OBJECT "{}"
+/* app \0 user \0 session \0: the longest composite key. */
+#define MEM_KEY_MAX (3 * (MEMD_ID_MAX + 1))
+#define MEM_MIN_CAP 16
+/* Compact the feed when dead records are over half of it and at least this many. */
+#define MEM_FEED_COMPACT_MIN 64
+#define US_PER_S 1000000
+#define NS_PER_US 1000
+
+/* Is member m inside the struct_size the caller declared? */
+#define MEM_HAS(p, m) ((p)->struct_size >= offsetof(__typeof__(*(p)), m) + sizeof((p)->m))
+
+/* ---- records ---------------------------------------------------------- */
+
+struct mem_session;
+
+typedef struct mem_event {
+	const struct mem_session *owner;
+	char *id;
+	char *invocation_id;
+	char *author;
+	char *role;
+	char *branch;
+	char *content_json;
+	char *actions_json;
+	char *metadata_json;
+	char *text;
+	uint32_t flags;
+	int is_summary;
+	int64_t seq;
+	int64_t timestamp_us;
+	int64_t tokens;
+	int64_t covers_seq;
+	int64_t position;
+} mem_event;
+
+typedef struct mem_artifact {
+	int64_t version;
+	char *mime_type;
+	void *data;
+	uint64_t size;
+	int64_t created_us;
+} mem_artifact;
+
+/* Every version of one artifact name; versions[i].version == i + 1. */
+typedef struct mem_artset {
+	char *name;
+	mem_artifact *versions;
+	size_t n;
+	size_t cap;
+} mem_artset;
+
+struct mem_user;
+
+typedef struct mem_session {
+	struct mem_user *owner;
+	char *app;
+	char *user;
+	char *id;
+	char *title;           /* NULL = unset */
+	char *metadata_json;
+	uint32_t flags;
+	int64_t created_us;
+	int64_t updated_us;
+	int64_t version;
+	int64_t summary_seq;
+	mem_event **events;    /* events[seq - 1] */
+	size_t n_events;
+	size_t cap_events;
+	int64_t *summaries;    /* seqs of role-summary events, ascending */
+	size_t n_summaries;
+	size_t cap_summaries;
+	hmap event_ids;        /* event id -> mem_event* */
+	hmap state;            /* plain key -> JSON text */
+	hmap artifacts;        /* name -> mem_artset* */
+} mem_session;
+
+typedef struct mem_user {
+	char *app;
+	char *user;
+	hmap state;            /* "user:" key (bare) -> JSON text */
+	mem_session **sessions; /* newest first by (created_us, id) */
+	size_t n_sessions;
+	size_t cap_sessions;
+} mem_user;
+
+typedef struct mem_app {
+	hmap state;            /* "app:" key (bare) -> JSON text */
+} mem_app;
+
+#define MEM_FEED_DEAD 0u
+
+typedef struct mem_feed_entry {
+	int64_t position;
+	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
+	mem_event *event;      /* kind EVENT */
+	char *app;             /* kinds DELETE_*: owned */
+	char *user;
+	char *session;         /* DELETE_SESSION only */
+} mem_feed_entry;
+
+typedef struct mem_store {
+	const memd_host *host;
+	pthread_mutex_t lock;
+	hmap sessions;         /* app\0user\0id -> mem_session* */
+	hmap users;            /* app\0user -> mem_user* */
+	hmap apps;             /* app -> mem_app* */
+	hmap cursors;          /* name -> int64_t* */
+	mem_feed_entry *feed;  /* ascending position */
+	size_t n_feed;
+	size_t cap_feed;
+	size_t n_dead;
+	int64_t feed_head;
+} mem_store;
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static char *mem_strdup(const char *s)
+{
+	size_t n;
+	char *d;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	d = malloc(n + 1);
+	if (d)
+		memcpy(d, s, n + 1);
+	return d;
+}
+
+/* Copy s into *ret (NULL stays NULL). 0, or -1 on ENOMEM. */
+static int mem_dup_opt(const char *s, char **ret)
+{
+	*ret = NULL;
+	if (!s)
+		return 0;
+	*ret = mem_strdup(s);
+	return *ret ? 0 : -1;
+}
+
+static int32_t mem_enomem(memd_error *err)
+{
+	return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+}
+
+/* Grow *arr (elements of size elem) so that it can hold `need` elements. */
+static int mem_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	nc = *cap ? *cap : MEM_MIN_CAP;
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2 / elem)
+			return -1;
+		nc *= 2;
+	}
+	p = realloc(*arr, nc * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = nc;
+	return 0;
+}
+
+static int32_t mem_check_id(const char *what, const char *id, memd_error *err)
+{
+	size_t n;
+
+	if (!id || !id[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing or empty", what);
+	n = strlen(id);
+	if (n > MEMD_ID_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is %zu bytes, over the limit of %d",
+				      what, n, MEMD_ID_MAX);
+	return 0;
+}
+
+/* scope->app and ->user always; ->session when need_session. */
+static int32_t mem_check_scope(const memd_scope *scope, int need_session, memd_error *err)
+{
+	int32_t r;
+
+	if (!scope || !MEM_HAS(scope, session))
+		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing or too small");
+	if ((r = mem_check_id("app", scope->app, err)) < 0 ||
+	    (r = mem_check_id("user", scope->user, err)) < 0)
+		return r;
+	if (need_session)
+		return mem_check_id("session id", scope->session, err);
+	return 0;
+}
+
+/* Build the composite key of parts (each a checked id) into buf. */
+static size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user,
+		      const char *session)
+{
+	const char *parts[3] = { app, user, session };
+	size_t n = 0;
+
+	for (int i = 0; i < 3 && parts[i]; i++) {
+		size_t l = strlen(parts[i]);
+		if (i)
+			buf[n++] = '\0';
+		memcpy(buf + n, parts[i], l);
+		n += l;
+	}
+	return n;
+}
+
+static int64_t mem_monotonic_us(const mem_store *st)
+{
+	struct timespec ts;
+
+	if (st->host && MEMD_HOST_HAS(st->host, monotonic_us))
+		return st->host->monotonic_us(st->host);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * US_PER_S + ts.tv_nsec / NS_PER_US;
+}
+
+/* Deadline/cancel check at the start of an op; takes no lock. */
+static int32_t mem_begin(const mem_store *st, const memd_call *call, memd_error *err)
+{
+	if (!st)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no store instance");
+	return pu_call_check(call, mem_monotonic_us(st), err);
+}
+
+/* A sink's nonzero return stops the producer: passes r on (filling err
+ * when negative). Producers return mem_sink_final(r) at the end. */
+static int32_t mem_sink_result(int32_t r, memd_error *err)
+{
+	if (r < 0)
+		return memd_error_set(err, r, 0, "result sink stopped the call (%d)", (int)r);
+	return r;
+}
+
+/* A positive sink result only meant "stop": the call succeeded. */
+static int32_t mem_sink_final(int32_t r)
+{
+	return r > 0 ? 0 : r;
+}
+
+static int32_t mem_check_json_object(const char *what, const char *text, memd_error *err)
+{
+	json_error_t jerr;
+	json_t *v;
+	int ok;
+
+	if (!text)
+		return 0;
+	v = json_loads(text, JSON_ALLOW_NUL, &jerr);
+	if (!v)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is not JSON: %s", what, jerr.text);
+	ok = json_is_object(v);
+	json_decref(v);
+	if (!ok)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s must be a JSON object", what);
+	return 0;
+}
+
+/* ---- freeing ---------------------------------------------------------- */
+
+static void mem_event_free(mem_event *e)
+{
+	if (!e)
+		return;
+	free(e->id);
+	free(e->invocation_id);
+	free(e->author);
+	free(e->role);
+	free(e->branch);
+	free(e->content_json);
+	free(e->actions_json);
+	free(e->metadata_json);
+	free(e->text);
+	free(e);
+}
+
+static void mem_artset_free(void *p)
+{
+	mem_artset *a = p;
+
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->n; i++) {
+		free(a->versions[i].mime_type);
+		free(a->versions[i].data);
+	}
+	free(a->versions);
+	free(a->name);
+	free(a);
+}
+
+static void mem_session_free(mem_session *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_events; i++)
+		mem_event_free(s->events[i]);
+	free(s->events);
+	free(s->summaries);
+	hmap_clear(&s->event_ids, NULL);
+	hmap_clear(&s->state, free);
+	hmap_clear(&s->artifacts, mem_artset_free);
+	free(s->app);
+	free(s->user);
+	free(s->id);
+	free(s->title);
+	free(s->metadata_json);
+	free(s);
+}
+
+static void mem_user_free(mem_user *u)
+{
+	if (!u)
+		return;
+	hmap_clear(&u->state, free);
+	free(u->sessions);
+	free(u->app);
+	free(u->user);
+	free(u);
+}
+
+static void mem_app_free(void *p)
+{
+	mem_app *a = p;
+
+	if (!a)
+		return;
+	hmap_clear(&a->state, free);
+	free(a);
+}
+
+static void mem_feed_entry_clear(mem_feed_entry *f)
+{
+	free(f->app);
+	free(f->user);
+	free(f->session);
+	f->app = f->user = f->session = NULL;
+	f->event = NULL;
+	f->kind = MEM_FEED_DEAD;
+}
+
+/* ---- lookups ---------------------------------------------------------- */
+
+static mem_session *mem_session_find(const mem_store *st, const memd_scope *scope)
+{
+	char key[MEM_KEY_MAX];
+	size_t n = mem_key(key, scope->app, scope->user, scope->session);
+	hmap_node *node = hmap_find(&st->sessions, key, n);
+	return node ? node->value : NULL;
+}
+
+static mem_user *mem_user_find(const mem_store *st, const char *app, const char *user)
+{
+	char key[MEM_KEY_MAX];
+	size_t n = mem_key(key, app, user, NULL);
+	hmap_node *node = hmap_find(&st->users, key, n);
+	return node ? node->value : NULL;
+}
+
+static int32_t mem_session_require(const mem_store *st, const memd_scope *scope,
+				   mem_session **ret, memd_error *err)
+{
+	mem_session *s = mem_session_find(st, scope);
+
+	if (!s)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				      scope->session);
+	*ret = s;
+	return 0;
+}
+
+/* The user record of (app, user), created if absent. */
+static int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
+				      mem_user **ret, memd_error *err)
+{
+	char key[MEM_KEY_MAX];
+	size_t n = mem_key(key, app, user, NULL);
+	hmap_node *node = hmap_find(&st->users, key, n);
+	mem_user *u;
+
+	if (node) {
+		*ret = node->value;
+		return 0;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return mem_enomem(err);
+	hmap_init(&u->state);
+	u->app = mem_strdup(app);
+	u->user = mem_strdup(user);
+	node = u->app && u->user ? hmap_node_new(key, n, u) : NULL;
+	if (!node || hmap_put(&st->users, node) < 0) {
+		hmap_node_free(node);
+		mem_user_free(u);
+		return mem_enomem(err);
+	}
+	*ret = u;
+	return 0;
+}
+
+static int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret,
+				     memd_error *err)
+{
+	hmap_node *node = hmap_find(&st->apps, app, strlen(app));
+	mem_app *a;
+
+	if (node) {
+		*ret = node->value;
+		return 0;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return mem_enomem(err);
+	hmap_init(&a->state);
+	node = hmap_node_new(app, strlen(app), a);
+	if (!node || hmap_put(&st->apps, node) < 0) {
+		hmap_node_free(node);
+		mem_app_free(a);
+		return mem_enomem(err);
+	}
+	*ret = a;
+	return 0;
+}
+
+/* Drop a user record that holds nothing any more. */
+static void mem_user_drop_if_empty(mem_store *st, mem_user *u)
+{
+	char key[MEM_KEY_MAX];
+	size_t n;
+
+	if (u->n_sessions || u->state.count)
+		return;
+	n = mem_key(key, u->app, u->user, NULL);
+	hmap_node_free(hmap_remove(&st->users, key, n));
+	mem_user_free(u);
+}
+
+/* ---- session ordering (newest first by (created_us, id)) -------------- */
+
+/* <0 if (ca, ia) sorts before (cb, ib) in ascending (created_us, id)
+ * order; a NULL id is below every id. */
+static int mem_order_cmp(int64_t ca, const char *ia, int64_t cb, const char *ib)
+{
+	if (ca != cb)
+		return ca < cb ? -1 : 1;
+	if (!ia || !ib)
+		return ia ? 1 : (ib ? -1 : 0);
+	return strcmp(ia, ib);
+}
+
+/* First index in u->sessions (newest first) whose key is strictly below
+ * (created, id). */
+static size_t mem_user_lower(const mem_user *u, int64_t created, const char *id)
+{
+	size_t lo = 0, hi = u->n_sessions;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const mem_session *s = u->sessions[mid];
+		if (mem_order_cmp(s->created_us, s->id, created, id) < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static void mem_user_link(mem_user *u, mem_session *s)
+{
+	size_t at = mem_user_lower(u, s->created_us, s->id);
+
+	memmove(u->sessions + at + 1, u->sessions + at,
+		(u->n_sessions - at) * sizeof(*u->sessions));
+	u->sessions[at] = s;
+	u->n_sessions++;
+}
+
+static void mem_user_unlink(mem_user *u, const mem_session *s)
+{
+	for (size_t i = mem_user_lower(u, s->created_us, s->id); i-- > 0;) {
+		/* Sessions with an equal key sit just before the lower bound. */
+		if (u->sessions[i] == s) {
+			memmove(u->sessions + i, u->sessions + i + 1,
+				(u->n_sessions - i - 1) * sizeof(*u->sessions));
+			u->n_sessions--;
+			return;
+		}
+		if (mem_order_cmp(u->sessions[i]->created_us, u->sessions[i]->id, s->created_us,
+				  s->id) != 0)
+			return;
+	}
+}
+
+/* ---- delivery --------------------------------------------------------- */
+
+static void mem_session_fill(const mem_session *s, memd_session *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->struct_size = sizeof(*out);
+	out->flags = s->flags;
+	out->app = s->app;
+	out->user = s->user;
+	out->id = s->id;
+	out->title = s->title;
+	out->metadata_json = s->metadata_json;
+	out->created_us = s->created_us;
+	out->updated_us = s->updated_us;
+	out->version = s->version;
+	out->last_seq = (int64_t)s->n_events;
+	out->summary_seq = s->summary_seq;
+}
+
+static int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
+				   memd_error *err)
+{
+	memd_session rec;
+
+	if (!out || !out->session)
+		return 0;
+	mem_session_fill(s, &rec);
+	return mem_sink_result(out->session(out->userdata, &rec), err);
+}
+
+static void mem_event_fill(const mem_event *e, memd_event *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->struct_size = sizeof(*out);
+	out->flags = e->flags;
+	out->id = e->id;
+	out->seq = e->seq;
+	out->invocation_id = e->invocation_id;
+	out->author = e->author;
+	out->role = e->role;
+	out->branch = e->branch;
+	out->content_json = e->content_json;
+	out->actions_json = e->actions_json;
+	out->metadata_json = e->metadata_json;
+	out->timestamp_us = e->timestamp_us;
+	out->text = e->text;
+	out->tokens = e->tokens;
+	out->covers_seq = e->covers_seq;
+	out->position = e->position;
+	out->app = e->owner->app;
+	out->user = e->owner->user;
+	out->session = e->owner->id;
+}
+
+/* ---- the change feed -------------------------------------------------- */
+
+/* Index of the first entry with position > after. */
+static size_t mem_feed_upper(const mem_store *st, int64_t after)
+{
+	size_t lo = 0, hi = st->n_feed;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->feed[mid].position <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Mark the feed records of s's events dead. */
+static void mem_feed_kill_session(mem_store *st, const mem_session *s)
+{
+	for (size_t i = 0; i < s->n_events; i++) {
+		size_t at = mem_feed_upper(st, s->events[i]->position - 1);
+		if (at < st->n_feed && st->feed[at].position == s->events[i]->position &&
+		    st->feed[at].kind == MEMD_FEED_EVENT) {
+			mem_feed_entry_clear(&st->feed[at]);
+			st->n_dead++;
+		}
+	}
+}
+
+static void mem_feed_compact(mem_store *st)
+{
+	size_t w = 0;
+
+	if (st->n_dead < MEM_FEED_COMPACT_MIN || st->n_dead * 2 < st->n_feed)
+		return;
+	for (size_t r = 0; r < st->n_feed; r++)
+		if (st->feed[r].kind != MEM_FEED_DEAD)
+			st->feed[w++] = st->feed[r];
+	st->n_feed = w;
+	st->n_dead = 0;
+}
+
+/* A DELETE record prepared before a delete commits. */
+static int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
+				       const char *user, const char *session,
+				       mem_feed_entry *ret, memd_error *err)
+{
+	mem_feed_entry f = { .kind = kind };
+
+	if (mem_grow((void **)&st->feed, &st->cap_feed, st->n_feed + 1, sizeof(*st->feed)) < 0 ||
+	    mem_dup_opt(app, &f.app) < 0 || mem_dup_opt(user, &f.user) < 0 ||
+	    mem_dup_opt(session, &f.session) < 0) {
+		mem_feed_entry_clear(&f);
+		return mem_enomem(err);
+	}
+	*ret = f;
+	return 0;
+}
+
+/* Capacity must have been reserved. */
+static void mem_feed_push(mem_store *st, mem_feed_entry f)
+{
+	f.position = ++st->feed_head;
+	if (f.event)
+		f.event->position = f.position;
+	st->feed[st->n_feed++] = f;
+}
+
+/* ---- state deltas ----------------------------------------------------- */
+
+typedef struct mem_state_op {
+	int32_t scope;         /* PU_SCOPE_* */
+	hmap_node *node;       /* bare key; value = JSON text, or NULL to delete */
+} mem_state_op;
+
+typedef struct mem_state_ops {
+	mem_state_op *ops;
+	size_t n;
+	size_t cap;
+	size_t sets[PU_SCOPE_COUNT]; /* inserts each scope may need */
+} mem_state_ops;
+
+static void mem_state_ops_free(mem_state_ops *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		free(o->ops[i].node->value);
+		hmap_node_free(o->ops[i].node);
+	}
+	free(o->ops);
+	memset(o, 0, sizeof(*o));
+}
+
+static int32_t mem_state_collect(void *userdata, int32_t scope, const char *key,
+				 const char *value_json)
+{
+	mem_state_ops *o = userdata;
+	char *value = NULL;
+	hmap_node *node;
+
+	if (mem_grow((void **)&o->ops, &o->cap, o->n + 1, sizeof(*o->ops)) < 0 ||
+	    mem_dup_opt(value_json, &value) < 0)
+		return MEMD_ENOMEM;
+	node = hmap_node_new(key, strlen(key), value);
+	if (!node) {
+		free(value);
+		return MEMD_ENOMEM;
+	}
+	o->ops[o->n].scope = scope;
+	o->ops[o->n].node = node;
+	o->n++;
+	if (value)
+		o->sets[scope]++;
+	return 0;
+}
+
+/* Parse and stage a delta. EINVAL (nothing staged) for a bad delta. */
+static int32_t mem_state_stage(const char *delta, mem_state_ops *o, memd_error *err)
+{
+	int32_t r;
+
+	memset(o, 0, sizeof(*o));
+	r = pu_state_delta_foreach(delta, mem_state_collect, o, err);
+	if (r == MEMD_ENOMEM)
+		r = mem_enomem(err);
+	if (r < 0)
+		mem_state_ops_free(o);
+	return r;
+}
+
+static hmap *mem_state_map(mem_session *s, mem_app *a, int32_t scope)
+{
+	if (scope == PU_SCOPE_APP)
+		return &a->state;
+	if (scope == PU_SCOPE_USER)
+		return &s->owner->state;
+	return &s->state;
+}
+
+/* Phase one: make room in the maps the ops touch (a needed for app: keys). */
+static int32_t mem_state_reserve(mem_store *st, mem_session *s, const mem_state_ops *o,
+				 mem_app **ret_app, memd_error *err)
+{
+	mem_app *a = NULL;
+	int32_t r;
+
+	if (o->n && (r = mem_app_get_or_create(st, s->app, &a, err)) < 0)
+		return r;
+	for (int32_t sc = 0; sc < PU_SCOPE_COUNT; sc++)
+		if (o->sets[sc] && hmap_reserve(mem_state_map(s, a, sc), o->sets[sc]) < 0)
+			return mem_enomem(err);
+	*ret_app = a;
+	return 0;
+}
+
+/* Phase two: apply; consumes the staged nodes. Cannot fail. */
+static void mem_state_commit(mem_session *s, mem_app *a, mem_state_ops *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		hmap *m = mem_state_map(s, a, o->ops[i].scope);
+		hmap_node *n = o->ops[i].node;
+		hmap_node *old = hmap_find(m, n->key, n->klen);
+
+		if (!n->value) {
+			if (old) {
+				hmap_remove(m, n->key, n->klen);
+				free(old->value);
+				hmap_node_free(old);
+			}
+			hmap_node_free(n);
+		} else if (old) {
+			free(old->value);
+			old->value = n->value;
+			hmap_node_free(n);
+		} else {
+			hmap_insert(m, n);
+		}
+	}
+	free(o->ops);
+	memset(o, 0, sizeof(*o));
+}
+
+/* ---- init / fini ------------------------------------------------------ */
+
+static void mem_fini(void *instance)
+{
+	mem_store *st = instance;
+	hmap_iter it = HMAP_ITER_INIT;
+	hmap_node *n;
+
+	if (!st)
+		return;
+	while ((n = hmap_next(&st->sessions, &it)))
+		mem_session_free(n->value);
+	hmap_clear(&st->sessions, NULL);
+	it = (hmap_iter)HMAP_ITER_INIT;
+	while ((n = hmap_next(&st->users, &it)))
+		mem_user_free(n->value);
+	hmap_clear(&st->users, NULL);
+	hmap_clear(&st->apps, mem_app_free);
+	hmap_clear(&st->cursors, free);
+	for (size_t i = 0; i < st->n_feed; i++)
+		mem_feed_entry_clear(&st->feed[i]);
+	free(st->feed);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+static int32_t mem_init(const memd_host *host, void **ret_instance, memd_error *err)
+{
+	mem_store *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return mem_enomem(err);
+	if (pthread_mutex_init(&st->lock, NULL) != 0) {
+		free(st);
+		return memd_error_set(err, MEMD_EINTERNAL, 0, "cannot create the store mutex");
+	}
+	st->host = host;
+	hmap_init(&st->sessions);
+	hmap_init(&st->users);
+	hmap_init(&st->apps);
+	hmap_init(&st->cursors);
+	*ret_instance = st;
+	return 0;
+}
+
+/* ---- sessions --------------------------------------------------------- */
+
+static int32_t mem_session_create_locked(mem_store *st, const memd_session *in,
+					 const char *delta, const memd_session_sink *out,
+					 memd_error *err)
+{
+	char key[MEM_KEY_MAX];
+	size_t klen = mem_key(key, in->app, in->user, in->id);
+	mem_state_ops ops;
+	mem_session *s = NULL;
+	mem_user *u = NULL;
+	mem_app *a = NULL;
+	hmap_node *node = NULL;
+	int created_user;
+	int32_t r;
+
+	if (hmap_find(&st->sessions, key, klen))
+		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
+				      in->id);
+	if ((r = mem_state_stage(delta, &ops, err)) < 0)
+		return r;
+	created_user = mem_user_find(st, in->app, in->user) == NULL;
+	if ((r = mem_user_get_or_create(st, in->app, in->user, &u, err)) < 0)
+		goto fail;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		r = mem_enomem(err);
+		goto fail;
+	}
+	hmap_init(&s->event_ids);
+	hmap_init(&s->state);
+	hmap_init(&s->artifacts);
+	s->owner = u;
+	s->flags = in->flags & MEMD_SESSION_ARCHIVED;
+	s->created_us = in->created_us;
+	s->updated_us = in->created_us;
+	if (mem_dup_opt(in->app, &s->app) < 0 || mem_dup_opt(in->user, &s->user) < 0 ||
+	    mem_dup_opt(in->id, &s->id) < 0 || mem_dup_opt(in->title, &s->title) < 0 ||
+	    mem_dup_opt(in->metadata_json ? in->metadata_json : MEM_EMPTY_OBJECT,
+			&s->metadata_json) < 0 ||
+	    !(node = hmap_node_new(key, klen, s)) || hmap_reserve(&st->sessions, 1) < 0 ||
+	    mem_grow((void **)&u->sessions, &u->cap_sessions, u->n_sessions + 1,
+		     sizeof(*u->sessions)) < 0) {
+		r = mem_enomem(err);
+		goto fail;
+	}
+	if ((r = mem_state_reserve(st, s, &ops, &a, err)) < 0)
+		goto fail;
+	/* Commit. */
+	hmap_insert(&st->sessions, node);
+	mem_user_link(u, s);
+	mem_state_commit(s, a, &ops);
+	return mem_sink_final(mem_session_deliver(s, out, err));
+fail:
+	hmap_node_free(node);
+	mem_session_free(s);
+	mem_state_ops_free(&ops);
+	if (created_user && u)
+		mem_user_drop_if_empty(st, u);
+	return r;
+}
+
+static int32_t mem_session_create(void *inst, const memd_call *call, const memd_session *s,
+				  const char *state_delta_json, const memd_session_sink *out,
+				  memd_error *err)
+{
+	mem_store *st = inst;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0)
+		return r;
+	if (!s || !MEM_HAS(s, summary_seq))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session record is missing or too small");
+	if ((r = mem_check_id("app", s->app, err)) < 0 ||
+	    (r = mem_check_id("user", s->user, err)) < 0 ||
+	    (r = mem_check_id("session id", s->id, err)) < 0 ||
+	    (r = mem_check_json_object("session metadata", s->metadata_json, err)) < 0)
+		return r;
+	pthread_mutex_lock(&st->lock);
+	r = mem_session_create_locked(st, s, state_delta_json, out, err);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int32_t mem_session_get(void *inst, const memd_call *call, const memd_scope *scope,
+			       const memd_session_sink *out, memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	pthread_mutex_lock(&st->lock);
+	r = mem_session_require(st, scope, &s, err);
+	if (r == 0) {
+		pu_rows_read(call, 1);
+		r = mem_sink_final(mem_session_deliver(s, out, err));
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int32_t mem_session_list(void *inst, const memd_call *call, const memd_scope *scope,
+				const memd_session_query *q, const memd_session_sink *out,
+				memd_error *err)
+{
+	mem_store *st = inst;
+	mem_user *u;
+	uint32_t sent = 0;
+	size_t i, examined = 0;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 0, err)) < 0)
+		return r;
+	if (!q || !MEM_HAS(q, before_id))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session query is missing or too small");
+	if (q->limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session query limit must be > 0");
+	if (q->before_created_us && q->before_id &&
+	    (r = mem_check_id("before_id", q->before_id, err)) < 0)
+		return r;
+	if (!out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no session sink");
+	pthread_mutex_lock(&st->lock);
+	u = mem_user_find(st, scope->app, scope->user);
+	i = !u ? 0 : q->before_created_us ? mem_user_lower(u, q->before_created_us, q->before_id) : 0;
+	for (; u && i < u->n_sessions && sent < q->limit; i++) {
+		const mem_session *s = u->sessions[i];
+		examined++;
+		if ((s->flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+			continue;
+		sent++;
+		if ((r = mem_session_deliver(s, out, err)) != 0)
+			break;
+	}
+	pu_rows_read(call, examined);
+	pthread_mutex_unlock(&st->lock);
+	return mem_sink_final(r);
+}
+
+static int32_t mem_session_update(void *inst, const memd_call *call, const memd_scope *scope,
+				  const memd_session_update *p, const memd_session_sink *out,
+				  memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	char *title = NULL, *meta = NULL;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (!p || !MEM_HAS(p, now_us))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session patch is missing or too small");
+	if ((p->fields & MEMD_PATCH_METADATA) &&
+	    (r = mem_check_json_object("session metadata", p->metadata_json, err)) < 0)
+		return r;
+	if ((p->fields & MEMD_PATCH_ARCHIVED) && p->archived > 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "archived must be 0 or 1");
+	if (((p->fields & MEMD_PATCH_TITLE) && mem_dup_opt(p->title, &title) < 0) ||
+	    ((p->fields & MEMD_PATCH_METADATA) &&
+	     mem_dup_opt(p->metadata_json ? p->metadata_json : MEM_EMPTY_OBJECT, &meta) < 0)) {
+		free(title);
+		return mem_enomem(err);
+	}
+	pthread_mutex_lock(&st->lock);
+	r = mem_session_require(st, scope, &s, err);
+	if (r == 0) {
+		if (p->fields & MEMD_PATCH_TITLE) {
+			free(s->title);
+			s->title = title;
+			title = NULL;
+		}
+		if (p->fields & MEMD_PATCH_METADATA) {
+			free(s->metadata_json);
+			s->metadata_json = meta;
+			meta = NULL;
+		}
+		if (p->fields & MEMD_PATCH_ARCHIVED) {
+			if (p->archived)
+				s->flags |= MEMD_SESSION_ARCHIVED;
+			else
+				s->flags &= ~MEMD_SESSION_ARCHIVED;
+		}
+		s->updated_us = p->now_us;
+		pu_rows_read(call, 1);
+		r = mem_sink_final(mem_session_deliver(s, out, err));
+	}
+	pthread_mutex_unlock(&st->lock);
+	free(title);
+	free(meta);
+	return r;
+}
+
+/* Remove s from every index and free it (its feed records die). */
+static void mem_session_destroy(mem_store *st, mem_session *s)
+{
+	char key[MEM_KEY_MAX];
+	size_t n = mem_key(key, s->app, s->user, s->id);
+
+	hmap_node_free(hmap_remove(&st->sessions, key, n));
+	mem_user_unlink(s->owner, s);
+	mem_feed_kill_session(st, s);
+	mem_session_free(s);
+}
+
+static int32_t mem_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+				  memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_feed_entry del;
+	mem_user *u;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	pthread_mutex_lock(&st->lock);
+	if ((r = mem_session_require(st, scope, &s, err)) < 0 ||
+	    (r = mem_feed_prepare_delete(st, MEMD_FEED_DELETE_SESSION, s->app, s->user, s->id,
+					 &del, err)) < 0)
+		goto out;
+	u = s->owner;
+	pu_rows_read(call, 1 + s->n_events);
+	mem_session_destroy(st, s);
+	mem_feed_push(st, del);
+	mem_feed_compact(st);
+	mem_user_drop_if_empty(st, u);
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* ---- append ----------------------------------------------------------- */
+
+/* A private copy of an input event (seq, position assigned at commit). */
+static int32_t mem_event_copy(const memd_event *in, mem_event **ret, memd_error *err)
+{
+	mem_event *e;
+	int32_t r;
+
+	if (!in || !MEM_HAS(in, covers_seq))
+		return memd_error_set(err, MEMD_EINVAL, 0, "event record is missing or too small");
+	if ((r = mem_check_id("event id", in->id, err)) < 0)
+		return r;
+	if (!in->role || !in->role[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", in->id);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return mem_enomem(err);
+	if (mem_dup_opt(in->id, &e->id) < 0 || mem_dup_opt(in->invocation_id, &e->invocation_id) < 0 ||
+	    mem_dup_opt(in->author, &e->author) < 0 || mem_dup_opt(in->role, &e->role) < 0 ||
+	    mem_dup_opt(in->branch, &e->branch) < 0 ||
+	    mem_dup_opt(in->content_json, &e->content_json) < 0 ||
+	    mem_dup_opt(in->actions_json, &e->actions_json) < 0 ||
+	    mem_dup_opt(in->metadata_json, &e->metadata_json) < 0 ||
+	    mem_dup_opt(in->text, &e->text) < 0) {
+		mem_event_free(e);
+		return mem_enomem(err);
+	}
+	e->flags = in->flags;
+	e->is_summary = strcmp(in->role, MEM_ROLE_SUMMARY) == 0;
+	e->timestamp_us = in->timestamp_us;
+	e->tokens = in->tokens;
+	e->covers_seq = in->covers_seq;
+	*ret = e;
+	return 0;
+}
+
+/* Everything an append allocates before it commits. */
+typedef struct mem_batch {
+	mem_event **events;
+	hmap_node **id_nodes;  /* one per event: id -> event, linked in `ids` */
+	size_t n;              /* events copied so far */
+	hmap ids;              /* the batch's own ids, to refuse repeats */
+	mem_state_ops state;
+	char *title;
+	size_t n_summaries;
+} mem_batch;
+
+static void mem_batch_free(mem_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		if (hmap_remove(&b->ids, b->id_nodes[i]->key, b->id_nodes[i]->klen) == b->id_nodes[i])
+			hmap_node_free(b->id_nodes[i]);
+		mem_event_free(b->events[i]);
+	}
+	hmap_clear(&b->ids, NULL);
+	free(b->events);
+	free(b->id_nodes);
+	mem_state_ops_free(&b->state);
+	free(b->title);
+}
+
+static int32_t mem_batch_prepare(const memd_append *a, const mem_session *s, mem_batch *b,
+				 memd_error *err)
+{
+	int32_t r;
+
+	if (a->n_events) {
+		b->events = calloc(a->n_events, sizeof(*b->events));
+		b->id_nodes = calloc(a->n_events, sizeof(*b->id_nodes));
+		if (!b->events || !b->id_nodes || hmap_reserve(&b->ids, a->n_events) < 0)
+			return mem_enomem(err);
+	}
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		mem_event *e = NULL;
+		hmap_node *node;
+
+		if ((r = mem_event_copy(a->events[i], &e, err)) < 0)
+			return r;
+		node = hmap_node_new(e->id, strlen(e->id), e);
+		if (!node) {
+			mem_event_free(e);
+			return mem_enomem(err);
+		}
+		if (hmap_find(&b->ids, node->key, node->klen)) {
+			hmap_node_free(node);
+			mem_event_free(e);
+			return memd_error_set(err, MEMD_ECONFLICT, 0,
+					      "event id '%.64s' appears twice in the batch", a->events[i]->id);
+		}
+		hmap_insert(&b->ids, node);
+		b->events[b->n] = e;
+		b->id_nodes[b->n] = node;
+		b->n++;
+		if (e->is_summary)
+			b->n_summaries++;
+	}
+	if ((r = mem_state_stage(a->state_delta_json, &b->state, err)) < 0)
+		return r;
+	if (a->title_if_unset && !s->title && mem_dup_opt(a->title_if_unset, &b->title) < 0)
+		return mem_enomem(err);
+	return 0;
+}
+
+/* All ids of the batch already in s: the original seqs (1), some (ECONFLICT)
+ * or none (0). */
+static int32_t mem_replay_check(const mem_session *s, const memd_append *a, int64_t *seqs,
+				memd_error *err)
+{
+	uint32_t found = 0;
+
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		const memd_event *in = a->events[i];
+		hmap_node *node;
+
+		if (!in || !MEM_HAS(in, covers_seq) || !in->id)
+			continue; /* refused with a message by mem_event_copy */
+		node = hmap_find(&s->event_ids, in->id, strlen(in->id));
+		if (node) {
+			seqs[i] = ((const mem_event *)node->value)->seq;
+			found++;
+		}
+	}
+	if (found == 0)
+		return 0;
+	if (found < a->n_events)
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "%u of the batch's %u event ids exist already in session '%.64s'",
+				      found, a->n_events, s->id);
+	return 1;
+}
+
+static int32_t mem_append_locked(mem_store *st, const memd_call *call, const memd_scope *scope,
+				 const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	mem_batch b;
+	mem_session *s = NULL;
+	mem_app *app = NULL;
+	int64_t *seqs = NULL;
+	int32_t r;
+
+	memset(&b, 0, sizeof(b));
+	hmap_init(&b.ids);
+	if ((r = mem_session_require(st, scope, &s, err)) < 0)
+		return r;
+	if (a->n_events) {
+		seqs = calloc(a->n_events, sizeof(*seqs));
+		if (!seqs)
+			return mem_enomem(err);
+		pu_rows_read(call, a->n_events);
+		r = mem_replay_check(s, a, seqs, err);
+		if (r < 0)
+			goto out;
+		if (r == 1) {
+			memcpy(res->seqs, seqs, a->n_events * sizeof(*seqs));
+			res->flags = MEMD_APPEND_REPLAYED;
+			res->version = s->version;
+			r = 0;
+			goto out;
+		}
+	}
+	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && a->expected_version != s->version) {
+		r = memd_error_set(err, MEMD_ECONFLICT, 0,
+				   "session '%.64s' is at version %lld, expected %lld", s->id,
+				   (long long)s->version, (long long)a->expected_version);
+		goto out;
+	}
+	if ((r = mem_batch_prepare(a, s, &b, err)) < 0)
+		goto out;
+	if (mem_grow((void **)&s->events, &s->cap_events, s->n_events + b.n, sizeof(*s->events)) < 0 ||
+	    mem_grow((void **)&s->summaries, &s->cap_summaries, s->n_summaries + b.n_summaries,
+		     sizeof(*s->summaries)) < 0 ||
+	    hmap_reserve(&s->event_ids, b.n) < 0 ||
+	    mem_grow((void **)&st->feed, &st->cap_feed, st->n_feed + b.n, sizeof(*st->feed)) < 0) {
+		r = mem_enomem(err);
+		goto out;
+	}
+	if ((r = mem_state_reserve(st, s, &b.state, &app, err)) < 0)
+		goto out;
+
+	/* Commit: nothing below can fail. */
+	for (size_t i = 0; i < b.n; i++) {
+		mem_event *e = b.events[i];
+		mem_feed_entry f = { .kind = MEMD_FEED_EVENT, .event = e };
+
+		e->owner = s;
+		e->seq = (int64_t)s->n_events + 1;
+		s->events[s->n_events++] = e;
+		hmap_remove(&b.ids, b.id_nodes[i]->key, b.id_nodes[i]->klen);
+		hmap_insert(&s->event_ids, b.id_nodes[i]);
+		if (e->is_summary) {
+			s->summaries[s->n_summaries++] = e->seq;
+			s->summary_seq = e->seq;
+		}
+		mem_feed_push(st, f);
+		res->seqs[i] = e->seq;
+	}
+	b.n = 0;
+	mem_state_commit(s, app, &b.state);
+	if (b.title) {
+		s->title = b.title;
+		b.title = NULL;
+	}
+	s->version++;
+	s->updated_us = a->now_us;
+	res->flags = 0;
+	res->version = s->version;
+out:
+	mem_batch_free(&b);
+	free(seqs);
+	return r;
+}
+
+static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *scope,
+			  const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	mem_store *st = inst;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (!a || !MEM_HAS(a, now_us))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append is missing or too small");
+	if (!res || !MEM_HAS(res, seqs))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append result is missing or too small");
+	if (a->n_events && (!a->events || !res->seqs))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without events or seqs",
+				      a->n_events);
+	pthread_mutex_lock(&st->lock);
+	r = mem_append_locked(st, call, scope, a, res, err);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* ---- events_load ------------------------------------------------------ */
+
+/* Index of the first summary with seq >= seq. */
+static size_t mem_summary_lower(const mem_session *s, int64_t seq)
+{
+	size_t lo = 0, hi = s->n_summaries;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->summaries[mid] < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+typedef struct mem_walk {
+	const mem_session *s;
+	int only_summary;      /* walk s->summaries instead of every seq */
+	size_t begin, end;     /* [begin, end) in the walked array */
+} mem_walk;
+
+static const mem_event *mem_walk_at(const mem_walk *w, size_t i)
+{
+	if (w->only_summary)
+		return w->s->events[w->s->summaries[i] - 1];
+	return w->s->events[i];
+}
+
+static int mem_event_matches(const mem_event *e, const memd_event_query *q)
+{
+	if (q->after_time_us && e->timestamp_us <= q->after_time_us)
+		return 0;
+	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && e->is_summary)
+		return 0;
+	return 1;
+}
+
+static int32_t mem_event_deliver(const mem_event *e, const memd_event_sink *out, memd_error *err)
+{
+	memd_event rec;
+
+	mem_event_fill(e, &rec);
+	return mem_sink_result(out->event(out->userdata, &rec), err);
+}
+
+static int32_t mem_events_walk(const mem_walk *w, const memd_call *call, const memd_event_query *q,
+			       const memd_event_sink *out, memd_error *err)
+{
+	size_t examined = 0;
+	int32_t r = 0;
+
+	if ((q->flags & MEMD_EVQ_NEWEST) && q->limit && w->end > w->begin) {
+		/* The newest `limit` matches, walking back; delivered ascending. */
+		size_t want = q->limit < w->end - w->begin ? q->limit : w->end - w->begin;
+		const mem_event **pick = malloc(want * sizeof(*pick));
+		size_t n = 0;
+
+		if (!pick)
+			return mem_enomem(err);
+		for (size_t i = w->end; i-- > w->begin && n < want;) {
+			const mem_event *e = mem_walk_at(w, i);
+			examined++;
+			if (mem_event_matches(e, q))
+				pick[n++] = e;
+		}
+		while (n-- > 0)
+			if ((r = mem_event_deliver(pick[n], out, err)) != 0)
+				break;
+		free(pick);
+	} else {
+		uint32_t sent = 0;
+		for (size_t i = w->begin; i < w->end && (!q->limit || sent < q->limit); i++) {
+			const mem_event *e = mem_walk_at(w, i);
+			examined++;
+			if (!mem_event_matches(e, q))
+				continue;
+			sent++;
+			if ((r = mem_event_deliver(e, out, err)) != 0)
+				break;
+		}
+	}
+	pu_rows_read(call, examined);
+	return mem_sink_final(r);
+}
+
+static int32_t mem_events_load(void *inst, const memd_call *call, const memd_scope *scope,
+			       const memd_event_query *q, const memd_event_sink *out,
+			       memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_walk w;
+	int64_t lo, hi;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (!q || !MEM_HAS(q, limit))
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query is missing or too small");
+	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event query cannot ask for NO_SUMMARY and ONLY_SUMMARY");
+	if (!out || !out->event)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no event sink");
+	pthread_mutex_lock(&st->lock);
+	if ((r = mem_session_require(st, scope, &s, err)) < 0)
+		goto out;
+	/* The seq range [lo, hi]. */
+	lo = q->after_seq > 0 ? q->after_seq + 1 : 1;
+	hi = (int64_t)s->n_events;
+	if (q->before_seq > 0 && q->before_seq - 1 < hi)
+		hi = q->before_seq - 1;
+	w.s = s;
+	w.only_summary = (q->flags & MEMD_EVQ_ONLY_SUMMARY) != 0;
+	if (lo > hi) {
+		w.begin = w.end = 0;
+	} else if (w.only_summary) {
+		w.begin = mem_summary_lower(s, lo);
+		w.end = mem_summary_lower(s, hi + 1);
+	} else {
+		w.begin = (size_t)(lo - 1);
+		w.end = (size_t)hi;
+	}
+	r = mem_events_walk(&w, call, q, out, err);
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* ---- state ------------------------------------------------------------ */
+
+static int32_t mem_state_add_all(pu_state_builder *b, int32_t scope, const hmap *m,
+				 uint64_t *examined, memd_error *err)
+{
+	hmap_iter it = HMAP_ITER_INIT;
+	hmap_node *n;
+	int32_t r;
+
+	while ((n = hmap_next(m, &it))) {
+		(*examined)++;
+		if ((r = pu_state_builder_add(b, scope, n->key, n->value, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int32_t mem_state_get(void *inst, const memd_call *call, const memd_scope *scope,
+			     const memd_text_sink *out, memd_error *err)
+{
+	mem_store *st = inst;
+	pu_state_builder *b;
+	mem_session *s = NULL;
+	hmap_node *an;
+	uint64_t examined = 0;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (!out || !out->text)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no text sink");
+	b = pu_state_builder_new();
+	if (!b)
+		return mem_enomem(err);
+	pthread_mutex_lock(&st->lock);
+	if ((r = mem_session_require(st, scope, &s, err)) < 0)
+		goto out;
+	an = hmap_find(&st->apps, s->app, strlen(s->app));
+	if ((an && (r = mem_state_add_all(b, PU_SCOPE_APP, &((mem_app *)an->value)->state,
+					  &examined, err)) < 0) ||
+	    (r = mem_state_add_all(b, PU_SCOPE_USER, &s->owner->state, &examined, err)) < 0 ||
+	    (r = mem_state_add_all(b, PU_SCOPE_SESSION, &s->state, &examined, err)) < 0)
+		goto out;
+	r = pu_state_builder_finish(b, out, err);
+out:
+	pu_rows_read(call, examined);
+	pthread_mutex_unlock(&st->lock);
+	pu_state_builder_free(b);
+	return r;
+}
+
+/* ---- artifacts -------------------------------------------------------- */
+
+static void mem_artifact_fill(const mem_artset *set, const mem_artifact *v, int with_data,
+			      memd_artifact *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->struct_size = sizeof(*out);
+	out->name = set->name;
+	out->version = v->version;
+	out->mime_type = v->mime_type;
+	out->data = with_data ? v->data : NULL;
+	out->size = v->size;
+	out->created_us = v->created_us;
+}
+
+static int32_t mem_artifact_put(void *inst, const memd_call *call, const memd_scope *scope,
+				const memd_artifact *a, int64_t *ret_version, memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_artset *set = NULL;
+	hmap_node *node;
+	mem_artifact v = { 0 };
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (!a || !MEM_HAS(a, created_us))
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact is missing or too small");
+	if ((r = mem_check_id("artifact name", a->name, err)) < 0)
+		return r;
+	if (a->size && !a->data)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact of %llu bytes without data",
+				      (unsigned long long)a->size);
+	if (a->size > SIZE_MAX - 1)
+		return memd_error_set(err, MEMD_ETOOBIG, 0, "artifact too large");
+	v.size = a->size;
+	v.created_us = a->created_us;
+	v.data = malloc(a->size ? (size_t)a->size : 1);
+	if (!v.data || mem_dup_opt(a->mime_type, &v.mime_type) < 0) {
+		free(v.data);
+		return mem_enomem(err);
+	}
+	if (a->size)
+		memcpy(v.data, a->data, (size_t)a->size);
+	pthread_mutex_lock(&st->lock);
+	if ((r = mem_session_require(st, scope, &s, err)) < 0)
+		goto out;
+	node = hmap_find(&s->artifacts, a->name, strlen(a->name));
+	if (node) {
+		set = node->value;
+		if (mem_grow((void **)&set->versions, &set->cap, set->n + 1,
+			     sizeof(*set->versions)) < 0) {
+			r = mem_enomem(err);
+			goto out;
+		}
+	} else {
+		set = calloc(1, sizeof(*set));
+		node = set ? hmap_node_new(a->name, strlen(a->name), set) : NULL;
+		if (!set || !(set->name = mem_strdup(a->name)) || !node ||
+		    mem_grow((void **)&set->versions, &set->cap, 1, sizeof(*set->versions)) < 0 ||
+		    hmap_put(&s->artifacts, node) < 0) {
+			hmap_node_free(node);
+			mem_artset_free(set);
+			r = mem_enomem(err);
+			goto out;
+		}
+	}
+	v.version = (int64_t)set->n + 1;
+	set->versions[set->n++] = v;
+	v.data = NULL;
+	v.mime_type = NULL;
+	pu_rows_read(call, 1);
+	*ret_version = set->versions[set->n - 1].version;
+out:
+	pthread_mutex_unlock(&st->lock);
+	free(v.data);
+	free(v.mime_type);
+	return r;
+}
+
+static int32_t mem_artset_require(const mem_session *s, const char *name, mem_artset **ret,
+				  memd_error *err)
+{
+	hmap_node *node = hmap_find(&s->artifacts, name, strlen(name));
+
+	if (!node)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' not found", name);
+	*ret = node->value;
+	return 0;
+}
+
+/* Common start of the artifact reads: checks, lock, session. On success
+ * the lock is held. */
+static int32_t mem_artifact_begin(mem_store *st, const memd_call *call, const memd_scope *scope,
+				  const char *name, const memd_artifact_sink *out,
+				  mem_session **ret, memd_error *err)
+{
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+		return r;
+	if (name && (r = mem_check_id("artifact name", name, err)) < 0)
+		return r;
+	if (out && !out->artifact)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no artifact sink");
+	pthread_mutex_lock(&st->lock);
+	if ((r = mem_session_require(st, scope, ret, err)) < 0)
+		pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int32_t mem_artifact_get(void *inst, const memd_call *call, const memd_scope *scope,
+				const char *name, int64_t version, const memd_artifact_sink *out,
+				memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_artset *set = NULL;
+	memd_artifact rec;
+	int32_t r;
+
+	if (!name || !out)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name or sink missing");
+	if (version < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact version must be >= 0");
+	if ((r = mem_artifact_begin(st, call, scope, name, out, &s, err)) < 0)
+		return r;
+	if ((r = mem_artset_require(s, name, &set, err)) < 0)
+		goto out;
+	if (version > (int64_t)set->n) {
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' has no version %lld",
+				   name, (long long)version);
+		goto out;
+	}
+	pu_rows_read(call, 1);
+	mem_artifact_fill(set, &set->versions[version ? version - 1 : (int64_t)set->n - 1], 1, &rec);
+	r = mem_sink_final(mem_sink_result(out->artifact(out->userdata, &rec), err));
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int mem_artset_cmp(const void *a, const void *b)
+{
+	const mem_artset *x = *(const mem_artset *const *)a;
+	const mem_artset *y = *(const mem_artset *const *)b;
+	return strcmp(x->name, y->name);
+}
+
+static int32_t mem_artifact_list(void *inst, const memd_call *call, const memd_scope *scope,
+				 const memd_artifact_sink *out, memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_artset **sets = NULL;
+	hmap_iter it = HMAP_ITER_INIT;
+	hmap_node *n;
+	size_t count = 0;
+	int32_t r;
+
+	if (!out)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no artifact sink");
+	if ((r = mem_artifact_begin(st, call, scope, NULL, out, &s, err)) < 0)
+		return r;
+	if (s->artifacts.count) {
+		sets = malloc(s->artifacts.count * sizeof(*sets));
+		if (!sets) {
+			r = mem_enomem(err);
+			goto out;
+		}
+		while ((n = hmap_next(&s->artifacts, &it)))
+			sets[count++] = n->value;
+		qsort(sets, count, sizeof(*sets), mem_artset_cmp);
+	}
+	pu_rows_read(call, count);
+	for (size_t i = 0; i < count; i++) {
+		memd_artifact rec;
+		mem_artifact_fill(sets[i], &sets[i]->versions[sets[i]->n - 1], 0, &rec);
+		if ((r = mem_sink_result(out->artifact(out->userdata, &rec), err)) != 0)
+			break;
+	}
+	r = mem_sink_final(r);
+out:
+	pthread_mutex_unlock(&st->lock);
+	free(sets);
+	return r;
+}
+
+static int32_t mem_artifact_versions(void *inst, const memd_call *call, const memd_scope *scope,
+				     const char *name, const memd_artifact_sink *out,
+				     memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_artset *set = NULL;
+	int32_t r;
+
+	if (!name || !out)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name or sink missing");
+	if ((r = mem_artifact_begin(st, call, scope, name, out, &s, err)) < 0)
+		return r;
+	if ((r = mem_artset_require(s, name, &set, err)) < 0)
+		goto out;
+	pu_rows_read(call, set->n);
+	for (size_t i = 0; i < set->n; i++) {
+		memd_artifact rec;
+		mem_artifact_fill(set, &set->versions[i], 0, &rec);
+		if ((r = mem_sink_result(out->artifact(out->userdata, &rec), err)) != 0)
+			break;
+	}
+	r = mem_sink_final(r);
+out:
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int32_t mem_artifact_delete(void *inst, const memd_call *call, const memd_scope *scope,
+				   const char *name, memd_error *err)
+{
+	mem_store *st = inst;
+	mem_session *s = NULL;
+	mem_artset *set = NULL;
+	int32_t r;
+
+	if (!name)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name missing");
+	if ((r = mem_artifact_begin(st, call, scope, name, NULL, &s, err)) < 0)
+		return r;
+	if ((r = mem_artset_require(s, name, &set, err)) == 0) {
+		pu_rows_read(call, set->n);
+		hmap_node_free(hmap_remove(&s->artifacts, name, strlen(name)));
+		mem_artset_free(set);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* ---- users ------------------------------------------------------------ */
+
+static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			       memd_error *err)
+{
+	mem_store *st = inst;
+	mem_feed_entry del;
+	mem_user *u;
+	uint64_t examined = 0;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 0, err)) < 0)
+		return r;
+	pthread_mutex_lock(&st->lock);
+	u = mem_user_find(st, scope->app, scope->user);
+	if (!u)
+		goto out; /* nothing of theirs is stored: nothing to forget */
+	if ((r = mem_feed_prepare_delete(st, MEMD_FEED_DELETE_USER, u->app, u->user, NULL, &del,
+					 err)) < 0)
+		goto out;
+	while (u->n_sessions) {
+		mem_session *s = u->sessions[u->n_sessions - 1];
+		examined += 1 + s->n_events;
+		mem_session_destroy(st, s);
+	}
+	examined += u->state.count;
+	hmap_clear(&u->state, free);
+	mem_feed_push(st, del);
+	mem_feed_compact(st);
+	mem_user_drop_if_empty(st, u);
+out:
+	pu_rows_read(call, examined);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* ---- change feed and cursors ------------------------------------------ */
+
+static int32_t mem_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t limit,
+			     const memd_feed_sink *out, memd_error *err)
+{
+	mem_store *st = inst;
+	uint64_t examined = 0;
+	uint32_t sent = 0;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0)
+		return r;
+	if (!out || !out->record)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no feed sink");
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = mem_feed_upper(st, after); i < st->n_feed && (!limit || sent < limit); i++) {
+		const mem_feed_entry *f = &st->feed[i];
+		memd_feed_record rec;
+		memd_event ev;
+
+		examined++;
+		if (f->kind == MEM_FEED_DEAD)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.struct_size = sizeof(rec);
+		rec.kind = f->kind;
+		rec.position = f->position;
+		if (f->kind == MEMD_FEED_EVENT) {
+			mem_event_fill(f->event, &ev);
+			rec.app = ev.app;
+			rec.user = ev.user;
+			rec.session = ev.session;
+			rec.event = &ev;
+		} else {
+			rec.app = f->app;
+			rec.user = f->user;
+			rec.session = f->session;
+		}
+		sent++;
+		if ((r = mem_sink_result(out->record(out->userdata, &rec), err)) != 0)
+			break;
+	}
+	pu_rows_read(call, examined);
+	pthread_mutex_unlock(&st->lock);
+	return mem_sink_final(r);
+}
+
+static int32_t mem_feed_head(void *inst, const memd_call *call, int64_t *ret_position,
+			     memd_error *err)
+{
+	mem_store *st = inst;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0)
+		return r;
+	if (!ret_position)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output position");
+	pthread_mutex_lock(&st->lock);
+	*ret_position = st->feed_head;
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int32_t mem_cursor_get(void *inst, const memd_call *call, const char *name,
+			      int64_t *ret_position, memd_error *err)
+{
+	mem_store *st = inst;
+	hmap_node *n;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_id("cursor name", name, err)) < 0)
+		return r;
+	if (!ret_position)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output position");
+	pthread_mutex_lock(&st->lock);
+	n = hmap_find(&st->cursors, name, strlen(name));
+	pu_rows_read(call, n ? 1 : 0);
+	*ret_position = n ? *(const int64_t *)n->value : 0;
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int32_t mem_cursor_set(void *inst, const memd_call *call, const char *name,
+			      int64_t position, memd_error *err)
+{
+	mem_store *st = inst;
+	hmap_node *n;
+	int64_t *v = NULL;
+	int32_t r;
+
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_id("cursor name", name, err)) < 0)
+		return r;
+	if (position < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "cursor position must be >= 0");
+	pthread_mutex_lock(&st->lock);
+	n = hmap_find(&st->cursors, name, strlen(name));
+	if (n) {
+		*(int64_t *)n->value = position;
+	} else {
+		v = malloc(sizeof(*v));
+		n = v ? hmap_node_new(name, strlen(name), v) : NULL;
+		if (!n || hmap_put(&st->cursors, n) < 0) {
+			hmap_node_free(n);
+			free(v);
+			r = mem_enomem(err);
+		} else {
+			*v = position;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
+{
+	return mem_begin(inst, call, err);
+}
+
+/* ---- descriptor ------------------------------------------------------- */
+
+#define MEM_ABI_MINOR_NEEDED 0
+
+static const memd_store_ops mem_ops = {
+	.struct_size = sizeof(memd_store_ops),
+	.session_create = mem_session_create,
+	.session_get = mem_session_get,
+	.session_list = mem_session_list,
+	.session_update = mem_session_update,
+	.session_delete = mem_session_delete,
+	.append = mem_append,
+	.events_load = mem_events_load,
+	.state_get = mem_state_get,
+	.artifact_put = mem_artifact_put,
+	.artifact_get = mem_artifact_get,
+	.artifact_list = mem_artifact_list,
+	.artifact_versions = mem_artifact_versions,
+	.artifact_delete = mem_artifact_delete,
+	.user_delete = mem_user_delete,
+	.feed_read = mem_feed_read,
+	.feed_head = mem_feed_head,
+	.cursor_get = mem_cursor_get,
+	.cursor_set = mem_cursor_set,
+	.ping = mem_ping,
+};
+
+static const memd_plugin mem_plugin = {
+	.struct_size = sizeof(memd_plugin),
+	.abi_major = MEMD_ABI_MAJOR,
+	.abi_minor = MEM_ABI_MINOR_NEEDED,
+	.kind = MEMD_KIND_STORE,
+	.flags = MEMD_PLUGIN_THREADSAFE,
+	.name = MEM_PLUGIN_NAME,
+	.version = MEM_PLUGIN_VERSION,
+	.description = "In-memory session store (development; nothing persists)",
+	.config_keys = NULL,
+	.init = mem_init,
+	.fini = mem_fini,
+	.store = &mem_ops,
+};
+
+MEMD_PLUGIN_EXPORT const memd_plugin *memd_plugin_entry_v1(void)
+{
+	return &mem_plugin;
+}
