@@ -19,7 +19,8 @@ typedef struct loader_instance loader_instance;
 struct hostsvc;
 
 /* Resolve name_or_path: a value containing '/' is a file path; otherwise
- * "<name>.so" in each directory of search (NULL-terminated), first match.
+ * "memd-<name>.so" in each directory of search (NULL-terminated), first
+ * match.
  * Only regular files are opened (RTLD_NOW | RTLD_LOCAL). Validates the
  * descriptor (entry symbol, struct_size, ABI major/minor, name, kind bits
  * vs ops tables, required ops) and refuses with a message naming the file

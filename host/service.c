@@ -1,1 +1,1568 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * service: the libmemd facade. Opens what config names (stores, strategies)
+ * through the loader, and implements every memd_* call of api/memd/memd.h
+ * over the store and strategy wrappers, with request validation in one
+ * place so the HTTP server and the CLI stay thin.
+ */
+#include "service.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "event_json.h"
+#include "hostsvc.h"
+#include "loader.h"
+#include "memd-build.h"
+#include "strategy.h"
+#include "temp_state.h"
+#include "title.h"
+#include "uuid.h"
+
+#define US_PER_SEC 1000000LL
+#define PATH_ENV "MEMD_PLUGIN_PATH"
+#define TEMP_PREFIX "temp:"
+#define STATE_KEY_MAX 1024
+#define MIME_MAX 255
+#define MIME_DEFAULT "application/octet-stream"
+#define SLOT_NAME_MAX 600
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+typedef struct app_strategy {
+	char *app;
+	strategy *st;
+	const loader_instance *inst; /* borrowed from st, for listings */
+} app_strategy;
+
+typedef struct named_store {
+	char *name;
+	store *st;                   /* session stores */
+	loader_instance *other;      /* instances of other kinds, kept for later use */
+	const loader_instance *inst; /* borrowed: st's or other */
+} named_store;
+
+struct memd {
+	settings set;
+	hostsvc *svc;
+	temp_state *temp;
+	char **search;          /* NULL-terminated plugin search path */
+	/* registry of loaded plugins: each .so once, closed last */
+	loader_plugin **plugins;
+	size_t n_plugins;
+	named_store *stores;
+	size_t n_stores;
+	store *sessions;
+	app_strategy *apps;
+	size_t n_apps;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
+}
+
+static memd_call call_new(void)
+{
+	memd_call c = { .struct_size = sizeof(c) };
+	return c;
+}
+
+static int32_t oom(memd_error *err)
+{
+	return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+}
+
+static int32_t check_scope(const char *app, const char *user, const char *sid, memd_scope *ret,
+			   memd_error *err)
+{
+	int32_t r;
+	if ((r = ej_check_id(app, "app", err)) < 0 || (r = ej_check_id(user, "user", err)) < 0)
+		return r;
+	if (sid && (r = ej_check_id(sid, "session id", err)) < 0)
+		return r;
+	*ret = (memd_scope){ .struct_size = sizeof(*ret), .app = app, .user = user, .session = sid };
+	return 0;
+}
+
+/* Hand o (consumed) to the caller as JSON text. */
+static int32_t finish(json_t *o, char **ret_json, memd_error *err)
+{
+	char *text;
+	if (!o)
+		return oom(err);
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!text)
+		return oom(err);
+	*ret_json = text;
+	return 0;
+}
+
+/* Parse a request body: an object, or {} for NULL/empty. */
+static int32_t parse_body(const char *body, json_t **ret, memd_error *err)
+{
+	json_error_t jerr;
+	json_t *o;
+
+	if (!body || !*body) {
+		o = json_object();
+		if (!o)
+			return oom(err);
+		*ret = o;
+		return 0;
+	}
+	o = json_loads(body, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o)
+		return memd_error_set(err, MEMD_EINVAL, 0, "body is not valid JSON: %s (at %d:%d)",
+				      jerr.text, jerr.line, jerr.column);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return memd_error_set(err, MEMD_EINVAL, 0, "body must be a JSON object");
+	}
+	*ret = o;
+	return 0;
+}
+
+static int32_t check_fields(json_t *o, const char *const *allowed, memd_error *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v) {
+		size_t i;
+		for (i = 0; allowed[i]; i++)
+			if (strcmp(key, allowed[i]) == 0)
+				break;
+		if (!allowed[i])
+			return memd_error_set(err, MEMD_EINVAL, 0, "unknown field '%.64s'", key);
+	}
+	return 0;
+}
+
+static int32_t opt_string_field(json_t *o, const char *key, const char **ret, memd_error *err)
+{
+	json_t *v = json_object_get(o, key);
+	*ret = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be a string", key);
+	*ret = json_string_value(v);
+	return 0;
+}
+
+static int32_t opt_object_field(json_t *o, const char *key, json_t **ret, memd_error *err)
+{
+	json_t *v = json_object_get(o, key);
+	*ret = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be an object", key);
+	*ret = v;
+	return 0;
+}
+
+/* Split a state delta object into what the store keeps and temp: keys.
+ * Both outputs are new objects (caller decrefs). */
+static int32_t split_delta(json_t *delta, json_t **ret_store, json_t **ret_temp, memd_error *err)
+{
+	json_t *keep = json_object(), *temp = json_object(), *v;
+	const char *key;
+
+	if (!keep || !temp)
+		goto nomem;
+	json_object_foreach(delta, key, v) {
+		size_t len = strlen(key);
+		if (!len || len > STATE_KEY_MAX || !ej_utf8_valid(key, len)) {
+			json_decref(keep);
+			json_decref(temp);
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "state key '%.64s': must be 1..%d bytes of UTF-8", key,
+					      STATE_KEY_MAX);
+		}
+		if (strncmp(key, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0) {
+			if (len == strlen(TEMP_PREFIX)) {
+				json_decref(keep);
+				json_decref(temp);
+				return memd_error_set(err, MEMD_EINVAL, 0,
+						      "state key 'temp:' has a prefix but no name");
+			}
+			if (json_object_set(temp, key, v) < 0)
+				goto nomem;
+		} else if (json_object_set(keep, key, v) < 0) {
+			goto nomem;
+		}
+	}
+	*ret_store = keep;
+	*ret_temp = temp;
+	return 0;
+nomem:
+	json_decref(keep);
+	json_decref(temp);
+	return oom(err);
+}
+
+static int32_t apply_temp(memd *m, const memd_scope *sc, const char *inv, json_t *temp,
+			  memd_error *err)
+{
+	const char *key;
+	json_t *v;
+	int64_t now = now_us();
+	json_object_foreach(temp, key, v) {
+		if (temp_state_set(m->temp, sc->app, sc->user, sc->session, inv, key, v, now) < 0)
+			return oom(err);
+	}
+	return 0;
+}
+
+/* ---- sinks into JSON ----------------------------------------------------- */
+
+static int32_t sink_session_json(void *ud, const memd_session *s)
+{
+	json_t **slot = ud;
+	json_decref(*slot);
+	*slot = ej_session(s);
+	return *slot ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t sink_session_array(void *ud, const memd_session *s)
+{
+	json_t *o = ej_session(s);
+	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t sink_event_array(void *ud, const memd_event *e)
+{
+	json_t *o = ej_event(e);
+	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t sink_text_json(void *ud, const char *text, size_t len)
+{
+	json_t **slot = ud;
+	json_decref(*slot);
+	*slot = json_loadb(text, len, 0, NULL);
+	return *slot ? 0 : MEMD_EIO;
+}
+
+static int32_t get_session_json(memd *m, const memd_call *call, const memd_scope *sc,
+				json_t **ret, memd_error *err)
+{
+	json_t *o = NULL;
+	memd_session_sink sink = { sizeof(sink), &o, sink_session_json };
+	int32_t r = store_session_get(m->sessions, call, sc, &sink, err);
+	if (r < 0) {
+		json_decref(o);
+		return r;
+	}
+	if (!o)
+		return memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
+				      store_name(m->sessions));
+	*ret = o;
+	return 0;
+}
+
+/* ---- open / close ---------------------------------------------------------- */
+
+static void log_to_svc(memd *m, int32_t level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void log_to_svc(memd *m, int32_t level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	hostsvc_logv(m->svc, level, "memd", fmt, ap);
+	va_end(ap);
+}
+
+static void free_strv(char **v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* MEMD_PLUGIN_PATH entries, then extra, then config's, then the install dir. */
+static char **build_search(const char *const *extra, char *const *configured)
+{
+	const char *env = getenv(PATH_ENV);
+	size_t cap = 2, n = 0;
+	char **v;
+
+	if (env)
+		for (const char *p = env; *p; p++)
+			cap += *p == ':';
+	cap++;
+	for (size_t i = 0; extra && extra[i]; i++)
+		cap++;
+	for (size_t i = 0; configured && configured[i]; i++)
+		cap++;
+	v = calloc(cap + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	if (env) {
+		const char *p = env;
+		while (*p) {
+			size_t len = strcspn(p, ":");
+			if (len && !(v[n++] = strndup(p, len)))
+				goto nomem;
+			p += len;
+			if (*p == ':')
+				p++;
+		}
+	}
+	for (size_t i = 0; extra && extra[i]; i++)
+		if (!(v[n++] = strdup(extra[i])))
+			goto nomem;
+	for (size_t i = 0; configured && configured[i]; i++)
+		if (!(v[n++] = strdup(configured[i])))
+			goto nomem;
+	if (!(v[n++] = strdup(MEMD_PLUGINDIR)))
+		goto nomem;
+	return v;
+nomem:
+	free_strv(v);
+	return NULL;
+}
+
+/* Load name (once per process-lifetime of m) through the registry. */
+static int32_t registry_open(memd *m, const char *name, loader_plugin **ret, memd_error *err)
+{
+	loader_plugin *p, **grown;
+	int32_t r;
+
+	for (size_t i = 0; i < m->n_plugins; i++) {
+		const memd_plugin *d = loader_descriptor(m->plugins[i]);
+		if (strcmp(d->name, name) == 0 || strcmp(loader_path(m->plugins[i]), name) == 0) {
+			*ret = m->plugins[i];
+			return 0;
+		}
+	}
+	r = loader_open(name, (const char *const *)m->search, &p, err);
+	if (r < 0)
+		return r;
+	/* The same file may be reachable by name and by path. */
+	for (size_t i = 0; i < m->n_plugins; i++) {
+		if (strcmp(loader_path(m->plugins[i]), loader_path(p)) == 0) {
+			loader_close(p);
+			*ret = m->plugins[i];
+			return 0;
+		}
+	}
+	grown = realloc(m->plugins, (m->n_plugins + 1) * sizeof(*grown));
+	if (!grown) {
+		loader_close(p);
+		return oom(err);
+	}
+	m->plugins = grown;
+	m->plugins[m->n_plugins++] = p;
+	log_to_svc(m, MEMD_LOG_INFO, "loaded plugin %s %s from %s", loader_descriptor(p)->name,
+		   loader_descriptor(p)->version ? loader_descriptor(p)->version : "?",
+		   loader_path(p));
+	*ret = p;
+	return 0;
+}
+
+static int32_t open_stores(memd *m, memd_error *err)
+{
+	m->stores = calloc(m->set.n_stores ? m->set.n_stores : 1, sizeof(*m->stores));
+	if (!m->stores)
+		return oom(err);
+	for (size_t i = 0; i < m->set.n_stores; i++) {
+		const settings_store *ss = &m->set.stores[i];
+		named_store *ns = &m->stores[m->n_stores];
+		char slot[SLOT_NAME_MAX];
+		loader_plugin *p;
+		loader_instance *inst;
+		int is_sessions = strcmp(ss->name, m->set.sessions_store) == 0;
+		int32_t r;
+
+		snprintf(slot, sizeof(slot), "stores.%s", ss->name);
+		if ((r = registry_open(m, ss->plugin, &p, err)) < 0)
+			return r;
+		if (is_sessions && (r = loader_require_kind(p, MEMD_KIND_STORE, slot, err)) < 0)
+			return r;
+		if ((r = loader_instance_create(p, slot, ss->node, "plugin", m->svc, &inst, err)) < 0)
+			return r;
+		ns->name = strdup(ss->name);
+		if (!ns->name) {
+			loader_instance_destroy(inst);
+			return oom(err);
+		}
+		ns->inst = inst;
+		m->n_stores++;
+		if (loader_descriptor(p)->kind & MEMD_KIND_STORE) {
+			if ((r = store_new(inst, &ns->st, err)) < 0) {
+				loader_instance_destroy(inst);
+				return r;
+			}
+			if (is_sessions)
+				m->sessions = ns->st;
+		} else {
+			ns->other = inst;
+		}
+	}
+	if (!m->sessions)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sessions.store '%s' is not configured",
+				      m->set.sessions_store);
+	return 0;
+}
+
+static int32_t open_strategies(memd *m, memd_error *err)
+{
+	m->apps = calloc(m->set.n_apps ? m->set.n_apps : 1, sizeof(*m->apps));
+	if (!m->apps)
+		return oom(err);
+	for (size_t i = 0; i < m->set.n_apps; i++) {
+		const settings_app *sa = &m->set.apps[i];
+		char slot[SLOT_NAME_MAX];
+		loader_plugin *p;
+		loader_instance *inst;
+		int32_t r;
+
+		snprintf(slot, sizeof(slot), "apps.%s.working_memory", sa->name);
+		if ((r = registry_open(m, sa->strategy, &p, err)) < 0)
+			return r;
+		if ((r = loader_require_kind(p, MEMD_KIND_STRATEGY, slot, err)) < 0)
+			return r;
+		if ((r = loader_instance_create(p, slot, sa->node, "strategy", m->svc, &inst, err)) < 0)
+			return r;
+		if ((r = strategy_new(inst, &m->apps[m->n_apps].st, err)) < 0) {
+			loader_instance_destroy(inst);
+			return r;
+		}
+		m->apps[m->n_apps].inst = inst;
+		m->apps[m->n_apps].app = strdup(sa->name);
+		m->n_apps++;
+		if (!m->apps[m->n_apps - 1].app)
+			return oom(err);
+	}
+	return 0;
+}
+
+/* The first diagnostic, and how many more there are, as err. */
+static int32_t diag_error(const config_diag *d, memd_error *err)
+{
+	if (!d->n)
+		return memd_error_set(err, MEMD_EINVAL, 0, "invalid config");
+	if (d->n == 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s", d->lines[0]);
+	return memd_error_set(err, MEMD_EINVAL, 0, "%s (and %zu more problems: run memd config check)",
+			      d->lines[0], d->n - 1);
+}
+
+static int32_t load_settings(const char *path, settings *ret, memd_error *err)
+{
+	config_node *root = NULL;
+	config_diag d = { 0 };
+	int32_t r;
+
+	if (path && (r = config_parse_file(path, &root, err)) < 0)
+		return r;
+	r = settings_load(root, ret, &d);
+	if (r == MEMD_ENOMEM)
+		r = oom(err);
+	else if (r < 0)
+		r = diag_error(&d, err);
+	config_diag_clear(&d);
+	return r;
+}
+
+int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
+{
+	memd_options o = { 0 };
+	memd *m;
+	int32_t r;
+
+	if (opts)
+		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return oom(err);
+	if ((r = load_settings(o.config_path, &m->set, err)) < 0) {
+		free(m);
+		return r;
+	}
+	m->svc = hostsvc_new(o.log, o.log_userdata, o.log_level);
+	m->temp = temp_state_new(m->set.temp_ttl_seconds * US_PER_SEC);
+	m->search = build_search(o.plugin_path, m->set.plugin_path);
+	if (!m->svc || !m->temp || !m->search) {
+		r = oom(err);
+		goto fail;
+	}
+	if ((r = open_stores(m, err)) < 0 || (r = open_strategies(m, err)) < 0)
+		goto fail;
+	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
+		   store_name(m->sessions), m->n_apps);
+	*ret = m;
+	return 0;
+fail:
+	memd_close(m);
+	return r;
+}
+
+void memd_close(memd *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n_apps; i++) {
+		strategy_free(m->apps[i].st);
+		free(m->apps[i].app);
+	}
+	free(m->apps);
+	for (size_t i = 0; i < m->n_stores; i++) {
+		store_free(m->stores[i].st);
+		loader_instance_destroy(m->stores[i].other);
+		free(m->stores[i].name);
+	}
+	free(m->stores);
+	for (size_t i = 0; i < m->n_plugins; i++)
+		loader_close(m->plugins[i]);
+	free(m->plugins);
+	free_strv(m->search);
+	temp_state_free(m->temp);
+	hostsvc_free(m->svc);
+	settings_clear(&m->set);
+	free(m);
+}
+
+void memd_free(void *p)
+{
+	free(p);
+}
+
+const char *memd_version_string(void)
+{
+	return "memd " MEMD_VERSION " (ABI " STRINGIFY(MEMD_HOST_ABI_MAJOR) "." STRINGIFY(MEMD_HOST_ABI_MINOR) ")";
+}
+
+store *service_session_store(memd *m)
+{
+	return m->sessions;
+}
+
+static strategy *strategy_for(memd *m, const char *app, const char **ret_app)
+{
+	strategy *fallback = NULL;
+	for (size_t i = 0; i < m->n_apps; i++) {
+		if (strcmp(m->apps[i].app, app) == 0) {
+			*ret_app = m->apps[i].app;
+			return m->apps[i].st;
+		}
+		if (strcmp(m->apps[i].app, SETTINGS_DEFAULT_APP) == 0)
+			fallback = m->apps[i].st;
+	}
+	*ret_app = SETTINGS_DEFAULT_APP;
+	return fallback;
+}
+
+/* ---- sessions --------------------------------------------------------------- */
+
+static const char *const create_fields[] = { "id", "title", "metadata", "state", NULL };
+
+int32_t memd_session_create(memd *m, const char *app, const char *user, const char *body_json,
+			    char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	json_t *body = NULL, *meta, *state, *keep = NULL, *temp = NULL, *out = NULL;
+	const char *id, *title;
+	char idbuf[UUID_TEXT_LEN + 1], *meta_text = NULL, *state_text = NULL;
+	memd_session s = { .struct_size = sizeof(s) };
+	memd_session_sink sink = { sizeof(sink), &out, sink_session_json };
+	int32_t r;
+
+	if ((r = check_scope(app, user, NULL, &sc, err)) < 0 || (r = parse_body(body_json, &body, err)) < 0)
+		return r;
+	if ((r = check_fields(body, create_fields, err)) < 0 ||
+	    (r = opt_string_field(body, "id", &id, err)) < 0 ||
+	    (r = opt_string_field(body, "title", &title, err)) < 0 ||
+	    (r = opt_object_field(body, "metadata", &meta, err)) < 0 ||
+	    (r = opt_object_field(body, "state", &state, err)) < 0)
+		goto out;
+	if (id && (r = ej_check_id(id, "id", err)) < 0)
+		goto out;
+	if (!id) {
+		if (uuid_v7(idbuf) < 0) {
+			r = memd_error_set(err, MEMD_EIO, 0, "cannot generate a session id");
+			goto out;
+		}
+		id = idbuf;
+	}
+	if (title && !ej_utf8_valid(title, strlen(title))) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "title: not valid UTF-8");
+		goto out;
+	}
+	if (state && (r = split_delta(state, &keep, &temp, err)) < 0)
+		goto out;
+	meta_text = meta ? ej_dump(meta) : strdup("{}");
+	state_text = keep && json_object_size(keep) ? ej_dump(keep) : NULL;
+	if (!meta_text || (keep && json_object_size(keep) && !state_text)) {
+		r = oom(err);
+		goto out;
+	}
+	s.app = app;
+	s.user = user;
+	s.id = id;
+	s.title = title;
+	s.metadata_json = meta_text;
+	s.created_us = s.updated_us = now_us();
+	if ((r = store_session_create(m->sessions, &call, &s, state_text, &sink, err)) < 0)
+		goto out;
+	sc.session = id;
+	if (temp && (r = apply_temp(m, &sc, NULL, temp, err)) < 0)
+		goto out;
+	r = finish(out, ret_json, err);
+	out = NULL;
+out:
+	json_decref(out);
+	json_decref(keep);
+	json_decref(temp);
+	json_decref(body);
+	free(meta_text);
+	free(state_text);
+	return r;
+}
+
+int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
+			 const memd_get_options *opts, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	json_t *sess = NULL, *events = NULL;
+	memd_get_options o = { 0 };
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	if (opts)
+		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
+	if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
+		return r;
+	if (o.flags & MEMD_GET_EVENTS) {
+		memd_event_query q = {
+			.struct_size = sizeof(q),
+			.flags = o.events ? MEMD_EVQ_NEWEST : 0,
+			.after_seq = o.after_seq,
+			.after_time_us = o.after_time_us,
+			.limit = o.events,
+		};
+		memd_event_sink sink;
+		if (o.after_seq < 0) {
+			json_decref(sess);
+			return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
+		}
+		events = json_array();
+		sink = (memd_event_sink){ sizeof(sink), events, sink_event_array };
+		if (!events || json_object_set_new(sess, "events", events) < 0) {
+			json_decref(sess);
+			return oom(err);
+		}
+		if ((r = store_events_load(m->sessions, &call, &sc, &q, &sink, err)) < 0) {
+			json_decref(sess);
+			return r;
+		}
+	}
+	return finish(sess, ret_json, err);
+}
+
+/* Cursor text: "<created_us>.<hex of id>". */
+static char *cursor_encode(int64_t created_us, const char *id)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t len = strlen(id), off;
+	char *c = malloc(32 + 2 * len);
+	if (!c)
+		return NULL;
+	off = (size_t)snprintf(c, 32, "%" PRId64 ".", created_us);
+	for (size_t i = 0; i < len; i++) {
+		c[off++] = hex[(unsigned char)id[i] >> 4];
+		c[off++] = hex[(unsigned char)id[i] & 0xf];
+	}
+	c[off] = '\0';
+	return c;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int32_t cursor_decode(const char *c, int64_t *ret_created, char **ret_id, memd_error *err)
+{
+	char *end, *id;
+	long long created;
+	size_t hexlen;
+
+	created = strtoll(c, &end, 10);
+	if (end == c || *end != '.' || created < 0)
+		goto bad;
+	end++;
+	hexlen = strlen(end);
+	if (hexlen == 0 || hexlen % 2 || hexlen / 2 > MEMD_ID_MAX)
+		goto bad;
+	id = malloc(hexlen / 2 + 1);
+	if (!id)
+		return oom(err);
+	for (size_t i = 0; i < hexlen / 2; i++) {
+		int hi = hexval(end[2 * i]), lo = hexval(end[2 * i + 1]);
+		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+			free(id);
+			goto bad;
+		}
+		id[i] = (char)(hi << 4 | lo);
+	}
+	id[hexlen / 2] = '\0';
+	*ret_created = created;
+	*ret_id = id;
+	return 0;
+bad:
+	return memd_error_set(err, MEMD_EINVAL, 0, "cursor: not a cursor memd returned");
+}
+
+int32_t memd_session_list(memd *m, const char *app, const char *user, const char *cursor,
+			  uint32_t limit, uint32_t flags, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	memd_session_query q = { .struct_size = sizeof(q) };
+	json_t *arr = NULL, *o;
+	char *after_id = NULL, *next = NULL;
+	memd_session_sink sink;
+	int32_t r;
+
+	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
+		return r;
+	if (limit == 0)
+		limit = MEMD_LIST_LIMIT_DEFAULT;
+	if (limit > MEMD_LIST_LIMIT_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_LIST_LIMIT_MAX);
+	if (cursor && *cursor && (r = cursor_decode(cursor, &q.before_created_us, &after_id, err)) < 0)
+		return r;
+	q.before_id = after_id;
+	q.limit = limit + 1; /* one more tells whether there is a next page */
+	q.flags = flags & MEMD_LIST_INCLUDE_ARCHIVED ? MEMD_SQ_INCLUDE_ARCHIVED : 0;
+	arr = json_array();
+	if (!arr) {
+		r = oom(err);
+		goto out;
+	}
+	sink = (memd_session_sink){ sizeof(sink), arr, sink_session_array };
+	if ((r = store_session_list(m->sessions, &call, &sc, &q, &sink, err)) < 0)
+		goto out;
+	if (json_array_size(arr) > limit) {
+		json_t *last = json_array_get(arr, limit - 1);
+		int64_t created;
+		json_array_remove(arr, limit);
+		if (ej_parse_time(json_string_value(json_object_get(last, "created")), &created) < 0 ||
+		    !(next = cursor_encode(created, json_string_value(json_object_get(last, "id"))))) {
+			r = oom(err);
+			goto out;
+		}
+	}
+	o = json_pack("{s:O,s:s?}", "sessions", arr, "next_cursor", next);
+	r = finish(o, ret_json, err);
+out:
+	json_decref(arr);
+	free(after_id);
+	free(next);
+	return r;
+}
+
+static const char *const patch_fields[] = { "title", "metadata", "archived", NULL };
+
+int32_t memd_session_patch(memd *m, const char *app, const char *user, const char *sid,
+			   const char *body_json, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	memd_session_update p = { .struct_size = sizeof(p) };
+	json_t *body = NULL, *v, *out = NULL;
+	memd_session_sink sink = { sizeof(sink), &out, sink_session_json };
+	char *meta = NULL;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = parse_body(body_json, &body, err)) < 0)
+		return r;
+	if ((r = check_fields(body, patch_fields, err)) < 0)
+		goto out;
+	if ((v = json_object_get(body, "title"))) {
+		if (!json_is_string(v) || !ej_utf8_valid(json_string_value(v), json_string_length(v))) {
+			r = memd_error_set(err, MEMD_EINVAL, 0, "title: must be a string");
+			goto out;
+		}
+		p.fields |= MEMD_PATCH_TITLE;
+		p.title = json_string_value(v);
+	}
+	if ((v = json_object_get(body, "metadata"))) {
+		if (!json_is_object(v)) {
+			r = memd_error_set(err, MEMD_EINVAL, 0, "metadata: must be an object");
+			goto out;
+		}
+		if (!(meta = ej_dump(v))) {
+			r = oom(err);
+			goto out;
+		}
+		p.fields |= MEMD_PATCH_METADATA;
+		p.metadata_json = meta;
+	}
+	if ((v = json_object_get(body, "archived"))) {
+		if (!json_is_boolean(v)) {
+			r = memd_error_set(err, MEMD_EINVAL, 0, "archived: must be true or false");
+			goto out;
+		}
+		p.fields |= MEMD_PATCH_ARCHIVED;
+		p.archived = json_is_true(v);
+	}
+	p.now_us = now_us();
+	if ((r = store_session_update(m->sessions, &call, &sc, &p, &sink, err)) < 0)
+		goto out;
+	r = finish(out, ret_json, err);
+	out = NULL;
+out:
+	json_decref(out);
+	json_decref(body);
+	free(meta);
+	return r;
+}
+
+int32_t memd_session_delete(memd *m, const char *app, const char *user, const char *sid,
+			    memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	if ((r = store_session_delete(m->sessions, &call, &sc, err)) < 0)
+		return r;
+	temp_state_drop(m->temp, app, user, sid);
+	return 0;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+/* Events a strategy's after_append asks to persist, appended one by one. */
+typedef struct persist_ctx {
+	memd *m;
+	const memd_scope *sc;
+} persist_ctx;
+
+static int32_t persist_event(void *ud, const memd_event *in)
+{
+	persist_ctx *pc = ud;
+	memd_call call = call_new();
+	memd_event e = { .struct_size = sizeof(e) };
+	const memd_event *one[1] = { &e };
+	char idbuf[UUID_TEXT_LEN + 1];
+	int64_t seq;
+	memd_append a = { .struct_size = sizeof(a), .events = one, .n_events = 1 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	memd_error err = { 0 };
+	int32_t r;
+
+	memcpy(&e, in, in->struct_size < sizeof(e) ? in->struct_size : sizeof(e));
+	e.struct_size = sizeof(e);
+	if (!e.role || !e.content_json) {
+		hostsvc_log(pc->m->svc, MEMD_LOG_WARN, "memd", "strategy event without role or content dropped");
+		return MEMD_EINVAL;
+	}
+	if (!e.id) {
+		if (uuid_v7(idbuf) < 0)
+			return MEMD_EIO;
+		e.id = idbuf;
+	}
+	if (!e.author)
+		e.author = e.role;
+	a.now_us = now_us();
+	if (!e.timestamp_us)
+		e.timestamp_us = a.now_us;
+	if (!e.tokens && e.text)
+		hostsvc_count_tokens(pc->m->svc, e.text, strlen(e.text), &e.tokens);
+	r = store_append(pc->m->sessions, &call, pc->sc, &a, &res, &err);
+	if (r < 0)
+		hostsvc_log(pc->m->svc, MEMD_LOG_WARN, "memd", "persisting a strategy event failed: %s",
+			    err.msg);
+	return r;
+}
+
+/* After an acknowledged append: the strategy's hook. Failures are logged
+ * and lose nothing (the append is already durable). */
+static void run_after_append(memd *m, const memd_scope *sc)
+{
+	const char *app_name;
+	strategy *st = strategy_for(m, sc->app, &app_name);
+	memd_call call = call_new();
+	persist_ctx pc = { m, sc };
+	memd_event_sink persist = { sizeof(persist), &pc, persist_event };
+	memd_error err = { 0 };
+
+	if (!st || !strategy_has_after_append(st))
+		return;
+	if (strategy_after_append(st, m->sessions, &call, sc, &persist, &err) < 0)
+		hostsvc_log(m->svc, MEMD_LOG_WARN, "memd", "after_append: %s", err.msg);
+}
+
+static const char *const append_fields[] = { "events", "state_delta", "expected_version",
+					     "invocation_id", NULL };
+
+/* Everything an append request owns while it runs. */
+typedef struct append_req {
+	json_t *body;
+	json_t *keep, *temp;
+	ej_event_in *in;
+	const memd_event **evp;
+	size_t n;
+	char *delta_text;
+	char *title;
+	int64_t *seqs;
+} append_req;
+
+static void append_req_clear(append_req *q)
+{
+	for (size_t i = 0; q->in && i < q->n; i++)
+		ej_event_in_clear(&q->in[i]);
+	free(q->in);
+	free(q->evp);
+	free(q->seqs);
+	free(q->delta_text);
+	free(q->title);
+	json_decref(q->keep);
+	json_decref(q->temp);
+	json_decref(q->body);
+}
+
+static int32_t do_append(memd *m, const memd_scope *sc, append_req *q, const char *inv,
+			 int has_version, int64_t expected, json_t **ret, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_append a = { .struct_size = sizeof(a) };
+	memd_append_result res = { .struct_size = sizeof(res) };
+	json_t *seqs;
+	int32_t r;
+
+	q->seqs = calloc(q->n ? q->n : 1, sizeof(*q->seqs));
+	if (!q->seqs)
+		return oom(err);
+	a.flags = has_version ? MEMD_APPEND_EXPECT_VERSION : 0;
+	a.expected_version = expected;
+	a.events = q->evp;
+	a.n_events = (uint32_t)q->n;
+	a.state_delta_json = q->delta_text;
+	a.title_if_unset = q->title;
+	a.now_us = now_us();
+	res.seqs = q->seqs;
+	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
+		return r;
+	if (q->temp && (r = apply_temp(m, sc, inv, q->temp, err)) < 0)
+		return r;
+	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+		run_after_append(m, sc);
+	seqs = json_array();
+	for (size_t i = 0; seqs && i < q->n; i++)
+		if (json_array_append_new(seqs, json_integer(q->seqs[i])) < 0) {
+			json_decref(seqs);
+			seqs = NULL;
+		}
+	if (!seqs)
+		return oom(err);
+	*ret = json_pack("{s:I,s:o,s:b}", "version", (json_int_t)res.version, "seqs", seqs,
+			 "replayed", (res.flags & MEMD_APPEND_REPLAYED) != 0);
+	return *ret ? 0 : oom(err);
+}
+
+int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
+			   const char *body_json, char **ret_json, memd_error *err)
+{
+	memd_scope sc;
+	append_req q = { 0 };
+	json_t *events, *delta, *ver, *out = NULL;
+	const char *inv;
+	int64_t now = now_us();
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = parse_body(body_json, &q.body, err)) < 0)
+		return r;
+	if ((r = check_fields(q.body, append_fields, err)) < 0 ||
+	    (r = opt_object_field(q.body, "state_delta", &delta, err)) < 0 ||
+	    (r = opt_string_field(q.body, "invocation_id", &inv, err)) < 0)
+		goto out;
+	if (inv && (r = ej_check_id(inv, "invocation_id", err)) < 0)
+		goto out;
+	events = json_object_get(q.body, "events");
+	if (events && !json_is_array(events)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "events: must be an array");
+		goto out;
+	}
+	if (!events && !delta) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "events: required (or a state_delta)");
+		goto out;
+	}
+	ver = json_object_get(q.body, "expected_version");
+	if (ver && !json_is_null(ver) && (!json_is_integer(ver) || json_integer_value(ver) < 0)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "expected_version: must be a non-negative integer");
+		goto out;
+	}
+	q.n = events ? json_array_size(events) : 0;
+	if (m->set.max_batch_events && q.n > (size_t)m->set.max_batch_events) {
+		r = memd_error_set(err, MEMD_ETOOBIG, 0, "events: %zu in one batch, the limit is %" PRId64,
+				   q.n, m->set.max_batch_events);
+		goto out;
+	}
+	q.in = calloc(q.n ? q.n : 1, sizeof(*q.in));
+	q.evp = calloc(q.n ? q.n : 1, sizeof(*q.evp));
+	if (!q.in || !q.evp) {
+		r = oom(err);
+		goto out;
+	}
+	for (size_t i = 0; i < q.n; i++) {
+		if ((r = ej_event_parse(json_array_get(events, i), i, inv, now, m->svc, &q.in[i], err)) < 0)
+			goto out;
+		q.evp[i] = &q.in[i].ev;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(q.in[j].ev.id, q.in[i].ev.id) == 0) {
+				r = memd_error_set(err, MEMD_EINVAL, 0, "events[%zu].id: repeats events[%zu].id",
+						   i, j);
+				goto out;
+			}
+		if (!inv)
+			inv = q.in[i].ev.invocation_id;
+		if (!q.title && strcmp(q.in[i].ev.role, "user") == 0)
+			q.title = title_from_text(q.in[i].ev.text);
+	}
+	if (delta) {
+		if ((r = split_delta(delta, &q.keep, &q.temp, err)) < 0)
+			goto out;
+		if (json_object_size(q.keep) && !(q.delta_text = ej_dump(q.keep))) {
+			r = oom(err);
+			goto out;
+		}
+	}
+	r = do_append(m, &sc, &q, inv, ver && !json_is_null(ver), ver ? json_integer_value(ver) : 0,
+		      &out, err);
+	if (r == 0)
+		r = finish(out, ret_json, err);
+out:
+	append_req_clear(&q);
+	return r;
+}
+
+int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
+			 int64_t after_seq, uint32_t limit, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	memd_event_query q = { .struct_size = sizeof(q) };
+	memd_event_sink sink;
+	json_t *arr, *o, *next = NULL;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	if (after_seq < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
+	if (limit == 0)
+		limit = MEMD_PAGE_LIMIT_DEFAULT;
+	if (limit > MEMD_PAGE_LIMIT_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_PAGE_LIMIT_MAX);
+	q.after_seq = after_seq;
+	q.limit = limit + 1;
+	arr = json_array();
+	if (!arr)
+		return oom(err);
+	sink = (memd_event_sink){ sizeof(sink), arr, sink_event_array };
+	if ((r = store_events_load(m->sessions, &call, &sc, &q, &sink, err)) < 0) {
+		json_decref(arr);
+		return r;
+	}
+	if (json_array_size(arr) > limit) {
+		json_array_remove(arr, limit);
+		next = json_object_get(json_array_get(arr, limit - 1), "seq");
+	}
+	o = json_pack("{s:o,s:O?}", "events", arr, "next_after_seq", next);
+	return finish(o, ret_json, err);
+}
+
+/* ---- context ----------------------------------------------------------------- */
+
+typedef struct context_acc {
+	json_t *summary;
+	json_t *events;
+	int64_t tokens;
+	int oom;
+} context_acc;
+
+static int32_t ctx_summary(void *ud, const memd_event *e)
+{
+	context_acc *c = ud;
+	json_decref(c->summary);
+	c->summary = ej_event(e);
+	c->tokens += e->tokens;
+	return c->summary ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t ctx_event(void *ud, const memd_event *e)
+{
+	context_acc *c = ud;
+	c->tokens += e->tokens;
+	return sink_event_array(c->events, e);
+}
+
+int32_t memd_context(memd *m, const char *app, const char *user, const char *sid, char **ret_json,
+		     memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	context_acc c = { 0 };
+	memd_context_sink sink = { sizeof(sink), &c, ctx_summary, ctx_event };
+	const char *app_name;
+	strategy *st;
+	json_t *o;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	st = strategy_for(m, app, &app_name);
+	if (!st)
+		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
+	c.events = json_array();
+	if (!c.events)
+		return oom(err);
+	if ((r = strategy_context(st, m->sessions, &call, &sc, &sink, err)) < 0) {
+		json_decref(c.events);
+		json_decref(c.summary);
+		return r;
+	}
+	o = json_pack("{s:s,s:o?,s:o,s:I}", "strategy", strategy_plugin_name(st), "summary", c.summary,
+		      "events", c.events, "tokens", (json_int_t)c.tokens);
+	if (!o)
+		json_decref(c.summary);
+	return finish(o, ret_json, err);
+}
+
+/* ---- state ------------------------------------------------------------------- */
+
+static int32_t state_json(memd *m, const memd_scope *sc, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	json_t *st = NULL;
+	memd_text_sink sink = { sizeof(sink), &st, sink_text_json };
+	int32_t r;
+
+	if ((r = store_state_get(m->sessions, &call, sc, &sink, err)) < 0) {
+		json_decref(st);
+		return r;
+	}
+	if (!json_is_object(st)) {
+		json_decref(st);
+		return memd_error_set(err, MEMD_EIO, 0, "%s: state is not a JSON object",
+				      store_name(m->sessions));
+	}
+	if (temp_state_merge(m->temp, sc->app, sc->user, sc->session, st, now_us()) < 0) {
+		json_decref(st);
+		return oom(err);
+	}
+	return finish(st, ret_json, err);
+}
+
+int32_t memd_state_get(memd *m, const char *app, const char *user, const char *sid,
+		       char **ret_json, memd_error *err)
+{
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	return state_json(m, &sc, ret_json, err);
+}
+
+int32_t memd_state_patch(memd *m, const char *app, const char *user, const char *sid,
+			 const char *body_json, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	append_req q = { 0 };
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = parse_body(body_json, &q.body, err)) < 0)
+		return r;
+	if ((r = split_delta(q.body, &q.keep, &q.temp, err)) < 0)
+		goto out;
+	if (json_object_size(q.keep)) {
+		json_t *ignored = NULL;
+		if (!(q.delta_text = ej_dump(q.keep))) {
+			r = oom(err);
+			goto out;
+		}
+		r = do_append(m, &sc, &q, NULL, 0, 0, &ignored, err);
+		json_decref(ignored);
+		if (r < 0)
+			goto out;
+	} else {
+		/* temp: keys only: nothing to persist, but the session must exist. */
+		json_t *sess = NULL;
+		if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
+			goto out;
+		json_decref(sess);
+		if ((r = apply_temp(m, &sc, NULL, q.temp, err)) < 0)
+			goto out;
+	}
+	r = state_json(m, &sc, ret_json, err);
+out:
+	append_req_clear(&q);
+	return r;
+}
+
+int32_t memd_invocation_end(memd *m, const char *app, const char *user, const char *sid,
+			    const char *invocation_id, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	json_t *sess = NULL;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = ej_check_id(invocation_id, "invocation id", err)) < 0)
+		return r;
+	if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
+		return r;
+	json_decref(sess);
+	temp_state_end_invocation(m->temp, app, user, sid, invocation_id);
+	return 0;
+}
+
+/* ---- artifacts --------------------------------------------------------------- */
+
+static int mime_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("!#$&^_.+-", c) != NULL;
+}
+
+/* type/subtype[; params] with RFC 6838 token characters. */
+static int32_t check_mime(const char *mime, memd_error *err)
+{
+	size_t i = 0, len = strlen(mime), slash = 0;
+
+	if (!len || len > MIME_MAX)
+		goto bad;
+	for (; i < len && mime[i] != ';'; i++) {
+		unsigned char c = (unsigned char)mime[i];
+		if (c == '/') {
+			if (slash || i == 0)
+				goto bad;
+			slash = i;
+		} else if (!mime_char(c)) {
+			goto bad;
+		}
+	}
+	if (!slash || slash + 1 >= i)
+		goto bad;
+	for (; i < len; i++)
+		if ((unsigned char)mime[i] < 0x20 || (unsigned char)mime[i] >= 0x7f)
+			goto bad;
+	return 0;
+bad:
+	return memd_error_set(err, MEMD_EINVAL, 0, "content type '%.64s': not a media type", mime);
+}
+
+typedef struct artifact_acc {
+	json_t *meta;
+	json_t *list;
+	void *data;
+	size_t size;
+	int want_data;
+} artifact_acc;
+
+static int32_t sink_artifact(void *ud, const memd_artifact *a)
+{
+	artifact_acc *acc = ud;
+	json_t *o = ej_artifact(a);
+	if (!o)
+		return MEMD_ENOMEM;
+	if (acc->list)
+		return json_array_append_new(acc->list, o) == 0 ? 0 : MEMD_ENOMEM;
+	json_decref(acc->meta);
+	acc->meta = o;
+	if (acc->want_data) {
+		free(acc->data);
+		acc->data = malloc(a->size ? a->size : 1);
+		if (!acc->data)
+			return MEMD_ENOMEM;
+		if (a->size)
+			memcpy(acc->data, a->data, a->size);
+		acc->size = a->size;
+	}
+	return 0;
+}
+
+int32_t memd_artifact_put(memd *m, const char *app, const char *user, const char *sid,
+			  const char *name, const char *mime_type, const void *data, size_t size,
+			  char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	memd_artifact a = { .struct_size = sizeof(a) };
+	int64_t version;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+		return r;
+	if (!mime_type || !*mime_type)
+		mime_type = MIME_DEFAULT;
+	if ((r = check_mime(mime_type, err)) < 0)
+		return r;
+	if (!data && size)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact data missing");
+	a.name = name;
+	a.mime_type = mime_type;
+	a.data = data ? data : "";
+	a.size = size;
+	a.created_us = now_us();
+	if ((r = store_artifact_put(m->sessions, &call, &sc, &a, &version, err)) < 0)
+		return r;
+	a.version = version;
+	return finish(ej_artifact(&a), ret_json, err);
+}
+
+int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char *sid,
+			  const char *name, int64_t version, char **ret_json, void **ret_data,
+			  size_t *ret_size, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	artifact_acc acc = { .want_data = 1 };
+	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
+	char *meta;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+		return r;
+	if (version < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "version: must be positive");
+	r = store_artifact_get(m->sessions, &call, &sc, name, version, &sink, err);
+	if (r == 0 && !acc.meta)
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' not found", name);
+	if (r == 0 && (r = finish(acc.meta, &meta, err)) == 0) {
+		acc.meta = NULL;
+		*ret_json = meta;
+		*ret_data = acc.data;
+		*ret_size = acc.size;
+		return 0;
+	}
+	json_decref(acc.meta);
+	free(acc.data);
+	return r;
+}
+
+static int32_t artifact_listing(memd *m, const char *app, const char *user, const char *sid,
+				const char *name, char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	artifact_acc acc = { 0 };
+	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (name && (r = ej_check_name(name, err)) < 0))
+		return r;
+	if (!(acc.list = json_array()))
+		return oom(err);
+	r = name ? store_artifact_versions(m->sessions, &call, &sc, name, &sink, err)
+		 : store_artifact_list(m->sessions, &call, &sc, &sink, err);
+	if (r == 0 && name && json_array_size(acc.list) == 0)
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' not found", name);
+	if (r < 0) {
+		json_decref(acc.list);
+		return r;
+	}
+	return finish(json_pack("{s:o}", name ? "versions" : "artifacts", acc.list), ret_json, err);
+}
+
+int32_t memd_artifact_list(memd *m, const char *app, const char *user, const char *sid,
+			   char **ret_json, memd_error *err)
+{
+	return artifact_listing(m, app, user, sid, NULL, ret_json, err);
+}
+
+int32_t memd_artifact_versions(memd *m, const char *app, const char *user, const char *sid,
+			       const char *name, char **ret_json, memd_error *err)
+{
+	if (!name)
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name: required");
+	return artifact_listing(m, app, user, sid, name, ret_json, err);
+}
+
+int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const char *sid,
+			     const char *name, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+		return r;
+	return store_artifact_delete(m->sessions, &call, &sc, name, err);
+}
+
+/* ---- users, plugins, readiness ----------------------------------------------- */
+
+int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
+		return r;
+	if ((r = store_user_delete(m->sessions, &call, &sc, err)) < 0)
+		return r;
+	temp_state_drop(m->temp, app, user, NULL);
+	return 0;
+}
+
+static json_t *kinds_json(uint32_t kind)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} kinds[] = {
+		{ MEMD_KIND_STORE, "store" },
+		{ MEMD_KIND_VECTOR, "vector" },
+		{ MEMD_KIND_STRATEGY, "strategy" },
+		{ MEMD_KIND_EMBEDDER, "embedder" },
+	};
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind & kinds[i].bit)
+			json_array_append_new(a, json_string(kinds[i].name));
+	return a;
+}
+
+static int instance_of(const loader_instance *inst, const loader_plugin *p)
+{
+	return inst && loader_instance_plugin(inst) == p;
+}
+
+int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
+{
+	json_t *list = json_array(), *o;
+	char abi[32];
+
+	if (!list)
+		return oom(err);
+	for (size_t i = 0; i < m->n_plugins; i++) {
+		const loader_plugin *p = m->plugins[i];
+		const memd_plugin *d = loader_descriptor(p);
+		json_t *insts = json_array(), *po;
+
+		snprintf(abi, sizeof(abi), "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
+		for (size_t k = 0; insts && k < m->n_stores; k++) {
+			const named_store *ns = &m->stores[k];
+			if (instance_of(ns->inst, p))
+				json_array_append_new(insts, json_sprintf("stores.%s", ns->name));
+		}
+		for (size_t k = 0; insts && k < m->n_apps; k++)
+			if (instance_of(m->apps[k].inst, p))
+				json_array_append_new(insts, json_sprintf("apps.%s", m->apps[k].app));
+		po = json_pack("{s:s,s:s?,s:s?,s:o,s:s,s:s,s:b,s:o}", "name", d->name, "version",
+			       d->version, "description", d->description, "kinds", kinds_json(d->kind),
+			       "path", loader_path(p), "abi", abi, "threadsafe",
+			       (d->flags & MEMD_PLUGIN_THREADSAFE) != 0, "instances",
+			       insts ? insts : json_array());
+		if (!po || json_array_append_new(list, po) < 0) {
+			json_decref(list);
+			return oom(err);
+		}
+	}
+	snprintf(abi, sizeof(abi), "%d.%d", MEMD_HOST_ABI_MAJOR, MEMD_HOST_ABI_MINOR);
+	o = json_pack("{s:s,s:s,s:o}", "version", MEMD_VERSION, "abi", abi, "plugins", list);
+	return finish(o, ret_json, err);
+}
+
+int32_t memd_ready(memd *m, memd_error *err)
+{
+	memd_call call = call_new();
+	for (size_t i = 0; i < m->n_stores; i++) {
+		int32_t r;
+		if (m->stores[i].st && (r = store_ping(m->stores[i].st, &call, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- config check -------------------------------------------------------------- */
+
+static void check_plugin_slot(char **search, const char *plugin, const char *slot, uint32_t kind,
+			      const config_node *node, const char *skip, config_diag *d)
+{
+	loader_plugin *p;
+	memd_error err = { 0 };
+
+	if (loader_open(plugin, (const char *const *)search, &p, &err) < 0) {
+		config_diag_add(d, node, slot, "%s", err.msg);
+		return;
+	}
+	if (kind && loader_require_kind(p, kind, slot, &err) < 0)
+		config_diag_add(d, node, slot, "%s", err.msg);
+	else
+		config_check_plugin(node, slot, skip, loader_descriptor(p)->config_keys, d);
+	loader_close(p);
+}
+
+int32_t service_check_config(const char *config_path, const char *const *extra_path,
+			     config_diag *d)
+{
+	config_node *root = NULL;
+	settings set = { 0 };
+	memd_error err = { 0 };
+	char **search;
+	int32_t r;
+
+	if (config_path && (r = config_parse_file(config_path, &root, &err)) < 0) {
+		if (r == MEMD_ENOMEM)
+			return r;
+		config_diag_add(d, NULL, NULL, "%s", err.msg);
+		return MEMD_EINVAL;
+	}
+	if ((r = settings_load(root, &set, d)) < 0)
+		return r;
+	search = build_search(extra_path, set.plugin_path);
+	if (!search) {
+		settings_clear(&set);
+		return MEMD_ENOMEM;
+	}
+	for (size_t i = 0; i < set.n_stores; i++) {
+		char slot[SLOT_NAME_MAX];
+		int is_sessions = strcmp(set.stores[i].name, set.sessions_store) == 0;
+		snprintf(slot, sizeof(slot), "stores.%s", set.stores[i].name);
+		check_plugin_slot(search, set.stores[i].plugin, slot, is_sessions ? MEMD_KIND_STORE : 0,
+				  set.stores[i].node, "plugin", d);
+	}
+	for (size_t i = 0; i < set.n_apps; i++) {
+		char slot[SLOT_NAME_MAX];
+		snprintf(slot, sizeof(slot), "apps.%s.working_memory", set.apps[i].name);
+		check_plugin_slot(search, set.apps[i].strategy, slot, MEMD_KIND_STRATEGY,
+				  set.apps[i].node, "strategy", d);
+	}
+	free_strv(search);
+	settings_clear(&set);
+	return d->n ? MEMD_EINVAL : 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * service: internals of the libmemd facade (api/memd/memd.h) that the CLI
+ * and tests use beyond the public API.
+ */
+#ifndef MEMD_HOST_SERVICE_H
+#define MEMD_HOST_SERVICE_H
+
+#include <memd/memd.h>
+
+#include "config.h"
+#include "settings.h"
+#include "store.h"
+
+/* Check a config file (NULL = zero-config) as memd_open would, without
+ * initializing any plugin: syntax, memd's schema, that every named plugin
+ * loads and is of the right kind, and every plugin's own keys. Every
+ * problem is added to d. extra_path: as memd_options.plugin_path.
+ * Returns 0 if there were none, MEMD_EINVAL otherwise (or MEMD_ENOMEM). */
+int32_t service_check_config(const char *config_path, const char *const *extra_path,
+			     config_diag *d);
+
+/* The session store of an open memd (borrowed). */
+store *service_session_store(memd *m);
+
+#endif
