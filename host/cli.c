@@ -1,3 +1,757 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * cli: the memd command line. Operator commands (version, plugins, config
+ * check) and scripting commands over the libmemd facade. Results are JSON
+ * on stdout; errors one line on stderr; exit codes in cli_usage().
+ */
 #include "cli.h"
-int cli_main(int argc, char **argv) { (void)argc; (void)argv; return 0; }
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <memd/memd.h>
+
+#include "config.h"
+#include "loader.h"
+#include "service.h"
+
+/* Exit codes (documented in cli_usage and README). */
+#define EXIT_OK          0
+#define EXIT_FAIL        1 /* internal or I/O failure */
+#define EXIT_USAGE       2 /* bad command line */
+#define EXIT_INVALID     3 /* the request was invalid (bad JSON, id, ...) */
+#define EXIT_NOTFOUND    4
+#define EXIT_CONFLICT    5 /* version mismatch, id exists */
+#define EXIT_UNAVAILABLE 6 /* backend down or timed out: retry later */
+#define EXIT_CONFIG      7 /* config or plugin problem */
+
+#define CLI_STDIN_MAX (256u * 1024u * 1024u)
+#define CLI_EXE_PLUGIN_DIR "/../plugins"
+
+/* Per-command options, parsed in the first (m == NULL) pass. */
+typedef struct cli_opts {
+	const char *id, *title, *metadata, *cursor, *type;
+	uint32_t events, limit;
+	int64_t after_seq, version;
+	int has_events, archived;
+} cli_opts;
+
+typedef struct cli {
+	const char *config;
+	cli_opts opts;
+	int verbose;
+	char exe_plugins[PATH_MAX];
+	const char *extra_path[2];
+	int argc;
+	char **argv;
+} cli;
+
+static void cli_usage(FILE *f)
+{
+	fputs("usage: memd [--config FILE] [-v] COMMAND ...\n"
+	      "\n"
+	      "operators:\n"
+	      "  version                          print memd's version and plugin ABI\n"
+	      "  config check [FILE]              check a config (default: zero-config)\n"
+	      "  plugins list                     list the plugins on the plugin path\n"
+	      "  plugins check FILE               validate a plugin .so in a child process\n"
+	      "\n"
+	      "scripting (results are JSON on stdout):\n"
+	      "  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
+	      "  session get APP USER SID [--events N] [--after-seq N]\n"
+	      "  session list APP USER [--limit N] [--cursor C] [--archived]\n"
+	      "  session delete APP USER SID\n"
+	      "  events append APP USER SID       body on stdin: {\"events\": [...], ...} or [...]\n"
+	      "  events list APP USER SID [--after-seq N] [--limit N]\n"
+	      "  context APP USER SID\n"
+	      "  state get APP USER SID\n"
+	      "  state set APP USER SID KEY=VALUE...   VALUE is JSON, else a string;\n"
+	      "                                   KEY= (empty) deletes\n"
+	      "  artifact put APP USER SID NAME [--type MIME] < data\n"
+	      "  artifact get APP USER SID NAME [--version N] > data\n"
+	      "  artifact list APP USER SID\n"
+	      "  user delete APP USER\n"
+	      "\n"
+	      "The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
+	      "./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
+	      "memd binary (../plugins), config's plugins.path, then the install dir.\n"
+	      "\n"
+	      "exit codes: 0 ok, 1 failure, 2 usage, 3 invalid request, 4 not found,\n"
+	      "            5 conflict, 6 unavailable (retry), 7 config or plugin error\n",
+	      f);
+}
+
+static int exit_for(int32_t code)
+{
+	switch (code) {
+	case MEMD_OK:
+		return EXIT_OK;
+	case MEMD_EINVAL:
+	case MEMD_ETOOBIG:
+		return EXIT_INVALID;
+	case MEMD_ENOTFOUND:
+		return EXIT_NOTFOUND;
+	case MEMD_ECONFLICT:
+		return EXIT_CONFLICT;
+	case MEMD_EUNAVAIL:
+	case MEMD_ETIMEDOUT:
+		return EXIT_UNAVAILABLE;
+	case MEMD_EABI:
+		return EXIT_CONFIG;
+	default:
+		return EXIT_FAIL;
+	}
+}
+
+static int fail(const memd_error *err)
+{
+	fprintf(stderr, "memd: error: %s%s\n", err->msg,
+		err->flags & MEMD_ERROR_RETRYABLE ? " (retry later)" : "");
+	return exit_for(err->code);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "memd: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see memd --help)\n");
+	return EXIT_USAGE;
+}
+
+static void log_stderr(void *ud, int32_t level, const char *component, const char *line)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	(void)ud;
+	fprintf(stderr, "memd: %s: %s: %s\n",
+		level >= 0 && level <= MEMD_LOG_DEBUG ? names[level] : "log", component, line);
+}
+
+/* Print a JSON result pretty, then free it. */
+static int print_json(char *json)
+{
+	json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+	if (v) {
+		json_dumpf(v, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
+		json_decref(v);
+	} else {
+		fputs(json, stdout);
+	}
+	fputc('\n', stdout);
+	memd_free(json);
+	return EXIT_OK;
+}
+
+static char *read_all(FILE *f, size_t *ret_len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+
+	while (buf) {
+		size_t got;
+		if (n == cap) {
+			char *nb;
+			if (cap >= CLI_STDIN_MAX) {
+				free(buf);
+				return NULL;
+			}
+			cap *= 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (!buf || ferror(f)) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*ret_len = n;
+	return buf;
+}
+
+/* Option value lookup: "--name VALUE" among argv[from..]. Marks consumed
+ * arguments by setting them to NULL. Returns NULL if absent. */
+static const char *take_opt(cli *c, int from, const char *name, int *ret_missing)
+{
+	for (int i = from; i < c->argc; i++) {
+		if (c->argv[i] && strcmp(c->argv[i], name) == 0) {
+			if (i + 1 >= c->argc || !c->argv[i + 1]) {
+				*ret_missing = 1;
+				return NULL;
+			}
+			const char *v = c->argv[i + 1];
+			c->argv[i] = c->argv[i + 1] = NULL;
+			return v;
+		}
+	}
+	return NULL;
+}
+
+static int take_flag(cli *c, int from, const char *name)
+{
+	for (int i = from; i < c->argc; i++)
+		if (c->argv[i] && strcmp(c->argv[i], name) == 0) {
+			c->argv[i] = NULL;
+			return 1;
+		}
+	return 0;
+}
+
+/* Collect the positional arguments from argv[from..] into pos (at most
+ * max). Returns how many, or -1 if an unknown option is left. */
+static int positionals(cli *c, int from, const char **pos, int max)
+{
+	int n = 0;
+	for (int i = from; i < c->argc; i++) {
+		if (!c->argv[i])
+			continue;
+		if (c->argv[i][0] == '-' && c->argv[i][1] == '-') {
+			usage_error("unknown option %s", c->argv[i]);
+			return -1;
+		}
+		if (n == max) {
+			usage_error("unexpected argument '%s'", c->argv[i]);
+			return -1;
+		}
+		pos[n++] = c->argv[i];
+	}
+	return n;
+}
+
+static int parse_u32(const char *s, const char *what, uint32_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > UINT32_MAX)
+		return usage_error("%s: not a number", what);
+	*ret = (uint32_t)v;
+	return EXIT_OK;
+}
+
+static int parse_i64(const char *s, const char *what, int64_t *ret)
+{
+	char *end;
+	long long v;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < 0)
+		return usage_error("%s: not a non-negative number", what);
+	*ret = v;
+	return EXIT_OK;
+}
+
+static int open_memd(cli *c, memd **ret)
+{
+	memd_options o = {
+		.struct_size = sizeof(o),
+		.config_path = c->config,
+		.plugin_path = c->extra_path[0] ? c->extra_path : NULL,
+		.log = log_stderr,
+		.log_level = c->verbose > 1 ? MEMD_LOG_DEBUG : c->verbose ? MEMD_LOG_INFO : MEMD_LOG_WARN,
+	};
+	memd_error err = { 0 };
+	if (memd_open(&o, ret, &err) < 0) {
+		fprintf(stderr, "memd: cannot start: %s\n", err.msg);
+		return err.code == MEMD_EUNAVAIL ? EXIT_UNAVAILABLE : EXIT_CONFIG;
+	}
+	return EXIT_OK;
+}
+
+/* ---- operator commands ---------------------------------------------------- */
+
+static int cmd_config_check(cli *c, int from)
+{
+	const char *pos[1] = { NULL };
+	config_diag d = { 0 };
+	const char *path;
+	int n = positionals(c, from, pos, 1);
+	int32_t r;
+
+	if (n < 0)
+		return EXIT_USAGE;
+	path = n ? pos[0] : c->config;
+	r = service_check_config(path, c->extra_path[0] ? c->extra_path : NULL, &d);
+	for (size_t i = 0; i < d.n; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	config_diag_clear(&d);
+	if (r == MEMD_ENOMEM) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	if (r < 0) {
+		fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", d.n,
+			d.n == 1 ? "" : "s");
+		return EXIT_CONFIG;
+	}
+	printf("%s: OK\n", path ? path : "zero-config");
+	return EXIT_OK;
+}
+
+static int cmd_plugins_check(cli *c, int from)
+{
+	const char *pos[1];
+	char *report = NULL;
+	memd_error err = { 0 };
+
+	if (positionals(c, from, pos, 1) != 1)
+		return usage_error("%s", "plugins check needs one FILE");
+	if (loader_check_isolated(pos[0], c->extra_path[0] ? c->extra_path : NULL, &report, &err) <
+	    0) {
+		fprintf(stderr, "memd: refused: %s\n", err.msg);
+		return EXIT_CONFIG;
+	}
+	fputs(report, stdout);
+	free(report);
+	return EXIT_OK;
+}
+
+static int cmd_plugins_list(cli *c, int from)
+{
+	const char *pos[1];
+	memd *m;
+	char *json;
+	memd_error err = { 0 };
+	int rc;
+
+	if (positionals(c, from, pos, 0) != 0)
+		return EXIT_USAGE;
+	if ((rc = open_memd(c, &m)) != EXIT_OK)
+		return rc;
+	if (memd_plugins_json(m, &json, &err) < 0)
+		rc = fail(&err);
+	else
+		rc = print_json(json);
+	memd_close(m);
+	return rc;
+}
+
+/* ---- scripting commands ------------------------------------------------------ */
+
+typedef int (*scripting_fn)(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json);
+
+static int run_scripting(cli *c, int from, int npos, const char *shape, scripting_fn fn)
+{
+	const char *pos[5] = { 0 };
+	memd *m;
+	char *json = NULL;
+	memd_error err = { 0 };
+	int rc, n;
+
+	/* Options are consumed by fn before positionals are checked, so fn
+	 * parses them first with pos == NULL. */
+	rc = fn(c, NULL, NULL, from, &err, NULL);
+	if (rc != EXIT_OK)
+		return rc;
+	n = positionals(c, from, pos, npos);
+	if (n < 0)
+		return EXIT_USAGE;
+	if (n != npos)
+		return usage_error("expected: %s", shape);
+	if ((rc = open_memd(c, &m)) != EXIT_OK)
+		return rc;
+	rc = fn(c, m, pos, from, &err, &json);
+	if (rc == EXIT_OK && json)
+		rc = print_json(json);
+	else if (rc < 0)
+		rc = fail(&err);
+	memd_close(m);
+	return rc;
+}
+
+static int take_common(cli *c, int from, int which)
+{
+	int missing = 0;
+	const char *v;
+	cli_opts *o = &c->opts;
+
+	memset(o, 0, sizeof(*o));
+	if (which & 1) {
+		o->id = take_opt(c, from, "--id", &missing);
+		o->title = take_opt(c, from, "--title", &missing);
+		o->metadata = take_opt(c, from, "--metadata", &missing);
+	}
+	if ((which & 2) && (v = take_opt(c, from, "--events", &missing))) {
+		o->has_events = 1;
+		if (parse_u32(v, "--events", &o->events) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if ((which & 4) && (v = take_opt(c, from, "--after-seq", &missing)) &&
+	    parse_i64(v, "--after-seq", &o->after_seq) != EXIT_OK)
+		return EXIT_USAGE;
+	if ((which & 8) && (v = take_opt(c, from, "--limit", &missing)) &&
+	    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+		return EXIT_USAGE;
+	if (which & 16) {
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		o->archived = take_flag(c, from, "--archived");
+	}
+	if (which & 32)
+		o->type = take_opt(c, from, "--type", &missing);
+	if ((which & 64) && (v = take_opt(c, from, "--version", &missing)) &&
+	    parse_i64(v, "--version", &o->version) != EXIT_OK)
+		return EXIT_USAGE;
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	return EXIT_OK;
+}
+
+/* Turn a memd_* result into the scripting return convention. */
+static int result(int32_t r)
+{
+	return r < 0 ? -1 : EXIT_OK;
+}
+
+static int sc_session_create(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *body;
+	char *text;
+	int32_t r;
+
+	if (!m)
+		return take_common(c, from, 1);
+	body = json_object();
+	if (o->id)
+		json_object_set_new(body, "id", json_string(o->id));
+	if (o->title)
+		json_object_set_new(body, "title", json_string(o->title));
+	if (o->metadata) {
+		json_t *meta = json_loads(o->metadata, 0, NULL);
+		if (!meta) {
+			json_decref(body);
+			return usage_error("%s", "--metadata: not a JSON object");
+		}
+		json_object_set_new(body, "metadata", meta);
+	}
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	r = memd_session_create(m, pos[0], pos[1], text, ret_json, err);
+	free(text);
+	return result(r);
+}
+
+static int sc_session_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_get_options g = { .struct_size = sizeof(g) };
+
+	if (!m)
+		return take_common(c, from, 2 | 4);
+	if (o->has_events || o->after_seq) {
+		g.flags = MEMD_GET_EVENTS;
+		g.events = o->events;
+		g.after_seq = o->after_seq;
+	}
+	return result(memd_session_get(m, pos[0], pos[1], pos[2], &g, ret_json, err));
+}
+
+static int sc_session_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	if (!m)
+		return take_common(c, from, 8 | 16);
+	return result(memd_session_list(m, pos[0], pos[1], o->cursor, o->limit,
+					o->archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, ret_json, err));
+}
+
+static int sc_session_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	(void)ret_json;
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_session_delete(m, pos[0], pos[1], pos[2], err));
+}
+
+static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	size_t len;
+	char *body;
+	json_t *v;
+	int32_t r;
+
+	if (!m)
+		return take_common(c, from, 0);
+	body = read_all(stdin, &len);
+	if (!body) {
+		fprintf(stderr, "memd: cannot read the body from stdin\n");
+		return EXIT_FAIL;
+	}
+	/* A bare array of events is the "events" of a body. */
+	v = json_loads(body, 0, NULL);
+	if (json_is_array(v)) {
+		json_t *wrapped = json_pack("{s:O}", "events", v);
+		free(body);
+		body = json_dumps(wrapped, JSON_COMPACT);
+		json_decref(wrapped);
+	}
+	json_decref(v);
+	r = memd_events_append(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_events_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	if (!m)
+		return take_common(c, from, 4 | 8);
+	return result(memd_events_list(m, pos[0], pos[1], pos[2], o->after_seq, o->limit, ret_json,
+				       err));
+}
+
+static int sc_context(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		      char **ret_json)
+{
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_context(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+static int sc_state_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			char **ret_json)
+{
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_state_get(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+static int sc_user_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	(void)ret_json;
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_user_delete(m, pos[0], pos[1], err));
+}
+
+static int sc_artifact_put(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	size_t len;
+	char *data;
+	int32_t r;
+
+	if (!m)
+		return take_common(c, from, 32);
+	data = read_all(stdin, &len);
+	if (!data) {
+		fprintf(stderr, "memd: cannot read the artifact from stdin\n");
+		return EXIT_FAIL;
+	}
+	r = memd_artifact_put(m, pos[0], pos[1], pos[2], pos[3], o->type, data, len, ret_json, err);
+	free(data);
+	return result(r);
+}
+
+static int sc_artifact_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	char *meta;
+	void *data;
+	size_t size;
+
+	(void)ret_json;
+	if (!m)
+		return take_common(c, from, 64);
+	if (memd_artifact_get(m, pos[0], pos[1], pos[2], pos[3], o->version, &meta, &data, &size,
+			      err) < 0)
+		return -1;
+	memd_free(meta);
+	if (size && fwrite(data, 1, size, stdout) != size) {
+		memd_free(data);
+		fprintf(stderr, "memd: cannot write the artifact to stdout\n");
+		return EXIT_FAIL;
+	}
+	memd_free(data);
+	return EXIT_OK;
+}
+
+static int sc_artifact_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_artifact_list(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+/* state set APP USER SID KEY=VALUE...: variable arity, handled apart. */
+static int cmd_state_set(cli *c, int from)
+{
+	json_t *delta = json_object();
+	const char *pos[3];
+	int n = 0, rc;
+	memd *m;
+	char *body, *json;
+	memd_error err = { 0 };
+
+	for (int i = from; i < c->argc; i++) {
+		const char *a = c->argv[i], *eq;
+		if (n < 3) {
+			pos[n++] = a;
+			continue;
+		}
+		eq = strchr(a, '=');
+		if (!eq || eq == a) {
+			json_decref(delta);
+			return usage_error("expected KEY=VALUE, got '%s'", a);
+		}
+		{
+			char *key = strndup(a, (size_t)(eq - a));
+			json_t *v = eq[1] ? json_loads(eq + 1, JSON_DECODE_ANY, NULL) : json_null();
+			if (!v)
+				v = json_string(eq + 1);
+			json_object_set_new(delta, key, v);
+			free(key);
+		}
+	}
+	if (n < 3 || json_object_size(delta) == 0) {
+		json_decref(delta);
+		return usage_error("%s", "expected: state set APP USER SID KEY=VALUE...");
+	}
+	body = json_dumps(delta, JSON_COMPACT);
+	json_decref(delta);
+	if ((rc = open_memd(c, &m)) != EXIT_OK) {
+		free(body);
+		return rc;
+	}
+	if (memd_state_patch(m, pos[0], pos[1], pos[2], body, &json, &err) < 0)
+		rc = fail(&err);
+	else
+		rc = print_json(json);
+	free(body);
+	memd_close(m);
+	return rc;
+}
+
+typedef struct command {
+	const char *group, *verb;
+	int npos;
+	const char *shape;
+	scripting_fn fn;
+} command;
+
+static const command commands[] = {
+	{ "session", "create", 2, "session create APP USER", sc_session_create },
+	{ "session", "get", 3, "session get APP USER SID", sc_session_get },
+	{ "session", "list", 2, "session list APP USER", sc_session_list },
+	{ "session", "delete", 3, "session delete APP USER SID", sc_session_delete },
+	{ "events", "append", 3, "events append APP USER SID", sc_events_append },
+	{ "events", "list", 3, "events list APP USER SID", sc_events_list },
+	{ "context", NULL, 3, "context APP USER SID", sc_context },
+	{ "state", "get", 3, "state get APP USER SID", sc_state_get },
+	{ "artifact", "put", 4, "artifact put APP USER SID NAME", sc_artifact_put },
+	{ "artifact", "get", 4, "artifact get APP USER SID NAME", sc_artifact_get },
+	{ "artifact", "list", 3, "artifact list APP USER SID", sc_artifact_list },
+	{ "user", "delete", 2, "user delete APP USER", sc_user_delete },
+};
+
+/* ../plugins next to the executable, when it exists (build trees). */
+static void find_exe_plugins(cli *c)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	if ((size_t)snprintf(c->exe_plugins, sizeof(c->exe_plugins), "%s" CLI_EXE_PLUGIN_DIR, exe) >=
+	    sizeof(c->exe_plugins))
+		return;
+	if (access(c->exe_plugins, X_OK) == 0)
+		c->extra_path[0] = c->exe_plugins;
+}
+
+int cli_main(int argc, char **argv)
+{
+	cli c = { 0 };
+	int i = 1;
+	const char *group, *verb;
+
+	c.argc = argc;
+	c.argv = argv;
+	c.config = getenv("MEMD_CONFIG");
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) {
+			if (++i >= argc)
+				return usage_error("%s", "--config needs a FILE");
+			c.config = argv[i];
+		} else if (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0) {
+			c.verbose++;
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			cli_usage(stdout);
+			return EXIT_OK;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			puts(memd_version_string());
+			return EXIT_OK;
+		} else {
+			return usage_error("unknown option %s", argv[i]);
+		}
+	}
+	if (i >= argc) {
+		cli_usage(stderr);
+		return EXIT_USAGE;
+	}
+	find_exe_plugins(&c);
+	group = argv[i];
+	verb = i + 1 < argc ? argv[i + 1] : "";
+
+	if (strcmp(group, "version") == 0) {
+		puts(memd_version_string());
+		return EXIT_OK;
+	}
+	if (strcmp(group, "help") == 0) {
+		cli_usage(stdout);
+		return EXIT_OK;
+	}
+	if (strcmp(group, "config") == 0 && strcmp(verb, "check") == 0)
+		return cmd_config_check(&c, i + 2);
+	if (strcmp(group, "plugins") == 0 && strcmp(verb, "check") == 0)
+		return cmd_plugins_check(&c, i + 2);
+	if (strcmp(group, "plugins") == 0 && strcmp(verb, "list") == 0)
+		return cmd_plugins_list(&c, i + 2);
+	if (strcmp(group, "state") == 0 && strcmp(verb, "set") == 0)
+		return cmd_state_set(&c, i + 2);
+	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
+		const command *cmd = &commands[k];
+		if (strcmp(group, cmd->group) != 0)
+			continue;
+		if (!cmd->verb)
+			return run_scripting(&c, i + 1, cmd->npos, cmd->shape, cmd->fn);
+		if (strcmp(verb, cmd->verb) == 0)
+			return run_scripting(&c, i + 2, cmd->npos, cmd->shape, cmd->fn);
+	}
+	return usage_error("unknown command '%s'", group);
+}
