@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian packages memd needs that are missing.
+#   scripts/deps.sh run    what building and running memd needs
+#   scripts/deps.sh test   that, plus what the test suite needs
+# Runs apt-get (as root, or through sudo) only when something is missing.
+set -euo pipefail
+
+run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
+          libsqlite3-dev libjansson-dev libyaml-dev)
+test_pkgs=(libcriterion-dev binutils make sqlite3)
+
+want=("${run_pkgs[@]}")
+case "${1:-run}" in
+	run) ;;
+	test) want+=("${test_pkgs[@]}") ;;
+	*) echo "usage: $0 run|test" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	[[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "memd: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+	command -v sudo >/dev/null || { echo "memd: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+	sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

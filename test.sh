@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up and run every test: installs missing Debian packages, then builds
+# and runs the whole suite twice: with warnings as errors, and under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any
+# failure.
+set -euo pipefail
+root=$(cd "$(dirname "$0")" && pwd)
+cd "$root"
+scripts/deps.sh test
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+suite() { # NAME MESON-OPTIONS...
+	local dir="build-test-$1"; shift
+	if [[ -f "$dir/build.ninja" ]]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+	ninja -C "$dir" -j "$jobs"
+	meson test -C "$dir" --print-errorlogs --num-processes "$jobs"
+}
+
+echo "== build with -Werror, run the suite"
+suite werror -Dwerror=true -Dbuildtype=debugoptimized
+
+echo "== build with ASan + UBSan, run the suite"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+suite sanitize -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
