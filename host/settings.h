@@ -18,6 +18,33 @@
 #define SETTINGS_DEFAULT_APP "*"
 #define SETTINGS_WINDOW_DEFAULT 20
 
+/* Defaults of the keys settings_load validates; modules that read the
+ * summarizer/tokenizer/embedder nodes themselves use the same values. */
+#define SETTINGS_STORE_DEFAULT "main"           /* name of the zero-config store */
+#define SETTINGS_STRATEGY_DEFAULT "buffer_window" /* strategy of the default app */
+#define SETTINGS_THREADS_DEFAULT 0
+#define SETTINGS_MAX_BODY_BYTES_DEFAULT 8388608
+#define SETTINGS_MAX_BATCH_EVENTS_DEFAULT 1000
+#define SETTINGS_MAX_HEADER_BYTES_DEFAULT 16384
+#define SETTINGS_REQUEST_TIMEOUT_MS_DEFAULT 30000
+#define SETTINGS_KEYWORD_K1_DEFAULT 1.2
+#define SETTINGS_KEYWORD_B_DEFAULT 0.75
+#define SETTINGS_SEARCH_MODE_DEFAULT "keyword"
+#define SETTINGS_EMBEDDER_TYPE_DEFAULT "hash"
+#define SETTINGS_EMBEDDER_DIM_DEFAULT 256
+#define SETTINGS_EMBEDDER_BATCH_DEFAULT 64
+#define SETTINGS_EMBEDDER_TIMEOUT_MS_DEFAULT 30000
+#define SETTINGS_SUMMARIZER_TYPE_DEFAULT "extractive"
+#define SETTINGS_SUMMARIZER_TIMEOUT_MS_DEFAULT 60000
+#define SETTINGS_SUMMARIZER_RETRIES_DEFAULT 3
+#define SETTINGS_SUMMARIZER_MAX_TOKENS_DEFAULT 1024
+#define SETTINGS_TOKENIZER_TYPE_DEFAULT "approx"
+#define SETTINGS_TEMP_TTL_SECONDS_DEFAULT 3600
+/* Upper bounds settings_load enforces. */
+#define SETTINGS_THREADS_MAX 1024
+#define SETTINGS_EMBEDDER_DIM_MAX 65536
+#define SETTINGS_RETRIES_MAX 100
+
 #define SETTINGS_SCOPE_READ  1
 #define SETTINGS_SCOPE_WRITE 2
 #define SETTINGS_SCOPE_ADMIN 3
@@ -54,7 +81,7 @@ typedef struct settings {
 	int32_t log_level;          /* MEMD_LOG_* */
 
 	/* plugins: */
-	char **plugin_path;         /* NULL-terminated */
+	char **plugin_path;         /* NULL-terminated; empty if not configured */
 
 	/* stores:, sessions: */
 	settings_store *stores;
@@ -92,5 +119,10 @@ void settings_clear(settings *s);
 const settings_app *settings_app_for(const settings *s, const char *app);
 /* The store entry named name, or NULL. */
 const settings_store *settings_store_get(const settings *s, const char *name);
+/* Split a server.listen value "host:port" or "[v6addr]:port" (port
+ * 1..65535, host non-empty; brackets removed). On success *ret_host is
+ * malloc'd (caller frees) and *ret_port set; MEMD_EINVAL if malformed,
+ * MEMD_ENOMEM. */
+int32_t settings_listen_split(const char *listen, char **ret_host, int32_t *ret_port);
 
 #endif
