@@ -1128,6 +1128,12 @@ int32_t memd_context(memd *m, const char *app, const char *user, const char *sid
 		     memd_error *err)
 {
 	memd_call call = call_new();
+	return service_context(m, &call, app, user, sid, ret_json, err);
+}
+
+int32_t service_context(memd *m, const memd_call *call, const char *app, const char *user,
+			const char *sid, char **ret_json, memd_error *err)
+{
 	memd_scope sc;
 	context_acc c = { 0 };
 	memd_context_sink sink = { sizeof(sink), &c, ctx_summary, ctx_event };
@@ -1144,7 +1150,7 @@ int32_t memd_context(memd *m, const char *app, const char *user, const char *sid
 	c.events = json_array();
 	if (!c.events)
 		return oom(err);
-	if ((r = strategy_context(st, m->sessions, &call, &sc, &sink, err)) < 0) {
+	if ((r = strategy_context(st, m->sessions, call, &sc, &sink, err)) < 0) {
 		json_decref(c.events);
 		json_decref(c.summary);
 		return r;

@@ -20,6 +20,11 @@
 int32_t service_check_config(const char *config_path, const char *const *extra_path,
 			     config_diag *d);
 
+/* memd_context with a caller-supplied call context (deadline, rows_read
+ * counter): what memd_context does with a default one. */
+int32_t service_context(memd *m, const memd_call *call, const char *app, const char *user,
+			const char *sid, char **ret_json, memd_error *err);
+
 /* The session store of an open memd (borrowed). */
 store *service_session_store(memd *m);
 

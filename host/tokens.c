@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tokens.h"
 
-#define TOKENS_CHARS_PER_TOKEN 4
+#define TOKENS_CHARS_PER_TOKEN 5
 #define TOKENS_WIDE_START 0x2E80u /* CJK radicals onwards: ~1 token each */
 
 /* Decode one code point at s (len > 0 bytes left). Returns its length, or
