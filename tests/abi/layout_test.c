@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Golden layout of the plugin ABI (api/memd/{abi,host,store,strategy,
+ * vector,plugin}.h) on x86_64 / LP64: sizeof and offsetof of every member
+ * of every struct, and the value of every #define'd constant, written out
+ * as literal numbers.
+ *
+ * If this test fails, the ABI changed. That is never an accident to paper
+ * over: changing a number here is a deliberate ABI decision. The only
+ * compatible change is to append members at the end of a struct (each
+ * with a "since 1.N" comment) and bump MEMD_ABI_MINOR (api/memd/abi.h and
+ * meson.build); then add the new members' offsets and the new sizes here,
+ * and leave every existing offset as it is. Anything else (reordering,
+ * resizing, removing, changing a constant's value) needs a new major:
+ * a new entry symbol and a new set of headers.
+ */
+#include <criterion/criterion.h>
+
+#include <stddef.h>
+#include <string.h>
+
+#include <memd/plugin.h>
+
+#include "memd-build.h"
+
+#define SIZE(T, n) \
+	cr_expect_eq(sizeof(T), (size_t)(n), "sizeof(" #T ") is %zu, golden %zu", sizeof(T), \
+		     (size_t)(n))
+/* Member m of T: at offset off, size bytes wide. */
+#define MEMBER(T, m, off, size)                                                             \
+	do {                                                                                 \
+		cr_expect_eq(offsetof(T, m), (size_t)(off),                                  \
+			     "offsetof(" #T ", " #m ") is %zu, golden %zu", offsetof(T, m),  \
+			     (size_t)(off));                                                 \
+		cr_expect_eq(sizeof(((T *)0)->m), (size_t)(size),                            \
+			     "sizeof(" #T "." #m ") is %zu, golden %zu", sizeof(((T *)0)->m), \
+			     (size_t)(size));                                                \
+	} while (0)
+#define VAL(c, n) \
+	cr_expect_eq((long long)(c), (long long)(n), #c " is %lld, golden %lld", (long long)(c), \
+		     (long long)(n))
+
+#if defined(__x86_64__) && defined(__LP64__)
+#define LAYOUT_GOLDEN 1
+#else
+#define LAYOUT_GOLDEN 0
+#endif
+
+static void lp64_only(void)
+{
+	if (!LAYOUT_GOLDEN)
+		cr_skip_test("the golden numbers are for x86_64 / LP64");
+}
+
+TestSuite(layout, .init = lp64_only);
+
+Test(layout, host_implements_the_header_abi)
+{
+	/* meson.build's memd_abi_major/minor (the host) and abi.h agree. */
+	VAL(MEMD_ABI_MAJOR, MEMD_HOST_ABI_MAJOR);
+	VAL(MEMD_ABI_MINOR, MEMD_HOST_ABI_MINOR);
+	cr_expect_str_eq(MEMD_PLUGIN_ENTRY_SYMBOL, "memd_plugin_entry_v1");
+}
+
+
+Test(layout, abi_h)
+{
+	SIZE(memd_error, 268);
+	MEMBER(memd_error, struct_size, 0, 4);
+	MEMBER(memd_error, code, 4, 4);
+	MEMBER(memd_error, flags, 8, 4);
+	MEMBER(memd_error, msg, 12, 256);
+	SIZE(memd_call, 40);
+	MEMBER(memd_call, struct_size, 0, 4);
+	MEMBER(memd_call, flags, 4, 4);
+	MEMBER(memd_call, deadline_us, 8, 8);
+	MEMBER(memd_call, request_id, 16, 8);
+	MEMBER(memd_call, cancel, 24, 8);
+	MEMBER(memd_call, rows_read, 32, 8);
+	SIZE(memd_scope, 32);
+	MEMBER(memd_scope, struct_size, 0, 4);
+	MEMBER(memd_scope, reserved, 4, 4);
+	MEMBER(memd_scope, app, 8, 8);
+	MEMBER(memd_scope, user, 16, 8);
+	MEMBER(memd_scope, session, 24, 8);
+}
+
+Test(layout, abi_h_constants)
+{
+	VAL(MEMD_ABI_MAJOR, 1);
+	VAL(MEMD_ABI_MINOR, 0);
+	VAL(MEMD_OK, 0);
+	VAL(MEMD_EINVAL, -1);
+	VAL(MEMD_ENOTFOUND, -2);
+	VAL(MEMD_ECONFLICT, -3);
+	VAL(MEMD_ENOMEM, -4);
+	VAL(MEMD_EIO, -5);
+	VAL(MEMD_ENOTSUP, -6);
+	VAL(MEMD_EUNAVAIL, -7);
+	VAL(MEMD_ETIMEDOUT, -8);
+	VAL(MEMD_ECANCELED, -9);
+	VAL(MEMD_ETOOBIG, -10);
+	VAL(MEMD_EABI, -11);
+	VAL(MEMD_EINTERNAL, -12);
+	VAL(MEMD_EAUTH, -13);
+	VAL(MEMD_EFORBIDDEN, -14);
+	VAL(MEMD_ERROR_RETRYABLE, 1);
+	VAL(MEMD_ERROR_MSG_MAX, 256);
+	VAL(MEMD_LOG_ERROR, 0);
+	VAL(MEMD_LOG_WARN, 1);
+	VAL(MEMD_LOG_INFO, 2);
+	VAL(MEMD_LOG_DEBUG, 3);
+	VAL(MEMD_ID_MAX, 255);
+}
+
+Test(layout, host_h)
+{
+	SIZE(memd_text_sink, 24);
+	MEMBER(memd_text_sink, struct_size, 0, 4);
+	MEMBER(memd_text_sink, userdata, 8, 8);
+	MEMBER(memd_text_sink, text, 16, 8);
+	SIZE(memd_host, 136);
+	MEMBER(memd_host, struct_size, 0, 4);
+	MEMBER(memd_host, abi_major, 4, 4);
+	MEMBER(memd_host, abi_minor, 8, 4);
+	MEMBER(memd_host, reserved, 12, 4);
+	MEMBER(memd_host, host_data, 16, 8);
+	MEMBER(memd_host, log, 24, 8);
+	MEMBER(memd_host, alloc, 32, 8);
+	MEMBER(memd_host, realloc, 40, 8);
+	MEMBER(memd_host, free, 48, 8);
+	MEMBER(memd_host, now_us, 56, 8);
+	MEMBER(memd_host, monotonic_us, 64, 8);
+	MEMBER(memd_host, config_string, 72, 8);
+	MEMBER(memd_host, config_int, 80, 8);
+	MEMBER(memd_host, config_double, 88, 8);
+	MEMBER(memd_host, config_bool, 96, 8);
+	MEMBER(memd_host, config_json, 104, 8);
+	MEMBER(memd_host, count_tokens, 112, 8);
+	MEMBER(memd_host, summarize, 120, 8);
+	MEMBER(memd_host, uuid_v7, 128, 8);
+}
+
+Test(layout, store_h)
+{
+	SIZE(memd_session, 88);
+	MEMBER(memd_session, struct_size, 0, 4);
+	MEMBER(memd_session, flags, 4, 4);
+	MEMBER(memd_session, app, 8, 8);
+	MEMBER(memd_session, user, 16, 8);
+	MEMBER(memd_session, id, 24, 8);
+	MEMBER(memd_session, title, 32, 8);
+	MEMBER(memd_session, metadata_json, 40, 8);
+	MEMBER(memd_session, created_us, 48, 8);
+	MEMBER(memd_session, updated_us, 56, 8);
+	MEMBER(memd_session, version, 64, 8);
+	MEMBER(memd_session, last_seq, 72, 8);
+	MEMBER(memd_session, summary_seq, 80, 8);
+	SIZE(memd_event, 144);
+	MEMBER(memd_event, struct_size, 0, 4);
+	MEMBER(memd_event, flags, 4, 4);
+	MEMBER(memd_event, id, 8, 8);
+	MEMBER(memd_event, seq, 16, 8);
+	MEMBER(memd_event, invocation_id, 24, 8);
+	MEMBER(memd_event, author, 32, 8);
+	MEMBER(memd_event, role, 40, 8);
+	MEMBER(memd_event, branch, 48, 8);
+	MEMBER(memd_event, content_json, 56, 8);
+	MEMBER(memd_event, actions_json, 64, 8);
+	MEMBER(memd_event, metadata_json, 72, 8);
+	MEMBER(memd_event, timestamp_us, 80, 8);
+	MEMBER(memd_event, text, 88, 8);
+	MEMBER(memd_event, tokens, 96, 8);
+	MEMBER(memd_event, covers_seq, 104, 8);
+	MEMBER(memd_event, position, 112, 8);
+	MEMBER(memd_event, app, 120, 8);
+	MEMBER(memd_event, user, 128, 8);
+	MEMBER(memd_event, session, 136, 8);
+	SIZE(memd_artifact, 56);
+	MEMBER(memd_artifact, struct_size, 0, 4);
+	MEMBER(memd_artifact, reserved, 4, 4);
+	MEMBER(memd_artifact, name, 8, 8);
+	MEMBER(memd_artifact, version, 16, 8);
+	MEMBER(memd_artifact, mime_type, 24, 8);
+	MEMBER(memd_artifact, data, 32, 8);
+	MEMBER(memd_artifact, size, 40, 8);
+	MEMBER(memd_artifact, created_us, 48, 8);
+	SIZE(memd_feed_record, 48);
+	MEMBER(memd_feed_record, struct_size, 0, 4);
+	MEMBER(memd_feed_record, kind, 4, 4);
+	MEMBER(memd_feed_record, position, 8, 8);
+	MEMBER(memd_feed_record, app, 16, 8);
+	MEMBER(memd_feed_record, user, 24, 8);
+	MEMBER(memd_feed_record, session, 32, 8);
+	MEMBER(memd_feed_record, event, 40, 8);
+	SIZE(memd_session_query, 32);
+	MEMBER(memd_session_query, struct_size, 0, 4);
+	MEMBER(memd_session_query, flags, 4, 4);
+	MEMBER(memd_session_query, limit, 8, 4);
+	MEMBER(memd_session_query, reserved, 12, 4);
+	MEMBER(memd_session_query, before_created_us, 16, 8);
+	MEMBER(memd_session_query, before_id, 24, 8);
+	SIZE(memd_event_query, 40);
+	MEMBER(memd_event_query, struct_size, 0, 4);
+	MEMBER(memd_event_query, flags, 4, 4);
+	MEMBER(memd_event_query, after_seq, 8, 8);
+	MEMBER(memd_event_query, before_seq, 16, 8);
+	MEMBER(memd_event_query, after_time_us, 24, 8);
+	MEMBER(memd_event_query, limit, 32, 4);
+	MEMBER(memd_event_query, reserved, 36, 4);
+	SIZE(memd_session_update, 40);
+	MEMBER(memd_session_update, struct_size, 0, 4);
+	MEMBER(memd_session_update, fields, 4, 4);
+	MEMBER(memd_session_update, title, 8, 8);
+	MEMBER(memd_session_update, metadata_json, 16, 8);
+	MEMBER(memd_session_update, archived, 24, 4);
+	MEMBER(memd_session_update, reserved, 28, 4);
+	MEMBER(memd_session_update, now_us, 32, 8);
+	SIZE(memd_append, 56);
+	MEMBER(memd_append, struct_size, 0, 4);
+	MEMBER(memd_append, flags, 4, 4);
+	MEMBER(memd_append, expected_version, 8, 8);
+	MEMBER(memd_append, events, 16, 8);
+	MEMBER(memd_append, n_events, 24, 4);
+	MEMBER(memd_append, reserved, 28, 4);
+	MEMBER(memd_append, state_delta_json, 32, 8);
+	MEMBER(memd_append, title_if_unset, 40, 8);
+	MEMBER(memd_append, now_us, 48, 8);
+	SIZE(memd_append_result, 24);
+	MEMBER(memd_append_result, struct_size, 0, 4);
+	MEMBER(memd_append_result, flags, 4, 4);
+	MEMBER(memd_append_result, version, 8, 8);
+	MEMBER(memd_append_result, seqs, 16, 8);
+	SIZE(memd_session_sink, 24);
+	MEMBER(memd_session_sink, struct_size, 0, 4);
+	MEMBER(memd_session_sink, userdata, 8, 8);
+	MEMBER(memd_session_sink, session, 16, 8);
+	SIZE(memd_event_sink, 24);
+	MEMBER(memd_event_sink, struct_size, 0, 4);
+	MEMBER(memd_event_sink, userdata, 8, 8);
+	MEMBER(memd_event_sink, event, 16, 8);
+	SIZE(memd_artifact_sink, 24);
+	MEMBER(memd_artifact_sink, struct_size, 0, 4);
+	MEMBER(memd_artifact_sink, userdata, 8, 8);
+	MEMBER(memd_artifact_sink, artifact, 16, 8);
+	SIZE(memd_feed_sink, 24);
+	MEMBER(memd_feed_sink, struct_size, 0, 4);
+	MEMBER(memd_feed_sink, userdata, 8, 8);
+	MEMBER(memd_feed_sink, record, 16, 8);
+	SIZE(memd_store_ops, 160);
+	MEMBER(memd_store_ops, struct_size, 0, 4);
+	MEMBER(memd_store_ops, reserved, 4, 4);
+	MEMBER(memd_store_ops, session_create, 8, 8);
+	MEMBER(memd_store_ops, session_get, 16, 8);
+	MEMBER(memd_store_ops, session_list, 24, 8);
+	MEMBER(memd_store_ops, session_update, 32, 8);
+	MEMBER(memd_store_ops, session_delete, 40, 8);
+	MEMBER(memd_store_ops, append, 48, 8);
+	MEMBER(memd_store_ops, events_load, 56, 8);
+	MEMBER(memd_store_ops, state_get, 64, 8);
+	MEMBER(memd_store_ops, artifact_put, 72, 8);
+	MEMBER(memd_store_ops, artifact_get, 80, 8);
+	MEMBER(memd_store_ops, artifact_list, 88, 8);
+	MEMBER(memd_store_ops, artifact_versions, 96, 8);
+	MEMBER(memd_store_ops, artifact_delete, 104, 8);
+	MEMBER(memd_store_ops, user_delete, 112, 8);
+	MEMBER(memd_store_ops, feed_read, 120, 8);
+	MEMBER(memd_store_ops, feed_head, 128, 8);
+	MEMBER(memd_store_ops, cursor_get, 136, 8);
+	MEMBER(memd_store_ops, cursor_set, 144, 8);
+	MEMBER(memd_store_ops, ping, 152, 8);
+}
+
+Test(layout, store_h_constants)
+{
+	VAL(MEMD_SESSION_ARCHIVED, 1);
+	VAL(MEMD_FEED_EVENT, 1);
+	VAL(MEMD_FEED_DELETE_SESSION, 2);
+	VAL(MEMD_FEED_DELETE_USER, 3);
+	VAL(MEMD_SQ_INCLUDE_ARCHIVED, 1);
+	VAL(MEMD_EVQ_NEWEST, 1);
+	VAL(MEMD_EVQ_NO_SUMMARY, 2);
+	VAL(MEMD_EVQ_ONLY_SUMMARY, 4);
+	VAL(MEMD_PATCH_TITLE, 1);
+	VAL(MEMD_PATCH_METADATA, 2);
+	VAL(MEMD_PATCH_ARCHIVED, 4);
+	VAL(MEMD_APPEND_EXPECT_VERSION, 1);
+	VAL(MEMD_APPEND_REPLAYED, 1);
+}
+
+Test(layout, strategy_h)
+{
+	SIZE(memd_reader, 40);
+	MEMBER(memd_reader, struct_size, 0, 4);
+	MEMBER(memd_reader, reserved, 4, 4);
+	MEMBER(memd_reader, reader_data, 8, 8);
+	MEMBER(memd_reader, scope, 16, 8);
+	MEMBER(memd_reader, session, 24, 8);
+	MEMBER(memd_reader, events, 32, 8);
+	SIZE(memd_context_sink, 32);
+	MEMBER(memd_context_sink, struct_size, 0, 4);
+	MEMBER(memd_context_sink, userdata, 8, 8);
+	MEMBER(memd_context_sink, summary, 16, 8);
+	MEMBER(memd_context_sink, event, 24, 8);
+	SIZE(memd_strategy_ops, 24);
+	MEMBER(memd_strategy_ops, struct_size, 0, 4);
+	MEMBER(memd_strategy_ops, reserved, 4, 4);
+	MEMBER(memd_strategy_ops, context, 8, 8);
+	MEMBER(memd_strategy_ops, after_append, 16, 8);
+}
+
+Test(layout, vector_h)
+{
+	SIZE(memd_vector_record, 72);
+	MEMBER(memd_vector_record, struct_size, 0, 4);
+	MEMBER(memd_vector_record, dim, 4, 4);
+	MEMBER(memd_vector_record, app, 8, 8);
+	MEMBER(memd_vector_record, user, 16, 8);
+	MEMBER(memd_vector_record, session, 24, 8);
+	MEMBER(memd_vector_record, event_id, 32, 8);
+	MEMBER(memd_vector_record, author, 40, 8);
+	MEMBER(memd_vector_record, seq, 48, 8);
+	MEMBER(memd_vector_record, timestamp_us, 56, 8);
+	MEMBER(memd_vector_record, vector, 64, 8);
+	SIZE(memd_vector_filter, 56);
+	MEMBER(memd_vector_filter, struct_size, 0, 4);
+	MEMBER(memd_vector_filter, n_authors, 4, 4);
+	MEMBER(memd_vector_filter, app, 8, 8);
+	MEMBER(memd_vector_filter, user, 16, 8);
+	MEMBER(memd_vector_filter, session, 24, 8);
+	MEMBER(memd_vector_filter, authors, 32, 8);
+	MEMBER(memd_vector_filter, after_us, 40, 8);
+	MEMBER(memd_vector_filter, before_us, 48, 8);
+	SIZE(memd_vector_hit, 64);
+	MEMBER(memd_vector_hit, struct_size, 0, 4);
+	MEMBER(memd_vector_hit, score, 4, 4);
+	MEMBER(memd_vector_hit, app, 8, 8);
+	MEMBER(memd_vector_hit, user, 16, 8);
+	MEMBER(memd_vector_hit, session, 24, 8);
+	MEMBER(memd_vector_hit, event_id, 32, 8);
+	MEMBER(memd_vector_hit, author, 40, 8);
+	MEMBER(memd_vector_hit, seq, 48, 8);
+	MEMBER(memd_vector_hit, timestamp_us, 56, 8);
+	SIZE(memd_vector_hit_sink, 24);
+	MEMBER(memd_vector_hit_sink, struct_size, 0, 4);
+	MEMBER(memd_vector_hit_sink, userdata, 8, 8);
+	MEMBER(memd_vector_hit_sink, hit, 16, 8);
+	SIZE(memd_vector_ops, 40);
+	MEMBER(memd_vector_ops, struct_size, 0, 4);
+	MEMBER(memd_vector_ops, reserved, 4, 4);
+	MEMBER(memd_vector_ops, upsert, 8, 8);
+	MEMBER(memd_vector_ops, remove, 16, 8);
+	MEMBER(memd_vector_ops, query, 24, 8);
+	MEMBER(memd_vector_ops, ping, 32, 8);
+	SIZE(memd_embedder_ops, 24);
+	MEMBER(memd_embedder_ops, struct_size, 0, 4);
+	MEMBER(memd_embedder_ops, reserved, 4, 4);
+	MEMBER(memd_embedder_ops, dimension, 8, 8);
+	MEMBER(memd_embedder_ops, embed, 16, 8);
+}
+
+Test(layout, plugin_h)
+{
+	SIZE(memd_config_key, 40);
+	MEMBER(memd_config_key, struct_size, 0, 4);
+	MEMBER(memd_config_key, type, 4, 4);
+	MEMBER(memd_config_key, flags, 8, 4);
+	MEMBER(memd_config_key, reserved, 12, 4);
+	MEMBER(memd_config_key, name, 16, 8);
+	MEMBER(memd_config_key, default_value, 24, 8);
+	MEMBER(memd_config_key, help, 32, 8);
+	SIZE(memd_plugin, 104);
+	MEMBER(memd_plugin, struct_size, 0, 4);
+	MEMBER(memd_plugin, abi_major, 4, 4);
+	MEMBER(memd_plugin, abi_minor, 8, 4);
+	MEMBER(memd_plugin, kind, 12, 4);
+	MEMBER(memd_plugin, flags, 16, 4);
+	MEMBER(memd_plugin, reserved, 20, 4);
+	MEMBER(memd_plugin, name, 24, 8);
+	MEMBER(memd_plugin, version, 32, 8);
+	MEMBER(memd_plugin, description, 40, 8);
+	MEMBER(memd_plugin, config_keys, 48, 8);
+	MEMBER(memd_plugin, init, 56, 8);
+	MEMBER(memd_plugin, fini, 64, 8);
+	MEMBER(memd_plugin, store, 72, 8);
+	MEMBER(memd_plugin, vector, 80, 8);
+	MEMBER(memd_plugin, strategy, 88, 8);
+	MEMBER(memd_plugin, embedder, 96, 8);
+}
+
+Test(layout, plugin_h_constants)
+{
+	VAL(MEMD_KIND_STORE, 1);
+	VAL(MEMD_KIND_VECTOR, 2);
+	VAL(MEMD_KIND_STRATEGY, 4);
+	VAL(MEMD_KIND_EMBEDDER, 8);
+	VAL(MEMD_PLUGIN_THREADSAFE, 1);
+	VAL(MEMD_CONFIG_STRING, 1);
+	VAL(MEMD_CONFIG_INT, 2);
+	VAL(MEMD_CONFIG_DOUBLE, 3);
+	VAL(MEMD_CONFIG_BOOL, 4);
+	VAL(MEMD_CONFIG_JSON, 5);
+	VAL(MEMD_CONFIG_REQUIRED, 1);
+	VAL(MEMD_CONFIG_SECRET, 2);
+}
