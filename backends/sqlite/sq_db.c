@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+#include "sq_db.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "plugin_util.h"
+#include "sq_schema.h"
+
+#define SQ_DIR_MODE 0755
+#define SQ_US_PER_SEC 1000000
+#define SQ_NS_PER_US 1000
+
+static const sq_sql SQL_BEGIN = { SQ_ST_BEGIN, "BEGIN" };
+static const sq_sql SQL_BEGIN_IMMEDIATE = { SQ_ST_BEGIN_IMMEDIATE, "BEGIN IMMEDIATE" };
+static const sq_sql SQL_COMMIT = { SQ_ST_COMMIT, "COMMIT" };
+static const sq_sql SQL_ROLLBACK = { SQ_ST_ROLLBACK, "ROLLBACK" };
+
+int32_t sq_map_code(int rc, uint32_t *ret_flags)
+{
+	uint32_t flags = 0;
+	int32_t code;
+
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		code = MEMD_EUNAVAIL;
+		flags = MEMD_ERROR_RETRYABLE;
+		break;
+	case SQLITE_CONSTRAINT:
+		code = MEMD_ECONFLICT;
+		break;
+	case SQLITE_NOMEM:
+		code = MEMD_ENOMEM;
+		break;
+	case SQLITE_IOERR:
+	case SQLITE_FULL:
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+	case SQLITE_CANTOPEN:
+	case SQLITE_READONLY:
+	case SQLITE_PROTOCOL:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		code = MEMD_EIO;
+		break;
+	case SQLITE_TOOBIG:
+		code = MEMD_ETOOBIG;
+		break;
+	case SQLITE_INTERRUPT:
+		code = MEMD_ECANCELED;
+		break;
+	default:
+		code = MEMD_EINTERNAL;
+		break;
+	}
+	if (ret_flags)
+		*ret_flags = flags;
+	return code;
+}
+
+int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
+{
+	char what[MEMD_ERROR_MSG_MAX];
+	uint32_t flags;
+	int32_t code = sq_map_code(rc, &flags);
+	va_list ap;
+
+	va_start(ap, what_fmt);
+	vsnprintf(what, sizeof(what), what_fmt, ap);
+	va_end(ap);
+	return memd_error_set(err, code, flags, "sqlite %s: %s: %s", c ? c->role : "store", what,
+			      c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+}
+
+int32_t sq_stmt(sq_conn *c, const sq_sql *sql, sqlite3_stmt **ret, memd_error *err)
+{
+	sqlite3_stmt *st = c->stmts[sql->id];
+	int rc;
+
+	if (!st) {
+		rc = sqlite3_prepare_v3(c->db, sql->text, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+		if (rc != SQLITE_OK)
+			return sq_fail(c, rc, err, "prepare statement %d", (int)sql->id);
+		c->stmts[sql->id] = st;
+	}
+	*ret = st;
+	return 0;
+}
+
+void sq_stmt_done(sqlite3_stmt *st)
+{
+	if (!st)
+		return;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+int sq_bind_text(sqlite3_stmt *st, int idx, const char *text)
+{
+	if (!text)
+		return sqlite3_bind_null(st, idx);
+	return sqlite3_bind_text(st, idx, text, -1, SQLITE_STATIC);
+}
+
+int sq_bind_scope(sqlite3_stmt *st, const memd_scope *scope, int with_session)
+{
+	int rc = sq_bind_text(st, 1, scope->app);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 2, scope->user);
+	if (rc == SQLITE_OK && with_session)
+		rc = sq_bind_text(st, 3, scope->session);
+	return rc;
+}
+
+const char *sq_col_text(sqlite3_stmt *st, int col)
+{
+	return (const char *)sqlite3_column_text(st, col);
+}
+
+void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped)
+{
+	uint64_t full = st ? (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1) : 0;
+	pu_rows_read(call, stepped + full);
+}
+
+int32_t sq_sink_result(int32_t r, const char *what, memd_error *err)
+{
+	if (r < 0)
+		return memd_error_set(err, r, 0, "%s sink stopped the read with error %d", what,
+				      (int)r);
+	return r;
+}
+
+int32_t sq_check_id(const char *what, const char *id, memd_error *err)
+{
+	size_t n;
+
+	if (!id || !id[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
+	n = strnlen(id, MEMD_ID_MAX + 1);
+	if (n > MEMD_ID_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s '%.64s...' is longer than %d bytes",
+				      what, id, MEMD_ID_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)id[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "%s contains a control character", what);
+	}
+	return 0;
+}
+
+int32_t sq_check_scope(const memd_scope *scope, int need_session, memd_error *err)
+{
+	int32_t r;
+
+	if (!scope)
+		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing");
+	r = sq_check_id("app", scope->app, err);
+	if (r == 0)
+		r = sq_check_id("user", scope->user, err);
+	if (r == 0 && need_session)
+		r = sq_check_id("session", scope->session, err);
+	return r;
+}
+
+int32_t sq_check_json_object(const char *what, const char *json, memd_error *err)
+{
+	json_error_t jerr;
+	json_t *v;
+	int32_t r = 0;
+
+	if (!json)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
+	v = json_loads(json, JSON_ALLOW_NUL, &jerr);
+	if (!v)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is not JSON: %s", what, jerr.text);
+	if (!json_is_object(v))
+		r = memd_error_set(err, MEMD_EINVAL, 0, "%s must be a JSON object", what);
+	json_decref(v);
+	return r;
+}
+
+int32_t sq_call_check(const sq_store *s, const memd_call *call, memd_error *err)
+{
+	if (!call || (!call->deadline_us && !call->cancel))
+		return 0;
+	return pu_call_check(call, s->host->monotonic_us(s->host), err);
+}
+
+/* ---- connections ---------------------------------------------------- */
+
+/* Run a constant statement (a PRAGMA) to completion; *ret_text (if not
+ * NULL) gets a copy of the first column of its first row. */
+static int32_t exec_const(sq_conn *c, const char *sql, char *ret_text, size_t text_size,
+			  memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
+	int first = 1;
+
+	if (rc != SQLITE_OK)
+		return sq_fail(c, rc, err, "%s", sql);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (first && ret_text) {
+			const char *t = sq_col_text(st, 0);
+			snprintf(ret_text, text_size, "%s", t ? t : "");
+		}
+		first = 0;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return sq_fail(c, rc, err, "%s", sql);
+	return 0;
+}
+
+static void conn_close(sq_conn *c)
+{
+	if (!c->db)
+		return;
+	for (size_t i = 0; i < SQ_ST_COUNT; i++) {
+		sqlite3_finalize(c->stmts[i]);
+		c->stmts[i] = NULL;
+	}
+	sqlite3_close_v2(c->db);
+	c->db = NULL;
+}
+
+static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_options *o,
+			 memd_error *err)
+{
+	int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE |
+		    (writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
+	int rc;
+	int32_t r;
+
+	memset(c, 0, sizeof(*c));
+	c->role = writer ? "writer" : "reader";
+	rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		r = memd_error_set(err, sq_map_code(rc, NULL), 0, "sqlite %s: cannot open '%s': %s",
+				   c->role, path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		conn_close(c);
+		return r;
+	}
+	sqlite3_extended_result_codes(c->db, 1);
+	rc = sqlite3_busy_timeout(c->db, o->busy_timeout_ms);
+	if (rc != SQLITE_OK) {
+		r = sq_fail(c, rc, err, "set busy_timeout");
+		conn_close(c);
+		return r;
+	}
+	r = exec_const(c, "PRAGMA foreign_keys = ON", NULL, 0, err);
+	if (r == 0 && writer) {
+		char mode[16];
+		r = exec_const(c, "PRAGMA journal_mode = WAL", mode, sizeof(mode), err);
+		if (r == 0 && strcmp(mode, "wal") != 0)
+			r = memd_error_set(err, MEMD_EIO, 0,
+					   "sqlite writer: '%s' cannot use WAL (journal mode is '%s')",
+					   path, mode);
+		if (r == 0)
+			r = exec_const(c, o->synchronous == SQ_SYNC_NORMAL ?
+					  "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL",
+				       NULL, 0, err);
+	}
+	if (r < 0)
+		conn_close(c);
+	return r;
+}
+
+/* mkdir -p of the directory part of path. */
+static int32_t make_parent_dirs(const char *path, memd_error *err)
+{
+	char *dir = strdup(path);
+	char *slash;
+	int32_t r = 0;
+
+	if (!dir)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		goto out;
+	*slash = '\0';
+	for (char *p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		if (mkdir(dir, SQ_DIR_MODE) != 0 && errno != EEXIST) {
+			r = memd_error_set(err, MEMD_EIO, 0, "sqlite: cannot create directory '%s': %s",
+					   dir, strerror(errno));
+			goto out;
+		}
+		*p = saved;
+		if (saved == '\0')
+			break;
+	}
+out:
+	free(dir);
+	return r;
+}
+
+int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret_store,
+		      memd_error *err)
+{
+	pthread_condattr_t cattr;
+	sq_store *s;
+	int32_t r;
+
+	if (!sqlite3_threadsafe())
+		return memd_error_set(err, MEMD_EINTERNAL, 0,
+				      "sqlite: the SQLite library was built without thread support");
+	if (!o->path || !o->path[0] || strcmp(o->path, ":memory:") == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "sqlite: path must name a file (use the memory plugin for an "
+				      "in-memory store)");
+	if (o->readers < 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sqlite: readers must be at least 1");
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	s->host = host;
+	s->synchronous = o->synchronous;
+	s->path = strdup(o->path);
+	s->readers = calloc(o->readers, sizeof(*s->readers));
+	s->idle = calloc(o->readers, sizeof(*s->idle));
+	if (!s->path || !s->readers || !s->idle) {
+		free(s->path);
+		free(s->readers);
+		free(s->idle);
+		free(s);
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	pthread_mutex_init(&s->write_lock, NULL);
+	pthread_mutex_init(&s->pool_lock, NULL);
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->pool_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+
+	r = make_parent_dirs(o->path, err);
+	if (r == 0)
+		r = conn_open(&s->writer, o->path, 1, o, err);
+	if (r == 0)
+		r = sq_schema_migrate(&s->writer, host, &s->schema_version, err);
+	for (uint32_t i = 0; r == 0 && i < o->readers; i++) {
+		r = conn_open(&s->readers[i], o->path, 0, o, err);
+		if (r == 0) {
+			s->n_readers++;
+			s->idle[s->n_idle++] = i;
+		}
+	}
+	if (r < 0) {
+		sq_store_close(s);
+		return r;
+	}
+	*ret_store = s;
+	return 0;
+}
+
+void sq_store_close(sq_store *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->n_readers; i++)
+		conn_close(&s->readers[i]);
+	conn_close(&s->writer);
+	pthread_cond_destroy(&s->pool_cond);
+	pthread_mutex_destroy(&s->pool_lock);
+	pthread_mutex_destroy(&s->write_lock);
+	free(s->readers);
+	free(s->idle);
+	free(s->path);
+	free(s);
+}
+
+/* ---- transactions --------------------------------------------------- */
+
+static int32_t run_simple(sq_conn *c, const sq_sql *sql, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, sql, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sqlite3_step(st);
+	sq_stmt_done(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return sq_fail(c, rc, err, "%s", sql->text);
+	return 0;
+}
+
+static int32_t pool_take(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err)
+{
+	int32_t r = 0;
+
+	pthread_mutex_lock(&s->pool_lock);
+	while (s->n_idle == 0) {
+		if (call && call->deadline_us) {
+			struct timespec ts = {
+				.tv_sec = call->deadline_us / SQ_US_PER_SEC,
+				.tv_nsec = (call->deadline_us % SQ_US_PER_SEC) * SQ_NS_PER_US,
+			};
+			if (pthread_cond_timedwait(&s->pool_cond, &s->pool_lock, &ts) == ETIMEDOUT &&
+			    s->n_idle == 0) {
+				r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+						   "sqlite: deadline passed waiting for a reader");
+				break;
+			}
+		} else {
+			pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+		}
+	}
+	if (r == 0)
+		*ret = &s->readers[s->idle[--s->n_idle]];
+	pthread_mutex_unlock(&s->pool_lock);
+	return r;
+}
+
+static void pool_give(sq_store *s, sq_conn *c)
+{
+	pthread_mutex_lock(&s->pool_lock);
+	s->idle[s->n_idle++] = (uint32_t)(c - s->readers);
+	pthread_cond_signal(&s->pool_cond);
+	pthread_mutex_unlock(&s->pool_lock);
+}
+
+int32_t sq_read_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err)
+{
+	sq_conn *c = NULL;
+	int32_t r = sq_call_check(s, call, err);
+
+	if (r < 0)
+		return r;
+	r = pool_take(s, call, &c, err);
+	if (r < 0)
+		return r;
+	r = run_simple(c, &SQL_BEGIN, err);
+	if (r < 0) {
+		pool_give(s, c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void sq_read_end(sq_store *s, sq_conn *c)
+{
+	if (!c)
+		return;
+	/* A read transaction has nothing to keep: if COMMIT fails, roll back
+	 * so the connection goes back to the pool clean. */
+	if (!sqlite3_get_autocommit(c->db) && run_simple(c, &SQL_COMMIT, NULL) < 0 &&
+	    !sqlite3_get_autocommit(c->db))
+		(void)run_simple(c, &SQL_ROLLBACK, NULL);
+	pool_give(s, c);
+}
+
+int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err)
+{
+	int32_t r = sq_call_check(s, call, err);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->write_lock);
+	r = run_simple(&s->writer, &SQL_BEGIN_IMMEDIATE, err);
+	if (r < 0) {
+		pthread_mutex_unlock(&s->write_lock);
+		return r;
+	}
+	*ret = &s->writer;
+	return 0;
+}
+
+int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err)
+{
+	if (rc == 0)
+		rc = run_simple(c, &SQL_COMMIT, err);
+	/* SQLite may already have rolled back by itself (I/O error, full
+	 * disk); only roll back a transaction that is still open. */
+	if (rc < 0 && !sqlite3_get_autocommit(c->db))
+		(void)run_simple(c, &SQL_ROLLBACK, NULL);
+	pthread_mutex_unlock(&s->write_lock);
+	return rc;
+}

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sq_db: the SQLite store's connections. One writer connection guarded by a
+ * mutex (every write transaction is BEGIN IMMEDIATE) and a pool of
+ * read-only connections; a per-connection cache of prepared statements;
+ * mapping of SQLite result codes to MEMD_E* codes; scope and id checks
+ * shared by every op.
+ */
+#ifndef MEMD_SQ_DB_H
+#define MEMD_SQ_DB_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include <memd/plugin.h>
+
+/* Every prepared statement the plugin runs has one slot per connection.
+ * The SQL text lives beside the code that uses it (see sq_sql). */
+typedef enum sq_stmt_id {
+	SQ_ST_BEGIN,
+	SQ_ST_BEGIN_IMMEDIATE,
+	SQ_ST_COMMIT,
+	SQ_ST_ROLLBACK,
+	/* sessions */
+	SQ_ST_SESSION_INSERT,
+	SQ_ST_SESSION_GET,
+	SQ_ST_SESSION_HEAD,
+	SQ_ST_SESSION_LIST,
+	SQ_ST_SESSION_LIST_BEFORE,
+	SQ_ST_SESSION_UPDATE,
+	SQ_ST_SESSION_APPENDED,
+	SQ_ST_SESSION_DELETE,
+	SQ_ST_USER_SESSIONS_DELETE,
+	/* events */
+	SQ_ST_EVENT_INSERT,
+	SQ_ST_EVENT_SEQ_BY_ID,
+	SQ_ST_EVENTS_ASC,
+	SQ_ST_EVENTS_DESC,
+	SQ_ST_SUMMARIES_ASC,
+	SQ_ST_SUMMARIES_DESC,
+	SQ_ST_EVENTS_BY_TIME,
+	SQ_ST_EVENT_BY_SEQ,
+	/* state */
+	SQ_ST_STATE_APP_SET,
+	SQ_ST_STATE_APP_DEL,
+	SQ_ST_STATE_USER_SET,
+	SQ_ST_STATE_USER_DEL,
+	SQ_ST_STATE_SESSION_SET,
+	SQ_ST_STATE_SESSION_DEL,
+	SQ_ST_STATE_APP_ALL,
+	SQ_ST_STATE_USER_ALL,
+	SQ_ST_STATE_SESSION_ALL,
+	SQ_ST_STATE_USER_DELETE_ALL,
+	/* artifacts */
+	SQ_ST_ARTIFACT_LAST_VERSION,
+	SQ_ST_ARTIFACT_INSERT,
+	SQ_ST_ARTIFACT_GET,
+	SQ_ST_ARTIFACT_GET_LATEST,
+	SQ_ST_ARTIFACT_LIST,
+	SQ_ST_ARTIFACT_VERSIONS,
+	SQ_ST_ARTIFACT_DELETE,
+	/* feed and cursors */
+	SQ_ST_FEED_HEAD,
+	SQ_ST_FEED_ADVANCE,
+	SQ_ST_FEED_EVENTS,
+	SQ_ST_FEED_DELETES,
+	SQ_ST_FEED_TOMBSTONE,
+	SQ_ST_CURSOR_GET,
+	SQ_ST_CURSOR_SET,
+	SQ_ST_COUNT
+} sq_stmt_id;
+
+/* A statement: its cache slot and its SQL text (a constant, never built
+ * from input). Modules define these as static const objects. */
+typedef struct sq_sql {
+	sq_stmt_id id;
+	const char *text;
+} sq_sql;
+
+typedef struct sq_conn {
+	sqlite3 *db;
+	const char *role; /* "writer" or "reader", for messages */
+	sqlite3_stmt *stmts[SQ_ST_COUNT];
+} sq_conn;
+
+/* PRAGMA synchronous levels the config accepts. */
+#define SQ_SYNC_FULL   1
+#define SQ_SYNC_NORMAL 2
+
+/* What sq_store_open needs from the config. */
+typedef struct sq_options {
+	const char *path;
+	uint32_t synchronous;       /* SQ_SYNC_* */
+	int32_t busy_timeout_ms;
+	uint32_t readers;           /* >= 1 */
+} sq_options;
+
+/* One plugin instance. */
+typedef struct sq_store {
+	const memd_host *host;
+	char *path;
+	uint32_t synchronous;
+	int32_t schema_version;
+
+	pthread_mutex_t write_lock;
+	sq_conn writer;
+
+	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_cond;   /* CLOCK_MONOTONIC, signalled on release */
+	sq_conn *readers;
+	uint32_t n_readers;
+	uint32_t *idle;             /* indexes of idle readers (a stack) */
+	uint32_t n_idle;
+} sq_store;
+
+/* Open the database at o->path (its parent directories are created),
+ * switch it to WAL, set synchronous/busy_timeout/foreign_keys, run the
+ * schema migrations and open o->readers read-only connections. On success
+ * *ret_store owns everything; on failure nothing is left open and err says
+ * what failed. */
+int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret_store,
+		      memd_error *err);
+/* Close every connection and free the store. Accepts NULL. */
+void sq_store_close(sq_store *s);
+
+/* The cached prepared statement for sql on c, reset and with no bindings
+ * (prepared on first use). Returns 0 and writes *ret, or a mapped error. */
+int32_t sq_stmt(sq_conn *c, const sq_sql *sql, sqlite3_stmt **ret, memd_error *err);
+/* Reset a statement after use and clear its bindings. Accepts NULL. */
+void sq_stmt_done(sqlite3_stmt *st);
+
+/* Map a SQLite result code: BUSY/LOCKED -> MEMD_EUNAVAIL (retryable),
+ * CONSTRAINT -> MEMD_ECONFLICT, NOMEM -> MEMD_ENOMEM, I/O, full disk,
+ * corruption, CANTOPEN, READONLY, NOTADB -> MEMD_EIO, INTERRUPT ->
+ * MEMD_ECANCELED, anything else -> MEMD_EINTERNAL. *ret_flags gets
+ * MEMD_ERROR_RETRYABLE where it applies. */
+int32_t sq_map_code(int rc, uint32_t *ret_flags);
+/* Fill err from a failed SQLite call on c: "sqlite <role>: <what>: <sqlite
+ * message>" with the mapped code. Returns the mapped code. */
+int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Take an idle reader (waiting for one until call's deadline) and BEGIN a
+ * read transaction on it, so every statement of the op sees one snapshot.
+ * On success *ret is the reader; give it back with sq_read_end. */
+int32_t sq_read_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err);
+/* End the read transaction and return the reader to the pool. Accepts a
+ * NULL c. */
+void sq_read_end(sq_store *s, sq_conn *c);
+
+/* Lock the writer and BEGIN IMMEDIATE. On success *ret is the writer and
+ * the lock is held until sq_write_end. */
+int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err);
+/* rc == 0: COMMIT (a failed commit rolls back and returns its mapped
+ * error); rc < 0: ROLLBACK, so the transaction leaves no trace. Unlocks
+ * the writer. Returns the final result (rc unless the commit failed). */
+int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err);
+
+/* MEMD_ETIMEDOUT / MEMD_ECANCELED when call's deadline passed or it was
+ * cancelled; 0 otherwise. */
+int32_t sq_call_check(const sq_store *s, const memd_call *call, memd_error *err);
+/* Rows examined between checks of the deadline in long loops. */
+#define SQ_CHECK_EVERY 256u
+
+/* Add to call->rows_read: the rows stepped plus the full-scan steps st
+ * made (SQLITE_STMTSTATUS_FULLSCAN_STEP, which this resets). */
+void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped);
+
+/* MEMD_EINVAL unless id is 1..MEMD_ID_MAX bytes without control chars. */
+int32_t sq_check_id(const char *what, const char *id, memd_error *err);
+/* Check scope's app and user (and session when need_session). */
+int32_t sq_check_scope(const memd_scope *scope, int need_session, memd_error *err);
+/* MEMD_EINVAL unless json is a JSON object (what names it in the message). */
+int32_t sq_check_json_object(const char *what, const char *json, memd_error *err);
+
+/* Bind text (NULL binds SQL NULL) / the scope's app, user[, session] to
+ * parameters 1..3. Return a SQLite result code. */
+int sq_bind_text(sqlite3_stmt *st, int idx, const char *text);
+int sq_bind_scope(sqlite3_stmt *st, const memd_scope *scope, int with_session);
+
+/* Column text as a C string (NULL for SQL NULL). Valid until the next
+ * step or reset of st. */
+const char *sq_col_text(sqlite3_stmt *st, int col);
+
+/* Deliver-loop result of a sink: 0 = go on, > 0 = the caller asked to
+ * stop (not an error), < 0 = error (err filled, "what" names the sink). */
+int32_t sq_sink_result(int32_t r, const char *what, memd_error *err);
+
+#endif

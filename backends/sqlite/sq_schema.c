@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+#include "sq_schema.h"
+
+#include <stdio.h>
+
+/* PRAGMA application_id of a memd database: "memd" in ASCII. */
+#define SQ_APPLICATION_ID 0x6d656d64
+#define SQ_PRAGMA_MAX 64
+
+typedef struct sq_migration {
+	int32_t version; /* user_version after the step */
+	const char *what;
+	const char *sql;
+} sq_migration;
+
+/* Version 1: the whole store. Keys are (app, user, session) everywhere.
+ * events.position is the store-wide feed position (the rowid, assigned
+ * from feed_counter, never reused); feed_deletes holds the DELETE records
+ * that share the same position space. */
+static const char SQL_V1[] =
+	"CREATE TABLE sessions ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, id TEXT NOT NULL,"
+	"  title TEXT, metadata TEXT NOT NULL DEFAULT '{}',"
+	"  flags INTEGER NOT NULL DEFAULT 0,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  version INTEGER NOT NULL DEFAULT 0,"
+	"  last_seq INTEGER NOT NULL DEFAULT 0,"
+	"  summary_seq INTEGER NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, id)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX sessions_by_created ON sessions (app, user, created_us, id);"
+
+	"CREATE TABLE events ("
+	"  position INTEGER PRIMARY KEY,"
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  seq INTEGER NOT NULL CHECK (seq > 0),"
+	"  id TEXT NOT NULL,"
+	"  invocation_id TEXT, author TEXT, role TEXT NOT NULL, branch TEXT,"
+	"  content TEXT, actions TEXT, metadata TEXT,"
+	"  timestamp_us INTEGER NOT NULL,"
+	"  text TEXT, tokens INTEGER NOT NULL DEFAULT 0,"
+	"  covers_seq INTEGER NOT NULL DEFAULT 0,"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	");"
+	"CREATE UNIQUE INDEX events_by_seq ON events (app, user, session, seq);"
+	"CREATE UNIQUE INDEX events_by_id ON events (app, user, session, id);"
+	"CREATE INDEX events_summaries ON events (app, user, session, seq)"
+	"  WHERE role = 'summary';"
+	"CREATE INDEX events_by_time ON events (app, user, session, timestamp_us, seq, role);"
+
+	"CREATE TABLE state_app ("
+	"  app TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,"
+	"  PRIMARY KEY (app, name)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE state_user ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,"
+	"  PRIMARY KEY (app, user, name)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE state_session ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  name TEXT NOT NULL, value TEXT NOT NULL,"
+	"  PRIMARY KEY (app, user, session, name),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	") WITHOUT ROWID;"
+
+	"CREATE TABLE artifacts ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  name TEXT NOT NULL, version INTEGER NOT NULL CHECK (version > 0),"
+	"  mime_type TEXT NOT NULL, data BLOB NOT NULL, size INTEGER NOT NULL,"
+	"  created_us INTEGER NOT NULL,"
+	"  PRIMARY KEY (app, user, session, name, version),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	");"
+
+	"CREATE TABLE feed_counter ("
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
+	"  last INTEGER NOT NULL"
+	");"
+	"INSERT INTO feed_counter (id, last) VALUES (1, 0);"
+	"CREATE TABLE feed_deletes ("
+	"  position INTEGER PRIMARY KEY,"
+	"  kind INTEGER NOT NULL,"
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT"
+	");"
+	"CREATE TABLE cursors ("
+	"  name TEXT NOT NULL PRIMARY KEY,"
+	"  position INTEGER NOT NULL CHECK (position >= 0)"
+	") WITHOUT ROWID;";
+
+/* Ordered; each step's version is one more than the previous one's. */
+static const sq_migration migrations[] = {
+	{ 1, "initial schema", SQL_V1 },
+};
+#define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
+#define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)
+
+/* Run constant SQL (possibly several statements) to completion. */
+static int32_t run(sq_conn *c, const char *sql, memd_error *err)
+{
+	int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return sq_fail(c, rc, err, "schema");
+	return 0;
+}
+
+/* The integer result of a constant query (a PRAGMA or a count). */
+static int32_t query_int(sq_conn *c, const char *sql, int64_t *ret, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*ret = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_OK)
+		return sq_fail(c, rc, err, "%s", sql);
+	return 0;
+}
+
+/* Refuse a database that is not memd's (another app's file). */
+static int32_t check_owner(sq_conn *c, int64_t version, memd_error *err)
+{
+	int64_t app_id = 0, n_tables = 0;
+	int32_t r = query_int(c, "PRAGMA application_id", &app_id, err);
+
+	if (r < 0 || app_id == SQ_APPLICATION_ID)
+		return r;
+	if (app_id != 0 || version != 0)
+		return memd_error_set(err, MEMD_EIO, 0,
+				      "sqlite: the database belongs to another application "
+				      "(application_id %lld, user_version %lld)",
+				      (long long)app_id, (long long)version);
+	r = query_int(c, "SELECT count(*) FROM sqlite_master", &n_tables, err);
+	if (r == 0 && n_tables > 0)
+		r = memd_error_set(err, MEMD_EIO, 0,
+				   "sqlite: the database already holds %lld objects that are not "
+				   "memd's; refusing to add memd's tables to it",
+				   (long long)n_tables);
+	return r;
+}
+
+/* One step in its own transaction; *version is the schema version after. */
+static int32_t run_step(sq_conn *c, const memd_host *host, const sq_migration *m,
+			int64_t *version, memd_error *err)
+{
+	char pragma[SQ_PRAGMA_MAX];
+	int64_t now = 0;
+	int32_t r = run(c, "BEGIN IMMEDIATE", err);
+
+	if (r < 0)
+		return r;
+	r = query_int(c, "PRAGMA user_version", &now, err);
+	if (r == 0)
+		r = check_owner(c, now, err);
+	if (r == 0 && now > SQ_SCHEMA_LATEST)
+		r = memd_error_set(err, MEMD_EIO, 0,
+				   "sqlite: the database has schema version %lld, newer than the %d "
+				   "this plugin knows; use a newer memd",
+				   (long long)now, (int)SQ_SCHEMA_LATEST);
+	if (r < 0 || now >= m->version)
+		goto out; /* done already (maybe by another process) */
+	if (now != m->version - 1) {
+		r = memd_error_set(err, MEMD_EIO, 0,
+				   "sqlite: schema version %lld has no migration to %d",
+				   (long long)now, (int)m->version);
+		goto out;
+	}
+	r = run(c, m->sql, err);
+	if (r == 0) {
+		snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d", SQ_APPLICATION_ID);
+		r = run(c, pragma, err);
+	}
+	if (r == 0) {
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", (int)m->version);
+		r = run(c, pragma, err);
+	}
+	if (r == 0) {
+		now = m->version;
+		if (host && host->log)
+			host->log(host, MEMD_LOG_INFO, "schema migrated to version %d (%s)",
+				  (int)m->version, m->what);
+	}
+out:
+	if (r == 0)
+		r = run(c, "COMMIT", err);
+	if (r < 0) {
+		if (!sqlite3_get_autocommit(c->db))
+			(void)sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+		return r;
+	}
+	*version = now;
+	return 0;
+}
+
+int32_t sq_schema_migrate(sq_conn *c, const memd_host *host, int32_t *ret_version,
+			  memd_error *err)
+{
+	int64_t version = 0;
+
+	for (size_t i = 0; i < SQ_N_MIGRATIONS; i++) {
+		int32_t r = run_step(c, host, &migrations[i], &version, err);
+		if (r < 0)
+			return r;
+	}
+	*ret_version = (int32_t)version;
+	return 0;
+}

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+#include "sq_sessions.h"
+
+#include <string.h>
+
+#include "sq_feed.h"
+#include "sq_state.h"
+
+#define EMPTY_OBJECT "{}"
+
+/* Every query that delivers a session selects these columns, in order. */
+#define SESSION_COLS \
+	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
+	"summary_seq"
+
+static const sq_sql SQL_SESSION_INSERT = { SQ_ST_SESSION_INSERT,
+	"INSERT INTO sessions (app, user, id, title, metadata, flags, created_us, updated_us)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)" };
+static const sq_sql SQL_SESSION_GET = { SQ_ST_SESSION_GET,
+	"SELECT " SESSION_COLS " FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
+static const sq_sql SQL_SESSION_HEAD = { SQ_ST_SESSION_HEAD,
+	"SELECT version, last_seq, summary_seq FROM sessions"
+	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
+static const sq_sql SQL_SESSION_LIST = { SQ_ST_SESSION_LIST,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_created"
+	" WHERE app = ?1 AND user = ?2"
+	" ORDER BY created_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_LIST_BEFORE = { SQ_ST_SESSION_LIST_BEFORE,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_created"
+	" WHERE app = ?1 AND user = ?2 AND (created_us, id) < (?3, ?4)"
+	" ORDER BY created_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_UPDATE = { SQ_ST_SESSION_UPDATE,
+	"UPDATE sessions SET"
+	" title = CASE WHEN ?4 THEN ?5 ELSE title END,"
+	" metadata = CASE WHEN ?6 THEN ?7 ELSE metadata END,"
+	" flags = CASE WHEN ?8 THEN (flags & ~?10) | ?9 ELSE flags END,"
+	" updated_us = ?11"
+	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
+static const sq_sql SQL_SESSION_APPENDED = { SQ_ST_SESSION_APPENDED,
+	"UPDATE sessions SET version = version + 1, last_seq = ?4, summary_seq = ?5,"
+	" updated_us = ?6, title = coalesce(title, ?7)"
+	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
+static const sq_sql SQL_SESSION_DELETE = { SQ_ST_SESSION_DELETE,
+	"DELETE FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
+static const sq_sql SQL_USER_SESSIONS_DELETE = { SQ_ST_USER_SESSIONS_DELETE,
+	"DELETE FROM sessions WHERE app = ?1 AND user = ?2" };
+static const sq_sql SQL_STATE_USER_DELETE_ALL = { SQ_ST_STATE_USER_DELETE_ALL,
+	"DELETE FROM state_user WHERE app = ?1 AND user = ?2" };
+
+static void session_from_row(sqlite3_stmt *st, memd_session *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->struct_size = sizeof(*s);
+	s->app = sq_col_text(st, 0);
+	s->user = sq_col_text(st, 1);
+	s->id = sq_col_text(st, 2);
+	s->title = sq_col_text(st, 3);
+	s->metadata_json = sq_col_text(st, 4);
+	s->flags = (uint32_t)sqlite3_column_int64(st, 5) & MEMD_SESSION_ARCHIVED;
+	s->created_us = sqlite3_column_int64(st, 6);
+	s->updated_us = sqlite3_column_int64(st, 7);
+	s->version = sqlite3_column_int64(st, 8);
+	s->last_seq = sqlite3_column_int64(st, 9);
+	s->summary_seq = sqlite3_column_int64(st, 10);
+}
+
+static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
+{
+	return sq_sink_result(out->session(out->userdata, s), "session", err);
+}
+
+/* Read scope's session on c and hand it to out. */
+static int32_t get_and_deliver(sq_conn *c, const memd_call *call, const memd_scope *scope,
+			       const memd_session_sink *out, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	memd_session s;
+	int32_t r = sq_stmt(c, &SQL_SESSION_GET, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		session_from_row(st, &s);
+		sq_count_rows(call, st, 1);
+		r = out ? deliver(out, &s, err) : 0;
+		if (r > 0)
+			r = 0;
+	} else if (rc == SQLITE_DONE) {
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				   scope->session);
+	} else {
+		r = sq_fail(c, rc, err, "read session '%.64s'", scope->session);
+	}
+	sq_stmt_done(st);
+	return r;
+}
+
+int32_t sq_session_head_get(sq_conn *c, const memd_call *call, const memd_scope *scope,
+			    sq_session_head *ret, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_SESSION_HEAD, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		ret->version = sqlite3_column_int64(st, 0);
+		ret->last_seq = sqlite3_column_int64(st, 1);
+		ret->summary_seq = sqlite3_column_int64(st, 2);
+		sq_count_rows(call, st, 1);
+		r = 0;
+	} else if (rc == SQLITE_DONE) {
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				   scope->session);
+	} else {
+		r = sq_fail(c, rc, err, "read session '%.64s'", scope->session);
+	}
+	sq_stmt_done(st);
+	return r;
+}
+
+int32_t sq_session_appended(sq_conn *c, const memd_scope *scope, const sq_session_head *h,
+			    int64_t now_us, const char *title_if_unset, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_SESSION_APPENDED, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 4, h->last_seq);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 5, h->summary_seq);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 6, now_us);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 7, title_if_unset);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "update session '%.64s'", scope->session);
+	sq_stmt_done(st);
+	return r;
+}
+
+/* ---- ops ------------------------------------------------------------ */
+
+static int32_t insert_session(sq_conn *c, const memd_session *s, const char *metadata,
+			      memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_SESSION_INSERT, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_text(st, 1, s->app);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 2, s->user);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 3, s->id);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 4, s->title);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 5, metadata);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 6, s->flags & MEMD_SESSION_ARCHIVED);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 7, s->created_us);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if ((rc & 0xff) == SQLITE_CONSTRAINT)
+		r = memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists", s->id);
+	else if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "create session '%.64s'", s->id);
+	sq_stmt_done(st);
+	return r;
+}
+
+int32_t sq_session_create(void *inst, const memd_call *call, const memd_session *s,
+			  const char *state_delta_json, const memd_session_sink *out,
+			  memd_error *err)
+{
+	sq_store *store = inst;
+	memd_scope scope;
+	sq_conn *c = NULL;
+	const char *metadata;
+	int32_t r;
+
+	if (!s || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
+	scope = (memd_scope){ .struct_size = sizeof(scope), .app = s->app, .user = s->user,
+			      .session = s->id };
+	r = sq_check_scope(&scope, 1, err);
+	if (r < 0)
+		return r;
+	metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
+	r = sq_check_json_object("session metadata", metadata, err);
+	if (r == 0)
+		r = sq_state_check(state_delta_json, err);
+	if (r < 0)
+		return r;
+	r = sq_write_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = insert_session(c, s, metadata, err);
+	if (r == 0)
+		r = sq_state_apply(c, &scope, state_delta_json, err);
+	if (r == 0)
+		r = get_and_deliver(c, NULL, &scope, out, err);
+	return sq_write_end(store, c, r, err);
+}
+
+int32_t sq_session_get(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_session_sink *out, memd_error *err)
+{
+	sq_store *store = inst;
+	sq_conn *c = NULL;
+	int32_t r = sq_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session sink is missing");
+	r = sq_read_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = get_and_deliver(c, call, scope, out, err);
+	sq_read_end(store, c);
+	return r;
+}
+
+int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *scope,
+			const memd_session_query *q, const memd_session_sink *out,
+			memd_error *err)
+{
+	sq_store *store = inst;
+	sqlite3_stmt *st = NULL;
+	sq_conn *c = NULL;
+	uint64_t stepped = 0;
+	uint32_t delivered = 0;
+	int32_t r = sq_check_scope(scope, 0, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	if (!q || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session query or sink is missing");
+	if (q->limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
+	if (q->before_created_us && q->before_id && (r = sq_check_id("before_id", q->before_id, err)) < 0)
+		return r;
+	r = sq_read_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = sq_stmt(c, q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST, &st,
+		    err);
+	if (r < 0)
+		goto out;
+	rc = sq_bind_scope(st, scope, 0);
+	if (rc == SQLITE_OK && q->before_created_us) {
+		rc = sqlite3_bind_int64(st, 3, q->before_created_us);
+		/* No id: every session created at that instant is "after". */
+		if (rc == SQLITE_OK)
+			rc = sq_bind_text(st, 4, q->before_id ? q->before_id : "");
+	}
+	while (rc == SQLITE_OK && delivered < q->limit) {
+		memd_session s;
+
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW)
+			break;
+		rc = SQLITE_OK;
+		stepped++;
+		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
+			goto out;
+		session_from_row(st, &s);
+		if ((s.flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+			continue;
+		delivered++;
+		r = deliver(out, &s, err);
+		if (r != 0)
+			break;
+	}
+	if (r > 0)
+		r = 0;
+	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "list sessions");
+out:
+	if (st)
+		sq_count_rows(call, st, stepped);
+	sq_stmt_done(st);
+	sq_read_end(store, c);
+	return r;
+}
+
+static int32_t update_session(sq_conn *c, const memd_scope *scope, const memd_session_update *p,
+			      memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_SESSION_UPDATE, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(st, 4, (p->fields & MEMD_PATCH_TITLE) != 0);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 5, p->title);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(st, 6, (p->fields & MEMD_PATCH_METADATA) != 0);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 7, p->metadata_json ? p->metadata_json : EMPTY_OBJECT);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(st, 8, (p->fields & MEMD_PATCH_ARCHIVED) != 0);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 9, p->archived ? MEMD_SESSION_ARCHIVED : 0);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 10, MEMD_SESSION_ARCHIVED);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 11, p->now_us);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "update session '%.64s'", scope->session);
+	else if (sqlite3_changes(c->db) == 0)
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				   scope->session);
+	sq_stmt_done(st);
+	return r;
+}
+
+int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *scope,
+			  const memd_session_update *p, const memd_session_sink *out,
+			  memd_error *err)
+{
+	sq_store *store = inst;
+	sq_conn *c = NULL;
+	int32_t r = sq_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!p || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session patch or sink is missing");
+	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session patch has unknown fields 0x%x",
+				      (unsigned)p->fields);
+	if ((p->fields & MEMD_PATCH_METADATA) && p->metadata_json) {
+		r = sq_check_json_object("session metadata", p->metadata_json, err);
+		if (r < 0)
+			return r;
+	}
+	if ((p->fields & MEMD_PATCH_ARCHIVED) && p->archived > 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "archived must be 0 or 1");
+
+	r = sq_write_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = update_session(c, scope, p, err);
+	if (r == 0)
+		r = get_and_deliver(c, NULL, scope, out, err);
+	return sq_write_end(store, c, r, err);
+}
+
+/* Run a DELETE keyed by scope (with or without the session); *ret_rows
+ * (if not NULL) gets the number of rows it removed. */
+static int32_t delete_scoped(sq_conn *c, const sq_sql *sql, const memd_scope *scope,
+			     int with_session, const char *what, int64_t *ret_rows,
+			     memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, sql, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, with_session);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "delete %s of '%.64s'", what,
+			    with_session ? scope->session : scope->user);
+	else if (ret_rows)
+		*ret_rows = sqlite3_changes(c->db);
+	sq_stmt_done(st);
+	return r;
+}
+
+int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			  memd_error *err)
+{
+	sq_store *store = inst;
+	sq_session_head head;
+	sq_conn *c = NULL;
+	int32_t r = sq_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	r = sq_write_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = sq_session_head_get(c, NULL, scope, &head, err);
+	/* Events, state and artifacts go with the row (ON DELETE CASCADE). */
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_DELETE, scope, 1, "session", NULL, err);
+	if (r == 0)
+		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_SESSION, scope, err);
+	return sq_write_end(store, c, r, err);
+}
+
+int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+		       memd_error *err)
+{
+	sq_store *store = inst;
+	memd_scope user;
+	int64_t n_sessions = 0, n_keys = 0;
+	sq_conn *c = NULL;
+	int32_t r = sq_check_scope(scope, 0, err);
+
+	if (r < 0)
+		return r;
+	user = (memd_scope){ .struct_size = sizeof(user), .app = scope->app, .user = scope->user };
+	r = sq_write_begin(store, call, &c, err);
+	if (r < 0)
+		return r;
+	r = delete_scoped(c, &SQL_USER_SESSIONS_DELETE, &user, 0, "sessions", &n_sessions, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_STATE_USER_DELETE_ALL, &user, 0, "user state", &n_keys,
+				  err);
+	/* Nothing of theirs was stored: nothing to forget, no record. */
+	if (r == 0 && (n_sessions || n_keys))
+		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_USER, &user, err);
+	return sq_write_end(store, c, r, err);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sq_sessions: sessions of the SQLite store (create, get, list, update,
+ * delete, user_delete) and the session-row helpers append uses.
+ */
+#ifndef MEMD_SQ_SESSIONS_H
+#define MEMD_SQ_SESSIONS_H
+
+#include "sq_db.h"
+
+/* What a write needs to know about a session row. */
+typedef struct sq_session_head {
+	int64_t version;
+	int64_t last_seq;
+	int64_t summary_seq;
+} sq_session_head;
+
+/* Read the head of scope's session on c (inside a transaction); counts one
+ * row into call. MEMD_ENOTFOUND if there is no such session. */
+int32_t sq_session_head_get(sq_conn *c, const memd_call *call, const memd_scope *scope,
+			    sq_session_head *ret, memd_error *err);
+
+/* After an append: version + 1, last_seq and summary_seq from h, updated_us
+ * = now_us, and title = title_if_unset when the title is NULL (title may
+ * be NULL: keep it). Inside the append's write transaction. */
+int32_t sq_session_appended(sq_conn *c, const memd_scope *scope, const sq_session_head *h,
+			    int64_t now_us, const char *title_if_unset, memd_error *err);
+
+/* memd_store_ops members; see api/memd/store.h for each contract. inst is
+ * the sq_store. */
+int32_t sq_session_create(void *inst, const memd_call *call, const memd_session *s,
+			  const char *state_delta_json, const memd_session_sink *out,
+			  memd_error *err);
+int32_t sq_session_get(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_session_sink *out, memd_error *err);
+int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *scope,
+			const memd_session_query *q, const memd_session_sink *out,
+			memd_error *err);
+int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *scope,
+			  const memd_session_update *p, const memd_session_sink *out,
+			  memd_error *err);
+int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			  memd_error *err);
+int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+		       memd_error *err);
+
+#endif

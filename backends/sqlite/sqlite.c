@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sqlite: memd's embedded session store (DESIGN.md §4, §9). The plugin's
+ * descriptor, config keys and instance life cycle; the ops live in the
+ * sq_*.c files named after what they store.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <memd/plugin.h>
+
+#include "sq_artifacts.h"
+#include "sq_db.h"
+#include "sq_events.h"
+#include "sq_feed.h"
+#include "sq_sessions.h"
+#include "sq_state.h"
+
+#define SQ_PLUGIN_VERSION "1.0.0"
+
+#define SQ_DEFAULT_PATH "./data/memd.db"
+#define SQ_DEFAULT_SYNCHRONOUS "full"
+#define SQ_DEFAULT_BUSY_TIMEOUT_MS 5000
+#define SQ_DEFAULT_READERS 4
+#define SQ_BUSY_TIMEOUT_MAX_MS 3600000 /* an hour */
+#define SQ_READERS_MAX 256
+
+#define SQ_STR(x) SQ_STR2(x)
+#define SQ_STR2(x) #x
+
+static const memd_config_key key_path = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_STRING,
+	.name = "path",
+	.default_value = SQ_DEFAULT_PATH,
+	.help = "database file; missing parent directories are created",
+};
+static const memd_config_key key_synchronous = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_STRING,
+	.name = "synchronous",
+	.default_value = SQ_DEFAULT_SYNCHRONOUS,
+	.help = "full (an acknowledged append survives power loss) or normal (faster; "
+		"the last commits may be lost on power loss, never on a crash)",
+};
+static const memd_config_key key_busy_timeout = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_INT,
+	.name = "busy_timeout_ms",
+	.default_value = SQ_STR(SQ_DEFAULT_BUSY_TIMEOUT_MS),
+	.help = "how long a write waits for another process's lock before failing with 503",
+};
+static const memd_config_key key_readers = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_INT,
+	.name = "readers",
+	.default_value = SQ_STR(SQ_DEFAULT_READERS),
+	.help = "read-only connections in the pool (concurrent reads)",
+};
+static const memd_config_key *const config_keys[] = {
+	&key_path, &key_synchronous, &key_busy_timeout, &key_readers, NULL,
+};
+
+/* A string key, or def when the host has no value for it. */
+static int32_t cfg_string(const memd_host *host, const char *key, const char *def,
+			  const char **ret, memd_error *err)
+{
+	int32_t r = host->config_string ? host->config_string(host, key, ret) : MEMD_ENOTFOUND;
+
+	if (r == MEMD_ENOTFOUND) {
+		*ret = def;
+		return 0;
+	}
+	if (r < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sqlite: %s must be a string", key);
+	return 0;
+}
+
+/* An int key within [min, max], or def when the host has no value. */
+static int32_t cfg_int(const memd_host *host, const char *key, int64_t def, int64_t min,
+		       int64_t max, int64_t *ret, memd_error *err)
+{
+	int32_t r = host->config_int ? host->config_int(host, key, ret) : MEMD_ENOTFOUND;
+
+	if (r == MEMD_ENOTFOUND) {
+		*ret = def;
+		return 0;
+	}
+	if (r < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sqlite: %s must be an integer", key);
+	if (*ret < min || *ret > max)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sqlite: %s must be %lld..%lld, not %lld",
+				      key, (long long)min, (long long)max, (long long)*ret);
+	return 0;
+}
+
+static int32_t sq_init(const memd_host *host, void **ret_instance, memd_error *err)
+{
+	sq_options o = { 0 };
+	const char *sync = NULL;
+	int64_t busy = 0, readers = 0;
+	sq_store *s;
+	int32_t r;
+
+	if (!host || !host->now_us || !host->monotonic_us)
+		return memd_error_set(err, MEMD_EINVAL, 0, "sqlite: the host gave no clock");
+	r = cfg_string(host, "path", SQ_DEFAULT_PATH, &o.path, err);
+	if (r == 0)
+		r = cfg_string(host, "synchronous", SQ_DEFAULT_SYNCHRONOUS, &sync, err);
+	if (r == 0)
+		r = cfg_int(host, "busy_timeout_ms", SQ_DEFAULT_BUSY_TIMEOUT_MS, 0,
+			    SQ_BUSY_TIMEOUT_MAX_MS, &busy, err);
+	if (r == 0)
+		r = cfg_int(host, "readers", SQ_DEFAULT_READERS, 1, SQ_READERS_MAX, &readers, err);
+	if (r < 0)
+		return r;
+	if (strcmp(sync, "full") == 0)
+		o.synchronous = SQ_SYNC_FULL;
+	else if (strcmp(sync, "normal") == 0)
+		o.synchronous = SQ_SYNC_NORMAL;
+	else
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "sqlite: synchronous must be full or normal, not '%.64s'", sync);
+	o.busy_timeout_ms = (int32_t)busy;
+	o.readers = (uint32_t)readers;
+
+	r = sq_store_open(host, &o, &s, err);
+	if (r < 0)
+		return r;
+	if (host->log)
+		host->log(host, MEMD_LOG_INFO,
+			  "opened %s (schema %d, WAL, synchronous=%s, %u readers)", s->path,
+			  (int)s->schema_version, sync, (unsigned)o.readers);
+	*ret_instance = s;
+	return 0;
+}
+
+static void sq_fini(void *instance)
+{
+	sq_store_close(instance);
+}
+
+static const memd_store_ops store_ops = {
+	.struct_size = sizeof(memd_store_ops),
+	.session_create = sq_session_create,
+	.session_get = sq_session_get,
+	.session_list = sq_session_list,
+	.session_update = sq_session_update,
+	.session_delete = sq_session_delete,
+	.append = sq_append,
+	.events_load = sq_events_load,
+	.state_get = sq_state_get,
+	.artifact_put = sq_artifact_put,
+	.artifact_get = sq_artifact_get,
+	.artifact_list = sq_artifact_list,
+	.artifact_versions = sq_artifact_versions,
+	.artifact_delete = sq_artifact_delete,
+	.user_delete = sq_user_delete,
+	.feed_read = sq_feed_read,
+	.feed_head = sq_feed_head,
+	.cursor_get = sq_cursor_get,
+	.cursor_set = sq_cursor_set,
+	.ping = sq_ping,
+};
+
+static const memd_plugin descriptor = {
+	.struct_size = sizeof(memd_plugin),
+	.abi_major = MEMD_ABI_MAJOR,
+	.abi_minor = 0,
+	.kind = MEMD_KIND_STORE,
+	.flags = MEMD_PLUGIN_THREADSAFE,
+	.name = "sqlite",
+	.version = SQ_PLUGIN_VERSION,
+	.description = "embedded SQLite session store (WAL, one writer, read pool)",
+	.config_keys = config_keys,
+	.init = sq_init,
+	.fini = sq_fini,
+	.store = &store_ops,
+};
+
+MEMD_PLUGIN_EXPORT const memd_plugin *memd_plugin_entry_v1(void)
+{
+	return &descriptor;
+}
