@@ -289,17 +289,20 @@ static int cmd_config_check(cli *c, int from)
 	if (n < 0)
 		return EXIT_USAGE;
 	path = n ? pos[0] : c->config;
+	size_t problems;
+
 	r = service_check_config(path, c->extra_path[0] ? c->extra_path : NULL, &d);
 	for (size_t i = 0; i < d.n; i++)
 		fprintf(stderr, "%s\n", d.lines[i]);
+	problems = d.n;
 	config_diag_clear(&d);
 	if (r == MEMD_ENOMEM) {
 		fprintf(stderr, "memd: out of memory\n");
 		return EXIT_FAIL;
 	}
 	if (r < 0) {
-		fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", d.n,
-			d.n == 1 ? "" : "s");
+		fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", problems,
+			problems == 1 ? "" : "s");
 		return EXIT_CONFIG;
 	}
 	printf("%s: OK\n", path ? path : "zero-config");

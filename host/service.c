@@ -293,7 +293,7 @@ static void free_strv(char **v)
 }
 
 /* MEMD_PLUGIN_PATH entries, then extra, then config's, then the install dir. */
-static char **build_search(const char *const *extra, char *const *configured)
+static char **build_search(const char *const *extra, const char *const *configured)
 {
 	const char *env = getenv(PATH_ENV);
 	size_t cap = 2, n = 0;
@@ -495,7 +495,7 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 	}
 	m->svc = hostsvc_new(o.log, o.log_userdata, o.log_level);
 	m->temp = temp_state_new(m->set.temp_ttl_seconds * US_PER_SEC);
-	m->search = build_search(o.plugin_path, m->set.plugin_path);
+	m->search = build_search(o.plugin_path, (const char *const *)m->set.plugin_path);
 	if (!m->svc || !m->temp || !m->search) {
 		r = oom(err);
 		goto fail;
@@ -1533,6 +1533,50 @@ static void check_plugin_slot(char **search, const char *plugin, const char *slo
 	loader_close(p);
 }
 
+/* Best effort when the config failed memd's schema: every stores.<name>
+ * with a plugin scalar and every apps.<app>.working_memory with a strategy
+ * scalar is checked against its plugin's keys (not its kind: the schema
+ * that says which store holds sessions did not load). */
+static void check_raw_plugin_slots(const char *config_path, const char *const *extra_path,
+				   config_diag *d)
+{
+	config_node *root = NULL;
+	memd_error err = { 0 };
+	const config_node *stores, *apps, *pp;
+	char **search;
+	const char *configured[2] = { NULL, NULL };
+
+	if (config_parse_file(config_path, &root, &err) < 0)
+		return;
+	/* plugins.path may be a string or a list; only a string is used here. */
+	pp = config_map_get(config_map_get(root, "plugins"), "path");
+	if (pp && config_node_type(pp) == CONFIG_SCALAR)
+		configured[0] = config_scalar(pp);
+	search = build_search(extra_path, configured);
+	stores = config_map_get(root, "stores");
+	apps = config_map_get(root, "apps");
+	for (size_t i = 0; search && config_node_type(stores) == CONFIG_MAP && i < config_len(stores); i++) {
+		const config_node *node = config_map_value_at(stores, i);
+		const char *plugin = config_scalar(config_map_get(node, "plugin"));
+		char slot[SLOT_NAME_MAX];
+		if (!plugin || config_node_type(node) != CONFIG_MAP)
+			continue;
+		snprintf(slot, sizeof(slot), "stores.%s", config_map_key_at(stores, i));
+		check_plugin_slot(search, plugin, slot, 0, node, "plugin", d);
+	}
+	for (size_t i = 0; search && config_node_type(apps) == CONFIG_MAP && i < config_len(apps); i++) {
+		const config_node *node = config_map_get(config_map_value_at(apps, i), "working_memory");
+		const char *strategy_name = config_scalar(config_map_get(node, "strategy"));
+		char slot[SLOT_NAME_MAX];
+		if (!strategy_name || config_node_type(node) != CONFIG_MAP)
+			continue;
+		snprintf(slot, sizeof(slot), "apps.%s.working_memory", config_map_key_at(apps, i));
+		check_plugin_slot(search, strategy_name, slot, MEMD_KIND_STRATEGY, node, "strategy", d);
+	}
+	free_strv(search);
+	config_free(root);
+}
+
 int32_t service_check_config(const char *config_path, const char *const *extra_path,
 			     config_diag *d)
 {
@@ -1548,9 +1592,14 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 		config_diag_add(d, NULL, NULL, "%s", err.msg);
 		return MEMD_EINVAL;
 	}
-	if ((r = settings_load(root, &set, d)) < 0)
+	if ((r = settings_load(root, &set, d)) < 0) {
+		/* memd's own schema failed: still check what the plugins say of
+		 * their keys, so one run reports every problem. */
+		if (r == MEMD_EINVAL && config_path)
+			check_raw_plugin_slots(config_path, extra_path, d);
 		return r;
-	search = build_search(extra_path, set.plugin_path);
+	}
+	search = build_search(extra_path, (const char *const *)set.plugin_path);
 	if (!search) {
 		settings_clear(&set);
 		return MEMD_ENOMEM;

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The memd command line as an operator uses it: version, config check on
+# every example and on broken configs (file:line), plugins list/check, and
+# the zero-config scripting flow with its exit codes.
+set -uo pipefail
+
+memd="$MEMD_BUILD_ROOT/host/memd"
+fixtures="$MEMD_BUILD_ROOT/tests/fixtures"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+unset MEMD_CONFIG
+
+passed=0 failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE DESCRIPTION -- command...: run it, keep stdout/stderr in $out/$errout
+expect() {
+	local want=$1 what=$2; shift 3
+	"$@" >"$work/out" 2>"$work/err" </dev/null
+	local got=$?
+	out=$(cat "$work/out"); errout=$(cat "$work/err")
+	if [[ $got -eq $want ]]; then ok; else fail "$what: exit $got, want $want; stderr: $errout"; fi
+}
+expect_in() { # CODE DESCRIPTION STDIN -- command...
+	local want=$1 what=$2 input=$3; shift 4
+	printf '%s' "$input" | "$@" >"$work/out" 2>"$work/err"
+	local got=$?
+	out=$(cat "$work/out"); errout=$(cat "$work/err")
+	if [[ $got -eq $want ]]; then ok; else fail "$what: exit $got, want $want; stderr: $errout"; fi
+}
+contains() { # HAYSTACK NEEDLE DESCRIPTION
+	if [[ "$1" == *"$2"* ]]; then ok; else fail "$3: '$2' not in: $1"; fi
+}
+
+expect 0 "version" -- "$memd" version
+contains "$out" "(ABI 1." "version names the ABI"
+expect 2 "no command" -- "$memd"
+expect 2 "unknown command" -- "$memd" frobnicate
+expect 0 "help" -- "$memd" --help
+
+# Every example config passes config check.
+for f in "$MEMD_SOURCE_ROOT"/config/*.yaml "$MEMD_SOURCE_ROOT"/config/*.json; do
+	[[ -e "$f" ]] || continue
+	expect 0 "config check $(basename "$f")" -- "$memd" config check "$f"
+	contains "$out" "OK" "config check $(basename "$f") says OK"
+done
+expect 0 "zero-config check" -- "$memd" config check
+
+# Broken configs: every problem, with file:line.
+printf 'stores:\n  main: {plugin: sqlite, path: x.db, pathh: y}\nserver:\n  listen: 5\n  colour: red\n' >bad.yaml
+expect 7 "config check bad.yaml" -- "$memd" config check bad.yaml
+contains "$errout" "bad.yaml:2" "unknown plugin key located"
+contains "$errout" "pathh" "unknown plugin key named"
+contains "$errout" "bad.yaml:5" "unknown server key located"
+contains "$errout" "colour" "unknown server key named"
+printf 'stores:\n  main: {plugin: sqlite\n' >syntax.yaml
+expect 7 "config check syntax.yaml" -- "$memd" config check syntax.yaml
+contains "$errout" "syntax.yaml:" "syntax error located"
+printf 'apps:\n  x: {working_memory: {strategy: sqlite}}\n' >kind.yaml
+expect 7 "strategy slot given a store" -- "$memd" config check kind.yaml
+contains "$errout" "apps.x.working_memory" "wrong kind names the slot"
+expect 7 "missing config file" -- "$memd" config check nope.yaml
+
+# Plugins.
+expect 0 "plugins check good" -- "$memd" plugins check "$MEMD_PLUGIN_PATH/memd-buffer_window.so"
+contains "$out" "buffer_window" "report names the plugin"
+contains "$out" "max_messages" "report lists config keys"
+expect 7 "plugins check crash_init" -- "$memd" plugins check "$fixtures/memd-crash_init.so"
+contains "$errout" "crash" "crash reported"
+expect 7 "plugins check wrong_major" -- "$memd" plugins check "$fixtures/memd-wrong_major.so"
+contains "$errout" "ABI 2" "wrong major reported"
+expect 0 "plugins list" -- "$memd" plugins list
+contains "$out" '"sqlite"' "plugins list shows the session store"
+
+# Zero-config scripting: SQLite in ./data/memd.db.
+expect 0 "session create" -- "$memd" session create demo alice --id s1 --metadata '{"k":1}'
+[[ -f data/memd.db ]] && ok || fail "zero-config did not create ./data/memd.db"
+expect 5 "session create duplicate" -- "$memd" session create demo alice --id s1
+expect_in 0 "events append" '[{"role":"user","content":"Plan a trip to Lisbon"},{"role":"assistant","content":"Sure"}]' -- "$memd" events append demo alice s1
+contains "$out" '"version": 1' "append bumped the version"
+expect_in 5 "stale expected_version" '{"expected_version":0,"events":[{"role":"user","content":"x"}]}' -- "$memd" events append demo alice s1
+expect_in 3 "invalid body" '{"events":[{"role":"robot","content":"x"}]}' -- "$memd" events append demo alice s1
+expect_in 3 "not JSON" 'nope' -- "$memd" events append demo alice s1
+expect 0 "context" -- "$memd" context demo alice s1
+contains "$out" '"buffer_window"' "default strategy"
+contains "$out" "Plan a trip to Lisbon" "context has the event"
+expect 0 "session get" -- "$memd" session get demo alice s1 --events 1
+contains "$out" '"title": "Plan a trip to Lisbon"' "auto title"
+expect 0 "state set" -- "$memd" state set demo alice s1 'user:lang="pt"' n=3 gone=
+contains "$out" '"user:lang": "pt"' "state set user: key"
+expect 0 "state get" -- "$memd" state get demo alice s1
+contains "$out" '"n": 3' "state get"
+expect 4 "missing session" -- "$memd" context demo alice nope
+expect 3 "bad id" -- "$memd" session get demo alice 'a/b'
+expect 2 "missing argument" -- "$memd" session get demo alice
+expect 2 "unknown option" -- "$memd" session list demo alice --colour red
+expect 0 "session list" -- "$memd" session list demo alice --limit 5
+contains "$out" '"s1"' "session listed"
+expect_in 0 "artifact put" 'hello artifact' -- "$memd" artifact put demo alice s1 notes.txt --type text/plain
+expect 0 "artifact get" -- "$memd" artifact get demo alice s1 notes.txt
+[[ "$out" == "hello artifact" ]] && ok || fail "artifact bytes differ: $out"
+expect 0 "user delete" -- "$memd" user delete demo alice
+expect 4 "deleted user's session" -- "$memd" session get demo alice s1
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
