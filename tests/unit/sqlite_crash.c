@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sqlite-crash: an acknowledged append survives the process being killed,
+ * and no append is ever half there.
+ *
+ * Each round forks a child that opens the sqlite store the way the host
+ * does (loader + config node) and appends batches (several events and a
+ * state delta each) to the round's session, writing "acked i" to a pipe
+ * after append i returned. The parent SIGKILLs it at a random point
+ * (sometimes before the store is even open), reopens the store and checks
+ * that every acknowledged batch is fully there (events, gapless seqs,
+ * state delta, version, title, feed) and that nothing of any other batch
+ * is (at most one batch may have committed without its ack being sent).
+ * Set MEMD_CRASH_SEED to replay a run.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "loader.h"
+
+#define ROUNDS 30
+#define EVENTS_PER_BATCH 4
+#define MAX_BATCHES 100000       /* the child appends until it is killed */
+#define MAX_ACKS_BEFORE_KILL 24  /* the kill comes after 0..this many acks */
+#define EARLY_KILL_ONE_IN 6      /* rounds that kill while the child opens */
+#define EARLY_KILL_MAX_US 20000
+#define KILL_JITTER_MAX_US 3000  /* after the chosen ack: lands mid-append */
+#define CHILD_OPEN_FAILED 2
+#define CHILD_WRITE_FAILED 3
+#define CHILD_PIPE_FAILED 4
+#define ID_MAX 64
+#define LINE_MAX_LEN 64
+#define MAX_SEARCH_DIRS 16
+#define FTW_FDS 8
+
+#define APP "crash"
+#define USER "u"
+
+typedef struct store {
+	config_node *cfg;
+	loader_plugin *plugin;
+	loader_instance *inst;
+	const memd_store_ops *ops;
+	void *h;
+} store;
+
+static char tmp_dir[PATH_MAX];
+static char db_path[PATH_MAX + sizeof("/db/memd.db")];
+
+/* MEMD_PLUGIN_PATH split on ':' into a NULL-terminated array. */
+static char *search_buf;
+static const char *search_dirs[MAX_SEARCH_DIRS + 1];
+
+static void search_path_init(void)
+{
+	const char *env = getenv("MEMD_PLUGIN_PATH");
+	size_t n = 0;
+
+	cr_assert(env && env[0], "MEMD_PLUGIN_PATH must name the built plugins");
+	search_buf = strdup(env);
+	cr_assert(search_buf);
+	for (char *save = NULL, *dir = strtok_r(search_buf, ":", &save);
+	     dir && n < MAX_SEARCH_DIRS; dir = strtok_r(NULL, ":", &save))
+		search_dirs[n++] = dir;
+	search_dirs[n] = NULL;
+}
+
+/* Open the store like the host: parse a config node, load the plugin,
+ * create an instance. Returns 0 or the failing code (err says why). */
+static int32_t store_open(store *s, memd_error *err)
+{
+	char yaml[PATH_MAX + LINE_MAX_LEN];
+	int32_t r;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(yaml, sizeof(yaml), "plugin: sqlite\npath: \"%s\"\nsynchronous: full\n", db_path);
+	r = config_parse_string(yaml, strlen(yaml), "sqlite-crash", &s->cfg, err);
+	if (r == 0)
+		r = loader_open("sqlite", search_dirs, &s->plugin, err);
+	if (r == 0)
+		r = loader_instance_create(s->plugin, "stores.crash", s->cfg, "plugin", NULL, &s->inst,
+					   err);
+	if (r < 0)
+		return r;
+	s->ops = loader_store_ops(s->plugin);
+	s->h = loader_instance_handle(s->inst);
+	return 0;
+}
+
+static void store_close(store *s)
+{
+	loader_instance_destroy(s->inst);
+	loader_close(s->plugin);
+	config_free(s->cfg);
+	memset(s, 0, sizeof(*s));
+}
+
+static memd_scope round_scope(char *sid, int round)
+{
+	snprintf(sid, ID_MAX, "round-%d", round);
+	return (memd_scope){ .struct_size = sizeof(memd_scope), .app = APP, .user = USER,
+			     .session = sid };
+}
+
+static void batch_event_id(char *buf, int round, int batch, int k)
+{
+	snprintf(buf, ID_MAX, "r%d-b%d-e%d", round, batch, k);
+}
+
+/* Append batch i of round: EVENTS_PER_BATCH events plus a delta that sets
+ * "batch", a key of its own ("b<i>"), a user key, and deletes the key of
+ * batch i-2 ("gone<i-2>" set by that batch). */
+static int32_t append_batch(store *s, int round, int i, int64_t *seqs, int64_t *ret_version,
+			    memd_error *err)
+{
+	char sid[ID_MAX], ids[EVENTS_PER_BATCH][ID_MAX], texts[EVENTS_PER_BATCH][ID_MAX];
+	char delta[4 * LINE_MAX_LEN], title[ID_MAX];
+	memd_event evs[EVENTS_PER_BATCH];
+	const memd_event *ptrs[EVENTS_PER_BATCH];
+	memd_scope scope = round_scope(sid, round);
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = seqs };
+	memd_append a;
+	int32_t r;
+
+	for (int k = 0; k < EVENTS_PER_BATCH; k++) {
+		batch_event_id(ids[k], round, i, k);
+		snprintf(texts[k], ID_MAX, "batch %d event %d", i, k);
+		evs[k] = (memd_event){ .struct_size = sizeof(memd_event), .id = ids[k],
+				       .author = k % 2 ? "agent" : "someone",
+				       .role = k % 2 ? "assistant" : "user",
+				       .content_json = "{\"parts\":[{\"text\":\"x\"}]}",
+				       .text = texts[k], .tokens = k + 1,
+				       .timestamp_us = (int64_t)i * EVENTS_PER_BATCH + k + 1 };
+		ptrs[k] = &evs[k];
+	}
+	if (i >= 2)
+		snprintf(delta, sizeof(delta),
+			 "{\"batch\":%d,\"b%d\":\"x\",\"gone%d\":1,\"gone%d\":null,\"user:last%d\":%d}",
+			 i, i, i, i - 2, round, i);
+	else
+		snprintf(delta, sizeof(delta),
+			 "{\"batch\":%d,\"b%d\":\"x\",\"gone%d\":1,\"user:last%d\":%d}", i, i, i,
+			 round, i);
+	snprintf(title, sizeof(title), "round %d", round);
+	a = (memd_append){ .struct_size = sizeof(a), .flags = MEMD_APPEND_EXPECT_VERSION,
+			   .expected_version = i, .events = ptrs, .n_events = EVENTS_PER_BATCH,
+			   .state_delta_json = delta, .title_if_unset = title,
+			   .now_us = (int64_t)i + 1 };
+	r = s->ops->append(s->h, NULL, &scope, &a, &res, err);
+	if (r == 0)
+		*ret_version = res.version;
+	return r;
+}
+
+static int32_t ignore_session(void *userdata, const memd_session *s)
+{
+	(void)userdata;
+	(void)s;
+	return 0;
+}
+
+/* The child: never returns. */
+static void child_run(int round, int fd)
+{
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
+	char sid[ID_MAX];
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = sid,
+			      .created_us = 1, .updated_us = 1 };
+	int64_t seqs[EVENTS_PER_BATCH], version;
+	memd_error err;
+	store s;
+
+	snprintf(sid, sizeof(sid), "round-%d", round);
+	if (store_open(&s, &err) < 0)
+		_exit(CHILD_OPEN_FAILED);
+	if (s.ops->session_create(s.h, NULL, &sess, NULL, &sink, &err) < 0)
+		_exit(CHILD_WRITE_FAILED);
+	if (dprintf(fd, "created\n") < 0)
+		_exit(CHILD_PIPE_FAILED);
+	for (int i = 0; i < MAX_BATCHES; i++) {
+		if (append_batch(&s, round, i, seqs, &version, &err) < 0 || version != i + 1)
+			_exit(CHILD_WRITE_FAILED);
+		if (dprintf(fd, "acked %d\n", i) < 0)
+			_exit(CHILD_PIPE_FAILED);
+	}
+	_exit(0);
+}
+
+/* ---- checking what survived ---------------------------------------- */
+
+typedef struct session_seen {
+	int found;
+	int64_t version, last_seq;
+	char title[ID_MAX];
+	int has_title;
+} session_seen;
+
+static int32_t keep_session(void *userdata, const memd_session *s)
+{
+	session_seen *seen = userdata;
+	seen->found = 1;
+	seen->version = s->version;
+	seen->last_seq = s->last_seq;
+	seen->has_title = s->title != NULL;
+	if (s->title)
+		snprintf(seen->title, sizeof(seen->title), "%s", s->title);
+	return 0;
+}
+
+typedef struct events_seen {
+	int round;
+	int64_t n;
+	int bad;
+	char why[2 * ID_MAX + LINE_MAX_LEN];
+} events_seen;
+
+static int32_t check_event(void *userdata, const memd_event *e)
+{
+	events_seen *seen = userdata;
+	int64_t k = seen->n;
+	char want[ID_MAX], text[ID_MAX];
+
+	seen->n++;
+	if (seen->bad)
+		return 0;
+	batch_event_id(want, seen->round, (int)(k / EVENTS_PER_BATCH), (int)(k % EVENTS_PER_BATCH));
+	snprintf(text, sizeof(text), "batch %d event %d", (int)(k / EVENTS_PER_BATCH),
+		 (int)(k % EVENTS_PER_BATCH));
+	if (e->seq != k + 1 || strcmp(e->id, want) != 0 || !e->text || strcmp(e->text, text) != 0) {
+		seen->bad = 1;
+		snprintf(seen->why, sizeof(seen->why), "event #%lld is seq %lld id %s, want seq %lld id %s",
+			 (long long)k, (long long)e->seq, e->id, (long long)k + 1, want);
+	}
+	return 0;
+}
+
+static int32_t keep_text(void *userdata, const char *text, size_t len)
+{
+	json_error_t jerr;
+	*(json_t **)userdata = json_loadb(text, len, 0, &jerr);
+	return 0;
+}
+
+typedef struct feed_seen {
+	const char *session;
+	int64_t n, last_pos;
+	int backwards;
+} feed_seen;
+
+static int32_t count_feed(void *userdata, const memd_feed_record *r)
+{
+	feed_seen *f = userdata;
+	if (r->position <= f->last_pos)
+		f->backwards = 1;
+	f->last_pos = r->position;
+	if (r->kind == MEMD_FEED_EVENT && r->session && strcmp(r->session, f->session) == 0)
+		f->n++;
+	return 0;
+}
+
+static void check_state(store *s, const memd_scope *scope, int round, int64_t batches)
+{
+	memd_text_sink sink = { .struct_size = sizeof(sink), .text = keep_text };
+	json_t *state = NULL;
+	char key[ID_MAX];
+	memd_error err;
+
+	sink.userdata = &state;
+	cr_assert_eq(s->ops->state_get(s->h, NULL, scope, &sink, &err), 0, "state_get: %s", err.msg);
+	cr_assert(json_is_object(state), "state is not a JSON object");
+	/* user: keys are shared by the user's sessions: only this round's
+	 * key says anything about this round. */
+	snprintf(key, sizeof(key), "user:last%d", round);
+	if (batches == 0) {
+		cr_assert(!json_object_get(state, "batch") && !json_object_get(state, key),
+			  "round %d: state of a batch that was never acknowledged or stored", round);
+	} else {
+		cr_assert_eq(json_integer_value(json_object_get(state, "batch")), batches - 1,
+			     "round %d: state batch is not the last batch %lld", round,
+			     (long long)batches - 1);
+		cr_assert_eq(json_integer_value(json_object_get(state, key)), batches - 1,
+			     "round %d: %s is not the last batch", round, key);
+	}
+	for (int64_t i = 0; i < batches + 2; i++) {
+		int want_b = i < batches;
+		int want_gone = i < batches && i >= batches - 2;
+		snprintf(key, sizeof(key), "b%lld", (long long)i);
+		cr_assert_eq(json_object_get(state, key) != NULL, want_b,
+			     "round %d, %lld batches: key %s %s", round, (long long)batches, key,
+			     want_b ? "missing" : "present");
+		snprintf(key, sizeof(key), "gone%lld", (long long)i);
+		cr_assert_eq(json_object_get(state, key) != NULL, want_gone,
+			     "round %d, %lld batches: key %s %s", round, (long long)batches, key,
+			     want_gone ? "missing" : "present (delete lost)");
+	}
+	json_decref(state);
+}
+
+/* Everything acknowledged is there, nothing half-written is. */
+static void check_round(store *s, int round, int created, int last_acked)
+{
+	memd_session_sink ssink = { .struct_size = sizeof(ssink), .session = keep_session };
+	memd_event_query q = { .struct_size = sizeof(q) };
+	memd_event_sink esink = { .struct_size = sizeof(esink), .event = check_event };
+	memd_feed_sink fsink = { .struct_size = sizeof(fsink), .record = count_feed };
+	session_seen seen = { 0 };
+	events_seen evs = { .round = round };
+	feed_seen feed = { 0 };
+	char sid[ID_MAX], title[ID_MAX];
+	memd_scope scope = round_scope(sid, round);
+	int64_t batches;
+	memd_error err;
+	int32_t r;
+
+	ssink.userdata = &seen;
+	r = s->ops->session_get(s->h, NULL, &scope, &ssink, &err);
+	if (r == MEMD_ENOTFOUND) {
+		cr_assert(!created, "round %d: acknowledged session is gone", round);
+		return;
+	}
+	cr_assert_eq(r, 0, "session_get: %s", err.msg);
+	batches = seen.version;
+	/* Every acked batch, plus at most one whose ack the kill cut off. */
+	cr_assert(batches >= last_acked + 1 && batches <= last_acked + 2,
+		  "round %d: %lld batches stored, %d acknowledged", round, (long long)batches,
+		  last_acked + 1);
+	cr_assert_eq(seen.last_seq, batches * EVENTS_PER_BATCH,
+		     "round %d: last_seq %lld after %lld batches of %d", round,
+		     (long long)seen.last_seq, (long long)batches, EVENTS_PER_BATCH);
+	snprintf(title, sizeof(title), "round %d", round);
+	if (batches)
+		cr_assert(seen.has_title && strcmp(seen.title, title) == 0,
+			  "round %d: title not set by the first batch", round);
+	else
+		cr_assert(!seen.has_title, "round %d: title without a batch", round);
+
+	esink.userdata = &evs;
+	cr_assert_eq(s->ops->events_load(s->h, NULL, &scope, &q, &esink, &err), 0,
+		     "events_load: %s", err.msg);
+	cr_assert(!evs.bad, "round %d: %s", round, evs.why);
+	cr_assert_eq(evs.n, batches * EVENTS_PER_BATCH,
+		     "round %d: %lld events for %lld batches (a partial batch?)", round,
+		     (long long)evs.n, (long long)batches);
+
+	check_state(s, &scope, round, batches);
+
+	feed.session = sid;
+	fsink.userdata = &feed;
+	cr_assert_eq(s->ops->feed_read(s->h, NULL, 0, 0, &fsink, &err), 0, "feed_read: %s", err.msg);
+	cr_assert(!feed.backwards, "feed positions are not increasing");
+	cr_assert_eq(feed.n, evs.n, "round %d: feed has %lld of %lld events", round,
+		     (long long)feed.n, (long long)evs.n);
+
+	/* The store takes writes again where the child left off. */
+	{
+		int64_t seqs[EVENTS_PER_BATCH], version = 0;
+		cr_assert_eq(append_batch(s, round, (int)batches, seqs, &version, &err), 0,
+			     "append after the crash: %s", err.msg);
+		cr_assert_eq(version, batches + 1);
+		cr_assert_eq(seqs[0], batches * EVENTS_PER_BATCH + 1);
+	}
+}
+
+/* Read the child's acks until it is dead: returns the last acked batch
+ * (-1 for none) and whether the session was acknowledged. Kills the child
+ * after kill_after acks (kill_after < 0: after early_us, while it opens). */
+static int run_child_and_kill(FILE *in, pid_t pid, int kill_after, unsigned *rng, int *created)
+{
+	char line[LINE_MAX_LEN];
+	int acks = 0, last = -1, killed = 0;
+
+	if (kill_after < 0) {
+		usleep(rand_r(rng) % EARLY_KILL_MAX_US);
+		kill(pid, SIGKILL);
+		killed = 1;
+	}
+	while (fgets(line, sizeof(line), in)) {
+		int i;
+		if (strcmp(line, "created\n") == 0) {
+			*created = 1;
+		} else if (sscanf(line, "acked %d", &i) == 1) {
+			cr_assert_eq(i, last + 1, "acks out of order");
+			last = i;
+			acks++;
+		}
+		if (!killed && *created && acks >= kill_after) {
+			usleep(rand_r(rng) % KILL_JITTER_MAX_US);
+			kill(pid, SIGKILL);
+			killed = 1;
+		}
+	}
+	return last;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+Test(sqlite_crash, acknowledged_batches_survive_sigkill, .timeout = 120)
+{
+	const char *seed_env = getenv("MEMD_CRASH_SEED");
+	unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10)
+				 : (unsigned)time(NULL) ^ (unsigned)getpid();
+	unsigned rng = seed;
+	const char *tmp = getenv("TMPDIR");
+	int early_kills = 0, total_acked = 0;
+
+	cr_log_info("sqlite-crash: MEMD_CRASH_SEED=%u", seed);
+	search_path_init();
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/memd-sqlite-crash-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+	cr_assert(mkdtemp(tmp_dir), "mkdtemp: %s", strerror(errno));
+	snprintf(db_path, sizeof(db_path), "%s/db/memd.db", tmp_dir);
+
+	for (int round = 0; round < ROUNDS; round++) {
+		int fds[2], status, created = 0, last;
+		int kill_after = rand_r(&rng) % EARLY_KILL_ONE_IN == 0
+					 ? -1 : (int)(rand_r(&rng) % (MAX_ACKS_BEFORE_KILL + 1));
+		FILE *in;
+		pid_t pid;
+		store s;
+		memd_error err;
+
+		cr_assert_eq(pipe(fds), 0);
+		pid = fork();
+		cr_assert(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			close(fds[0]);
+			child_run(round, fds[1]);
+		}
+		close(fds[1]);
+		in = fdopen(fds[0], "r");
+		cr_assert(in);
+		last = run_child_and_kill(in, pid, kill_after, &rng, &created);
+		fclose(in);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+			  "round %d: the child was not killed but exited with %d (%s)", round,
+			  WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+			  WIFEXITED(status) && WEXITSTATUS(status) == CHILD_OPEN_FAILED
+				  ? "could not open the store"
+				  : "a write failed");
+		early_kills += kill_after < 0;
+		total_acked += last + 1;
+
+		cr_assert_eq(store_open(&s, &err), 0, "round %d: reopen after SIGKILL: %s", round,
+			     err.msg);
+		check_round(&s, round, created, last);
+		store_close(&s);
+	}
+	cr_log_info("sqlite-crash: %d rounds, %d killed while opening, %d acknowledged batches",
+		    ROUNDS, early_kills, total_acked);
+	nftw(tmp_dir, remove_entry, FTW_FDS, FTW_DEPTH | FTW_PHYS);
+	free(search_buf);
+}
