@@ -39,6 +39,9 @@
 #define MEM_MIN_CAP 16
 /* Compact the feed when dead records are over half of it and at least this many. */
 #define MEM_FEED_COMPACT_MIN 64
+/* Ids are UTF-8 without control characters (as the facade promises). */
+#define MEM_FIRST_PRINTABLE 0x20
+#define MEM_DEL 0x7f
 #define US_PER_S 1000000
 #define NS_PER_US 1000
 
@@ -211,6 +214,23 @@ static int32_t mem_check_id(const char *what, const char *id, memd_error *err)
 	if (n > MEMD_ID_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0, "%s is %zu bytes, over the limit of %d",
 				      what, n, MEMD_ID_MAX);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)id[i] < MEM_FIRST_PRINTABLE || id[i] == MEM_DEL)
+			return memd_error_set(err, MEMD_EINVAL, 0, "%s contains a control character",
+					      what);
+	return 0;
+}
+
+/* Artifact names are ids that are also safe as file names: no '/' and no "..". */
+static int32_t mem_check_artifact_name(const char *name, memd_error *err)
+{
+	int32_t r = mem_check_id("artifact name", name, err);
+
+	if (r < 0)
+		return r;
+	if (strchr(name, '/') || strstr(name, ".."))
+		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name '%.64s' contains '/' or '..'",
+				      name);
 	return 0;
 }
 
@@ -1490,7 +1510,7 @@ static int32_t mem_artifact_put(void *inst, const memd_call *call, const memd_sc
 		return r;
 	if (!a || !MEM_HAS(a, created_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact is missing or too small");
-	if ((r = mem_check_id("artifact name", a->name, err)) < 0)
+	if ((r = mem_check_artifact_name(a->name, err)) < 0)
 		return r;
 	if (a->size && !a->data)
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact of %llu bytes without data",
@@ -1563,7 +1583,7 @@ static int32_t mem_artifact_begin(mem_store *st, const memd_call *call, const me
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
 		return r;
-	if (name && (r = mem_check_id("artifact name", name, err)) < 0)
+	if (name && (r = mem_check_artifact_name(name, err)) < 0)
 		return r;
 	if (out && !out->artifact)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no artifact sink");
