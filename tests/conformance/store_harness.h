@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_harness: what the store conformance suite needs around one
+ * session-store plugin instance, created exactly as the host creates it
+ * (host/loader.h + host/config.h), plus sinks that copy what they receive.
+ *
+ * Environment:
+ *   MEMD_CONFORMANCE_PLUGIN   plugin name (e.g. memory, sqlite); required
+ *   MEMD_CONFORMANCE_CONFIG   YAML map for the instance; "@TMPDIR@" is
+ *                             replaced by a fresh directory per test.
+ *                             Default "{plugin: <name>}".
+ *   MEMD_CONFORMANCE_DURABLE  "1" if data must survive closing and
+ *                             reopening the instance on the same config
+ *   MEMD_PLUGIN_PATH          ':'-separated plugin directories
+ *
+ * Every helper that fails an expectation fails the running Criterion test;
+ * the op wrappers instead return the op's code and leave the message in
+ * st->err, so tests can assert on error codes.
+ */
+#ifndef MEMD_TESTS_STORE_HARNESS_H
+#define MEMD_TESTS_STORE_HARNESS_H
+
+#include <memd/plugin.h>
+
+#include "config.h"
+#include "loader.h"
+
+/* One instance of the plugin under test. */
+typedef struct conf_store {
+	loader_plugin *plugin;
+	loader_instance *inst;
+	config_node *cfg;
+	const memd_store_ops *ops;
+	void *h;                 /* loader_instance_handle() */
+	char *tmpdir;            /* removed by conf_close */
+	char *config_text;       /* after @TMPDIR@ substitution */
+	int durable;             /* MEMD_CONFORMANCE_DURABLE=1 */
+	int threadsafe;          /* descriptor has MEMD_PLUGIN_THREADSAFE */
+	memd_error err;          /* of the last wrapped op */
+	uint64_t rows_read;      /* every wrapped op adds to this */
+} conf_store;
+
+/* Load the plugin, make a temp dir and create an instance; fails the test
+ * on any error. conf_close undoes everything (accepts NULL). */
+conf_store *conf_open(void);
+void conf_close(conf_store *st);
+/* Destroy and recreate the instance on the same config (and temp dir). */
+void conf_reopen(conf_store *st);
+
+/* A call context whose rows_read adds to st->rows_read. */
+memd_call conf_call(conf_store *st);
+memd_scope conf_scope(const char *app, const char *user, const char *session);
+
+/* ---- copies of delivered records -------------------------------------- */
+
+typedef struct conf_session {
+	uint32_t flags;
+	char *app, *user, *id, *title, *metadata_json;
+	int64_t created_us, updated_us, version, last_seq, summary_seq;
+} conf_session;
+
+typedef struct conf_sessions {
+	conf_session *v;
+	size_t n, cap;
+} conf_sessions;
+
+/* Deep copies of memd_event (strings owned, NULL kept NULL). */
+typedef struct conf_events {
+	memd_event *v;
+	size_t n, cap;
+} conf_events;
+
+typedef struct conf_artifact {
+	char *name, *mime_type;
+	int64_t version, created_us;
+	uint64_t size;
+	void *data;              /* NULL when none was delivered */
+} conf_artifact;
+
+typedef struct conf_artifacts {
+	conf_artifact *v;
+	size_t n, cap;
+} conf_artifacts;
+
+typedef struct conf_feed_rec {
+	uint32_t kind;
+	int64_t position;
+	char *app, *user, *session;
+	memd_event event;        /* kind EVENT: deep copy; else zeroed */
+} conf_feed_rec;
+
+typedef struct conf_feed {
+	conf_feed_rec *v;
+	size_t n, cap;
+} conf_feed;
+
+void conf_session_clear(conf_session *s);
+void conf_sessions_clear(conf_sessions *l);
+void conf_events_clear(conf_events *l);
+void conf_artifacts_clear(conf_artifacts *l);
+void conf_feed_clear(conf_feed *l);
+
+/* ---- input events ----------------------------------------------------- */
+
+/* A heap event: content_json {"parts":[{"type":"text","text":text}]},
+ * author "tester", the given role, text and timestamp; other optional
+ * fields NULL. Free with conf_event_free (accepts NULL). */
+memd_event *conf_event_new(const char *id, const char *role, const char *text,
+			   int64_t timestamp_us);
+void conf_event_free(memd_event *e);
+
+/* A feed_read limit larger than any feed a test builds. */
+#define CONF_FEED_ALL 1000000u
+
+/* ---- op wrappers (return the op's code; message in st->err) ----------- */
+
+int32_t conf_session_create(conf_store *st, const char *app, const char *user, const char *id,
+			    const char *title, int64_t created_us, const char *state_delta,
+			    conf_session *ret);
+int32_t conf_session_get(conf_store *st, const char *app, const char *user, const char *id,
+			 conf_session *ret);
+int32_t conf_session_list(conf_store *st, const char *app, const char *user, uint32_t flags,
+			  uint32_t limit, int64_t before_created_us, const char *before_id,
+			  conf_sessions *out);
+int32_t conf_session_update(conf_store *st, const char *app, const char *user, const char *id,
+			    const memd_session_update *p, conf_session *ret);
+int32_t conf_session_delete(conf_store *st, const char *app, const char *user, const char *id);
+
+typedef struct conf_append_opts {
+	const char *delta;
+	uint32_t flags;
+	int64_t expected_version;
+	const char *title_if_unset;
+	int64_t now_us;
+} conf_append_opts;
+
+/* seqs has n slots (may be NULL when n is 0); o may be NULL. */
+int32_t conf_append(conf_store *st, const memd_scope *sc, memd_event *const *evs, uint32_t n,
+		    const conf_append_opts *o, int64_t *seqs, memd_append_result *ret);
+/* Append count single-role "user" events with ids "<prefix><i>" for i in
+ * [from, from + count), in one batch; asserts success. */
+void conf_append_simple(conf_store *st, const memd_scope *sc, const char *prefix, int from,
+			int count, int64_t now_us);
+
+int32_t conf_events_load(conf_store *st, const memd_scope *sc, uint32_t flags, int64_t after_seq,
+			 int64_t before_seq, int64_t after_time_us, uint32_t limit,
+			 conf_events *out);
+/* *ret is malloc'd JSON text. */
+int32_t conf_state_get(conf_store *st, const memd_scope *sc, char **ret);
+/* Assert the merged state of sc equals expected_json (as JSON values). */
+void conf_assert_state(conf_store *st, const memd_scope *sc, const char *expected_json);
+
+int32_t conf_artifact_put(conf_store *st, const memd_scope *sc, const char *name,
+			  const char *mime, const void *data, uint64_t size, int64_t created_us,
+			  int64_t *ret_version);
+int32_t conf_artifact_get(conf_store *st, const memd_scope *sc, const char *name,
+			  int64_t version, conf_artifacts *out);
+int32_t conf_artifact_list(conf_store *st, const memd_scope *sc, conf_artifacts *out);
+int32_t conf_artifact_versions(conf_store *st, const memd_scope *sc, const char *name,
+			       conf_artifacts *out);
+int32_t conf_artifact_delete(conf_store *st, const memd_scope *sc, const char *name);
+
+int32_t conf_user_delete(conf_store *st, const char *app, const char *user);
+int32_t conf_feed_read(conf_store *st, int64_t after, uint32_t limit, conf_feed *out);
+/* MEMD_ENOTSUP when the plugin has no feed_head. */
+int32_t conf_feed_head(conf_store *st, int64_t *ret);
+/* The highest position feed_read(0, CONF_FEED_ALL) delivers (0 = none);
+ * asserts success and ascending positions. */
+int64_t conf_feed_last(conf_store *st);
+int32_t conf_cursor_get(conf_store *st, const char *name, int64_t *ret);
+int32_t conf_cursor_set(conf_store *st, const char *name, int64_t position);
+
+/* JSON equality of two texts (both must parse). */
+int conf_json_equal(const char *a, const char *b);
+
+#endif
