@@ -35,7 +35,8 @@
 #define MEM_ROLE_SUMMARY "summary"
 #define MEM_EMPTY_OBJECT "{}"
 /* app \0 user \0 session \0: the longest composite key. */
-#define MEM_KEY_MAX (3 * (MEMD_ID_MAX + 1))
+#define MEM_KEY_PARTS 3
+#define MEM_KEY_MAX (MEM_KEY_PARTS * (MEMD_ID_MAX + 1))
 #define MEM_MIN_CAP 16
 /* Compact the feed when dead records are over half of it and at least this many. */
 #define MEM_FEED_COMPACT_MIN 64
@@ -253,10 +254,10 @@ static int32_t mem_check_scope(const memd_scope *scope, int need_session, memd_e
 static size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user,
 		      const char *session)
 {
-	const char *parts[3] = { app, user, session };
+	const char *parts[MEM_KEY_PARTS] = { app, user, session };
 	size_t n = 0;
 
-	for (int i = 0; i < 3 && parts[i]; i++) {
+	for (int i = 0; i < MEM_KEY_PARTS && parts[i]; i++) {
 		size_t l = strlen(parts[i]);
 		if (i)
 			buf[n++] = '\0';

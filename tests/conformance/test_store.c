@@ -704,6 +704,31 @@ Test(store, append_idempotent_replay)
 			cr_assert_str_neq(l.v[i].id, l.v[j].id, "duplicate event id %s", l.v[i].id);
 	conf_events_clear(&l);
 
+	/* A retry of an append made with expected_version (now stale, since
+	 * the first attempt moved the version on) is a replay, not a conflict. */
+	{
+		memd_event *ev = conf_event_new("r5", "user", "five", T0 + 6);
+		conf_append_opts eo = { .flags = MEMD_APPEND_EXPECT_VERSION, .now_us = T0 + 20 };
+		int64_t s1 = 0, s2 = 0;
+		conf_session cs = get_ok(APP, USER, "s1");
+		eo.expected_version = cs.version;
+		conf_session_clear(&cs);
+		memset(&res, 0, sizeof(res));
+		r = conf_append(st, &sc, &ev, 1, &eo, &s1, &res);
+		cr_assert_eq(r, 0, "%s", st->err.msg);
+		cr_assert_eq(res.version, eo.expected_version + 1);
+		before = snap(&sc);
+		memset(&res, 0, sizeof(res));
+		r = conf_append(st, &sc, &ev, 1, &eo, &s2, &res);
+		cr_assert_eq(r, 0, "retry with the same expected_version: got %d (%s)", r,
+			     st->err.msg);
+		cr_assert_neq(res.flags & MEMD_APPEND_REPLAYED, 0);
+		cr_assert_eq(s2, s1);
+		cr_assert_eq(res.version, eo.expected_version + 1);
+		assert_unchanged(&sc, &before, "retry with expected_version");
+		conf_event_free(ev);
+	}
+
 	/* Ids are per session: the same ids in another session are new. */
 	create_ok(APP, USER, "s2", T0);
 	{
@@ -1451,6 +1476,16 @@ Test(store, change_feed)
 		conf_feed_clear(&none);
 	}
 	conf_feed_clear(&all);
+}
+
+Test(store, ping)
+{
+	memd_call c = conf_call(st);
+	memd_error err = { .struct_size = sizeof(err) };
+
+	if (!st->ops->ping)
+		cr_skip_test("the plugin does not provide ping");
+	cr_assert_eq(st->ops->ping(st->h, &c, &err), 0, "ping: %s", err.msg);
 }
 
 /* ---- cursors ---------------------------------------------------------- */
