@@ -2,6 +2,7 @@
 #include "store_harness.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -9,6 +10,9 @@
 #include <unistd.h>
 
 #define CONF_TMPL_MARK "@TMPDIR@"
+#define CONF_TESTID_MARK "@TESTID@"
+#define CONF_TMPDIR_PREFIX "memd-conf-"
+#define CONF_TESTID_PREFIX "memdconf_"
 #define CONF_INSTANCE_NAME "stores.conformance"
 #define CONF_MAX_SEARCH 32
 #define CONF_NFTW_FDS 16
@@ -41,20 +45,20 @@ static void *conf_grow(void *arr, size_t *cap, size_t need, size_t elem)
 	return p;
 }
 
-/* text with every "@TMPDIR@" replaced by dir; malloc'd. */
-static char *conf_subst(const char *text, const char *dir)
+/* text with every mark replaced by dir; malloc'd. */
+static char *conf_subst(const char *text, const char *mark, const char *dir)
 {
-	size_t ml = strlen(CONF_TMPL_MARK), dl = strlen(dir), n = 0;
+	size_t ml = strlen(mark), dl = strlen(dir), n = 0;
 	const char *p;
 	char *out, *w;
 
-	for (p = text; (p = strstr(p, CONF_TMPL_MARK)); p += ml)
+	for (p = text; (p = strstr(p, mark)); p += ml)
 		n++;
 	out = malloc(strlen(text) + n * dl + 1);
 	cr_assert_not_null(out);
 	w = out;
 	for (p = text;;) {
-		const char *m = strstr(p, CONF_TMPL_MARK);
+		const char *m = strstr(p, mark);
 		size_t l = m ? (size_t)(m - p) : strlen(p);
 		memcpy(w, p, l);
 		w += l;
@@ -97,7 +101,7 @@ conf_store *conf_open(void)
 	char *pathlist, *save = NULL, *tok;
 	const char *search[CONF_MAX_SEARCH + 1];
 	size_t ns = 0;
-	char *dflt = NULL;
+	char *dflt = NULL, *testid = NULL, *subst;
 	memd_error err = { .struct_size = sizeof(err) };
 	conf_store *st;
 	int32_t r;
@@ -107,7 +111,7 @@ conf_store *conf_open(void)
 	cr_assert_not_null(st);
 	st->durable = durable && strcmp(durable, "1") == 0;
 
-	if (asprintf(&st->tmpdir, "%s/memd-conf-XXXXXX", tmp && tmp[0] ? tmp : "/tmp") < 0)
+	if (asprintf(&st->tmpdir, "%s/" CONF_TMPDIR_PREFIX "XXXXXX", tmp && tmp[0] ? tmp : "/tmp") < 0)
 		cr_assert_fail("out of memory");
 	cr_assert_not_null(mkdtemp(st->tmpdir), "mkdtemp(%s) failed", st->tmpdir);
 	if (!cfg || !cfg[0]) {
@@ -115,7 +119,17 @@ conf_store *conf_open(void)
 			cr_assert_fail("out of memory");
 		cfg = dflt;
 	}
-	st->config_text = conf_subst(cfg, st->tmpdir);
+	/* A per-test token usable as a database or schema name: lower-case
+	 * letters, digits and '_' (from the temp dir's unique suffix). */
+	if (asprintf(&testid, CONF_TESTID_PREFIX "%s",
+		     strrchr(st->tmpdir, '/') + 1 + strlen(CONF_TMPDIR_PREFIX)) < 0)
+		cr_assert_fail("out of memory");
+	for (char *c = testid; *c; c++)
+		*c = (char)(isalnum((unsigned char)*c) ? tolower((unsigned char)*c) : '_');
+	subst = conf_subst(cfg, CONF_TMPL_MARK, st->tmpdir);
+	st->config_text = conf_subst(subst, CONF_TESTID_MARK, testid);
+	free(subst);
+	free(testid);
 	free(dflt);
 	r = config_parse_string(st->config_text, strlen(st->config_text), "MEMD_CONFORMANCE_CONFIG",
 				&st->cfg, &err);

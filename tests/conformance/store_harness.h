@@ -7,8 +7,11 @@
  * Environment:
  *   MEMD_CONFORMANCE_PLUGIN   plugin name (e.g. memory, sqlite); required
  *   MEMD_CONFORMANCE_CONFIG   YAML map for the instance; "@TMPDIR@" is
- *                             replaced by a fresh directory per test.
- *                             Default "{plugin: <name>}".
+ *                             replaced by a fresh directory per test and
+ *                             "@TESTID@" by a token unique to the test
+ *                             ([a-z0-9_], for a database or schema name
+ *                             of a server-backed store: every test expects
+ *                             an empty store). Default "{plugin: <name>}".
  *   MEMD_CONFORMANCE_DURABLE  "1" if data must survive closing and
  *                             reopening the instance on the same config
  *   MEMD_PLUGIN_PATH          ':'-separated plugin directories
