@@ -179,7 +179,9 @@ int32_t sq_check_json_object(const char *what, const char *json, memd_error *err
 		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
 	v = json_loads(json, JSON_ALLOW_NUL, &jerr);
 	if (!v)
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s is not JSON: %s", what, jerr.text);
+		/* jansson's text may quote the input: give the place only. */
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is not JSON (line %d, column %d)",
+				      what, jerr.line, jerr.column);
 	if (!json_is_object(v))
 		r = memd_error_set(err, MEMD_EINVAL, 0, "%s must be a JSON object", what);
 	json_decref(v);

@@ -141,7 +141,7 @@ static int32_t check_owner(sq_conn *c, int64_t version, memd_error *err)
 	r = query_int(c, "SELECT count(*) FROM sqlite_master", &n_tables, err);
 	if (r == 0 && n_tables > 0)
 		r = memd_error_set(err, MEMD_EIO, 0,
-				   "sqlite: the database already holds %lld objects that are not "
+				   "sqlite: the database already holds %lld schema objects that are not "
 				   "memd's; refusing to add memd's tables to it",
 				   (long long)n_tables);
 	return r;
