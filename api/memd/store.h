@@ -13,13 +13,23 @@
  *    If MEMD_APPEND_EXPECT_VERSION is set and the session's version differs,
  *    append fails with MEMD_ECONFLICT and writes nothing. If every event id
  *    of the batch already exists in the session, append writes nothing,
- *    returns the original seqs and sets MEMD_APPEND_REPLAYED; if only some
- *    exist, it fails with MEMD_ECONFLICT.
+ *    returns the original seqs and sets MEMD_APPEND_REPLAYED, even when
+ *    expected_version is now stale (a retry is not a conflict); if only
+ *    some exist, it fails with MEMD_ECONFLICT. A batch that repeats an id
+ *    within itself fails with MEMD_EINVAL or MEMD_ECONFLICT. An append
+ *    with no events (state only) still bumps the version.
+ *  - Ids (app, user, session, event, cursor names) are 1..MEMD_ID_MAX bytes
+ *    of UTF-8 without control characters or '/'; artifact names also
+ *    without ".." or backslashes. The host validates them; a store may refuse
+ *    others with MEMD_EINVAL. Ids compare byte for byte (case-sensitive).
  *  - State keys: plain keys belong to the session, "app:" keys to the app,
  *    "user:" keys to the (app, user). Keys starting "temp:" never reach a
  *    store (the host keeps them); a store refuses them with MEMD_EINVAL.
  *    A JSON null value deletes the key. state_get returns the merged view
  *    with prefixes restored.
+ *  - Calls on a session that does not exist (events_load, state_get,
+ *    append, artifacts) fail with MEMD_ENOTFOUND; user_delete of an unknown
+ *    user succeeds and adds no feed record.
  *  - Appending an event with role "summary" makes it the session's
  *    summary_seq; its covers_seq says the last seq it folds.
  *  - Every appended event gets a store-wide, strictly increasing feed
@@ -277,7 +287,8 @@ typedef struct memd_store_ops {
 	int32_t (*user_delete)(void *inst, const memd_call *call, const memd_scope *scope,
 			       memd_error *err);
 
-	/* since 1.0: up to limit records with position > after, ascending. */
+	/* since 1.0: up to limit records with position > after, ascending;
+	 * limit 0 = no limit. */
 	int32_t (*feed_read)(void *inst, const memd_call *call, int64_t after, uint32_t limit,
 			     const memd_feed_sink *out, memd_error *err);
 	/* since 1.0: the highest position handed out so far (0 = none). */
