@@ -79,6 +79,11 @@ typedef struct memd_vector_ops {
 			 const memd_vector_hit_sink *out, memd_error *err);
 	/* since 1.0, optional: for /readyz. */
 	int32_t (*ping)(void *inst, const memd_call *call, memd_error *err);
+	/* since 1.0, optional: called once after init and before any other op
+	 * with the dimension of every vector the host will store (the
+	 * embedder's). Create collections or files here; fail with
+	 * MEMD_ECONFLICT if the data already stored has another dimension. */
+	int32_t (*prepare)(void *inst, const memd_call *call, uint32_t dim, memd_error *err);
 } memd_vector_ops;
 
 /* Required: dimension, embed. */

@@ -345,13 +345,14 @@ Test(layout, vector_h)
 	MEMBER(memd_vector_hit_sink, struct_size, 0, 4);
 	MEMBER(memd_vector_hit_sink, userdata, 8, 8);
 	MEMBER(memd_vector_hit_sink, hit, 16, 8);
-	SIZE(memd_vector_ops, 40);
+	SIZE(memd_vector_ops, 48);
 	MEMBER(memd_vector_ops, struct_size, 0, 4);
 	MEMBER(memd_vector_ops, reserved, 4, 4);
 	MEMBER(memd_vector_ops, upsert, 8, 8);
 	MEMBER(memd_vector_ops, remove, 16, 8);
 	MEMBER(memd_vector_ops, query, 24, 8);
 	MEMBER(memd_vector_ops, ping, 32, 8);
+	MEMBER(memd_vector_ops, prepare, 40, 8);
 	SIZE(memd_embedder_ops, 24);
 	MEMBER(memd_embedder_ops, struct_size, 0, 4);
 	MEMBER(memd_embedder_ops, reserved, 4, 4);
