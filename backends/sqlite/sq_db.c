@@ -2,11 +2,13 @@
 #include "sq_db.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "plugin_util.h"
 #include "sq_schema.h"
@@ -236,7 +238,7 @@ static void conn_close(sq_conn *c)
 static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_options *o,
 			 memd_error *err)
 {
-	int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE |
+	int flags = SQLITE_OPEN_NOMUTEX |
 		    (writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
 	int rc;
 	int32_t r;
@@ -275,7 +277,30 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 	return r;
 }
 
-/* mkdir -p of the directory part of path. */
+/* fsync the directory that holds the entry dir[0..len) ("." when the
+ * entry has no directory part), so a directory just made survives power
+ * loss. */
+static void sync_parent(char *dir, size_t len)
+{
+	size_t cut = len;
+	char saved;
+	int fd;
+
+	while (cut > 0 && dir[cut - 1] != '/')
+		cut--;
+	if (cut > 1)
+		cut--; /* drop the trailing '/', but keep "/" itself */
+	saved = dir[cut];
+	dir[cut] = '\0';
+	fd = open(cut ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir[cut] = saved;
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/* mkdir -p of the directory part of path; new directories are synced. */
 static int32_t make_parent_dirs(const char *path, memd_error *err)
 {
 	char *dir = strdup(path);
@@ -293,7 +318,9 @@ static int32_t make_parent_dirs(const char *path, memd_error *err)
 			continue;
 		char saved = *p;
 		*p = '\0';
-		if (mkdir(dir, SQ_DIR_MODE) != 0 && errno != EEXIST) {
+		if (mkdir(dir, SQ_DIR_MODE) == 0) {
+			sync_parent(dir, (size_t)(p - dir));
+		} else if (errno != EEXIST) {
 			r = memd_error_set(err, MEMD_EIO, 0, "sqlite: cannot create directory '%s': %s",
 					   dir, strerror(errno));
 			goto out;
