@@ -37,9 +37,10 @@ static int32_t check_name(const char *name, memd_error *err)
 
 	if (r < 0)
 		return r;
-	if (strchr(name, '/') || strstr(name, ".."))
+	if (strchr(name, '/') || strchr(name, '\\') || strstr(name, ".."))
 		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "artifact name '%.64s' must not contain '/' or '..'", name);
+				      "artifact name '%.64s' must not contain '/', '\\' or '..'",
+				      name);
 	return 0;
 }
 

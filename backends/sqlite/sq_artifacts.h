@@ -10,7 +10,8 @@
 #include "sq_db.h"
 
 /* memd_store_ops members; see api/memd/store.h. inst is the sq_store.
- * Names are 1..MEMD_ID_MAX bytes without '/', "..", or control chars. */
+ * Names are 1..MEMD_ID_MAX bytes without '/', '\\', ".." or control
+ * chars. */
 int32_t sq_artifact_put(void *inst, const memd_call *call, const memd_scope *scope,
 			const memd_artifact *a, int64_t *ret_version, memd_error *err);
 int32_t sq_artifact_get(void *inst, const memd_call *call, const memd_scope *scope,
