@@ -412,7 +412,17 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 	return remove(path);
 }
 
-Test(sqlite_crash, acknowledged_batches_survive_sigkill, .timeout = 120)
+/* Runs after the test, passed or failed: leave no files behind. */
+static void cleanup(void)
+{
+	if (tmp_dir[0])
+		nftw(tmp_dir, remove_entry, FTW_FDS, FTW_DEPTH | FTW_PHYS);
+	tmp_dir[0] = '\0';
+	free(search_buf);
+	search_buf = NULL;
+}
+
+Test(sqlite_crash, acknowledged_batches_survive_sigkill, .fini = cleanup, .timeout = 120)
 {
 	const char *seed_env = getenv("MEMD_CRASH_SEED");
 	unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10)
@@ -465,6 +475,4 @@ Test(sqlite_crash, acknowledged_batches_survive_sigkill, .timeout = 120)
 	}
 	cr_log_info("sqlite-crash: %d rounds, %d killed while opening, %d acknowledged batches",
 		    ROUNDS, early_kills, total_acked);
-	nftw(tmp_dir, remove_entry, FTW_FDS, FTW_DEPTH | FTW_PHYS);
-	free(search_buf);
 }
