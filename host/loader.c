@@ -1252,6 +1252,7 @@ static int check_child(int fd, char *path)
 	if (!f) {
 		memd_error_set(&e, MEMD_ENOMEM, 0, "out of memory");
 		child_fail(fd, &e, MEMD_ENOMEM);
+		loader_close(p);
 		return LOADER_CHECK_EXIT_REFUSED;
 	}
 	report_plugin(f, p);
@@ -1277,23 +1278,27 @@ static int check_child(int fd, char *path)
 			memd_error_set(&e, rc, e.flags, "%s: init with an empty config failed: %s",
 				       p->base, msg);
 			child_fail(fd, &e, rc);
+			loader_close(p);
 			return LOADER_CHECK_EXIT_REFUSED;
 		}
 		loader_instance_destroy(inst);
 		fprintf(f, "  init:        ok (init and fini with an empty config)\n");
 	}
-	if (fclose(f) != 0) {
-		free(report);
+	rc = fclose(f) == 0 ? 0 : MEMD_ENOMEM;
+	if (rc == 0) {
+		char rec = REC_OK;
+		write_all(fd, &rec, 1);
+		write_all(fd, report, report_len);
+	} else {
 		memd_error_set(&e, MEMD_ENOMEM, 0, "out of memory");
 		child_fail(fd, &e, MEMD_ENOMEM);
-		return LOADER_CHECK_EXIT_REFUSED;
 	}
-	char rec = REC_OK;
-	write_all(fd, &rec, 1);
-	write_all(fd, report, report_len);
 	free(report);
-	/* The plugin stays loaded: _exit() runs no destructors. */
-	return 0;
+	/* Unloading runs the plugin's destructors: still a crash in the child
+	 * only, reported as happening in fini. */
+	phase(p, PHASE_FINI);
+	loader_close(p);
+	return rc == 0 ? 0 : LOADER_CHECK_EXIT_REFUSED;
 }
 
 static const char *signal_name(int sig, char *buf, size_t size)
@@ -1455,7 +1460,14 @@ int32_t loader_check_isolated_timeout(const char *name_or_path, const char *cons
 		close(fds[0]);
 		if (chdir(work) != 0)
 			_exit(LOADER_CHECK_EXIT_REFUSED);
-		_exit(check_child(fds[1], strdup(path)));
+		char *copy = strdup(path);
+		if (!copy) {
+			memd_error e = {.struct_size = sizeof(e)};
+			memd_error_set(&e, MEMD_ENOMEM, 0, "out of memory");
+			child_fail(fds[1], &e, MEMD_ENOMEM);
+			_exit(LOADER_CHECK_EXIT_REFUSED);
+		}
+		_exit(check_child(fds[1], copy));
 	}
 	close(fds[1]);
 	fds[1] = -1;
@@ -1499,7 +1511,10 @@ int32_t loader_check_isolated_timeout(const char *name_or_path, const char *cons
 		if (code >= 0)
 			code = MEMD_EINTERNAL;
 		rc = memd_error_set(err, code, flags, "%.*s", (int)(len - at), buf + at);
-	} else if (final == REC_OK && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	} else if (final == REC_OK && WIFEXITED(status)) {
+		/* The report is complete once it was sent; the exit status
+		 * after it is not the plugin's (a leak checker run over the
+		 * forked child, say, reports the parent's inherited heap). */
 		char *report = strndup(buf + at, len - at);
 		if (!report) {
 			rc = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
