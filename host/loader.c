@@ -196,7 +196,8 @@ static const kind_info kinds[] = {
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 #define KINDS_ALL (MEMD_KIND_STORE | MEMD_KIND_VECTOR | MEMD_KIND_STRATEGY | MEMD_KIND_EMBEDDER)
 
-/* One member of an ops table. */
+/* One member of an ops table (every member: the report lists the ones a
+ * plugin provides; required ones are checked). */
 typedef struct op_info {
 	const char *name;
 	size_t offset;
@@ -230,6 +231,7 @@ static const op_info vector_ops[] = {
 	OP(memd_vector_ops, remove, 1),
 	OP(memd_vector_ops, query, 1),
 	OP(memd_vector_ops, ping, 0),
+	OP(memd_vector_ops, prepare, 0),
 };
 static const op_info strategy_ops[] = {
 	OP(memd_strategy_ops, context, 1),
