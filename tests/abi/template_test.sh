@@ -72,3 +72,18 @@ echo "ok: memd plugins check accepts $(basename "$so")"
 
 # 5. it works
 "$template_run" "$so"
+
+# 6. memd loads it from config, by path, as an app's strategy.
+work="$tmp/memd"
+mkdir -p "$work"
+memd_abs=$(cd "$(dirname "$memd")" && pwd)/$(basename "$memd")
+cat >"$work/memd.yaml" <<YAML
+stores:
+  main: {plugin: memory}
+apps:
+  "*": {working_memory: {strategy: "$so", turns: 2}}
+YAML
+"$memd" config check "$work/memd.yaml" >/dev/null || fail "memd config check refused a config naming the template"
+out=$(cd "$work" && "$memd_abs" --config memd.yaml plugins list 2>&1) || fail "memd did not start with the template: $out"
+grep -qF '"recent_turns"' <<<"$out" || fail "plugins list lacks recent_turns: $out"
+echo "ok: memd loads $(basename "$so") from its config"
