@@ -22,6 +22,7 @@
 #include "temp_state.h"
 #include "title.h"
 #include "uuid.h"
+#include "worker.h"
 
 #define US_PER_SEC 1000000LL
 #define PATH_ENV "MEMD_PLUGIN_PATH"
@@ -59,6 +60,7 @@ struct memd {
 	store *sessions;
 	app_strategy *apps;
 	size_t n_apps;
+	worker *worker;         /* strategies' after_append, after the append */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -478,6 +480,8 @@ static int32_t load_settings(const char *path, settings *ret, memd_error *err)
 	return r;
 }
 
+static void after_append_job(void *userdata, const memd_scope *sc);
+
 int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 {
 	memd_options o = { 0 };
@@ -500,7 +504,11 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		r = oom(err);
 		goto fail;
 	}
+	if ((r = hostsvc_configure(m->svc, m->set.tokenizer, m->set.summarizer, err)) < 0)
+		goto fail;
 	if ((r = open_stores(m, err)) < 0 || (r = open_strategies(m, err)) < 0)
+		goto fail;
+	if ((r = worker_new(WORKER_THREADS_DEFAULT, after_append_job, m, &m->worker, err)) < 0)
 		goto fail;
 	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
 		   store_name(m->sessions), m->n_apps);
@@ -515,6 +523,7 @@ void memd_close(memd *m)
 {
 	if (!m)
 		return;
+	worker_free(m->worker); /* finishes pending after_append runs first */
 	for (size_t i = 0; i < m->n_apps; i++) {
 		strategy_free(m->apps[i].st);
 		free(m->apps[i].app);
@@ -901,10 +910,12 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	return r;
 }
 
-/* After an acknowledged append: the strategy's hook. Failures are logged
- * and lose nothing (the append is already durable). */
-static void run_after_append(memd *m, const memd_scope *sc)
+/* The strategy's hook for one session, on a worker thread (single-flight
+ * per session). Failures are logged and lose nothing: the append is
+ * already durable, and the next append runs the hook again. */
+static void after_append_job(void *userdata, const memd_scope *sc)
 {
+	memd *m = userdata;
 	const char *app_name;
 	strategy *st = strategy_for(m, sc->app, &app_name);
 	memd_call call = call_new();
@@ -916,6 +927,21 @@ static void run_after_append(memd *m, const memd_scope *sc)
 		return;
 	if (strategy_after_append(st, m->sessions, &call, sc, &persist, &err) < 0)
 		hostsvc_log(m->svc, MEMD_LOG_WARN, "memd", "after_append: %s", err.msg);
+}
+
+/* After an acknowledged append: queue the strategy's hook (it runs after
+ * the caller has its answer). */
+static void run_after_append(memd *m, const memd_scope *sc)
+{
+	const char *app_name;
+	strategy *st = strategy_for(m, sc->app, &app_name);
+	int32_t r;
+
+	if (!st || !strategy_has_after_append(st))
+		return;
+	if ((r = worker_submit(m->worker, sc)) < 0)
+		hostsvc_log(m->svc, MEMD_LOG_WARN, "memd",
+			    "after_append not queued (%d): the next append catches up", (int)r);
 }
 
 static const char *const append_fields[] = { "events", "state_delta", "expected_version",
