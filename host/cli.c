@@ -18,6 +18,7 @@
 #include <memd/memd.h>
 
 #include "config.h"
+#include "http/server.h"
 #include "loader.h"
 #include "service.h"
 
@@ -61,6 +62,8 @@ static void cli_usage(FILE *f)
 	      "  config check [FILE]              check a config (default: zero-config)\n"
 	      "  plugins list                     list the plugins on the plugin path\n"
 	      "  plugins check FILE               validate a plugin .so in a child process\n"
+	      "  serve [--config FILE]            serve the REST API (api/openapi.yaml) until\n"
+	      "                                   SIGTERM/SIGINT; JSON log lines on stderr\n"
 	      "\n"
 	      "scripting (results are JSON on stdout):\n"
 	      "  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
@@ -345,6 +348,31 @@ static int cmd_plugins_list(cli *c, int from)
 		rc = print_json(json);
 	memd_close(m);
 	return rc;
+}
+
+static int cmd_serve(cli *c, int from)
+{
+	const char *pos[1];
+	int missing = 0;
+	const char *config = take_opt(c, from, "--config", &missing);
+	int32_t r;
+
+	if (missing)
+		return usage_error("%s", "--config needs a FILE");
+	if (positionals(c, from, pos, 0) != 0)
+		return EXIT_USAGE;
+	r = http_serve(config ? config : c->config, c->extra_path[0] ? c->extra_path : NULL);
+	switch (r) {
+	case 0:
+		return EXIT_OK;
+	case MEMD_EUNAVAIL:
+		return EXIT_UNAVAILABLE;
+	case MEMD_EIO:
+	case MEMD_ENOMEM:
+		return EXIT_FAIL;
+	default:
+		return EXIT_CONFIG;
+	}
 }
 
 /* ---- scripting commands ------------------------------------------------------ */
@@ -745,6 +773,8 @@ int cli_main(int argc, char **argv)
 		return cmd_plugins_check(&c, i + 2);
 	if (strcmp(group, "plugins") == 0 && strcmp(verb, "list") == 0)
 		return cmd_plugins_list(&c, i + 2);
+	if (strcmp(group, "serve") == 0)
+		return cmd_serve(&c, i + 1);
 	if (strcmp(group, "state") == 0 && strcmp(verb, "set") == 0)
 		return cmd_state_set(&c, i + 2);
 	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
-          libsqlite3-dev libjansson-dev libyaml-dev libcurl4-openssl-dev)
+          libsqlite3-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
+          libmicrohttpd-dev)
 test_pkgs=(libcriterion-dev binutils make sqlite3 python3 nodejs)
 
 want=("${run_pkgs[@]}")

@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+#include "dispatch.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <memd/plugin.h>
+
+#include "auth.h"
+#include "errors.h"
+#include "event_json.h"
+#include "uuid.h"
+#include "uri.h"
+#include "watchdog.h"
+
+#define NS_PER_MS 1000000LL
+#define NS_PER_MS_F 1e6
+#define LOG_PATH_MAX 512
+#define BODY_INITIAL_CAP 1024
+#define REQUEST_ID_HEADER "X-Request-Id"
+#define RAW_HEAD_MAX 512
+/* Bytes a header line costs beyond its name and value (": " and CRLF). */
+#define HEADER_LINE_OVERHEAD 4
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static int request_id_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_' || c == '.' || c == ':';
+}
+
+/* The client's X-Request-Id when it is 1..HTTP_REQUEST_ID_MAX safe
+ * characters, else a new UUIDv7. */
+static void set_request_id(http_req *rq, struct MHD_Connection *conn)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, REQUEST_ID_HEADER);
+	size_t len = v ? strlen(v) : 0;
+	int ok = len > 0 && len <= HTTP_REQUEST_ID_MAX;
+
+	for (size_t i = 0; ok && i < len; i++)
+		ok = request_id_char(v[i]);
+	if (ok) {
+		memcpy(rq->request_id, v, len + 1);
+		return;
+	}
+	if (uuid_v7(rq->request_id) < 0)
+		snprintf(rq->request_id, sizeof(rq->request_id), "%p", (void *)rq);
+}
+
+static size_t n_routes(void)
+{
+	size_t n;
+	http_routes(&n);
+	return n;
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+static enum MHD_Result queue_reply(http_req *rq, struct MHD_Connection *conn)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result r;
+
+	if (!rq->status)
+		http_reply_error(rq, MEMD_EINTERNAL, 0, "the handler set no reply");
+	if (rq->out)
+		resp = MHD_create_response_from_buffer_with_free_callback(rq->out_len, rq->out, free);
+	else
+		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	rq->out = NULL; /* the response owns it now */
+	rq->bytes_out = rq->out_len;
+	if (rq->out_type[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->out_type);
+	MHD_add_response_header(resp, REQUEST_ID_HEADER, rq->request_id);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	for (size_t i = 0; i < rq->n_extra; i++)
+		MHD_add_response_header(resp, rq->extra[i].name, rq->extra[i].value);
+	if (atomic_load(&rq->ctx->draining))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	r = MHD_queue_response(conn, rq->status, resp);
+	MHD_destroy_response(resp);
+	rq->queued = r == MHD_YES;
+	return r;
+}
+
+void http_dispatch_timeout(void *ud, http_req *rq)
+{
+	const http_error_kind *k = http_error_lookup(HTTP_E_TIMEOUT, 0);
+	char msg[128], head[RAW_HEAD_MAX];
+	char *body;
+	int n;
+
+	(void)ud;
+	snprintf(msg, sizeof(msg), "the request was not received within %" PRId64 " ms",
+		 rq->ctx->set->request_timeout_ms);
+	body = http_error_body(k, msg);
+	rq->aborted = 1;
+	rq->status = k->status;
+	rq->error_name = k->name;
+	snprintf(rq->error_msg, sizeof(rq->error_msg), "%s", msg);
+	if (!body)
+		goto close;
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 %u %s\r\nContent-Type: " HTTP_JSON_TYPE "\r\nContent-Length: %zu\r\n"
+		     "%s: %s\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+		     k->status, MHD_get_reason_phrase_for(k->status), strlen(body), REQUEST_ID_HEADER,
+		     rq->request_id);
+	/* Nothing else writes to the socket while a body is being received. */
+	if (n > 0 && (size_t)n < sizeof(head) &&
+	    send(rq->fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE) == n &&
+	    send(rq->fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)strlen(body))
+		rq->bytes_out = strlen(body);
+	free(body);
+close:
+	/* The connection's owner sees end of input and closes it. */
+	shutdown(rq->fd, SHUT_RDWR);
+}
+
+/* ---- before the body -------------------------------------------------------- */
+
+typedef struct query_ctx {
+	http_req *rq;
+	memd_error *err;
+	int32_t r;
+} query_ctx;
+
+static enum MHD_Result query_item(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	query_ctx *q = cls;
+	http_req *rq = q->rq;
+	const char *const *allowed = rq->route->query;
+	char *name = NULL;
+	size_t i;
+
+	(void)kind;
+	if ((q->r = http_uri_decode(key, strlen(key), 0, "query parameter name", &name, q->err)) < 0)
+		return MHD_NO;
+	for (i = 0; allowed && allowed[i] && i < HTTP_MAX_QUERY; i++)
+		if (strcmp(allowed[i], name) == 0)
+			break;
+	if (!allowed || !allowed[i] || i >= HTTP_MAX_QUERY) {
+		q->r = memd_error_set(q->err, MEMD_EINVAL, 0, "unknown query parameter '%.64s'", name);
+		free(name);
+		return MHD_NO;
+	}
+	if (rq->has_query[i]) {
+		q->r = memd_error_set(q->err, MEMD_EINVAL, 0, "query parameter %s given twice", name);
+		free(name);
+		return MHD_NO;
+	}
+	{
+		char what[96];
+		snprintf(what, sizeof(what), "query parameter %s", name);
+		q->r = http_uri_decode(value ? value : "", value ? strlen(value) : 0, 0, what,
+				       &rq->query[i], q->err);
+	}
+	free(name);
+	if (q->r < 0)
+		return MHD_NO;
+	rq->has_query[i] = 1;
+	return MHD_YES;
+}
+
+static enum MHD_Result header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	size_t *total = cls;
+	(void)kind;
+	*total += strlen(key) + (value ? strlen(value) : 0) + HEADER_LINE_OVERHEAD;
+	return MHD_YES;
+}
+
+/* Everything decided from the request line and headers. Returns 0 to go
+ * on, or -1 when a reply was set. */
+static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
+{
+	http_ctx *ctx = rq->ctx;
+	const settings *set = ctx->set;
+	memd_error err = { .struct_size = sizeof(err) };
+	size_t hdr = strlen(url) + strlen(rq->method);
+	const char *v;
+	int32_t r;
+
+	if (atomic_load(&ctx->draining)) {
+		http_reply_error(rq, HTTP_E_DRAINING, 0, "memd is shutting down; retry on another instance");
+		return -1;
+	}
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, header_size, &hdr);
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, header_size, &hdr);
+	if ((int64_t)hdr > set->max_header_bytes) {
+		http_reply_error(rq, HTTP_E_HEADERS, 0,
+				 "the request line and headers are %zu bytes; the limit is %" PRId64, hdr,
+				 set->max_header_bytes);
+		return -1;
+	}
+	r = http_router_match(rq->method, url, &rq->match, &err);
+	if (r < 0) {
+		http_reply_memd_error(rq, &err);
+		if (r == HTTP_E_METHOD)
+			http_reply_header(rq, MHD_HTTP_HEADER_ALLOW, rq->match.allow);
+		if (r == MEMD_EINVAL) {
+			rq->route_index = rq->match.index;
+			rq->route = &http_routes(&(size_t){ 0 })[rq->match.index];
+		}
+		return -1;
+	}
+	rq->route_index = rq->match.index;
+	rq->route = &http_routes(&(size_t){ 0 })[rq->match.index];
+	{
+		query_ctx q = { rq, &err, 0 };
+		MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_item, &q);
+		if (q.r < 0) {
+			http_reply_memd_error(rq, &err);
+			return -1;
+		}
+	}
+	r = http_auth_check(set->api_keys, set->n_api_keys,
+			    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							MHD_HTTP_HEADER_AUTHORIZATION),
+			    rq->route->scope, &err);
+	if (r < 0) {
+		http_reply_memd_error(rq, &err);
+		if (r == MEMD_EAUTH)
+			http_reply_header(rq, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"memd\"");
+		return -1;
+	}
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (v) {
+		char *end;
+		unsigned long long len = strtoull(v, &end, 10);
+		if (len > 0 && rq->route->body == HTTP_BODY_NONE) {
+			http_reply_error(rq, MEMD_EINVAL, 0, "%s %s takes no request body", rq->method,
+					 rq->route->pattern);
+			return -1;
+		}
+		if (len > (unsigned long long)set->max_body_bytes) {
+			http_reply_error(rq, MEMD_ETOOBIG, 0,
+					 "the body is %llu bytes; the limit is %" PRId64 " (server.max_body_bytes)",
+					 len, set->max_body_bytes);
+			return -1;
+		}
+	}
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	if (v && rq->route->body == HTTP_BODY_RAW) {
+		if (strlen(v) >= sizeof(rq->content_type)) {
+			http_reply_error(rq, MEMD_EINVAL, 0, "Content-Type: longer than %zu bytes",
+					 sizeof(rq->content_type) - 1);
+			return -1;
+		}
+		snprintf(rq->content_type, sizeof(rq->content_type), "%s", v);
+	}
+	return 0;
+}
+
+/* ---- the body ------------------------------------------------------------- */
+
+static enum MHD_Result receive(http_req *rq, const char *data, size_t *size)
+{
+	const settings *set = rq->ctx->set;
+	size_t n = *size;
+
+	*size = 0;
+	pthread_mutex_lock(&rq->lock);
+	if (rq->aborted) {
+		pthread_mutex_unlock(&rq->lock);
+		return MHD_NO;
+	}
+	if (rq->route->body == HTTP_BODY_NONE) {
+		/* Dropped: the route answers 400 once the request is in. */
+		rq->unexpected_body = 1;
+		pthread_mutex_unlock(&rq->lock);
+		return MHD_YES;
+	}
+	if (rq->too_big || rq->body_len + n > (size_t)set->max_body_bytes) {
+		/* Keep reading (and dropping) so that the 413 can be sent. */
+		rq->too_big = 1;
+		pthread_mutex_unlock(&rq->lock);
+		return MHD_YES;
+	}
+	if (rq->body_len + n + 1 > rq->body_cap) {
+		size_t cap = rq->body_cap ? rq->body_cap : BODY_INITIAL_CAP;
+		char *nb;
+		while (cap < rq->body_len + n + 1)
+			cap *= 2;
+		nb = realloc(rq->body, cap);
+		if (!nb) {
+			pthread_mutex_unlock(&rq->lock);
+			return MHD_NO;
+		}
+		rq->body = nb;
+		rq->body_cap = cap;
+	}
+	memcpy(rq->body + rq->body_len, data, n);
+	rq->body_len += n;
+	rq->body[rq->body_len] = '\0';
+	pthread_mutex_unlock(&rq->lock);
+	return MHD_YES;
+}
+
+/* The whole request is in: check it, run the handler. */
+static void run(http_req *rq)
+{
+	const settings *set = rq->ctx->set;
+
+	if (rq->unexpected_body) {
+		http_reply_error(rq, MEMD_EINVAL, 0, "%s %s takes no request body", rq->method,
+				 rq->route->pattern);
+		return;
+	}
+	if (rq->too_big) {
+		http_reply_error(rq, MEMD_ETOOBIG, 0, "the body exceeds %" PRId64 " bytes (server.max_body_bytes)",
+				 set->max_body_bytes);
+		return;
+	}
+	if (rq->route->body != HTTP_BODY_NONE && http_now_ns() > rq->deadline_ns) {
+		http_reply_error(rq, HTTP_E_TIMEOUT, 0, "the request was not received within %" PRId64 " ms",
+				 set->request_timeout_ms);
+		return;
+	}
+	if (rq->route->body == HTTP_BODY_JSON && rq->body_len &&
+	    memchr(rq->body, '\0', rq->body_len)) {
+		http_reply_error(rq, MEMD_EINVAL, 0, "body is not valid JSON: it contains a NUL byte");
+		return;
+	}
+	rq->route->handler(rq);
+}
+
+/* ---- MHD callbacks ------------------------------------------------------------ */
+
+static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char *url,
+			 const char *method)
+{
+	http_req *rq = calloc(1, sizeof(*rq));
+	const union MHD_ConnectionInfo *ci;
+
+	if (!rq)
+		return NULL;
+	rq->ctx = ctx;
+	rq->conn = conn;
+	rq->fd = -1;
+	rq->start_ns = http_now_ns();
+	rq->deadline_ns = rq->start_ns + ctx->set->request_timeout_ms * NS_PER_MS;
+	rq->route_index = n_routes();
+	pthread_mutex_init(&rq->lock, NULL);
+	snprintf(rq->method, sizeof(rq->method), "%s", method);
+	rq->path = strndup(url, LOG_PATH_MAX);
+	if (!rq->path) {
+		http_req_free(rq);
+		return NULL;
+	}
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		rq->fd = ci->connect_fd;
+	set_request_id(rq, conn);
+	http_metrics_in_flight_add(ctx->mt, 1);
+	return rq;
+}
+
+enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, const char *url,
+				     const char *method, const char *version,
+				     const char *upload_data, size_t *upload_data_size,
+				     void **con_cls)
+{
+	http_ctx *ctx = cls;
+	http_req *rq = *con_cls;
+
+	(void)version;
+	if (!rq) {
+		const char *te;
+		rq = req_new(ctx, conn, url, method);
+		if (!rq)
+			return MHD_NO;
+		*con_cls = rq;
+		if (begin(rq, conn, url) < 0)
+			return queue_reply(rq, conn);
+		te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		if (rq->route->body != HTTP_BODY_NONE &&
+		    (te || MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_CONTENT_LENGTH)))
+			http_watchdog_add(ctx->wd, rq);
+		return MHD_YES;
+	}
+	if (rq->queued) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size)
+		return receive(rq, upload_data, upload_data_size);
+	http_watchdog_remove(ctx->wd, rq);
+	pthread_mutex_lock(&rq->lock);
+	if (rq->aborted) {
+		pthread_mutex_unlock(&rq->lock);
+		return MHD_NO;
+	}
+	pthread_mutex_unlock(&rq->lock);
+	run(rq);
+	return queue_reply(rq, conn);
+}
+
+static void client_address(struct MHD_Connection *conn, char *buf, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	buf[0] = '\0';
+	if (!ci || !ci->client_addr)
+		return;
+	if (getnameinfo(ci->client_addr,
+			ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								: sizeof(struct sockaddr_in),
+			buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0)
+		buf[0] = '\0';
+}
+
+/* A printable copy of the raw path for the log. */
+static void log_path(const char *path, char *buf, size_t cap)
+{
+	size_t n = 0;
+	for (; path[n] && n + 1 < cap; n++) {
+		unsigned char c = (unsigned char)path[n];
+		buf[n] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+	}
+	buf[n] = '\0';
+}
+
+static void log_request(http_req *rq, struct MHD_Connection *conn, unsigned status,
+			int64_t duration_ns, enum MHD_RequestTerminationCode toe)
+{
+	http_log *log = rq->ctx->log;
+	int32_t level = status >= 500 || status == 0 ? MEMD_LOG_WARN : MEMD_LOG_INFO;
+	char path[LOG_PATH_MAX + 1], addr[NI_MAXHOST];
+	json_t *f;
+
+	if (!http_log_enabled(log, level))
+		return;
+	log_path(rq->path, path, sizeof(path));
+	client_address(conn, addr, sizeof(addr));
+	f = json_pack("{s:s,s:s,s:s,s:s,s:i,s:f,s:I,s:I,s:s}", "request_id", rq->request_id, "method",
+		      ej_utf8_valid(rq->method, strlen(rq->method)) ? rq->method : "?", "path", path,
+		      "route", rq->route ? rq->route->pattern : "unmatched", "status", (int)status,
+		      "duration_ms", (double)duration_ns / NS_PER_MS_F, "bytes_in",
+		      (json_int_t)rq->body_len, "bytes_out", (json_int_t)rq->bytes_out, "remote", addr);
+	if (f && rq->error_name) {
+		char msg[HTTP_ERROR_LOG_MAX];
+		snprintf(msg, sizeof(msg), "%s", rq->error_msg);
+		if (!ej_utf8_valid(msg, strlen(msg)))
+			for (char *p = msg; *p; p++)
+				if ((unsigned char)*p >= 0x80)
+					*p = '?';
+		json_object_set_new(f, "error", json_pack("{s:s,s:s}", "code", rq->error_name, "message", msg));
+	}
+	if (f && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		json_object_set_new(f, "closed",
+				    json_string(toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "idle timeout"
+						: toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
+						: toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client closed"
+						: "error"));
+	http_log_write(log, level, "request", f);
+}
+
+void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			     enum MHD_RequestTerminationCode toe)
+{
+	http_ctx *ctx = cls;
+	http_req *rq = *con_cls;
+	unsigned status;
+	int64_t duration;
+
+	if (!rq)
+		return;
+	*con_cls = NULL;
+	http_watchdog_remove(ctx->wd, rq);
+	duration = http_now_ns() - rq->start_ns;
+	status = rq->queued || rq->aborted ? rq->status : 0;
+	http_metrics_request(ctx->mt, rq->route_index, status, duration);
+	log_request(rq, conn, status, duration, toe);
+	http_metrics_in_flight_add(ctx->mt, -1);
+	http_req_free(rq);
+}
+
+size_t http_dispatch_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	return strlen(s);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http dispatch: the life of one request on libmicrohttpd. Before the
+ * body: drain check, header limit, route, query, auth, Content-Length
+ * limit (each answered at once, nothing read or written). While the body
+ * arrives: the body limit and, through the watchdog, the request timeout.
+ * Then the route's handler, the reply, one log line and the metrics.
+ */
+#ifndef MEMD_HTTP_DISPATCH_H
+#define MEMD_HTTP_DISPATCH_H
+
+#include <microhttpd.h>
+
+#include "request.h"
+
+/* MHD_AccessHandlerCallback; cls is the http_ctx. */
+enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, const char *url,
+				     const char *method, const char *version,
+				     const char *upload_data, size_t *upload_data_size,
+				     void **con_cls);
+/* MHD_RequestCompletedCallback; cls is the http_ctx. Logs, counts and
+ * frees the request. */
+void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			     enum MHD_RequestTerminationCode toe);
+/* MHD unescape callback: leaves the URL and arguments as sent (memd
+ * decodes each path segment and query value itself). */
+size_t http_dispatch_unescape(void *cls, struct MHD_Connection *conn, char *s);
+/* http_watchdog_fire_fn: answer 408 on the raw socket and close it. */
+void http_dispatch_timeout(void *ud, http_req *rq);
+
+#endif

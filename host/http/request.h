@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http request: what a route handler sees of one request (the server
+ * context, path parameters, query, body) and how it replies. A handler
+ * sets exactly one reply; the dispatcher (dispatch.c) sends it, logs the
+ * request and counts it in the metrics.
+ */
+#ifndef MEMD_HTTP_REQUEST_H
+#define MEMD_HTTP_REQUEST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memd/memd.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "router.h"
+#include "settings.h"
+
+#define HTTP_REQUEST_ID_MAX 128
+#define HTTP_MAX_EXTRA_HEADERS 6
+#define HTTP_CONTENT_TYPE_MAX 256
+#define HTTP_ERROR_LOG_MAX 256
+
+#define HTTP_JSON_TYPE "application/json"
+
+/* What every request shares: owned by the server (server.c). */
+typedef struct http_ctx {
+	memd *m;
+	const settings *set;
+	http_log *log;
+	http_metrics *mt;
+	const char *openapi_json;      /* the spec served at /openapi.json */
+	size_t openapi_len;
+	atomic_int draining;           /* nonzero once shutdown began */
+	struct http_watchdog *wd;      /* receive deadlines (watchdog.h) */
+} http_ctx;
+
+typedef struct http_header {
+	const char *name;              /* static */
+	char *value;                   /* owned */
+} http_header;
+
+struct http_req {
+	http_ctx *ctx;
+	void *conn;                    /* struct MHD_Connection */
+	const http_route *route;       /* NULL when unmatched */
+	size_t route_index;            /* n_routes when unmatched */
+	http_match match;              /* path parameters */
+	char *query[HTTP_MAX_QUERY];   /* decoded values, aligned with route->query */
+	int has_query[HTTP_MAX_QUERY];
+
+	char method[16];
+	char *path;                    /* raw path, for the log */
+	char request_id[HTTP_REQUEST_ID_MAX + 1];
+	char content_type[HTTP_CONTENT_TYPE_MAX];
+	int64_t start_ns;              /* CLOCK_MONOTONIC */
+	int64_t deadline_ns;           /* the whole request must be received by then */
+
+	/* body (receive state is guarded by lock: the watchdog reads it) */
+	pthread_mutex_t lock;
+	char *body;
+	size_t body_len, body_cap;
+	int receiving;                 /* registered with the watchdog */
+	int aborted;                   /* a raw error was sent; the connection is closing */
+	int too_big;                   /* the body went over max_body_bytes */
+	int unexpected_body;           /* a body came for a route that takes none */
+	int fd;                        /* the connection's socket */
+	struct http_req *wd_prev, *wd_next;
+
+	/* reply */
+	unsigned status;               /* 0 until set */
+	char *out;                     /* malloc'd */
+	size_t out_len;
+	char out_type[HTTP_CONTENT_TYPE_MAX];
+	http_header extra[HTTP_MAX_EXTRA_HEADERS];
+	size_t n_extra;
+	int retryable;
+	const char *error_name;        /* for the log: the error body's code */
+	char error_msg[HTTP_ERROR_LOG_MAX];
+	size_t bytes_out;
+	int queued;                    /* a reply was handed to the HTTP library */
+};
+
+/* ---- inputs ------------------------------------------------------------- */
+
+/* The i-th path parameter (in pattern order). */
+const char *http_req_param(const http_req *rq, size_t i);
+/* The decoded value of query parameter name (one the route accepts), or
+ * NULL if absent. A parameter given without "=value" reads as "". */
+const char *http_req_query(const http_req *rq, const char *name);
+/* Typed query values. Absent: *ret = dflt and 0. Present but not a
+ * number in [0, max] (or true/false/1/0 for bools): MEMD_EINVAL with a
+ * message naming the parameter. */
+int32_t http_req_query_u64(const http_req *rq, const char *name, uint64_t dflt, uint64_t max,
+			   uint64_t *ret, memd_error *err);
+int32_t http_req_query_bool(const http_req *rq, const char *name, int dflt, int *ret,
+			    memd_error *err);
+
+/* Monotonic clock in ns. */
+int64_t http_now_ns(void);
+
+/* ---- replies (each replaces any earlier one) ----------------------------- */
+
+/* Reply with JSON text (malloc'd; taken over). NULL json = ENOMEM reply. */
+void http_reply_json(http_req *rq, unsigned status, char *json);
+/* Reply with bytes (malloc'd, taken over) of the given Content-Type. */
+void http_reply_bytes(http_req *rq, unsigned status, void *data, size_t len, const char *type);
+/* Reply with no body (204 and the like). */
+void http_reply_empty(http_req *rq, unsigned status);
+/* Reply with the error body for code (MEMD_E* or HTTP_E*). */
+void http_reply_error(http_req *rq, int32_t code, uint32_t flags, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Reply with a failed facade call's error. */
+void http_reply_memd_error(http_req *rq, const memd_error *err);
+/* Add a response header (value copied). Ignored past HTTP_MAX_EXTRA_HEADERS. */
+void http_reply_header(http_req *rq, const char *name, const char *value);
+
+/* ---- store operation timing -------------------------------------------------- */
+
+/* Count one facade call of rq's route's op, started at t0_ns (from
+ * http_now_ns), that returned rc (err filled when rc < 0). */
+void http_op_done(http_req *rq, int64_t t0_ns, int32_t rc, const memd_error *err);
+
+/* ---- lifecycle (dispatch.c) ------------------------------------------------------ */
+
+/* Free rq and everything it owns; accepts NULL. */
+void http_req_free(http_req *rq);
+/* Clear the reply (body and headers). */
+void http_reply_clear(http_req *rq);
+
+#endif

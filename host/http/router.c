@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+#include "router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memd/plugin.h>
+
+#include "auth.h"
+#include "errors.h"
+#include "routes.h"
+#include "settings.h"
+#include "uri.h"
+
+#define USER_PATH "/v1/apps/{app}/users/{user}"
+#define SESSION_PATH USER_PATH "/sessions/{sid}"
+#define ARTIFACT_PATH SESSION_PATH "/artifacts/{name}"
+#define MAX_SEGMENTS 16
+
+#define R SETTINGS_SCOPE_READ
+#define W SETTINGS_SCOPE_WRITE
+#define A SETTINGS_SCOPE_ADMIN
+#define P HTTP_SCOPE_PUBLIC
+
+static const char *const q_list[] = { "limit", "cursor", "archived", NULL };
+static const char *const q_get[] = { "events", "after_seq", "after_time", NULL };
+static const char *const q_events[] = { "after_seq", "limit", NULL };
+static const char *const q_artifact[] = { "version", NULL };
+
+static const http_route routes[] = {
+	{ "GET", "/healthz", P, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_healthz },
+	{ "GET", "/readyz", P, HTTP_BODY_NONE, NULL, HTTP_OP_READY, http_h_readyz },
+	{ "GET", "/openapi.json", P, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_openapi },
+	{ "GET", "/metrics", R, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_metrics },
+	{ "GET", "/v1/plugins", A, HTTP_BODY_NONE, NULL, HTTP_OP_PLUGINS, http_h_plugins },
+	{ "DELETE", USER_PATH, A, HTTP_BODY_NONE, NULL, HTTP_OP_USER_DELETE, http_h_user_delete },
+	{ "POST", USER_PATH "/sessions", W, HTTP_BODY_JSON, NULL, HTTP_OP_SESSION_CREATE,
+	  http_h_session_create },
+	{ "GET", USER_PATH "/sessions", R, HTTP_BODY_NONE, q_list, HTTP_OP_SESSION_LIST,
+	  http_h_session_list },
+	{ "GET", SESSION_PATH, R, HTTP_BODY_NONE, q_get, HTTP_OP_SESSION_GET, http_h_session_get },
+	{ "PATCH", SESSION_PATH, W, HTTP_BODY_JSON, NULL, HTTP_OP_SESSION_PATCH,
+	  http_h_session_patch },
+	{ "DELETE", SESSION_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_SESSION_DELETE,
+	  http_h_session_delete },
+	{ "POST", SESSION_PATH "/events", W, HTTP_BODY_JSON, NULL, HTTP_OP_EVENTS_APPEND,
+	  http_h_events_append },
+	{ "GET", SESSION_PATH "/events", R, HTTP_BODY_NONE, q_events, HTTP_OP_EVENTS_LIST,
+	  http_h_events_list },
+	{ "GET", SESSION_PATH "/context", R, HTTP_BODY_NONE, NULL, HTTP_OP_CONTEXT, http_h_context },
+	{ "GET", SESSION_PATH "/state", R, HTTP_BODY_NONE, NULL, HTTP_OP_STATE_GET, http_h_state_get },
+	{ "PATCH", SESSION_PATH "/state", W, HTTP_BODY_JSON, NULL, HTTP_OP_STATE_PATCH,
+	  http_h_state_patch },
+	{ "POST", SESSION_PATH "/invocations/{invocation}:end", W, HTTP_BODY_NONE, NULL,
+	  HTTP_OP_INVOCATION_END, http_h_invocation_end },
+	{ "GET", SESSION_PATH "/artifacts", R, HTTP_BODY_NONE, NULL, HTTP_OP_ARTIFACT_LIST,
+	  http_h_artifact_list },
+	{ "PUT", ARTIFACT_PATH, W, HTTP_BODY_RAW, NULL, HTTP_OP_ARTIFACT_PUT, http_h_artifact_put },
+	{ "GET", ARTIFACT_PATH, R, HTTP_BODY_NONE, q_artifact, HTTP_OP_ARTIFACT_GET,
+	  http_h_artifact_get },
+	{ "DELETE", ARTIFACT_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_ARTIFACT_DELETE,
+	  http_h_artifact_delete },
+	{ "GET", ARTIFACT_PATH "/versions", R, HTTP_BODY_NONE, NULL, HTTP_OP_ARTIFACT_VERSIONS,
+	  http_h_artifact_versions },
+};
+
+static const char *const op_names[HTTP_OP_COUNT] = {
+	[HTTP_OP_SESSION_CREATE] = "session_create",
+	[HTTP_OP_SESSION_LIST] = "session_list",
+	[HTTP_OP_SESSION_GET] = "session_get",
+	[HTTP_OP_SESSION_PATCH] = "session_patch",
+	[HTTP_OP_SESSION_DELETE] = "session_delete",
+	[HTTP_OP_EVENTS_APPEND] = "events_append",
+	[HTTP_OP_EVENTS_LIST] = "events_list",
+	[HTTP_OP_CONTEXT] = "context",
+	[HTTP_OP_STATE_GET] = "state_get",
+	[HTTP_OP_STATE_PATCH] = "state_patch",
+	[HTTP_OP_INVOCATION_END] = "invocation_end",
+	[HTTP_OP_ARTIFACT_PUT] = "artifact_put",
+	[HTTP_OP_ARTIFACT_GET] = "artifact_get",
+	[HTTP_OP_ARTIFACT_LIST] = "artifact_list",
+	[HTTP_OP_ARTIFACT_VERSIONS] = "artifact_versions",
+	[HTTP_OP_ARTIFACT_DELETE] = "artifact_delete",
+	[HTTP_OP_USER_DELETE] = "user_delete",
+	[HTTP_OP_PLUGINS] = "plugins",
+	[HTTP_OP_READY] = "ready",
+};
+
+const http_route *http_routes(size_t *ret_n)
+{
+	*ret_n = sizeof(routes) / sizeof(routes[0]);
+	return routes;
+}
+
+const char *const *http_op_names(void)
+{
+	return op_names;
+}
+
+typedef struct segment {
+	const char *p;
+	size_t len;
+} segment;
+
+/* Split a path starting with '/' into its segments; -1 if it does not
+ * start with '/' or has too many. */
+static int split(const char *path, segment *seg)
+{
+	int n = 0;
+	if (path[0] != '/')
+		return -1;
+	for (const char *p = path + 1;; ) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == MAX_SEGMENTS)
+			return -1;
+		seg[n].p = p;
+		seg[n].len = len;
+		n++;
+		if (!slash)
+			return n;
+		p = slash + 1;
+	}
+}
+
+/* Does the raw segment s match the pattern segment t? For a parameter,
+ * *ret_value gets the part that is the value. */
+static int seg_match(const segment *t, const segment *s, segment *ret_value, int *ret_param)
+{
+	const char *close;
+
+	*ret_param = 0;
+	if (t->len == 0 || t->p[0] != '{')
+		return t->len == s->len && memcmp(t->p, s->p, s->len) == 0;
+	close = memchr(t->p, '}', t->len);
+	if (!close)
+		return 0;
+	{
+		size_t suffix = t->len - (size_t)(close + 1 - t->p);
+		if (s->len <= suffix || memcmp(s->p + s->len - suffix, close + 1, suffix) != 0)
+			return 0;
+		ret_value->p = s->p;
+		ret_value->len = s->len - suffix;
+	}
+	*ret_param = 1;
+	return 1;
+}
+
+static int route_matches(const http_route *r, const segment *s, int ns, segment *values,
+			 char names[][32], size_t *ret_n)
+{
+	segment t[MAX_SEGMENTS];
+	int nt = split(r->pattern, t);
+	size_t n = 0;
+
+	if (nt != ns)
+		return 0;
+	for (int i = 0; i < nt; i++) {
+		int param;
+		if (!seg_match(&t[i], &s[i], &values[n], &param))
+			return 0;
+		if (param) {
+			if (n == HTTP_MAX_PARAMS)
+				return 0;
+			if (names) {
+				const char *close = memchr(t[i].p, '}', t[i].len);
+				size_t len = (size_t)(close - t[i].p - 1);
+				snprintf(names[n], sizeof(names[n]), "%.*s", (int)len, t[i].p + 1);
+			}
+			n++;
+		}
+	}
+	*ret_n = n;
+	return 1;
+}
+
+int32_t http_router_match(const char *method, const char *raw_path, http_match *ret,
+			  memd_error *err)
+{
+	segment s[MAX_SEGMENTS], values[HTTP_MAX_PARAMS];
+	char names[HTTP_MAX_PARAMS][32];
+	int ns = split(raw_path, s);
+	const http_route *found = NULL;
+	size_t found_index = 0, n = 0;
+	http_match m = { 0 };
+
+	if (ns < 0)
+		return memd_error_set(err, HTTP_E_NOROUTE, 0, "no such path");
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		size_t np;
+		if (!route_matches(&routes[i], s, ns, values, NULL, &np))
+			continue;
+		if (strcmp(routes[i].method, method) == 0) {
+			found = &routes[i];
+			found_index = i;
+			break;
+		}
+		if (m.allow[0])
+			strncat(m.allow, ", ", sizeof(m.allow) - strlen(m.allow) - 1);
+		strncat(m.allow, routes[i].method, sizeof(m.allow) - strlen(m.allow) - 1);
+	}
+	if (!found && m.allow[0]) {
+		memcpy(ret->allow, m.allow, sizeof(m.allow));
+		return memd_error_set(err, HTTP_E_METHOD, 0, "method %.16s is not allowed here (allowed: %s)",
+				      method, m.allow);
+	}
+	if (!found)
+		return memd_error_set(err, HTTP_E_NOROUTE, 0, "no such path");
+	route_matches(found, s, ns, values, names, &n);
+	for (size_t i = 0; i < n; i++) {
+		char what[64];
+		int32_t r;
+		snprintf(what, sizeof(what), "path parameter %s", names[i]);
+		r = http_uri_decode(values[i].p, values[i].len, 1, what, &m.params[i], err);
+		if (r < 0) {
+			m.n_params = i;
+			http_match_clear(&m);
+			ret->index = found_index;
+			return r;
+		}
+	}
+	m.n_params = n;
+	m.index = found_index;
+	*ret = m;
+	return 0;
+}
+
+void http_match_clear(http_match *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n_params; i++)
+		free(m->params[i]);
+	m->n_params = 0;
+}

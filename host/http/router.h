@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http router: the route table of memd's REST API (api/openapi.yaml
+ * describes exactly these routes) and matching of a raw request path
+ * against it. Patterns are "/"-separated; a segment "{name}" matches one
+ * non-empty segment, "{name}:suffix" one that ends in ":suffix". Matched
+ * segments are percent-decoded and must be UTF-8 without control
+ * characters or '/'.
+ */
+#ifndef MEMD_HTTP_ROUTER_H
+#define MEMD_HTTP_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memd/abi.h>
+
+#define HTTP_MAX_PARAMS 5
+#define HTTP_MAX_QUERY 4
+#define HTTP_ALLOW_MAX 64
+
+/* What a route reads from the request body. */
+#define HTTP_BODY_NONE 0 /* a body is refused (400) */
+#define HTTP_BODY_JSON 1 /* a JSON object (or empty) */
+#define HTTP_BODY_RAW  2 /* any bytes, with their Content-Type */
+
+/* Store operations timed in memd_store_op_duration_seconds. */
+enum http_op {
+	HTTP_OP_NONE = -1,
+	HTTP_OP_SESSION_CREATE,
+	HTTP_OP_SESSION_LIST,
+	HTTP_OP_SESSION_GET,
+	HTTP_OP_SESSION_PATCH,
+	HTTP_OP_SESSION_DELETE,
+	HTTP_OP_EVENTS_APPEND,
+	HTTP_OP_EVENTS_LIST,
+	HTTP_OP_CONTEXT,
+	HTTP_OP_STATE_GET,
+	HTTP_OP_STATE_PATCH,
+	HTTP_OP_INVOCATION_END,
+	HTTP_OP_ARTIFACT_PUT,
+	HTTP_OP_ARTIFACT_GET,
+	HTTP_OP_ARTIFACT_LIST,
+	HTTP_OP_ARTIFACT_VERSIONS,
+	HTTP_OP_ARTIFACT_DELETE,
+	HTTP_OP_USER_DELETE,
+	HTTP_OP_PLUGINS,
+	HTTP_OP_READY,
+	HTTP_OP_COUNT
+};
+
+typedef struct http_req http_req;
+typedef void (*http_handler_fn)(http_req *rq);
+
+typedef struct http_route {
+	const char *method;
+	const char *pattern;
+	int32_t scope;                 /* HTTP_SCOPE_PUBLIC or SETTINGS_SCOPE_* */
+	int body;                      /* HTTP_BODY_* */
+	const char *const *query;      /* accepted query parameters; NULL = none */
+	int op;                        /* enum http_op */
+	http_handler_fn handler;
+} http_route;
+
+/* The route table (static storage), *ret_n entries. */
+const http_route *http_routes(size_t *ret_n);
+/* Names of the store operations, HTTP_OP_COUNT entries. */
+const char *const *http_op_names(void);
+
+typedef struct http_match {
+	size_t index;                  /* into http_routes() */
+	char *params[HTTP_MAX_PARAMS]; /* decoded, malloc'd */
+	size_t n_params;
+	char allow[HTTP_ALLOW_MAX];    /* HTTP_E_METHOD: the methods the path has */
+} http_match;
+
+/* Match method and raw_path (not decoded, no query). Returns 0 with
+ * *ret filled (free with http_match_clear), HTTP_E_NOROUTE, HTTP_E_METHOD
+ * (ret->allow set, nothing to free), MEMD_EINVAL (a matched segment is
+ * not a valid id: bad escape, '/', control character, invalid UTF-8;
+ * message in err; ret->index names the route, nothing to free) or
+ * MEMD_ENOMEM. */
+int32_t http_router_match(const char *method, const char *raw_path, http_match *ret,
+			  memd_error *err);
+/* Free the params; accepts NULL. */
+void http_match_clear(http_match *m);
+
+#endif

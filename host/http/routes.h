@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http routes: the handlers of the route table (router.c). Each reads its
+ * path parameters, query and body from rq, calls the libmemd facade and
+ * sets the reply (request.h). They never fail silently: every outcome is
+ * a reply.
+ */
+#ifndef MEMD_HTTP_ROUTES_H
+#define MEMD_HTTP_ROUTES_H
+
+#include "router.h"
+
+/* routes_service.c: probes, metrics, plugins, the spec, users */
+void http_h_healthz(http_req *rq);
+void http_h_readyz(http_req *rq);
+void http_h_metrics(http_req *rq);
+void http_h_openapi(http_req *rq);
+void http_h_plugins(http_req *rq);
+void http_h_user_delete(http_req *rq);
+
+/* routes_sessions.c */
+void http_h_session_create(http_req *rq);
+void http_h_session_list(http_req *rq);
+void http_h_session_get(http_req *rq);
+void http_h_session_patch(http_req *rq);
+void http_h_session_delete(http_req *rq);
+
+/* routes_events.c: events, context, state, invocations */
+void http_h_events_append(http_req *rq);
+void http_h_events_list(http_req *rq);
+void http_h_context(http_req *rq);
+void http_h_state_get(http_req *rq);
+void http_h_state_patch(http_req *rq);
+void http_h_invocation_end(http_req *rq);
+
+/* routes_artifacts.c */
+void http_h_artifact_list(http_req *rq);
+void http_h_artifact_put(http_req *rq);
+void http_h_artifact_get(http_req *rq);
+void http_h_artifact_versions(http_req *rq);
+void http_h_artifact_delete(http_req *rq);
+
+#endif

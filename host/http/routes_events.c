@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* Events (append, page), context, state (get, patch) and invocation end. */
+#include <stdint.h>
+
+#include <memd/memd.h>
+
+#include "request.h"
+#include "routes.h"
+
+#define APP(rq) http_req_param(rq, 0)
+#define USER(rq) http_req_param(rq, 1)
+#define SID(rq) http_req_param(rq, 2)
+
+static const char *json_body(const http_req *rq)
+{
+	return rq->body_len ? rq->body : NULL;
+}
+
+/* Reply 200 with out, or the error. */
+static void finish(http_req *rq, int64_t t0, int32_t r, char *out, const memd_error *err)
+{
+	http_op_done(rq, t0, r, err);
+	if (r < 0)
+		http_reply_memd_error(rq, err);
+	else
+		http_reply_json(rq, 200, out);
+}
+
+void http_h_events_append(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	char *out = NULL;
+	int64_t t0 = http_now_ns();
+	int32_t r = memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
+				       &err);
+	finish(rq, t0, r, out, &err);
+}
+
+void http_h_events_list(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	uint64_t after_seq, limit;
+	char *out = NULL;
+	int64_t t0;
+	int32_t r;
+
+	if (http_req_query_u64(rq, "after_seq", 0, INT64_MAX, &after_seq, &err) < 0 ||
+	    http_req_query_u64(rq, "limit", 0, MEMD_PAGE_LIMIT_MAX, &limit, &err) < 0) {
+		http_reply_memd_error(rq, &err);
+		return;
+	}
+	t0 = http_now_ns();
+	r = memd_events_list(rq->ctx->m, APP(rq), USER(rq), SID(rq), (int64_t)after_seq,
+			     (uint32_t)limit, &out, &err);
+	finish(rq, t0, r, out, &err);
+}
+
+void http_h_context(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	char *out = NULL;
+	int64_t t0 = http_now_ns();
+	int32_t r = memd_context(rq->ctx->m, APP(rq), USER(rq), SID(rq), &out, &err);
+	finish(rq, t0, r, out, &err);
+}
+
+void http_h_state_get(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	char *out = NULL;
+	int64_t t0 = http_now_ns();
+	int32_t r = memd_state_get(rq->ctx->m, APP(rq), USER(rq), SID(rq), &out, &err);
+	finish(rq, t0, r, out, &err);
+}
+
+void http_h_state_patch(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	char *out = NULL;
+	int64_t t0 = http_now_ns();
+	int32_t r = memd_state_patch(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
+				     &err);
+	finish(rq, t0, r, out, &err);
+}
+
+void http_h_invocation_end(http_req *rq)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	int64_t t0 = http_now_ns();
+	int32_t r = memd_invocation_end(rq->ctx->m, APP(rq), USER(rq), SID(rq), http_req_param(rq, 3),
+					&err);
+	http_op_done(rq, t0, r, &err);
+	if (r < 0)
+		http_reply_memd_error(rq, &err);
+	else
+		http_reply_empty(rq, 204);
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+#include "server.h"
+
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memd/memd.h>
+#include <memd/plugin.h>
+
+#include "config.h"
+#include "dispatch.h"
+#include "listen.h"
+#include "log.h"
+#include "memd-build.h"
+#include "metrics.h"
+#include "openapi.h"
+#include "request.h"
+#include "router.h"
+#include "settings.h"
+#include "watchdog.h"
+
+#define MS_PER_SEC 1000
+#define NS_PER_MS 1000000LL
+#define WATCHDOG_TICK_NS (50 * NS_PER_MS)
+#define DRAIN_POLL_NS (10 * NS_PER_MS)
+/* Per-connection memory (libmicrohttpd's pool) over the header limit: the
+ * request line and headers must fit with room to spare, so that memd's own
+ * 431 answers before libmicrohttpd's. */
+#define CONN_MEMORY_FACTOR 2
+#define CONN_MEMORY_EXTRA (32 * 1024)
+#define LISTEN_NAME_MAX 128
+
+typedef struct server {
+	settings set;
+	http_log *log;
+	memd *m;
+	http_metrics *mt;
+	const char **methods, **patterns;
+	http_ctx ctx;
+	int fd;
+	struct MHD_Daemon *daemon;
+} server;
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t n;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = '\0';
+	http_log_printf(cls, MEMD_LOG_WARN, "libmicrohttpd: %s", line);
+}
+
+static int32_t load_settings(server *s, const char *path)
+{
+	config_node *root = NULL;
+	config_diag d = { 0 };
+	memd_error err = { .struct_size = sizeof(err) };
+	int32_t r;
+
+	if (path && (r = config_parse_file(path, &root, &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
+	r = settings_load(root, &s->set, &d);
+	for (size_t i = 0; i < d.n; i++)
+		http_log_printf(s->log, MEMD_LOG_ERROR, "config: %s", d.lines[i]);
+	config_diag_clear(&d);
+	if (r < 0)
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s",
+				r == MEMD_ENOMEM ? "out of memory" : "invalid config (see above)");
+	return r;
+}
+
+static unsigned pool_size(const settings *set)
+{
+	long cpus;
+	int64_t n;
+
+	if (set->threads > 0)
+		return (unsigned)set->threads;
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	n = (cpus > 0 ? cpus : 1) * HTTP_THREADS_PER_CPU;
+	if (n < HTTP_THREADS_MIN)
+		n = HTTP_THREADS_MIN;
+	if (n > SETTINGS_THREADS_MAX)
+		n = SETTINGS_THREADS_MAX;
+	return (unsigned)n;
+}
+
+static int32_t route_labels(server *s)
+{
+	size_t n;
+	const http_route *r = http_routes(&n);
+
+	s->methods = calloc(n, sizeof(*s->methods));
+	s->patterns = calloc(n, sizeof(*s->patterns));
+	if (!s->methods || !s->patterns)
+		return MEMD_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		s->methods[i] = r[i].method;
+		s->patterns[i] = r[i].pattern;
+	}
+	s->mt = http_metrics_new(n, s->methods, s->patterns, HTTP_OP_COUNT, http_op_names());
+	return s->mt ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t start(server *s, const char *const *plugin_path, const char *config_path)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	memd_options o = { .struct_size = sizeof(o) };
+	char name[LISTEN_NAME_MAX];
+	unsigned threads = pool_size(&s->set);
+	unsigned timeout_s;
+	size_t memory;
+	int loopback;
+	int32_t r;
+
+	if ((r = http_listen_is_loopback(s->set.listen, &loopback, &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
+	if (!loopback && s->set.n_api_keys == 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR,
+				"refusing to listen on %s without API keys: add server.api_keys to the "
+				"config, or listen on a loopback address (127.0.0.1, ::1)",
+				s->set.listen);
+		return MEMD_EINVAL;
+	}
+	o.config_path = config_path;
+	o.plugin_path = plugin_path;
+	o.log = http_log_memd;
+	o.log_userdata = s->log;
+	o.log_level = s->set.log_level;
+	if ((r = memd_open(&o, &s->m, &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
+	if ((r = route_labels(s)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: out of memory");
+		return r;
+	}
+	if ((r = http_listen_open(s->set.listen, &s->fd, name, sizeof(name), &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
+	s->ctx.m = s->m;
+	s->ctx.set = &s->set;
+	s->ctx.log = s->log;
+	s->ctx.mt = s->mt;
+	s->ctx.openapi_json = http_openapi_json;
+	s->ctx.openapi_len = http_openapi_json_len;
+	s->ctx.wd = http_watchdog_start(WATCHDOG_TICK_NS, http_dispatch_timeout, NULL);
+	if (!s->ctx.wd) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: cannot create a thread");
+		return MEMD_ENOMEM;
+	}
+	/* libmicrohttpd closes connections idle for longer than this; the
+	 * watchdog answers 408 first for requests whose body stalls. */
+	timeout_s = (unsigned)((s->set.request_timeout_ms + MS_PER_SEC - 1) / MS_PER_SEC) + 1;
+	memory = (size_t)s->set.max_header_bytes * CONN_MEMORY_FACTOR + CONN_MEMORY_EXTRA;
+	s->daemon = MHD_start_daemon(
+		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		http_dispatch_access, &s->ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s->log,
+		MHD_OPTION_LISTEN_SOCKET, s->fd,
+		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_NOTIFY_COMPLETED,
+		http_dispatch_completed, &s->ctx, MHD_OPTION_UNESCAPE_CALLBACK,
+		http_dispatch_unescape, NULL, MHD_OPTION_END);
+	if (!s->daemon) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start the HTTP server on %s", name);
+		return MEMD_EIO;
+	}
+	http_log_write(s->log, MEMD_LOG_INFO, "listening",
+		       json_pack("{s:s,s:s,s:i,s:b,s:I,s:I,s:I}", "address", name, "version",
+				 MEMD_VERSION, "threads", (int)threads, "auth", s->set.n_api_keys > 0,
+				 "max_body_bytes", (json_int_t)s->set.max_body_bytes,
+				 "max_header_bytes", (json_int_t)s->set.max_header_bytes,
+				 "request_timeout_ms", (json_int_t)s->set.request_timeout_ms));
+	return 0;
+}
+
+static void sleep_ns(int64_t ns)
+{
+	struct timespec ts = { ns / (NS_PER_MS * MS_PER_SEC), ns % (NS_PER_MS * MS_PER_SEC) };
+	nanosleep(&ts, NULL);
+}
+
+/* Stop accepting, let the requests in flight finish (bounded), stop. */
+static void drain(server *s, int signo)
+{
+	int64_t until = http_now_ns() + s->set.request_timeout_ms * NS_PER_MS;
+	int64_t left;
+	MHD_socket fd;
+
+	http_log_write(s->log, MEMD_LOG_INFO, "shutting down",
+		       json_pack("{s:s,s:I}", "signal", signo == SIGINT ? "SIGINT" : "SIGTERM",
+				 "in_flight", (json_int_t)http_metrics_in_flight(s->mt)));
+	atomic_store(&s->ctx.draining, 1);
+	fd = MHD_quiesce_daemon(s->daemon);
+	if (fd != MHD_INVALID_SOCKET) {
+		close(fd);
+		s->fd = -1;
+	}
+	while ((left = http_metrics_in_flight(s->mt)) > 0 && http_now_ns() < until)
+		sleep_ns(DRAIN_POLL_NS);
+	if (left > 0)
+		http_log_printf(s->log, MEMD_LOG_WARN,
+				"%" PRId64 " requests still running after %" PRId64 " ms; stopping anyway",
+				left, s->set.request_timeout_ms);
+	MHD_stop_daemon(s->daemon);
+	s->daemon = NULL;
+}
+
+static void stop(server *s)
+{
+	if (s->daemon)
+		MHD_stop_daemon(s->daemon);
+	if (s->fd >= 0)
+		close(s->fd);
+	http_watchdog_stop(s->ctx.wd);
+	memd_close(s->m); /* finishes background work, flushes the stores */
+	http_metrics_free(s->mt);
+	free(s->methods);
+	free(s->patterns);
+	settings_clear(&s->set);
+}
+
+int32_t http_serve(const char *config_path, const char *const *plugin_path)
+{
+	server s = { .fd = -1 };
+	sigset_t sigs;
+	int signo = 0;
+	int32_t r;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	s.log = http_log_new(STDERR_FILENO, MEMD_LOG_INFO);
+	if (!s.log)
+		return MEMD_ENOMEM;
+	if ((r = load_settings(&s, config_path)) < 0) {
+		http_log_free(s.log);
+		return r;
+	}
+	http_log_free(s.log);
+	s.log = http_log_new(STDERR_FILENO, s.set.log_level);
+	if (!s.log) {
+		settings_clear(&s.set);
+		return MEMD_ENOMEM;
+	}
+	r = start(&s, plugin_path, config_path);
+	if (r == 0) {
+		while (sigwait(&sigs, &signo) != 0)
+			;
+		drain(&s, signo);
+	}
+	stop(&s);
+	if (r == 0)
+		http_log_printf(s.log, MEMD_LOG_INFO, "stopped");
+	http_log_free(s.log);
+	return r;
+}
