@@ -1,0 +1,756 @@
+/* SPDX-License-Identifier: MIT */
+#include "pg_events.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pg_sessions.h"
+#include "pg_state.h"
+#include "plugin_util.h"
+
+#define ROLE_SUMMARY "summary"
+#define PG_US_PER_SEC 1000000
+#define PG_NS_PER_US 1000
+#define SEQ_UNBOUNDED INT64_MAX
+#define IDS_PER_LOOKUP 32 /* id parameters of SQL_EVENT_SEQS_BY_ID */
+#define ROLE_FILTER_ALL "0"
+#define ROLE_FILTER_NO_SUMMARY "1"
+#define ROLE_FILTER_ONLY_SUMMARY "2"
+
+static const pg_sql SQL_BEGIN = { PG_ST_BEGIN, 0, "BEGIN" };
+static const pg_sql SQL_BEGIN_READ = { PG_ST_BEGIN_READ, 0,
+	"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" };
+static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
+static const pg_sql SQL_ROLLBACK = { PG_ST_ROLLBACK, 0, "ROLLBACK" };
+
+/* Feed positions. A sequence would not do: transactions commit in another
+ * order than they call nextval, so a feed reader could read position 7,
+ * move its cursor past it, and only later see position 6 commit. Instead
+ * positions come from the single feed_counter row, advanced by every
+ * writer as its last step before COMMIT (after its session and state row
+ * locks, so the order of locks is the same everywhere). The row lock is
+ * held until the transaction ends, and PostgreSQL makes a transaction
+ * visible before it releases its locks, so the next writer gets its
+ * positions only after the previous one committed (or rolled back, which
+ * also undoes its advance): positions become visible strictly in order and
+ * a reader never sees a hole that fills later. The cost is that the feed
+ * step of writers is serialized; group commit puts many appends behind
+ * one such step. */
+static const pg_sql SQL_FEED_ALLOC = { PG_ST_FEED_ALLOC, 1,
+	"UPDATE feed_counter SET last = last + $1::bigint WHERE id = 1" };
+/* $6 counts back from the counter the transaction has just advanced. */
+static const pg_sql SQL_EVENT_INSERT = { PG_ST_EVENT_INSERT, 17,
+	"INSERT INTO events (app, \"user\", session, seq, id, position, invocation_id, author,"
+	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq)"
+	" VALUES ($1, $2, $3, $4, $5, (SELECT last FROM feed_counter WHERE id = 1) - $6::bigint,"
+	" $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13::jsonb, $14, $15, $16, $17)" };
+static const pg_sql SQL_EVENT_SEQS_BY_ID = { PG_ST_EVENT_SEQS_BY_ID, 3 + IDS_PER_LOOKUP,
+	"SELECT id, seq FROM events WHERE app = $1 AND \"user\" = $2 AND session = $3"
+	" AND id IN ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,"
+	" $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)" };
+
+/* events_load: every query is a range of one of the session's indexes,
+ * $4 < seq < $5, in the order wanted, so the server stops at the limit
+ * ($6; NULL = none). The summaries index is partial (role = 'summary'). */
+#define EVENTS_WHERE " WHERE app = $1 AND \"user\" = $2 AND session = $3 AND seq > $4 AND seq < $5"
+static const pg_sql SQL_EVENTS_ASC = { PG_ST_EVENTS_ASC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " ORDER BY seq ASC LIMIT $6" };
+static const pg_sql SQL_EVENTS_DESC = { PG_ST_EVENTS_DESC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " ORDER BY seq DESC LIMIT $6" };
+static const pg_sql SQL_SUMMARIES_ASC = { PG_ST_SUMMARIES_ASC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " AND role = 'summary'"
+	" ORDER BY seq ASC LIMIT $6" };
+static const pg_sql SQL_SUMMARIES_DESC = { PG_ST_SUMMARIES_DESC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " AND role = 'summary'"
+	" ORDER BY seq DESC LIMIT $6" };
+static const pg_sql SQL_NONSUMMARIES_ASC = { PG_ST_NONSUMMARIES_ASC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " AND role <> 'summary'"
+	" ORDER BY seq ASC LIMIT $6" };
+static const pg_sql SQL_NONSUMMARIES_DESC = { PG_ST_NONSUMMARIES_DESC, 6,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_WHERE " AND role <> 'summary'"
+	" ORDER BY seq DESC LIMIT $6" };
+/* after_time: $7 the time bound, $8 the role filter (ROLE_FILTER_*). */
+#define EVENTS_BY_TIME_WHERE EVENTS_WHERE " AND timestamp_us > $7" \
+	" AND ($8::integer = 0 OR ($8::integer = 1) = (role <> 'summary'))"
+static const pg_sql SQL_EVENTS_BY_TIME_ASC = { PG_ST_EVENTS_BY_TIME_ASC, 8,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_BY_TIME_WHERE " ORDER BY seq ASC LIMIT $6" };
+static const pg_sql SQL_EVENTS_BY_TIME_DESC = { PG_ST_EVENTS_BY_TIME_DESC, 8,
+	"SELECT " PG_EVENT_COLS " FROM events" EVENTS_BY_TIME_WHERE " ORDER BY seq DESC LIMIT $6" };
+
+void pg_event_from_row(const PGresult *res, int row, int col0, memd_event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->struct_size = sizeof(*e);
+	e->position = pg_get_i64(res, row, col0 + 0);
+	e->app = pg_get_text(res, row, col0 + 1);
+	e->user = pg_get_text(res, row, col0 + 2);
+	e->session = pg_get_text(res, row, col0 + 3);
+	e->seq = pg_get_i64(res, row, col0 + 4);
+	e->id = pg_get_text(res, row, col0 + 5);
+	e->invocation_id = pg_get_text(res, row, col0 + 6);
+	e->author = pg_get_text(res, row, col0 + 7);
+	e->role = pg_get_text(res, row, col0 + 8);
+	e->branch = pg_get_text(res, row, col0 + 9);
+	e->content_json = pg_get_text(res, row, col0 + 10);
+	e->actions_json = pg_get_text(res, row, col0 + 11);
+	e->metadata_json = pg_get_text(res, row, col0 + 12);
+	e->timestamp_us = pg_get_i64(res, row, col0 + 13);
+	e->text = pg_get_text(res, row, col0 + 14);
+	e->tokens = pg_get_i64(res, row, col0 + 15);
+	e->covers_seq = pg_get_i64(res, row, col0 + 16);
+}
+
+static int is_summary(const char *role)
+{
+	return role && strcmp(role, ROLE_SUMMARY) == 0;
+}
+
+/* ---- checks --------------------------------------------------------- */
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
+{
+	char what[32];
+	int32_t r;
+
+	if (!e)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event %u is missing", i);
+	snprintf(what, sizeof(what), "event %u id", i);
+	r = pg_check_id(what, e->id, err);
+	if (r < 0)
+		return r;
+	if (!e->role || !e->role[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", e->id);
+	if (e->covers_seq < 0 || e->tokens < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event '%.64s': covers_seq and tokens must not be negative",
+				      e->id);
+	if (pg_json_has_nul_escape(e->content_json) || pg_json_has_nul_escape(e->actions_json) ||
+	    pg_json_has_nul_escape(e->metadata_json))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event '%.64s': PostgreSQL cannot store \\u0000 in JSON",
+				      e->id);
+	return 0;
+}
+
+/* Validate the batch before any lock is taken: a bad batch writes nothing.
+ * (JSON syntax is checked by the server, inside the transaction.) */
+static int32_t check_append(const memd_scope *scope, const memd_append *a,
+			    const memd_append_result *res, memd_error *err)
+{
+	const char **ids;
+	int32_t r = pg_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!a || !res)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append or its result is missing");
+	if (a->flags & ~MEMD_APPEND_EXPECT_VERSION)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append has unknown flags 0x%x",
+				      (unsigned)a->flags);
+	if (a->n_events && (!a->events || !res->seqs))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
+				      (unsigned)a->n_events, a->events ? "result slots" : "events");
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		r = check_event(a->events[i], i, err);
+		if (r < 0)
+			return r;
+	}
+	if (a->n_events > 1) {
+		ids = malloc(a->n_events * sizeof(*ids));
+		if (!ids)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		for (uint32_t i = 0; i < a->n_events; i++)
+			ids[i] = a->events[i]->id;
+		qsort(ids, a->n_events, sizeof(*ids), cmp_str_ptr);
+		for (uint32_t i = 1; i < a->n_events && r == 0; i++)
+			if (strcmp(ids[i - 1], ids[i]) == 0)
+				r = memd_error_set(err, MEMD_ECONFLICT, 0,
+						   "event id '%.64s' appears twice in the batch",
+						   ids[i]);
+		free(ids);
+		if (r < 0)
+			return r;
+	}
+	return pg_state_check(a->state_delta_json, err);
+}
+
+/* ---- one append inside a group ------------------------------------- */
+
+/* What a member does in the group's write round. */
+#define REQ_PENDING 0 /* not decided yet */
+#define REQ_WRITE   1 /* writes in the group's transaction */
+#define REQ_DONE    2 /* answered without writing (replay, or refused) */
+
+typedef struct pg_append_req {
+	/* input */
+	const memd_call *call;
+	const memd_scope *scope;
+	const memd_append *a;
+	/* output */
+	int64_t *seqs;             /* a->n_events slots, ours */
+	int64_t version;
+	int replayed;
+	int32_t rc;
+	memd_error err;
+	/* group queue */
+	int queued;                /* waiting for a leader */
+	int finished;              /* rc and outputs are final */
+	struct pg_append_req *next;
+	/* while its group runs */
+	int status;                /* REQ_* */
+	pg_session_head head;
+	size_t lock_at, ids_at;    /* result indexes in round 1 */
+} pg_append_req;
+
+struct pg_group {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;       /* a group finished or a connection came back */
+	uint64_t gen;              /* + 1 per connection given back */
+	pg_append_req *head, *tail;
+};
+
+static int cmp_req(const void *pa, const void *pb)
+{
+	const pg_append_req *a = *(pg_append_req *const *)pa, *b = *(pg_append_req *const *)pb;
+	int c = strcmp(a->scope->app, b->scope->app);
+
+	if (!c)
+		c = strcmp(a->scope->user, b->scope->user);
+	if (!c)
+		c = strcmp(a->scope->session, b->scope->session);
+	return c;
+}
+
+/* Queue the locking read of m's session and the lookups of its ids. */
+static int32_t send_checks(pg_conn *c, pg_append_req *m, memd_error *err)
+{
+	const memd_append *a = m->a;
+	int32_t r;
+
+	m->lock_at = pg_n_queued(c);
+	r = pg_session_send_lock(c, m->scope, err);
+	m->ids_at = pg_n_queued(c);
+	for (uint32_t from = 0; r == 0 && from < a->n_events; from += IDS_PER_LOOKUP) {
+		const char *vals[3 + IDS_PER_LOOKUP] = { m->scope->app, m->scope->user,
+							 m->scope->session };
+		for (uint32_t k = 0; k < IDS_PER_LOOKUP && from + k < a->n_events; k++)
+			vals[3 + k] = a->events[from + k]->id;
+		r = pg_send(c, &SQL_EVENT_SEQS_BY_ID, vals, err);
+	}
+	return r;
+}
+
+/* Index of id among the batch's events, or -1. */
+static int64_t event_index(const memd_append *a, const char *id)
+{
+	for (uint32_t i = 0; i < a->n_events; i++)
+		if (strcmp(a->events[i]->id, id) == 0)
+			return i;
+	return -1;
+}
+
+/* Decide m from round 1's results: replay, refuse, or write. */
+static void decide(pg_conn *c, pg_append_req *m)
+{
+	const memd_append *a = m->a;
+	uint32_t n_existing = 0;
+	const char *some_existing = NULL;
+	int32_t r;
+
+	r = pg_session_head_result(pg_res(c, m->lock_at), NULL, m->scope, &m->head, &m->err);
+	if (r < 0) {
+		m->rc = r;
+		m->status = REQ_DONE;
+		return;
+	}
+	for (uint32_t i = 0; i < a->n_events; i++)
+		m->seqs[i] = 0;
+	for (uint32_t from = 0, k = 0; from < a->n_events; from += IDS_PER_LOOKUP, k++) {
+		const PGresult *res = pg_res(c, m->ids_at + k);
+		for (int row = 0; row < PQntuples(res); row++) {
+			int64_t i = event_index(a, PQgetvalue(res, row, 0));
+			if (i < 0 || m->seqs[i])
+				continue;
+			m->seqs[i] = pg_get_i64(res, row, 1);
+			n_existing++;
+			some_existing = a->events[i]->id;
+		}
+	}
+	/* Idempotent retries: a batch whose ids all exist is answered with
+	 * the stored seqs (before the version check: the first attempt moved
+	 * the version on). */
+	if (a->n_events && n_existing == a->n_events) {
+		m->version = m->head.version;
+		m->replayed = 1;
+		m->rc = 0;
+		m->status = REQ_DONE;
+		return;
+	}
+	if (n_existing) {
+		m->rc = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
+				       "%u of the batch's %u event ids already exist (e.g. '%.64s'): "
+				       "a retry must resend the same batch",
+				       (unsigned)n_existing, (unsigned)a->n_events, some_existing);
+		m->status = REQ_DONE;
+		return;
+	}
+	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && m->head.version != a->expected_version) {
+		m->rc = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
+				       "session '%.64s' is at version %lld, not the expected %lld",
+				       m->scope->session, (long long)m->head.version,
+				       (long long)a->expected_version);
+		m->status = REQ_DONE;
+		return;
+	}
+	m->status = REQ_WRITE;
+}
+
+/* Queue m's event inserts; back counts down to the last position of the
+ * group (0). */
+static int32_t send_inserts(pg_conn *c, pg_append_req *m, int64_t *back, memd_error *err)
+{
+	const memd_append *a = m->a;
+	pg_session_head *h = &m->head;
+	int32_t r = 0;
+
+	for (uint32_t i = 0; r == 0 && i < a->n_events; i++) {
+		const memd_event *e = a->events[i];
+		char seq[PG_INT_BUF], bk[PG_INT_BUF], ts[PG_INT_BUF], tok[PG_INT_BUF],
+			cov[PG_INT_BUF];
+		const char *vals[17];
+
+		m->seqs[i] = ++h->last_seq;
+		if (is_summary(e->role))
+			h->summary_seq = m->seqs[i];
+		vals[0] = m->scope->app;
+		vals[1] = m->scope->user;
+		vals[2] = m->scope->session;
+		vals[3] = pg_i64(seq, m->seqs[i]);
+		vals[4] = e->id;
+		vals[5] = pg_i64(bk, --(*back));
+		vals[6] = e->invocation_id;
+		vals[7] = e->author;
+		vals[8] = e->role;
+		vals[9] = e->branch;
+		vals[10] = e->content_json;
+		vals[11] = e->actions_json;
+		vals[12] = e->metadata_json;
+		vals[13] = pg_i64(ts, e->timestamp_us);
+		vals[14] = e->text;
+		vals[15] = pg_i64(tok, e->tokens);
+		vals[16] = pg_i64(cov, is_summary(e->role) ? e->covers_seq : 0);
+		r = pg_send(c, &SQL_EVENT_INSERT, vals, err);
+	}
+	return r;
+}
+
+/* One try of a group on c: members sorted by session (the lock order).
+ * Returns 0 when every member has its answer (m->rc), or the error of the
+ * group's transaction (nothing of it committed unless c->commit_sent). */
+static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *err)
+{
+	pg_state_list writes = { 0 };
+	int64_t total = 0, back;
+	size_t n_write = 0;
+	char tb[PG_INT_BUF];
+	int32_t r;
+
+	for (size_t i = 0; i < n; i++) {
+		m[i]->status = REQ_PENDING;
+		m[i]->rc = 0;
+		m[i]->replayed = 0;
+	}
+	/* Round 1: lock every member's session (in order) and look its ids up. */
+	r = pg_send(c, &SQL_BEGIN, NULL, err);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = send_checks(c, m[i], err);
+	if (r == 0)
+		r = pg_run(c, "append", err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		decide(c, m[i]);
+		if (m[i]->status == REQ_WRITE) {
+			n_write++;
+			total += m[i]->a->n_events;
+		}
+	}
+	pg_reset(c);
+	if (n_write == 0) {
+		(void)pg_exec1(c, &SQL_ROLLBACK, NULL, NULL);
+		return 0;
+	}
+
+	/* Round 2: state rows (in the global key order), session rows, the
+	 * feed counter (last lock taken), the events, COMMIT. */
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (m[i]->status == REQ_WRITE)
+			r = pg_state_collect(m[i]->a->state_delta_json, m[i]->scope, (uint32_t)i,
+					     &writes, err);
+	if (r == 0)
+		r = pg_state_send(c, &writes, err);
+	if (r == 0 && total > 0) {
+		const char *vals[1] = { pg_i64(tb, total) };
+		r = pg_send(c, &SQL_FEED_ALLOC, vals, err);
+	}
+	back = total;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (m[i]->status == REQ_WRITE)
+			r = send_inserts(c, m[i], &back, err);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (m[i]->status == REQ_WRITE)
+			r = pg_session_send_appended(c, m[i]->scope, &m[i]->head, m[i]->a->now_us,
+						     m[i]->a->title_if_unset, err);
+	if (r == 0)
+		r = pg_send(c, &SQL_COMMIT, NULL, err);
+	if (r == 0)
+		r = pg_run(c, "append", err);
+	pg_state_list_clear(&writes);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		if (m[i]->status == REQ_WRITE) {
+			m[i]->version = m[i]->head.version + 1;
+			m[i]->status = REQ_DONE;
+		}
+	return 0;
+}
+
+/* A failure of the data (not of the connection, not a lock conflict):
+ * worth running the members one by one to find the culprit. */
+static int data_failure(const pg_conn *c, int32_t r)
+{
+	return r < 0 && !c->broken && r != MEMD_EUNAVAIL && r != MEMD_ETIMEDOUT &&
+	       r != MEMD_ENOMEM;
+}
+
+/* Run members m[0..n) on *cp (retaking a connection when a retry needs
+ * one) until each has its answer. *cp may be NULL on return (given back). */
+static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pg_append_req **m,
+		      size_t n)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	int32_t r = 0;
+
+	if (n > 1)
+		qsort(m, n, sizeof(*m), cmp_req);
+	for (int attempt = 1;; attempt++) {
+		if (!*cp) {
+			r = pg_take(s, call, cp, &err);
+			if (r < 0)
+				break;
+		}
+		r = group_once(*cp, m, n, &err);
+		pg_reset(*cp);
+		if (r == 0)
+			return;
+		if (attempt < PG_ATTEMPTS && pg_should_retry(*cp, r)) {
+			pg_give(s, *cp);
+			*cp = NULL;
+			continue;
+		}
+		break;
+	}
+	if (r < 0 && n > 1 && *cp && data_failure(*cp, r)) {
+		/* Roll back the shared transaction, then one by one. */
+		pg_give(s, *cp);
+		*cp = NULL;
+		for (size_t i = 0; i < n; i++)
+			group_run(s, call, cp, &m[i], 1);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		m[i]->rc = r;
+		m[i]->err = err;
+		m[i]->status = REQ_DONE;
+	}
+}
+
+/* ---- the group commit queue ---------------------------------------- */
+
+int32_t pg_group_init(pg_store *s, memd_error *err)
+{
+	pthread_condattr_t cattr;
+	struct pg_group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+	s->group = g;
+	return 0;
+}
+
+void pg_group_free(pg_store *s)
+{
+	if (!s || !s->group)
+		return;
+	pthread_cond_destroy(&s->group->cond);
+	pthread_mutex_destroy(&s->group->lock);
+	free(s->group);
+	s->group = NULL;
+}
+
+void pg_group_wake(pg_store *s)
+{
+	if (!s->group)
+		return;
+	pthread_mutex_lock(&s->group->lock);
+	s->group->gen++;
+	pthread_cond_broadcast(&s->group->cond);
+	pthread_mutex_unlock(&s->group->lock);
+}
+
+static void queue_remove(struct pg_group *g, pg_append_req *q)
+{
+	pg_append_req **pp = &g->head;
+
+	while (*pp && *pp != q)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return;
+	*pp = q->next;
+	if (g->tail == q) {
+		g->tail = g->head;
+		while (g->tail && g->tail->next)
+			g->tail = g->tail->next;
+	}
+	q->next = NULL;
+	q->queued = 0;
+}
+
+static int same_session(const pg_append_req *a, const pg_append_req *b)
+{
+	return strcmp(a->scope->session, b->scope->session) == 0 &&
+	       strcmp(a->scope->user, b->scope->user) == 0 &&
+	       strcmp(a->scope->app, b->scope->app) == 0;
+}
+
+/* Take up to max queued appends to distinct sessions, mine first if it is
+ * still queued. Called with g->lock held. */
+static size_t queue_take(struct pg_group *g, pg_append_req *mine, pg_append_req **out,
+			 size_t max)
+{
+	size_t n = 0;
+
+	if (mine->queued) {
+		queue_remove(g, mine);
+		out[n++] = mine;
+	}
+	for (pg_append_req *q = g->head, *next; q && n < max; q = next) {
+		int clash = 0;
+		next = q->next;
+		for (size_t i = 0; i < n && !clash; i++)
+			clash = same_session(q, out[i]);
+		if (clash)
+			continue;
+		queue_remove(g, q);
+		out[n++] = q;
+	}
+	return n;
+}
+
+/* Queue me, then either serve a group (mine and others) on an idle
+ * connection, or wait until a connection comes back or another thread's
+ * group answered me. */
+static void append_grouped(pg_store *s, pg_append_req *me)
+{
+	struct pg_group *g = s->group;
+	const memd_call *call = me->call;
+	pg_append_req **batch = calloc(s->group_commit, sizeof(*batch));
+
+	if (!batch) {
+		me->rc = memd_error_set(&me->err, MEMD_ENOMEM, 0, "out of memory");
+		return;
+	}
+	pthread_mutex_lock(&g->lock);
+	me->queued = 1;
+	if (g->tail)
+		g->tail->next = me;
+	else
+		g->head = me;
+	g->tail = me;
+	while (!me->finished) {
+		if (me->queued) {
+			pg_conn *c = NULL;
+			uint64_t seen = g->gen;
+			size_t n;
+			int32_t r;
+
+			pthread_mutex_unlock(&g->lock);
+			r = pg_try_take(s, call, &c, &me->err);
+			pthread_mutex_lock(&g->lock);
+			if (r < 0 && me->queued) {
+				queue_remove(g, me);
+				me->rc = r;
+				me->finished = 1;
+				break;
+			}
+			if (c) {
+				n = queue_take(g, me, batch, s->group_commit);
+				pthread_mutex_unlock(&g->lock);
+				if (n)
+					group_run(s, call, &c, batch, n);
+				pg_give(s, c);
+				pthread_mutex_lock(&g->lock);
+				for (size_t i = 0; i < n; i++)
+					batch[i]->finished = 1;
+				pthread_cond_broadcast(&g->cond);
+				continue;
+			}
+			if (!me->queued || g->gen != seen)
+				continue; /* answered, or a connection came back meanwhile */
+		}
+		if (call && call->deadline_us) {
+			struct timespec ts = {
+				.tv_sec = call->deadline_us / PG_US_PER_SEC,
+				.tv_nsec = (call->deadline_us % PG_US_PER_SEC) * PG_NS_PER_US,
+			};
+			if (pthread_cond_timedwait(&g->cond, &g->lock, &ts) == ETIMEDOUT &&
+			    me->queued) {
+				queue_remove(g, me);
+				me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+							"postgres: deadline passed waiting for a "
+							"connection");
+				me->finished = 1;
+			}
+		} else {
+			pthread_cond_wait(&g->cond, &g->lock);
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
+	free(batch);
+}
+
+int32_t pg_append(void *inst, const memd_call *call, const memd_scope *scope,
+		  const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	pg_store *store = inst;
+	pg_append_req req = { .call = call, .scope = scope, .a = a };
+	int32_t r = check_append(scope, a, res, err);
+
+	if (r < 0)
+		return r;
+	req.err.struct_size = sizeof(req.err);
+	if (a->n_events) {
+		req.seqs = calloc(a->n_events, sizeof(*req.seqs));
+		if (!req.seqs)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	if (store->group_commit > 1) {
+		append_grouped(store, &req);
+	} else {
+		pg_append_req *one = &req;
+		pg_conn *c = NULL;
+		group_run(store, call, &c, &one, 1);
+		pg_give(store, c);
+	}
+	r = req.rc;
+	if (r == 0) {
+		if (a->n_events)
+			memcpy(res->seqs, req.seqs, a->n_events * sizeof(*req.seqs));
+		res->version = req.version;
+		res->flags = req.replayed ? MEMD_APPEND_REPLAYED : 0;
+	} else if (err) {
+		*err = req.err;
+	}
+	free(req.seqs);
+	return r;
+}
+
+/* ---- events_load ---------------------------------------------------- */
+
+typedef struct load_ctx {
+	pg_store *store;
+	const memd_call *call;
+	const memd_scope *scope;
+	const memd_event_query *q;
+	const memd_event_sink *out;
+} load_ctx;
+
+static const pg_sql *load_statement(const memd_event_query *q, int newest)
+{
+	if (q->after_time_us)
+		return newest ? &SQL_EVENTS_BY_TIME_DESC : &SQL_EVENTS_BY_TIME_ASC;
+	if (q->flags & MEMD_EVQ_ONLY_SUMMARY)
+		return newest ? &SQL_SUMMARIES_DESC : &SQL_SUMMARIES_ASC;
+	if (q->flags & MEMD_EVQ_NO_SUMMARY)
+		return newest ? &SQL_NONSUMMARIES_DESC : &SQL_NONSUMMARIES_ASC;
+	return newest ? &SQL_EVENTS_DESC : &SQL_EVENTS_ASC;
+}
+
+static int32_t load_once(pg_conn *c, void *ctx, memd_error *err)
+{
+	load_ctx *x = ctx;
+	const memd_event_query *q = x->q;
+	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
+	char after[PG_INT_BUF], before[PG_INT_BUF], lim[PG_INT_BUF], at[PG_INT_BUF];
+	const char *vals[8] = {
+		x->scope->app, x->scope->user, x->scope->session,
+		pg_i64(after, q->after_seq),
+		pg_i64(before, q->before_seq ? q->before_seq : SEQ_UNBOUNDED),
+		q->limit ? pg_i64(lim, q->limit) : NULL,
+		pg_i64(at, q->after_time_us),
+		(q->flags & MEMD_EVQ_ONLY_SUMMARY) ? ROLE_FILTER_ONLY_SUMMARY :
+		(q->flags & MEMD_EVQ_NO_SUMMARY) ? ROLE_FILTER_NO_SUMMARY : ROLE_FILTER_ALL,
+	};
+	PGresult *res;
+	int n;
+	int32_t r = pg_send(c, &SQL_BEGIN_READ, NULL, err);
+
+	if (r == 0)
+		r = pg_session_send_exists(c, x->scope, err);
+	if (r == 0)
+		r = pg_send(c, load_statement(q, newest), vals, err);
+	if (r == 0)
+		r = pg_send(c, &SQL_COMMIT, NULL, err);
+	if (r == 0)
+		r = pg_run(c, "load events", err);
+	if (r == 0)
+		r = pg_session_exists_result(pg_res(c, 1), x->call, x->scope, err);
+	if (r < 0)
+		return r;
+	res = pg_res(c, 2);
+	n = PQntuples(res);
+	pu_rows_read(x->call, (uint64_t)n);
+	for (int k = 0; r == 0 && k < n; k++) {
+		memd_event e;
+		pg_event_from_row(res, newest ? n - 1 - k : k, 0, &e);
+		r = pg_sink_result(x->out->event(x->out->userdata, &e), "event", err);
+		if (r == 0 && (k + 1) % PG_CHECK_EVERY == 0)
+			r = pg_call_check(x->store, x->call, err);
+	}
+	return r > 0 ? 0 : r;
+}
+
+int32_t pg_events_load(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_event_query *q, const memd_event_sink *out, memd_error *err)
+{
+	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
+	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
+	int32_t r = pg_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!q || !out || !out->event)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
+	if (q->flags & ~known)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
+				      (unsigned)q->flags);
+	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event query cannot ask for no summaries and only summaries");
+	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
+	return pg_with_conn(inst, call, load_once, &x, err);
+}

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+#include "pg_schema.h"
+
+#include <string.h>
+
+/* pg_advisory_xact_lock(PG_LOCK_CLASS, hashtext(schema)) serializes
+ * migrations of one schema across processes: "memd" in ASCII. */
+#define PG_LOCK_CLASS_TEXT "1835363684"
+
+typedef struct pg_migration {
+	int32_t version; /* memd_meta.version after the step */
+	const char *what;
+	const char *const *sql; /* single statements, NULL-terminated */
+} pg_migration;
+
+/* Version 1: the whole store. Keys are (app, "user", session) everywhere,
+ * COLLATE "C" so ids compare and sort bytewise (as every memd store does).
+ * events.position is the store-wide feed position handed out by the one
+ * feed_counter row (see pg_feed.c for why that orders the feed);
+ * feed_deletes holds the DELETE records in the same position space.
+ * Times are unix microseconds (bigint), exact. Event content, actions and
+ * metadata and session metadata are jsonb (queryable); state values are
+ * JSON text, because a state value may be any JSON, and jsonb cannot hold
+ * the string escape \u0000. */
+static const char *const SQL_V1[] = {
+	"CREATE TABLE sessions ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  title text, metadata jsonb NOT NULL DEFAULT '{}',"
+	"  flags integer NOT NULL DEFAULT 0,"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  version bigint NOT NULL DEFAULT 0,"
+	"  last_seq bigint NOT NULL DEFAULT 0,"
+	"  summary_seq bigint NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, \"user\", id))",
+	"CREATE INDEX sessions_by_created ON sessions (app, \"user\", created_us, id)",
+
+	"CREATE TABLE events ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  seq bigint NOT NULL CHECK (seq > 0),"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  position bigint NOT NULL,"
+	"  invocation_id text, author text, role text NOT NULL, branch text,"
+	"  content jsonb, actions jsonb, metadata jsonb,"
+	"  timestamp_us bigint NOT NULL,"
+	"  text text, tokens bigint NOT NULL DEFAULT 0,"
+	"  covers_seq bigint NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, \"user\", session, seq),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+	"CREATE UNIQUE INDEX events_by_id ON events (app, \"user\", session, id)",
+	"CREATE UNIQUE INDEX events_by_position ON events (position)",
+	"CREATE INDEX events_summaries ON events (app, \"user\", session, seq)"
+	"  WHERE role = 'summary'",
+	"CREATE INDEX events_by_time ON events (app, \"user\", session, timestamp_us, seq)",
+
+	"CREATE TABLE state_app ("
+	"  app text COLLATE \"C\" NOT NULL, name text COLLATE \"C\" NOT NULL,"
+	"  value text NOT NULL,"
+	"  PRIMARY KEY (app, name))",
+	"CREATE TABLE state_user ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  name text COLLATE \"C\" NOT NULL, value text NOT NULL,"
+	"  PRIMARY KEY (app, \"user\", name))",
+	"CREATE TABLE state_session ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  name text COLLATE \"C\" NOT NULL, value text NOT NULL,"
+	"  PRIMARY KEY (app, \"user\", session, name),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+
+	"CREATE TABLE artifacts ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  name text COLLATE \"C\" NOT NULL, version bigint NOT NULL CHECK (version > 0),"
+	"  mime_type text NOT NULL, data bytea NOT NULL, size bigint NOT NULL,"
+	"  created_us bigint NOT NULL,"
+	"  PRIMARY KEY (app, \"user\", session, name, version),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+
+	"CREATE TABLE feed_counter ("
+	"  id integer PRIMARY KEY CHECK (id = 1),"
+	"  last bigint NOT NULL)",
+	"INSERT INTO feed_counter (id, last) VALUES (1, 0)",
+	"CREATE TABLE feed_deletes ("
+	"  position bigint PRIMARY KEY,"
+	"  kind integer NOT NULL,"
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\")",
+	"CREATE TABLE cursors ("
+	"  name text COLLATE \"C\" PRIMARY KEY,"
+	"  position bigint NOT NULL CHECK (position >= 0))",
+	NULL,
+};
+
+/* Ordered; each step's version is one more than the previous one's. */
+static const pg_migration migrations[] = {
+	{ 1, "initial schema", SQL_V1 },
+};
+#define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
+#define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)
+
+/* Take the per-schema migration lock, create the schema if it is missing
+ * (its name travels as a parameter: format('%I') quotes it server-side),
+ * then say whether memd_meta and a table named sessions exist. */
+static const char SQL_LOCK[] =
+	"SELECT pg_catalog.pg_advisory_xact_lock(" PG_LOCK_CLASS_TEXT ","
+	" pg_catalog.hashtext($1::text))";
+static const char SQL_REMEMBER_SCHEMA[] =
+	"SELECT pg_catalog.set_config('memd.schema', $1::text, true)";
+static const char SQL_CREATE_SCHEMA[] =
+	"DO $memd$ BEGIN"
+	"  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace"
+	"                 WHERE nspname = current_setting('memd.schema')) THEN"
+	"    EXECUTE format('CREATE SCHEMA %I', current_setting('memd.schema'));"
+	"  END IF;"
+	" END $memd$";
+static const char SQL_PROBE[] =
+	"SELECT pg_catalog.to_regclass('memd_meta') IS NOT NULL,"
+	" pg_catalog.to_regclass('sessions') IS NOT NULL,"
+	" pg_catalog.current_schema()";
+static const char SQL_META_VERSION[] = "SELECT version FROM memd_meta WHERE id = 1";
+static const char SQL_META_CREATE[] =
+	"CREATE TABLE memd_meta (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)";
+static const char SQL_META_SET[] =
+	"INSERT INTO memd_meta (id, version) VALUES (1, $1::integer)"
+	" ON CONFLICT (id) DO UPDATE SET version = excluded.version";
+
+/* Run the queued round; on failure roll back. */
+static int32_t run_or_rollback(pg_conn *c, const char *what, memd_error *err)
+{
+	int32_t r = pg_run(c, what, err);
+
+	pg_reset(c);
+	if (r < 0 && !c->broken) {
+		(void)pg_send_text(c, "ROLLBACK", 0, NULL, NULL);
+		(void)pg_run(c, "rollback", NULL);
+		pg_reset(c);
+	}
+	return r;
+}
+
+int32_t pg_schema_migrate(pg_conn *c, const memd_host *host, const char *schema,
+			  int32_t *ret_version, memd_error *err)
+{
+	const char *vals[1] = { schema };
+	int has_meta, has_sessions;
+	int64_t version = 0;
+	char vbuf[PG_INT_BUF];
+	int32_t r;
+
+	pg_reset(c);
+	r = pg_send_text(c, "BEGIN", 0, NULL, err);
+	if (r == 0)
+		r = pg_send_text(c, SQL_LOCK, 1, vals, err);
+	if (r == 0)
+		r = pg_send_text(c, SQL_REMEMBER_SCHEMA, 1, vals, err);
+	if (r == 0)
+		r = pg_send_text(c, SQL_CREATE_SCHEMA, 0, NULL, err);
+	if (r == 0)
+		r = pg_send_text(c, SQL_PROBE, 0, NULL, err);
+	if (r == 0)
+		r = pg_run(c, "schema check", err);
+	if (r < 0) {
+		pg_reset(c);
+		return r;
+	}
+	{
+		PGresult *res = pg_res(c, 4);
+		const char *cur = PQgetisnull(res, 0, 2) ? NULL : PQgetvalue(res, 0, 2);
+		has_meta = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		has_sessions = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+		if (!cur || strcmp(cur, schema) != 0)
+			r = memd_error_set(err, MEMD_EIO, 0,
+					   "postgres: cannot use schema '%.64s' (no CREATE privilege "
+					   "on the database?)", schema);
+	}
+	pg_reset(c);
+	if (r == 0 && !has_meta && has_sessions)
+		r = memd_error_set(err, MEMD_EIO, 0,
+				   "postgres: schema '%.64s' already holds a table 'sessions' that "
+				   "is not memd's; use another schema", schema);
+	if (r == 0 && has_meta) {
+		r = pg_send_text(c, SQL_META_VERSION, 0, NULL, err);
+		if (r == 0)
+			r = pg_run(c, "read schema version", err);
+		if (r == 0 && PQntuples(pg_res(c, 0)) == 1)
+			version = pg_get_i64(pg_res(c, 0), 0, 0);
+		pg_reset(c);
+	} else if (r == 0) {
+		r = pg_send_text(c, SQL_META_CREATE, 0, NULL, err);
+	}
+	if (r == 0 && version > PG_SCHEMA_LATEST)
+		r = memd_error_set(err, MEMD_EIO, 0,
+				   "postgres: schema '%.64s' has version %lld, newer than the %d this "
+				   "plugin knows; use a newer memd",
+				   schema, (long long)version, (int)PG_SCHEMA_LATEST);
+	for (size_t i = 0; r == 0 && i < PG_N_MIGRATIONS; i++) {
+		const pg_migration *m = &migrations[i];
+		if (m->version <= version)
+			continue;
+		for (size_t k = 0; r == 0 && m->sql[k]; k++)
+			r = pg_send_text(c, m->sql[k], 0, NULL, err);
+		if (r == 0) {
+			const char *v[1] = { pg_i64(vbuf, m->version) };
+			r = pg_send_text(c, SQL_META_SET, 1, v, err);
+		}
+		if (r == 0)
+			r = pg_run(c, m->what, err);
+		pg_reset(c);
+		if (r == 0) {
+			version = m->version;
+			if (host && host->log)
+				host->log(host, MEMD_LOG_INFO,
+					  "schema '%s' migrated to version %d (%s)", schema,
+					  (int)m->version, m->what);
+		}
+	}
+	if (r == 0)
+		r = pg_send_text(c, "COMMIT", 0, NULL, err);
+	if (r == 0)
+		r = run_or_rollback(c, "commit migrations", err);
+	else if (!c->broken) {
+		pg_reset(c);
+		(void)pg_send_text(c, "ROLLBACK", 0, NULL, NULL);
+		(void)pg_run(c, "rollback", NULL);
+		pg_reset(c);
+	}
+	if (r < 0)
+		return r;
+	*ret_version = (int32_t)version;
+	return 0;
+}
