@@ -18,7 +18,10 @@ suite() { # NAME MESON-OPTIONS...
 		meson setup "$dir" "$@" >/dev/null
 	fi
 	ninja -C "$dir" -j "$jobs"
-	meson test -C "$dir" --print-errorlogs --num-processes "$jobs"
+	# Throwaway PostgreSQL/MariaDB servers on loopback for the whole run
+	# (tests/services/); a server that does not start fails the run.
+	tests/services/with-services.sh -- \
+		meson test -C "$dir" --print-errorlogs --num-processes "$jobs"
 }
 
 echo "== build with -Werror, run the suite"
