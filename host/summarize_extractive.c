@@ -236,10 +236,29 @@ static int32_t add_unit(ex *x, const char *prefix, const char *text, size_t len,
 	return analyse(x, u, plen);
 }
 
+static const char *const abbreviations[] = {
+	"dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no", "inc",
+	"ltd", "co", "fig", "approx", "dept", "mt", "gen", "col", "capt", "sgt", "rev", NULL,
+};
+
+/* Nonzero if the word ending at s[i] (a '.') is an abbreviation such as
+ * "Dr." or a single letter ("J."), which does not end a sentence. */
+static int abbreviation_before(const char *s, size_t i)
+{
+	size_t start = i;
+	while (start > 0 && (isalpha((unsigned char)s[start - 1]) || s[start - 1] == '.'))
+		start--;
+	if (i - start == 1 && isupper((unsigned char)s[start]))
+		return 1;
+	return i > start && word_in(s + start, i - start, abbreviations, 0);
+}
+
 static int is_terminator(const char *s, size_t i, size_t len, size_t *ret_after)
 {
 	static const char *const wide[] = { "\xE3\x80\x82", "\xEF\xBC\x81", "\xEF\xBC\x9F", NULL };
 	char c = s[i];
+	if (c == '.' && abbreviation_before(s, i))
+		return 0;
 	if (c == '.' || c == '!' || c == '?') {
 		size_t j = i + 1;
 		while (j < len && (s[j] == '.' || s[j] == '!' || s[j] == '?'))

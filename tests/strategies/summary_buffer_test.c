@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * summary_buffer through the facade on sqlite with the extractive
+ * summarizer: a conversation of more than 2,000 events appended turn by
+ * turn. After every append the context is within max_tokens at once (even
+ * while a fold may be running in the background); once the background
+ * fold has settled, the context is the latest summary plus exactly every
+ * event after its covers_seq (so no event leaves the context without a
+ * summary covering it), covers_seq never goes back, and the rows read per
+ * context call stay bounded (counted, not timed). Summaries survive a
+ * restart of memd.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <memd/memd.h>
+
+#include "service.h"
+#include "test_util.h"
+
+#define MAX_TOKENS 300
+#define TURNS 800
+#define MIN_EVENTS 2000
+#define MAX_EVENTS 4096
+#define SETTLE_NS (10LL * 1000000000LL) /* a fold must land within this */
+#define POLL_NS 1000000L
+/* session + summary + pages of events starting at 16 and doubling. */
+#define ROWS_BOUND(k) (2 * (k) + 64)
+
+static tu_dir dir;
+static memd *m;
+static char yaml[TU_PATH_MAX + 1024];
+static uint32_t rng = 11;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng = rng * 1103515245u + 12345u;
+	return (rng >> 8) % n;
+}
+
+static void setup(void)
+{
+	tu_dir_make(&dir);
+	snprintf(yaml, sizeof(yaml),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, synchronous: normal}\n"
+		 "summarizer: {type: extractive}\n"
+		 "apps:\n"
+		 "  '*': {working_memory: {strategy: summary_buffer, max_tokens: %d, threshold: 0.75,"
+		 " target: 0.5, min_messages: 4}}\n",
+		 dir.path, MAX_TOKENS);
+	m = tu_open(&dir, yaml);
+}
+
+static void teardown(void)
+{
+	memd_close(m);
+	tu_dir_remove(&dir);
+}
+
+TestSuite(summary_buffer, .init = setup, .fini = teardown);
+
+typedef struct ev {
+	int64_t seq;
+	int summary;
+} ev;
+
+static ev all[MAX_EVENTS];
+static size_t n_all;
+
+static void sync_events(const char *sid)
+{
+	for (;;) {
+		memd_error err = { 0 };
+		char *out = NULL;
+		int64_t after = n_all ? all[n_all - 1].seq : 0;
+		cr_assert_eq(memd_events_list(m, "chat", "u", sid, after, MEMD_PAGE_LIMIT_MAX, &out, &err),
+			     0, "%s", err.msg);
+		json_t *o = tu_json(out), *e, *events = json_object_get(o, "events");
+		size_t i;
+		json_array_foreach(events, i, e) {
+			cr_assert(n_all < MAX_EVENTS);
+			all[n_all].seq = json_integer_value(json_object_get(e, "seq"));
+			all[n_all].summary =
+				strcmp(json_string_value(json_object_get(e, "role")), "summary") == 0;
+			n_all++;
+		}
+		size_t got = json_array_size(events);
+		json_decref(o);
+		if (got < MEMD_PAGE_LIMIT_MAX)
+			break;
+	}
+}
+
+static json_t *context(const char *sid, uint64_t *ret_rows)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	uint64_t rows = 0;
+	memd_call call = { .struct_size = sizeof(call), .rows_read = &rows };
+	cr_assert_eq(service_context(m, &call, "chat", "u", sid, &out, &err), 0, "%s", err.msg);
+	if (ret_rows)
+		*ret_rows = rows;
+	json_t *o = tu_json(out);
+	cr_assert_str_eq(json_string_value(json_object_get(o, "strategy")), "summary_buffer");
+	int64_t tokens = json_integer_value(json_object_get(o, "tokens"));
+	cr_assert_leq(tokens, MAX_TOKENS, "context of %lld tokens, over max_tokens", (long long)tokens);
+	return o;
+}
+
+static int64_t covers_of(json_t *ctx)
+{
+	json_t *s = json_object_get(ctx, "summary");
+	if (json_is_null(s) || !s)
+		return 0;
+	cr_assert_str_eq(json_string_value(json_object_get(s, "role")), "summary");
+	return json_integer_value(json_object_get(s, "covers_seq"));
+}
+
+/* Nonzero if ctx holds exactly every non-summary event after covers_seq. */
+static int complete(json_t *ctx)
+{
+	int64_t covers = covers_of(ctx);
+	json_t *events = json_object_get(ctx, "events");
+	size_t k = 0;
+	for (size_t i = 0; i < n_all; i++) {
+		if (all[i].summary || all[i].seq <= covers)
+			continue;
+		if (k >= json_array_size(events) ||
+		    json_integer_value(json_object_get(json_array_get(events, k), "seq")) != all[i].seq)
+			return 0;
+		k++;
+	}
+	return k == json_array_size(events);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t newest_summary(void)
+{
+	int64_t newest = 0;
+	for (size_t i = 0; i < n_all; i++)
+		if (all[i].summary)
+			newest = all[i].seq;
+	return newest;
+}
+
+/* The context once the background fold (if any) has landed: the events
+ * are synced first, so the context must show at least the newest summary
+ * known then. */
+static json_t *settled(const char *sid, uint64_t *ret_rows)
+{
+	int64_t until = now_ns() + SETTLE_NS;
+	for (;;) {
+		sync_events(sid);
+		int64_t newest = newest_summary();
+		json_t *ctx = context(sid, ret_rows), *s = json_object_get(ctx, "summary");
+		int64_t shown = json_is_object(s) ? json_integer_value(json_object_get(s, "seq")) : 0;
+		cr_assert_geq(shown, newest, "the context shows summary %lld, not the newest (%lld)",
+			      (long long)shown, (long long)newest);
+		if (complete(ctx))
+			return ctx;
+		json_decref(ctx);
+		cr_assert(now_ns() < until,
+			  "the context never held every event after covers_seq (%zu events)", n_all);
+		struct timespec ts = { 0, POLL_NS };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static const char *const filler[] = {
+	"Sure, let me look into that for you.", "That makes sense to me.",
+	"Could you tell me a bit more about it?", "I think we should keep going with the plan.",
+	"Here is what I found in the documentation about the memory service.",
+	"The agent keeps a working memory of the conversation and a long term index.",
+	"Thanks, that helps a lot.", "Let us continue with the next step of the migration.",
+};
+
+static void append_turn(const char *sid, int t)
+{
+	json_t *events = json_array(), *req;
+	char fact[256], *text, *out = NULL;
+	memd_error err = { 0 };
+
+	if (t % 25 == 0)
+		snprintf(fact, sizeof(fact), "Note that order %d ships to Berlin on 2024-%02d-%02d for Dr. Okafor.",
+			 10000 + t, 1 + t % 12, 1 + t % 28);
+	else
+		snprintf(fact, sizeof(fact), "%s %s", filler[rnd(8)], filler[rnd(8)]);
+	json_array_append_new(events, json_pack("{s:s,s:s}", "role", "user", "content", fact));
+	if (t % 3 == 0) {
+		char id[32];
+		snprintf(id, sizeof(id), "c%d", t);
+		json_array_append_new(events, json_pack("{s:s,s:{s:[{s:{s:s,s:s,s:{}}}]}}", "role",
+							"assistant", "content", "parts", "tool_call", "id", id,
+							"name", "lookup_order", "args"));
+		json_array_append_new(events, json_pack("{s:s,s:{s:[{s:{s:s,s:s}}]}}", "role", "tool",
+							"content", "parts", "tool_result", "id", id,
+							"content", "status: in transit"));
+	}
+	json_array_append_new(events, json_pack("{s:s,s:s}", "role", "assistant", "content",
+						filler[rnd(8)]));
+	req = json_pack("{s:o}", "events", events);
+	text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	cr_assert_eq(memd_events_append(m, "chat", "u", sid, text, &out, &err), 0,
+		     "an append failed: %s", err.msg);
+	memd_free(out);
+	free(text);
+}
+
+Test(summary_buffer, long_conversation_turn_by_turn, .timeout = 120)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	int64_t last_covers = 0;
+	uint64_t rows, max_rows = 0;
+	size_t summaries = 0;
+
+	n_all = 0;
+	tu_ok(memd_session_create(m, "chat", "u", "{\"id\":\"long\"}", &out, &err), &err, &out);
+	for (int t = 0; t < TURNS; t++) {
+		append_turn("long", t);
+		json_decref(context("long", NULL)); /* within budget at once */
+		json_t *ctx = settled("long", &rows);
+		int64_t covers = covers_of(ctx);
+		size_t k = json_array_size(json_object_get(ctx, "events"));
+		cr_assert_geq(covers, last_covers, "covers_seq went back from %lld to %lld",
+			      (long long)last_covers, (long long)covers);
+		last_covers = covers;
+		cr_assert_leq(rows, ROWS_BOUND(k), "turn %d: %llu rows read for %zu events", t,
+			      (unsigned long long)rows, k);
+		if (rows > max_rows)
+			max_rows = rows;
+		json_t *s = json_object_get(ctx, "summary");
+		if (json_is_object(s))
+			cr_assert_gt(json_integer_value(json_object_get(s, "tokens")), 0);
+		json_decref(ctx);
+	}
+	for (size_t i = 0; i < n_all; i++)
+		summaries += all[i].summary;
+	cr_assert_geq(n_all - summaries, MIN_EVENTS, "only %zu conversation events",
+		      n_all - summaries);
+	cr_assert_gt(summaries, 10, "only %zu summaries were written", summaries);
+	cr_assert_gt(last_covers, (int64_t)(n_all * 9 / 10), "the summary lags: covers %lld of %zu",
+		     (long long)last_covers, n_all);
+	cr_log_info("%zu events, %zu summaries, at most %llu rows per context", n_all, summaries,
+		    (unsigned long long)max_rows);
+
+	/* Summaries survive a restart: the same context after memd reopens. */
+	json_t *before = settled("long", NULL);
+	memd_close(m);
+	m = tu_open(&dir, yaml);
+	json_t *after = context("long", NULL);
+	cr_assert(json_equal(before, after), "the context changed across a restart");
+	cr_assert_gt(covers_of(after), 0);
+	json_decref(before);
+	json_decref(after);
+}
+
+Test(summary_buffer, concurrent_appends_never_overlap_summaries, .timeout = 60)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	n_all = 0;
+	tu_ok(memd_session_create(m, "chat", "u", "{\"id\":\"burst\"}", &out, &err), &err, &out);
+	/* A burst of appends with no waiting: folds coalesce, one at a time. */
+	for (int t = 0; t < 150; t++) {
+		append_turn("burst", t);
+		json_decref(context("burst", NULL));
+	}
+	json_decref(settled("burst", NULL));
+	sync_events("burst");
+	/* Every summary covers strictly more than the one before it. */
+	int64_t prev = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < n_all; i++) {
+		if (!all[i].summary)
+			continue;
+		char *page = NULL;
+		cr_assert_eq(memd_events_list(m, "chat", "u", "burst", all[i].seq - 1, 1, &page, &err), 0);
+		json_t *o = tu_json(page), *e = json_array_get(json_object_get(o, "events"), 0);
+		int64_t covers = json_integer_value(json_object_get(e, "covers_seq"));
+		cr_assert_gt(covers, prev, "summary at seq %lld covers %lld, not more than %lld",
+			     (long long)all[i].seq, (long long)covers, (long long)prev);
+		cr_assert_lt(covers, all[i].seq);
+		prev = covers;
+		n++;
+		json_decref(o);
+	}
+	cr_assert_gt(n, 0);
+}
