@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run every test: installs missing Debian packages, then builds
-# and runs the whole suite twice: with warnings as errors, and under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any
-# failure.
+# and runs the whole suite twice: with warnings as errors (plus the core
+# suites again under valgrind), and under AddressSanitizer +
+# UndefinedBehaviorSanitizer. Exits non-zero on any failure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
 cd "$root"
@@ -26,6 +26,11 @@ suite() { # NAME MESON-OPTIONS...
 
 echo "== build with -Werror, run the suite"
 suite werror -Dwerror=true -Dbuildtype=debugoptimized
+
+echo "== valgrind memcheck on the core suites (same -Werror build)"
+meson test -C build-test-werror --no-rebuild --print-errorlogs --num-processes "$jobs" \
+	--wrap='valgrind -q --trace-children=yes --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite' \
+	host_units facade config conformance-memory conformance-sqlite
 
 echo "== build with ASan + UBSan, run the suite"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
