@@ -7,8 +7,9 @@ set -euo pipefail
 
 run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
           libsqlite3-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
-          libmicrohttpd-dev libpq-dev)
-test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 nodejs postgresql)
+          libmicrohttpd-dev libpq-dev libmariadb-dev)
+test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 nodejs postgresql
+           mariadb-server mariadb-client)
 
 want=("${run_pkgs[@]}")
 case "${1:-run}" in

@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: MIT */
+#include "my_events.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "my_feed.h"
+#include "my_sessions.h"
+#include "my_state.h"
+
+#define ROLE_SUMMARY "summary"
+#define SEQ_UNBOUNDED INT64_MAX
+#define MY_NO_LIMIT UINT64_MAX
+/* Bytes of event values sent in one bulk insert; a batch larger than this
+ * goes in several (each is still in the one transaction). Keeps every
+ * packet well under the server's max_allowed_packet. */
+#define MY_BULK_MAX_BYTES (4u * 1024u * 1024u)
+
+static const my_sql SQL_EVENT_INSERT = { MY_ST_EVENT_INSERT,
+	"INSERT INTO memd_events (" MY_EVENT_COLS ", is_summary)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
+static const my_sql SQL_EVENT_INSERT_BULK = { MY_ST_EVENT_INSERT_BULK,
+	"INSERT INTO memd_events (" MY_EVENT_COLS ", is_summary)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
+#define EVENT_INSERT_PARAMS 18
+static const my_sql SQL_EVENT_SEQ_BY_ID = { MY_ST_EVENT_SEQ_BY_ID,
+	"SELECT seq FROM memd_events WHERE app = ? AND user = ? AND session = ? AND id = ?" };
+
+/* events_load: every query is a range of one of the session's indexes,
+ * ?4 < seq < ?5, walked in the order wanted so reading stops at the
+ * limit (FORCE INDEX: the optimizer must not pick a scan of the whole
+ * session). NEWEST walks backwards and the outer query puts the rows back
+ * in seq order. KIND queries filter on is_summary (?6) with the
+ * summaries index. TIME queries (after_time, ?7) use the time index. */
+#define EV_FROM " FROM memd_events FORCE INDEX "
+#define EV_WHERE " WHERE app = ? AND user = ? AND session = ? AND seq > ? AND seq < ?"
+static const my_sql SQL_EVENTS_ASC = { MY_ST_EVENTS_ASC,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
+	" ORDER BY seq LIMIT ?" };
+static const my_sql SQL_EVENTS_NEWEST = { MY_ST_EVENTS_NEWEST,
+	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
+	" ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+static const my_sql SQL_EVENTS_KIND_ASC = { MY_ST_EVENTS_KIND_ASC,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
+	" AND is_summary = ? ORDER BY seq LIMIT ?" };
+static const my_sql SQL_EVENTS_KIND_NEWEST = { MY_ST_EVENTS_KIND_NEWEST,
+	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
+	" AND is_summary = ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+static const my_sql SQL_EVENTS_TIME_ASC = { MY_ST_EVENTS_TIME_ASC,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND timestamp_us > ? ORDER BY seq LIMIT ?" };
+static const my_sql SQL_EVENTS_TIME_NEWEST = { MY_ST_EVENTS_TIME_NEWEST,
+	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND timestamp_us > ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+static const my_sql SQL_EVENTS_TIME_KIND_ASC = { MY_ST_EVENTS_TIME_KIND_ASC,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq LIMIT ?" };
+static const my_sql SQL_EVENTS_TIME_KIND_NEWEST = { MY_ST_EVENTS_TIME_KIND_NEWEST,
+	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+
+void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->struct_size = sizeof(*e);
+	e->position = my_col_i64(s, col0 + 0);
+	e->app = my_col_text(s, col0 + 1);
+	e->user = my_col_text(s, col0 + 2);
+	e->session = my_col_text(s, col0 + 3);
+	e->seq = my_col_i64(s, col0 + 4);
+	e->id = my_col_text(s, col0 + 5);
+	e->invocation_id = my_col_text(s, col0 + 6);
+	e->author = my_col_text(s, col0 + 7);
+	e->role = my_col_text(s, col0 + 8);
+	e->branch = my_col_text(s, col0 + 9);
+	e->content_json = my_col_text(s, col0 + 10);
+	e->actions_json = my_col_text(s, col0 + 11);
+	e->metadata_json = my_col_text(s, col0 + 12);
+	e->timestamp_us = my_col_i64(s, col0 + 13);
+	e->text = my_col_text(s, col0 + 14);
+	e->tokens = my_col_i64(s, col0 + 15);
+	e->covers_seq = my_col_i64(s, col0 + 16);
+}
+
+static int is_summary(const char *role)
+{
+	return role && strcmp(role, ROLE_SUMMARY) == 0;
+}
+
+/* ---- append: checks --------------------------------------------------- */
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
+{
+	char what[32];
+	int32_t r;
+
+	if (!e)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event %u is missing", i);
+	snprintf(what, sizeof(what), "event %u id", i);
+	r = my_check_id(what, e->id, err);
+	if (r < 0)
+		return r;
+	if (!e->role || !e->role[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", e->id);
+	if (e->covers_seq < 0 || e->tokens < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event '%.64s': covers_seq and tokens must not be negative",
+				      e->id);
+	return 0;
+}
+
+/* Validate the batch before any lock is taken: a bad batch writes nothing. */
+static int32_t check_append(const memd_scope *scope, const memd_append *a,
+			    const memd_append_result *res, memd_error *err)
+{
+	const char **ids;
+	int32_t r = my_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!a || !res)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append or its result is missing");
+	if (a->flags & ~MEMD_APPEND_EXPECT_VERSION)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append has unknown flags 0x%x",
+				      (unsigned)a->flags);
+	if (a->n_events && (!a->events || !res->seqs))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
+				      (unsigned)a->n_events, a->events ? "result slots" : "events");
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		r = check_event(a->events[i], i, err);
+		if (r < 0)
+			return r;
+	}
+	if (a->n_events > 1) {
+		ids = malloc(a->n_events * sizeof(*ids));
+		if (!ids)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		for (uint32_t i = 0; i < a->n_events; i++)
+			ids[i] = a->events[i]->id;
+		qsort(ids, a->n_events, sizeof(*ids), cmp_str_ptr);
+		for (uint32_t i = 1; i < a->n_events && r == 0; i++)
+			if (strcmp(ids[i - 1], ids[i]) == 0)
+				r = memd_error_set(err, MEMD_ECONFLICT, 0,
+						   "event id '%.64s' appears twice in the batch",
+						   ids[i]);
+		free(ids);
+		if (r < 0)
+			return r;
+	}
+	return my_state_check(a->state_delta_json, err);
+}
+
+/* ---- append: inserting ------------------------------------------------ */
+
+/* The seq of event id in scope's session, or 0 if there is none. */
+static int32_t seq_of_id(my_conn *c, const memd_scope *scope, const char *id, int64_t *ret_seq,
+			 memd_error *err)
+{
+	int found = 0;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, 1);
+	my_param_text(&p, id);
+	*ret_seq = 0;
+	r = my_query_i64(c, &SQL_EVENT_SEQ_BY_ID, &p, &found, ret_seq, err);
+	if (r == 0 && !found)
+		*ret_seq = 0;
+	return r;
+}
+
+static int32_t insert_one(my_conn *c, const memd_scope *scope, const memd_event *e,
+			  int64_t position, int64_t seq, memd_error *err)
+{
+	my_params p;
+
+	my_params_init(&p);
+	my_param_i64(&p, position);
+	my_param_scope(&p, scope, 1);
+	my_param_i64(&p, seq);
+	my_param_text(&p, e->id);
+	my_param_text(&p, e->invocation_id);
+	my_param_text(&p, e->author);
+	my_param_text(&p, e->role);
+	my_param_text(&p, e->branch);
+	my_param_text(&p, e->content_json);
+	my_param_text(&p, e->actions_json);
+	my_param_text(&p, e->metadata_json);
+	my_param_i64(&p, e->timestamp_us);
+	my_param_text(&p, e->text);
+	my_param_i64(&p, e->tokens);
+	my_param_i64(&p, is_summary(e->role) ? e->covers_seq : 0);
+	my_param_i64(&p, is_summary(e->role));
+	return my_exec(c, &SQL_EVENT_INSERT, &p, NULL, err);
+}
+
+/* Column arrays for one bulk insert of up to n rows (array binding). */
+typedef struct bulk {
+	MYSQL_BIND b[EVENT_INSERT_PARAMS];
+	long long *ints[EVENT_INSERT_PARAMS];    /* integer columns */
+	char **strs[EVENT_INSERT_PARAMS];        /* text columns */
+	unsigned long *lens[EVENT_INSERT_PARAMS];
+	char *ind[EVENT_INSERT_PARAMS];          /* STMT_INDICATOR_* per row */
+} bulk;
+
+/* Column order of the insert: which are integers. */
+static const unsigned char bulk_is_int[EVENT_INSERT_PARAMS] = {
+	1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1,
+};
+
+static void bulk_free(bulk *k)
+{
+	for (unsigned i = 0; i < EVENT_INSERT_PARAMS; i++) {
+		free(k->ints[i]);
+		free(k->strs[i]);
+		free(k->lens[i]);
+		free(k->ind[i]);
+	}
+}
+
+static int32_t bulk_alloc(bulk *k, uint32_t n, memd_error *err)
+{
+	memset(k, 0, sizeof(*k));
+	for (unsigned i = 0; i < EVENT_INSERT_PARAMS; i++) {
+		MYSQL_BIND *b = &k->b[i];
+		k->ind[i] = calloc(n, sizeof(*k->ind[i]));
+		if (bulk_is_int[i]) {
+			k->ints[i] = calloc(n, sizeof(*k->ints[i]));
+			b->buffer_type = MYSQL_TYPE_LONGLONG;
+			b->buffer = k->ints[i];
+		} else {
+			k->strs[i] = calloc(n, sizeof(*k->strs[i]));
+			k->lens[i] = calloc(n, sizeof(*k->lens[i]));
+			b->buffer_type = MYSQL_TYPE_STRING;
+			b->buffer = k->strs[i];
+			b->length = k->lens[i];
+		}
+		b->u.indicator = k->ind[i];
+		if (!k->ind[i] || (bulk_is_int[i] ? !k->ints[i] : !k->strs[i] || !k->lens[i])) {
+			bulk_free(k);
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		}
+	}
+	return 0;
+}
+
+static void bulk_int(bulk *k, unsigned col, uint32_t row, int64_t v)
+{
+	k->ints[col][row] = v;
+	k->ind[col][row] = STMT_INDICATOR_NONE;
+}
+
+static void bulk_text(bulk *k, unsigned col, uint32_t row, const char *v)
+{
+	k->strs[col][row] = (char *)(v ? v : "");
+	k->lens[col][row] = v ? (unsigned long)strlen(v) : 0;
+	k->ind[col][row] = v ? STMT_INDICATOR_NONE : STMT_INDICATOR_NULL;
+}
+
+static size_t event_bytes(const memd_event *e)
+{
+	const char *fields[] = { e->id, e->invocation_id, e->author, e->role, e->branch,
+				 e->content_json, e->actions_json, e->metadata_json, e->text };
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		n += fields[i] ? strlen(fields[i]) : 0;
+	return n;
+}
+
+/* Insert events[from, to) with their positions and seqs in one round
+ * trip. */
+static int32_t insert_bulk(my_conn *c, const memd_scope *scope, const memd_event *const *events,
+			   const int64_t *seqs, int64_t first_pos, uint32_t from, uint32_t to,
+			   memd_error *err)
+{
+	uint32_t n = to - from;
+	bulk k;
+	int32_t r = bulk_alloc(&k, n, err);
+
+	if (r < 0)
+		return r;
+	for (uint32_t row = 0; row < n; row++) {
+		const memd_event *e = events[from + row];
+		unsigned col = 0;
+		bulk_int(&k, col++, row, first_pos + from + row);
+		bulk_text(&k, col++, row, scope->app);
+		bulk_text(&k, col++, row, scope->user);
+		bulk_text(&k, col++, row, scope->session);
+		bulk_int(&k, col++, row, seqs[from + row]);
+		bulk_text(&k, col++, row, e->id);
+		bulk_text(&k, col++, row, e->invocation_id);
+		bulk_text(&k, col++, row, e->author);
+		bulk_text(&k, col++, row, e->role);
+		bulk_text(&k, col++, row, e->branch);
+		bulk_text(&k, col++, row, e->content_json);
+		bulk_text(&k, col++, row, e->actions_json);
+		bulk_text(&k, col++, row, e->metadata_json);
+		bulk_int(&k, col++, row, e->timestamp_us);
+		bulk_text(&k, col++, row, e->text);
+		bulk_int(&k, col++, row, e->tokens);
+		bulk_int(&k, col++, row, is_summary(e->role) ? e->covers_seq : 0);
+		bulk_int(&k, col++, row, is_summary(e->role));
+	}
+	r = my_exec_bulk(c, &SQL_EVENT_INSERT_BULK, k.b, n, NULL, err);
+	bulk_free(&k);
+	return r;
+}
+
+/* Insert the whole batch: one row alone, else bulk inserts of at most
+ * MY_BULK_MAX_BYTES each. */
+static int32_t insert_events(my_conn *c, const memd_scope *scope, const memd_append *a,
+			     const int64_t *seqs, int64_t first_pos, memd_error *err)
+{
+	uint32_t from = 0;
+	int32_t r = 0;
+
+	if (a->n_events == 1)
+		return insert_one(c, scope, a->events[0], first_pos, seqs[0], err);
+	while (r == 0 && from < a->n_events) {
+		uint32_t to = from;
+		size_t bytes = 0;
+		while (to < a->n_events) {
+			size_t eb = event_bytes(a->events[to]);
+			if (to > from && bytes + eb > MY_BULK_MAX_BYTES)
+				break;
+			bytes += eb;
+			to++;
+		}
+		r = to - from == 1 ? insert_one(c, scope, a->events[from], first_pos + from,
+						 seqs[from], err)
+				   : insert_bulk(c, scope, a->events, seqs, first_pos, from, to, err);
+		from = to;
+	}
+	return r;
+}
+
+/* ---- append: the transaction ------------------------------------------ */
+
+typedef struct append_ctx {
+	const memd_scope *scope;
+	const memd_append *a;
+	int64_t *seqs;
+	int64_t version;
+	int replayed;
+	int check_ids;    /* the batch may have been stored before: look */
+} append_ctx;
+
+/* Inside the append's transaction, with the session row locked: are the
+ * batch's ids stored? All: a replay (seqs filled). Some: a conflict.
+ * None: 0 with *ret_none set. */
+static int32_t replay_check(my_conn *c, append_ctx *x, const my_session_head *head,
+			    int *ret_none, memd_error *err)
+{
+	const memd_append *a = x->a;
+	uint32_t n_existing = 0;
+	const char *some = NULL;
+	int32_t r = 0;
+
+	*ret_none = 0;
+	for (uint32_t i = 0; r == 0 && i < a->n_events; i++) {
+		r = seq_of_id(c, x->scope, a->events[i]->id, &x->seqs[i], err);
+		if (r == 0 && x->seqs[i]) {
+			n_existing++;
+			some = a->events[i]->id;
+		}
+		/* Unless an insert clashed, the first id decides in one
+		 * read (a replay resends the whole batch). */
+		if (r == 0 && i == 0 && n_existing == 0 && !x->check_ids) {
+			*ret_none = 1;
+			break;
+		}
+	}
+	if (r < 0 || *ret_none)
+		return r;
+	if (n_existing == a->n_events) {
+		x->version = head->version;
+		x->replayed = 1;
+		return 0;
+	}
+	if (n_existing == 0) {
+		*ret_none = 1;
+		return 0;
+	}
+	return memd_error_set(err, MEMD_ECONFLICT, 0,
+			      "%u of the batch's %u event ids already exist (e.g. '%.64s'): a retry "
+			      "must resend the same batch",
+			      (unsigned)n_existing, (unsigned)a->n_events, some);
+}
+
+static int32_t append_body(my_conn *c, void *arg, memd_error *err)
+{
+	append_ctx *x = arg;
+	const memd_append *a = x->a;
+	my_session_head head;
+	int64_t first_pos = 0;
+	int none = 1;
+	/* Every writer of the session takes its row lock first: seqs and the
+	 * version are read and advanced by one process at a time. */
+	int32_t r = my_session_lock(c, x->scope, &head, err);
+
+	x->replayed = 0;
+	if (r < 0)
+		return r;
+	/* An idempotent retry is answered with the stored seqs (before the
+	 * version check: the first attempt moved the version on). Only
+	 * looked for when the insert found a clash, or the version is not
+	 * the expected one (a retry after an unknown outcome). */
+	if (a->n_events && (x->check_ids || ((a->flags & MEMD_APPEND_EXPECT_VERSION) &&
+					      head.version != a->expected_version))) {
+		r = replay_check(c, x, &head, &none, err);
+		if (r < 0 || x->replayed)
+			return r;
+	}
+	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && head.version != a->expected_version)
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "session '%.64s' is at version %lld, not the expected %lld",
+				      x->scope->session, (long long)head.version,
+				      (long long)a->expected_version);
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		x->seqs[i] = head.last_seq + 1;
+		head.last_seq = x->seqs[i];
+		if (is_summary(a->events[i]->role))
+			head.summary_seq = x->seqs[i];
+	}
+	r = my_state_apply(c, x->scope, a->state_delta_json, err);
+	if (r == 0)
+		r = my_session_appended(c, x->scope, &head, a->now_us, a->title_if_unset, err);
+	/* Positions last: the feed counter's lock is held from here to the
+	 * commit (see my_feed.h). */
+	if (r == 0 && a->n_events)
+		r = my_feed_alloc(c, a->n_events, &first_pos, err);
+	if (r == 0 && a->n_events) {
+		r = insert_events(c, x->scope, a, x->seqs, first_pos, err);
+		if (r == MEMD_ECONFLICT && !x->check_ids && c->last_errno == ER_DUP_ENTRY) {
+			/* An id of the batch is stored already: roll back and
+			 * look (a replay or a conflict). */
+			x->check_ids = 1;
+		}
+	}
+	if (r == 0)
+		x->version = head.version + 1;
+	return r;
+}
+
+int32_t my_append(void *inst, const memd_call *call, const memd_scope *scope,
+		  const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	append_ctx x = { .scope = scope, .a = a };
+	int32_t r = check_append(scope, a, res, err);
+
+	if (r < 0)
+		return r;
+	if (a->n_events) {
+		x.seqs = calloc(a->n_events, sizeof(*x.seqs));
+		if (!x.seqs)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	r = my_run(inst, call, MY_TXN, append_body, &x, err);
+	if (r == MEMD_ECONFLICT && x.check_ids) {
+		/* Rolled back; run again, now looking for the ids first. */
+		r = my_run(inst, call, MY_TXN, append_body, &x, err);
+	}
+	if (r == 0) {
+		if (a->n_events)
+			memcpy(res->seqs, x.seqs, a->n_events * sizeof(*x.seqs));
+		res->version = x.version;
+		res->flags = x.replayed ? MEMD_APPEND_REPLAYED : 0;
+	}
+	free(x.seqs);
+	return r;
+}
+
+/* ---- events_load ------------------------------------------------------ */
+
+typedef struct load_ctx {
+	my_store *store;
+	const memd_call *call;
+	const memd_scope *scope;
+	const memd_event_query *q;
+	const memd_event_sink *out;
+} load_ctx;
+
+static const my_sql *pick_query(const memd_event_query *q)
+{
+	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
+	int kind = (q->flags & (MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY)) != 0;
+
+	if (q->after_time_us)
+		return kind ? (newest ? &SQL_EVENTS_TIME_KIND_NEWEST : &SQL_EVENTS_TIME_KIND_ASC)
+			    : (newest ? &SQL_EVENTS_TIME_NEWEST : &SQL_EVENTS_TIME_ASC);
+	return kind ? (newest ? &SQL_EVENTS_KIND_NEWEST : &SQL_EVENTS_KIND_ASC)
+		    : (newest ? &SQL_EVENTS_NEWEST : &SQL_EVENTS_ASC);
+}
+
+static int32_t load_body(my_conn *c, void *arg, memd_error *err)
+{
+	load_ctx *x = arg;
+	const memd_event_query *q = x->q;
+	uint64_t n = 0;
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, x->scope, 1);
+	my_param_i64(&p, q->after_seq);
+	my_param_i64(&p, q->before_seq ? q->before_seq : SEQ_UNBOUNDED);
+	if (q->flags & (MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY))
+		my_param_i64(&p, (q->flags & MEMD_EVQ_ONLY_SUMMARY) ? 1 : 0);
+	if (q->after_time_us)
+		my_param_i64(&p, q->after_time_us);
+	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
+	r = my_exec(c, pick_query(q), &p, &s, err);
+	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
+		memd_event e;
+		my_event_from_row(s, 0, &e);
+		r = my_sink_result(x->out->event(x->out->userdata, &e), "event", err);
+		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
+			r = my_call_check(x->store, x->call, err);
+	}
+	my_done(s);
+	if (r > 0)
+		return 0; /* the sink asked to stop */
+	if (r == 0 && n == 0) {
+		/* No rows: tell an empty session from a missing one. */
+		int exists = 0;
+		r = my_session_exists(c, x->scope, &exists, err);
+		if (r == 0 && !exists)
+			r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+					   x->scope->session);
+	}
+	return r;
+}
+
+int32_t my_events_load(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_event_query *q, const memd_event_sink *out, memd_error *err)
+{
+	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
+	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
+	int32_t r = my_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!q || !out || !out->event)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
+	if (q->flags & ~known)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
+				      (unsigned)q->flags);
+	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event query cannot ask for no summaries and only summaries");
+	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
+	return my_run(inst, call, MY_AUTOCOMMIT, load_body, &x, err);
+}

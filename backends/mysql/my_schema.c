@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+#include "my_schema.h"
+
+#include <stdio.h>
+
+/* How long a starting process waits for another one's migration. */
+#define MY_SCHEMA_LOCK_WAIT_S 120
+
+/* Every table: InnoDB (row locks, MVCC), DYNAMIC rows (3072-byte index
+ * keys), utf8mb4 with a binary collation (text compares byte for byte).
+ *
+ * Keys. app, user, session and event ids, artifact and cursor names are up
+ * to MEMD_ID_MAX = 255 *bytes* of UTF-8: VARBINARY(255), compared byte for
+ * byte ('A' and 'a', NFC and NFD, 'x ' and 'x' are different ids) and
+ * 255 bytes whatever the characters, so (app, user, session) takes 765
+ * bytes of an index key and the widest key, (app, user, session, state
+ * key) with state keys up to MY_STATE_KEY_MAX = 1024 bytes, takes 1789:
+ * under InnoDB's 3072. Free text (titles, content, metadata, text) is
+ * LONGTEXT, artifact bytes LONGBLOB. Times are BIGINT microseconds.
+ *
+ * events.position is the store-wide change-feed position, assigned from
+ * the one row of memd_feed_counter (see my_feed.h for why that orders the
+ * feed by commit); memd_feed_deletes holds the DELETE records, in the same
+ * position space. */
+#define MY_TABLE_OPTIONS \
+	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
+
+static const char *const SQL_V1[] = {
+	"CREATE TABLE IF NOT EXISTS memd_sessions ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  id VARBINARY(255) NOT NULL,"
+	"  title LONGTEXT NULL, metadata LONGTEXT NOT NULL,"
+	"  flags INT UNSIGNED NOT NULL DEFAULT 0,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL,"
+	"  version BIGINT NOT NULL DEFAULT 0,"
+	"  last_seq BIGINT NOT NULL DEFAULT 0,"
+	"  summary_seq BIGINT NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, id),"
+	"  KEY memd_sessions_by_created (app, user, created_us, id)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_events ("
+	"  position BIGINT NOT NULL,"
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL,"
+	"  seq BIGINT NOT NULL, id VARBINARY(255) NOT NULL,"
+	"  invocation_id LONGTEXT NULL, author LONGTEXT NULL, role LONGTEXT NOT NULL,"
+	"  branch LONGTEXT NULL, content LONGTEXT NULL, actions LONGTEXT NULL,"
+	"  metadata LONGTEXT NULL, timestamp_us BIGINT NOT NULL, text LONGTEXT NULL,"
+	"  tokens BIGINT NOT NULL DEFAULT 0, covers_seq BIGINT NOT NULL DEFAULT 0,"
+	"  is_summary TINYINT NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (position),"
+	"  UNIQUE KEY memd_events_by_seq (app, user, session, seq),"
+	"  UNIQUE KEY memd_events_by_id (app, user, session, id),"
+	"  KEY memd_events_summaries (app, user, session, is_summary, seq),"
+	"  KEY memd_events_by_time (app, user, session, timestamp_us, seq),"
+	"  CONSTRAINT memd_events_seq CHECK (seq > 0)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_state_app ("
+	"  app VARBINARY(255) NOT NULL, name VARBINARY(1024) NOT NULL,"
+	"  value LONGTEXT NOT NULL,"
+	"  PRIMARY KEY (app, name)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_state_user ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  name VARBINARY(1024) NOT NULL, value LONGTEXT NOT NULL,"
+	"  PRIMARY KEY (app, user, name)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_state_session ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, name VARBINARY(1024) NOT NULL,"
+	"  value LONGTEXT NOT NULL,"
+	"  PRIMARY KEY (app, user, session, name)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_artifacts ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, name VARBINARY(255) NOT NULL,"
+	"  version BIGINT NOT NULL, mime_type LONGTEXT NOT NULL, data LONGBLOB NOT NULL,"
+	"  size BIGINT NOT NULL, created_us BIGINT NOT NULL,"
+	"  PRIMARY KEY (app, user, session, name, version),"
+	"  CONSTRAINT memd_artifacts_version CHECK (version > 0)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_feed_counter ("
+	"  id TINYINT NOT NULL, last BIGINT NOT NULL,"
+	"  PRIMARY KEY (id),"
+	"  CONSTRAINT memd_feed_counter_one CHECK (id = 1)"
+	")" MY_TABLE_OPTIONS,
+	"INSERT IGNORE INTO memd_feed_counter (id, last) VALUES (1, 0)",
+
+	"CREATE TABLE IF NOT EXISTS memd_feed_deletes ("
+	"  position BIGINT NOT NULL, kind INT NOT NULL,"
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NULL,"
+	"  PRIMARY KEY (position)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_cursors ("
+	"  name VARBINARY(255) NOT NULL, position BIGINT NOT NULL,"
+	"  PRIMARY KEY (name),"
+	"  CONSTRAINT memd_cursors_position CHECK (position >= 0)"
+	")" MY_TABLE_OPTIONS,
+	NULL,
+};
+
+typedef struct my_migration {
+	int32_t version;        /* the schema version after the step */
+	const char *what;
+	const char *const *sql; /* NULL-terminated */
+} my_migration;
+
+/* Ordered; each step's version is one more than the previous one's. A
+ * step must be safe to run again (it may have been cut off half way). */
+static const my_migration migrations[] = {
+	{ 1, "initial schema", SQL_V1 },
+};
+#define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
+
+_Static_assert(MY_SCHEMA_LATEST == 1, "update migrations[] with MY_SCHEMA_LATEST");
+
+static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
+	"CREATE TABLE IF NOT EXISTS memd_schema ("
+	"  version INT NOT NULL, what LONGTEXT NOT NULL, applied_us BIGINT NOT NULL,"
+	"  PRIMARY KEY (version)"
+	")" MY_TABLE_OPTIONS };
+/* Migrations may wait for another process and run DDL: no statement
+ * time limit on this connection (it is closed afterwards). */
+static const my_sql SQL_NO_TIME_LIMIT = { MY_ST_COUNT, "SET SESSION max_statement_time = 0" };
+
+static const my_sql SQL_SCHEMA_LOCK = { MY_ST_SCHEMA_LOCK,
+	"SELECT GET_LOCK(CONCAT('memd.schema.', DATABASE()), ?)" };
+static const my_sql SQL_SCHEMA_UNLOCK = { MY_ST_SCHEMA_UNLOCK,
+	"SELECT RELEASE_LOCK(CONCAT('memd.schema.', DATABASE()))" };
+static const my_sql SQL_SCHEMA_VERSION = { MY_ST_SCHEMA_VERSION,
+	"SELECT COALESCE(MAX(version), 0) FROM memd_schema" };
+static const my_sql SQL_SCHEMA_RECORD = { MY_ST_SCHEMA_RECORD,
+	"INSERT INTO memd_schema (version, what, applied_us) VALUES (?, ?, ?)" };
+
+static int32_t run_step(my_conn *c, const memd_host *host, const my_migration *m,
+			memd_error *err)
+{
+	my_params p;
+	int32_t r = 0;
+
+	for (size_t i = 0; r == 0 && m->sql[i]; i++)
+		r = my_exec_once(c, m->sql[i], err);
+	if (r < 0)
+		return r;
+	my_params_init(&p);
+	my_param_i64(&p, m->version);
+	my_param_text(&p, m->what);
+	my_param_i64(&p, host && host->now_us ? host->now_us(host) : 0);
+	r = my_exec(c, &SQL_SCHEMA_RECORD, &p, NULL, err);
+	if (r == 0 && host && host->log)
+		host->log(host, MEMD_LOG_INFO, "schema migrated to version %d (%s)",
+			  (int)m->version, m->what);
+	return r;
+}
+
+static int32_t migrate_locked(my_conn *c, const memd_host *host, int64_t *version,
+			      memd_error *err)
+{
+	int found = 0;
+	int32_t r = my_exec_once(c, SQL_SCHEMA_TABLE.text, err);
+
+	if (r == 0)
+		r = my_query_i64(c, &SQL_SCHEMA_VERSION, NULL, &found, version, err);
+	if (r < 0)
+		return r;
+	if (*version > MY_SCHEMA_LATEST)
+		return memd_error_set(err, MEMD_EIO, 0,
+				      "mysql: the database has schema version %lld, newer than the "
+				      "%d this plugin knows; use a newer memd",
+				      (long long)*version, (int)MY_SCHEMA_LATEST);
+	for (size_t i = 0; i < MY_N_MIGRATIONS; i++) {
+		const my_migration *m = &migrations[i];
+		if (m->version <= *version)
+			continue; /* done already (maybe by another process) */
+		if (m->version != *version + 1)
+			return memd_error_set(err, MEMD_EIO, 0,
+					      "mysql: schema version %lld has no migration to %d",
+					      (long long)*version, (int)m->version);
+		r = run_step(c, host, m, err);
+		if (r < 0)
+			return r;
+		*version = m->version;
+	}
+	return 0;
+}
+
+int32_t my_schema_migrate(my_conn *c, const memd_host *host, int32_t *ret_version,
+			  memd_error *err)
+{
+	int64_t version = 0, got = 0;
+	int found = 0;
+	my_params p;
+	int32_t r = my_exec_once(c, SQL_NO_TIME_LIMIT.text, err);
+
+	if (r == 0) {
+		my_params_init(&p);
+		my_param_i64(&p, MY_SCHEMA_LOCK_WAIT_S);
+		r = my_query_i64(c, &SQL_SCHEMA_LOCK, &p, &found, &got, err);
+	}
+	if (r == 0 && (!found || got != 1))
+		r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+				   "mysql: another process held the schema lock for %d s",
+				   MY_SCHEMA_LOCK_WAIT_S);
+	if (r < 0) {
+		my_conn_close(c);
+		return r;
+	}
+	r = migrate_locked(c, host, &version, err);
+	/* The lock also goes when the connection closes. */
+	(void)my_query_i64(c, &SQL_SCHEMA_UNLOCK, NULL, &found, &got, NULL);
+	my_conn_close(c);
+	if (r < 0)
+		return r;
+	*ret_version = (int32_t)version;
+	return 0;
+}

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+#include "my_sessions.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "my_feed.h"
+#include "my_state.h"
+
+#define EMPTY_OBJECT "{}"
+/* A session_list without a bound reads everything it is allowed. */
+#define MY_NO_LIMIT UINT64_MAX
+
+/* Every query that delivers a session selects these columns, in order. */
+#define SESSION_COLS \
+	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
+	"summary_seq"
+
+static const my_sql SQL_SESSION_INSERT = { MY_ST_SESSION_INSERT,
+	"INSERT INTO memd_sessions (app, user, id, title, metadata, flags, created_us,"
+	" updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?)" };
+static const my_sql SQL_SESSION_GET = { MY_ST_SESSION_GET,
+	"SELECT " SESSION_COLS " FROM memd_sessions WHERE app = ? AND user = ? AND id = ?" };
+static const my_sql SQL_SESSION_LOCK = { MY_ST_SESSION_LOCK,
+	"SELECT version, last_seq, summary_seq FROM memd_sessions"
+	" WHERE app = ? AND user = ? AND id = ? FOR UPDATE" };
+static const my_sql SQL_SESSION_EXISTS = { MY_ST_SESSION_EXISTS,
+	"SELECT 1 FROM memd_sessions WHERE app = ? AND user = ? AND id = ?" };
+/* Newest first; ?3 = 1 includes archived sessions; ?4 the limit. */
+static const my_sql SQL_SESSION_LIST = { MY_ST_SESSION_LIST,
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_created)"
+	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0)"
+	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* Keyset paging: strictly before (?5, ?6) in (created_us, id) order. */
+static const my_sql SQL_SESSION_LIST_BEFORE = { MY_ST_SESSION_LIST_BEFORE,
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_created)"
+	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0)"
+	" AND (created_us < ? OR (created_us = ? AND id < ?))"
+	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* ?4/?6/?8 say whether to change title / metadata / archived. */
+static const my_sql SQL_SESSION_UPDATE = { MY_ST_SESSION_UPDATE,
+	"UPDATE memd_sessions SET"
+	" title = IF(? = 1, ?, title),"
+	" metadata = IF(? = 1, ?, metadata),"
+	" flags = IF(? = 1, IF(? = 1, flags | ?, flags & ~?), flags),"
+	" updated_us = ?"
+	" WHERE app = ? AND user = ? AND id = ?" };
+static const my_sql SQL_SESSION_APPENDED = { MY_ST_SESSION_APPENDED,
+	"UPDATE memd_sessions SET version = version + 1, last_seq = ?, summary_seq = ?,"
+	" updated_us = ?, title = COALESCE(title, ?)"
+	" WHERE app = ? AND user = ? AND id = ?" };
+static const my_sql SQL_SESSION_DELETE = { MY_ST_SESSION_DELETE,
+	"DELETE FROM memd_sessions WHERE app = ? AND user = ? AND id = ?" };
+static const my_sql SQL_SESSION_EVENTS_DELETE = { MY_ST_SESSION_EVENTS_DELETE,
+	"DELETE FROM memd_events WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_SESSION_STATE_DELETE = { MY_ST_SESSION_STATE_DELETE,
+	"DELETE FROM memd_state_session WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_SESSION_ARTIFACTS_DELETE = { MY_ST_SESSION_ARTIFACTS_DELETE,
+	"DELETE FROM memd_artifacts WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_USER_SESSIONS_DELETE = { MY_ST_USER_SESSIONS_DELETE,
+	"DELETE FROM memd_sessions WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_EVENTS_DELETE = { MY_ST_USER_EVENTS_DELETE,
+	"DELETE FROM memd_events WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_SESSION_STATE_DELETE = { MY_ST_USER_SESSION_STATE_DELETE,
+	"DELETE FROM memd_state_session WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_ARTIFACTS_DELETE = { MY_ST_USER_ARTIFACTS_DELETE,
+	"DELETE FROM memd_artifacts WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_STATE_DELETE = { MY_ST_USER_STATE_DELETE,
+	"DELETE FROM memd_state_user WHERE app = ? AND user = ?" };
+
+/* ---- rows and copies ------------------------------------------------- */
+
+static void session_from_row(const my_stmt *s, memd_session *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->struct_size = sizeof(*out);
+	out->app = my_col_text(s, 0);
+	out->user = my_col_text(s, 1);
+	out->id = my_col_text(s, 2);
+	out->title = my_col_text(s, 3);
+	out->metadata_json = my_col_text(s, 4);
+	out->flags = (uint32_t)my_col_i64(s, 5) & MEMD_SESSION_ARCHIVED;
+	out->created_us = my_col_i64(s, 6);
+	out->updated_us = my_col_i64(s, 7);
+	out->version = my_col_i64(s, 8);
+	out->last_seq = my_col_i64(s, 9);
+	out->summary_seq = my_col_i64(s, 10);
+}
+
+/* A session read inside a transaction, delivered after the commit. */
+typedef struct session_copy {
+	memd_session s;
+	char *buf;
+} session_copy;
+
+static void session_copy_clear(session_copy *c)
+{
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+}
+
+static int32_t session_copy_make(const memd_session *src, session_copy *dst, memd_error *err)
+{
+	const char **slots[] = { &dst->s.app, &dst->s.user, &dst->s.id, &dst->s.title,
+				 &dst->s.metadata_json };
+	size_t total = 0;
+	char *p;
+
+	session_copy_clear(dst);
+	dst->s = *src;
+	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++)
+		total += *slots[k] ? strlen(*slots[k]) + 1 : 0;
+	dst->buf = malloc(total ? total : 1);
+	if (!dst->buf)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	p = dst->buf;
+	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++) {
+		size_t n;
+		if (!*slots[k])
+			continue;
+		n = strlen(*slots[k]) + 1;
+		memcpy(p, *slots[k], n);
+		*slots[k] = p;
+		p += n;
+	}
+	return 0;
+}
+
+static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
+{
+	int32_t r = my_sink_result(out->session(out->userdata, s), "session", err);
+	return r > 0 ? 0 : r;
+}
+
+/* Read scope's session on c: into copy when copy is set, else to out. */
+static int32_t read_session(my_conn *c, const memd_scope *scope, session_copy *copy,
+			    const memd_session_sink *out, memd_error *err)
+{
+	my_stmt *s = NULL;
+	memd_session row;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, 1);
+	r = my_exec(c, &SQL_SESSION_GET, &p, &s, err);
+	if (r == 0)
+		r = my_fetch(c, s, err);
+	if (r == 0)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				      scope->session);
+	if (r < 0)
+		return r;
+	session_from_row(s, &row);
+	r = copy ? session_copy_make(&row, copy, err) : deliver(out, &row, err);
+	my_done(s);
+	return r;
+}
+
+/* ---- helpers for other modules ---------------------------------------- */
+
+int32_t my_session_lock(my_conn *c, const memd_scope *scope, my_session_head *ret,
+			memd_error *err)
+{
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, 1);
+	r = my_exec(c, &SQL_SESSION_LOCK, &p, &s, err);
+	if (r == 0)
+		r = my_fetch(c, s, err);
+	if (r == 0)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				      scope->session);
+	if (r < 0)
+		return r;
+	ret->version = my_col_i64(s, 0);
+	ret->last_seq = my_col_i64(s, 1);
+	ret->summary_seq = my_col_i64(s, 2);
+	my_done(s);
+	return 0;
+}
+
+int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_session_head *h,
+			    int64_t now_us, const char *title_if_unset, memd_error *err)
+{
+	my_params p;
+
+	my_params_init(&p);
+	my_param_i64(&p, h->last_seq);
+	my_param_i64(&p, h->summary_seq);
+	my_param_i64(&p, now_us);
+	my_param_text(&p, title_if_unset);
+	my_param_scope(&p, scope, 1);
+	return my_exec(c, &SQL_SESSION_APPENDED, &p, NULL, err);
+}
+
+int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
+			  memd_error *err)
+{
+	int64_t one = 0;
+	my_params p;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, 1);
+	return my_query_i64(c, &SQL_SESSION_EXISTS, &p, ret_exists, &one, err);
+}
+
+/* ---- create ----------------------------------------------------------- */
+
+typedef struct create_ctx {
+	const memd_session *s;
+	const char *metadata;
+	const char *delta;
+	memd_scope scope;
+	session_copy out;
+} create_ctx;
+
+static int32_t create_body(my_conn *c, void *arg, memd_error *err)
+{
+	create_ctx *x = arg;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, &x->scope, 1);
+	my_param_text(&p, x->s->title);
+	my_param_text(&p, x->metadata);
+	my_param_i64(&p, x->s->flags & MEMD_SESSION_ARCHIVED);
+	my_param_i64(&p, x->s->created_us);
+	my_param_i64(&p, x->s->created_us);
+	r = my_exec(c, &SQL_SESSION_INSERT, &p, NULL, err);
+	if (r == MEMD_ECONFLICT && c->last_errno == ER_DUP_ENTRY)
+		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
+				      x->s->id);
+	if (r == 0)
+		r = my_state_apply(c, &x->scope, x->delta, err);
+	if (r == 0)
+		r = read_session(c, &x->scope, &x->out, NULL, err);
+	return r;
+}
+
+int32_t my_session_create(void *inst, const memd_call *call, const memd_session *s,
+			  const char *state_delta_json, const memd_session_sink *out,
+			  memd_error *err)
+{
+	create_ctx x = { 0 };
+	int32_t r;
+
+	if (!s || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
+	x.s = s;
+	x.delta = state_delta_json;
+	x.scope = (memd_scope){ .struct_size = sizeof(x.scope), .app = s->app, .user = s->user,
+				.session = s->id };
+	r = my_check_scope(&x.scope, 1, err);
+	if (r < 0)
+		return r;
+	x.metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
+	r = my_check_json_object("session metadata", x.metadata, err);
+	if (r == 0)
+		r = my_state_check(state_delta_json, err);
+	if (r == 0)
+		r = my_run(inst, call, MY_TXN, create_body, &x, err);
+	if (r == 0)
+		r = deliver(out, &x.out.s, err);
+	session_copy_clear(&x.out);
+	return r;
+}
+
+/* ---- get and list ------------------------------------------------------ */
+
+typedef struct get_ctx {
+	const memd_scope *scope;
+	const memd_session_sink *out;
+} get_ctx;
+
+static int32_t get_body(my_conn *c, void *arg, memd_error *err)
+{
+	get_ctx *x = arg;
+	return read_session(c, x->scope, NULL, x->out, err);
+}
+
+int32_t my_session_get(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_session_sink *out, memd_error *err)
+{
+	get_ctx x = { .scope = scope, .out = out };
+	int32_t r = my_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session sink is missing");
+	return my_run(inst, call, MY_AUTOCOMMIT, get_body, &x, err);
+}
+
+typedef struct list_ctx {
+	my_store *store;
+	const memd_call *call;
+	const memd_scope *scope;
+	const memd_session_query *q;
+	const memd_session_sink *out;
+} list_ctx;
+
+static int32_t list_body(my_conn *c, void *arg, memd_error *err)
+{
+	list_ctx *x = arg;
+	const memd_session_query *q = x->q;
+	uint64_t n = 0;
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, x->scope, 0);
+	my_param_i64(&p, (q->flags & MEMD_SQ_INCLUDE_ARCHIVED) ? 1 : 0);
+	my_param_i64(&p, MEMD_SESSION_ARCHIVED);
+	if (q->before_created_us) {
+		my_param_i64(&p, q->before_created_us);
+		my_param_i64(&p, q->before_created_us);
+		/* No id: every session created at that instant is "after". */
+		my_param_text(&p, q->before_id ? q->before_id : "");
+	}
+	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
+	r = my_exec(c, q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST, &p,
+		    &s, err);
+	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
+		memd_session row;
+		session_from_row(s, &row);
+		r = my_sink_result(x->out->session(x->out->userdata, &row), "session", err);
+		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
+			r = my_call_check(x->store, x->call, err);
+	}
+	my_done(s);
+	return r > 0 ? 0 : r;
+}
+
+int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *scope,
+			const memd_session_query *q, const memd_session_sink *out,
+			memd_error *err)
+{
+	list_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
+	int32_t r = my_check_scope(scope, 0, err);
+
+	if (r < 0)
+		return r;
+	if (!q || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session query or sink is missing");
+	if (q->limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
+	if (q->before_created_us && q->before_id &&
+	    (r = my_check_id("before_id", q->before_id, err)) < 0)
+		return r;
+	return my_run(inst, call, MY_AUTOCOMMIT, list_body, &x, err);
+}
+
+/* ---- update ------------------------------------------------------------ */
+
+typedef struct update_ctx {
+	const memd_scope *scope;
+	const memd_session_update *p;
+	session_copy out;
+} update_ctx;
+
+static int32_t update_body(my_conn *c, void *arg, memd_error *err)
+{
+	update_ctx *x = arg;
+	const memd_session_update *u = x->p;
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_i64(&p, (u->fields & MEMD_PATCH_TITLE) != 0);
+	my_param_text(&p, u->title);
+	my_param_i64(&p, (u->fields & MEMD_PATCH_METADATA) != 0);
+	my_param_text(&p, u->metadata_json ? u->metadata_json : EMPTY_OBJECT);
+	my_param_i64(&p, (u->fields & MEMD_PATCH_ARCHIVED) != 0);
+	my_param_i64(&p, u->archived ? 1 : 0);
+	my_param_i64(&p, MEMD_SESSION_ARCHIVED);
+	my_param_i64(&p, MEMD_SESSION_ARCHIVED);
+	my_param_i64(&p, u->now_us);
+	my_param_scope(&p, x->scope, 1);
+	r = my_exec(c, &SQL_SESSION_UPDATE, &p, &s, err);
+	if (r == 0 && my_affected(s) == 0)
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				   x->scope->session);
+	if (r == 0)
+		r = read_session(c, x->scope, &x->out, NULL, err);
+	return r;
+}
+
+int32_t my_session_update(void *inst, const memd_call *call, const memd_scope *scope,
+			  const memd_session_update *p, const memd_session_sink *out,
+			  memd_error *err)
+{
+	update_ctx x = { .scope = scope, .p = p };
+	int32_t r = my_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!p || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session patch or sink is missing");
+	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session patch has unknown fields 0x%x",
+				      (unsigned)p->fields);
+	if ((p->fields & MEMD_PATCH_METADATA) && p->metadata_json) {
+		r = my_check_json_object("session metadata", p->metadata_json, err);
+		if (r < 0)
+			return r;
+	}
+	if ((p->fields & MEMD_PATCH_ARCHIVED) && p->archived > 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "archived must be 0 or 1");
+	r = my_run(inst, call, MY_TXN, update_body, &x, err);
+	if (r == 0)
+		r = deliver(out, &x.out.s, err);
+	session_copy_clear(&x.out);
+	return r;
+}
+
+/* ---- deletes ------------------------------------------------------------ */
+
+/* Run a DELETE keyed by scope; *ret_rows (if not NULL) gets the count. */
+static int32_t delete_scoped(my_conn *c, const my_sql *sql, const memd_scope *scope,
+			     int with_session, uint64_t *ret_rows, memd_error *err)
+{
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, with_session);
+	r = my_exec(c, sql, &p, &s, err);
+	if (r == 0 && ret_rows)
+		*ret_rows = my_affected(s);
+	return r;
+}
+
+static int32_t session_delete_body(my_conn *c, void *arg, memd_error *err)
+{
+	const memd_scope *scope = arg;
+	my_session_head head;
+	int32_t r = my_session_lock(c, scope, &head, err);
+
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_EVENTS_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_STATE_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_ARTIFACTS_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = my_feed_tombstone(c, MEMD_FEED_DELETE_SESSION, scope, err);
+	return r;
+}
+
+int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			  memd_error *err)
+{
+	int32_t r = my_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	return my_run(inst, call, MY_TXN, session_delete_body, (void *)scope, err);
+}
+
+static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
+{
+	const memd_scope *user = arg;
+	uint64_t n_sessions = 0, n_keys = 0;
+	/* The session rows first: their locks keep appends out. */
+	int32_t r = delete_scoped(c, &SQL_USER_SESSIONS_DELETE, user, 0, &n_sessions, err);
+
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_EVENTS_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_SESSION_STATE_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_ARTIFACTS_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_STATE_DELETE, user, 0, &n_keys, err);
+	/* Nothing of theirs was stored: nothing to forget, no record. */
+	if (r == 0 && (n_sessions || n_keys))
+		r = my_feed_tombstone(c, MEMD_FEED_DELETE_USER, user, err);
+	return r;
+}
+
+int32_t my_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+		       memd_error *err)
+{
+	memd_scope user;
+	int32_t r = my_check_scope(scope, 0, err);
+
+	if (r < 0)
+		return r;
+	user = (memd_scope){ .struct_size = sizeof(user), .app = scope->app, .user = scope->user };
+	return my_run(inst, call, MY_TXN, user_delete_body, &user, err);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * my_sessions: sessions of the MariaDB store (create, get, list, update,
+ * delete) and user_delete, plus the session-row helpers append and the
+ * artifact ops use inside their transactions.
+ */
+#ifndef MEMD_MY_SESSIONS_H
+#define MEMD_MY_SESSIONS_H
+
+#include "my_db.h"
+
+/* The counters append reads and advances, from the locked session row. */
+typedef struct my_session_head {
+	int64_t version;
+	int64_t last_seq;
+	int64_t summary_seq;
+} my_session_head;
+
+/* Inside a transaction on c: lock scope's session row (SELECT ... FOR
+ * UPDATE) and read its counters; MEMD_ENOTFOUND if there is none. Every
+ * writer of a session takes this lock first, so writers of one session
+ * run one after another, in any process. */
+int32_t my_session_lock(my_conn *c, const memd_scope *scope, my_session_head *ret,
+			memd_error *err);
+/* Store the counters after an append: version + 1, last_seq, summary_seq,
+ * updated_us = now_us and the title if it has none. */
+int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_session_head *h,
+			    int64_t now_us, const char *title_if_unset, memd_error *err);
+/* 1 in *ret_exists if scope's session exists (one read, no lock). */
+int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
+			  memd_error *err);
+
+/* memd_store_ops members; see api/memd/store.h. inst is the my_store. */
+int32_t my_session_create(void *inst, const memd_call *call, const memd_session *s,
+			  const char *state_delta_json, const memd_session_sink *out,
+			  memd_error *err);
+int32_t my_session_get(void *inst, const memd_call *call, const memd_scope *scope,
+		       const memd_session_sink *out, memd_error *err);
+int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *scope,
+			const memd_session_query *q, const memd_session_sink *out,
+			memd_error *err);
+int32_t my_session_update(void *inst, const memd_call *call, const memd_scope *scope,
+			  const memd_session_update *p, const memd_session_sink *out,
+			  memd_error *err);
+int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			  memd_error *err);
+int32_t my_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+		       memd_error *err);
+
+#endif

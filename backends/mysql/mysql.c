@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mysql: memd's MariaDB session store (DESIGN.md §4, §9), for running
+ * several memd processes over one database. The plugin's descriptor and
+ * instance life cycle; config in my_config.c, connections in my_db.c,
+ * the ops in the my_*.c files named after what they store.
+ */
+#include <mysql.h>
+#include <stdlib.h>
+
+#include <memd/plugin.h>
+
+#include "my_artifacts.h"
+#include "my_config.h"
+#include "my_db.h"
+#include "my_events.h"
+#include "my_feed.h"
+#include "my_sessions.h"
+#include "my_state.h"
+
+#define MY_PLUGIN_VERSION "1.0.0"
+
+static int32_t my_init(const memd_host *host, void **ret_instance, memd_error *err)
+{
+	my_options o = { 0 };
+	my_store *s = NULL;
+	int32_t r;
+
+	if (!host || !host->now_us || !host->monotonic_us)
+		return memd_error_set(err, MEMD_EINVAL, 0, "mysql: the host gave no clock");
+	/* Process-wide set-up of the client library: here, on the main
+	 * thread, before any connection is made (it is safe to repeat). */
+	if (mysql_library_init(0, NULL, NULL))
+		return memd_error_set(err, MEMD_EINTERNAL, 0,
+				      "mysql: the client library failed to initialise");
+	r = my_config_load(host, &o, err);
+	if (r < 0)
+		return r;
+	r = my_store_open(host, &o, &s, err);
+	if (r < 0)
+		return r;
+	if (host->log) {
+		if (s->opt.socket && s->opt.socket[0])
+			host->log(host, MEMD_LOG_INFO,
+				  "connected to %s at %s, database %s as %s (schema %d, pool %u)",
+				  s->server_version, s->opt.socket, s->opt.database, s->opt.user,
+				  (int)s->schema_version, (unsigned)s->opt.pool);
+		else
+			host->log(host, MEMD_LOG_INFO,
+				  "connected to %s at %s:%u, database %s as %s (schema %d, pool %u)",
+				  s->server_version, s->opt.host, (unsigned)s->opt.port,
+				  s->opt.database, s->opt.user, (int)s->schema_version,
+				  (unsigned)s->opt.pool);
+	}
+	*ret_instance = s;
+	return 0;
+}
+
+static void my_fini(void *instance)
+{
+	/* mysql_library_end() is not called: other instances (or other
+	 * users of the library in this process) may still need it. */
+	my_store_close(instance);
+}
+
+static const memd_store_ops store_ops = {
+	.struct_size = sizeof(memd_store_ops),
+	.session_create = my_session_create,
+	.session_get = my_session_get,
+	.session_list = my_session_list,
+	.session_update = my_session_update,
+	.session_delete = my_session_delete,
+	.append = my_append,
+	.events_load = my_events_load,
+	.state_get = my_state_get,
+	.artifact_put = my_artifact_put,
+	.artifact_get = my_artifact_get,
+	.artifact_list = my_artifact_list,
+	.artifact_versions = my_artifact_versions,
+	.artifact_delete = my_artifact_delete,
+	.user_delete = my_user_delete,
+	.feed_read = my_feed_read,
+	.feed_head = my_feed_head,
+	.cursor_get = my_cursor_get,
+	.cursor_set = my_cursor_set,
+	.ping = my_ping,
+};
+
+static const memd_plugin descriptor = {
+	.struct_size = sizeof(memd_plugin),
+	.abi_major = MEMD_ABI_MAJOR,
+	.abi_minor = 0,
+	.kind = MEMD_KIND_STORE,
+	.flags = MEMD_PLUGIN_THREADSAFE,
+	.name = "mysql",
+	.version = MY_PLUGIN_VERSION,
+	.description = "MariaDB session store (connection pool, row locks, commit-ordered feed; "
+		       "several memd processes over one database)",
+	.config_keys = my_config_keys,
+	.init = my_init,
+	.fini = my_fini,
+	.store = &store_ops,
+};
+
+MEMD_PLUGIN_EXPORT const memd_plugin *memd_plugin_entry_v1(void)
+{
+	return &descriptor;
+}
