@@ -6,6 +6,11 @@
  * The working memory is the newest `turns` user turns, each with
  * everything that came after it (assistant replies, tool calls and their
  * results), so a turn is never cut in half. Summary events are left out.
+ * With `max_tokens` set, only as many of those turns as fit in that many
+ * tokens are kept (whole turns, newest first). An event's tokens are the
+ * count the host stored with it; for an event stored without one (0), the
+ * plugin asks the host's token counter (memd_host.count_tokens: the
+ * tokenizer memd is configured with, approximate or exact BPE).
  *
  * It loads only what it needs. First it walks back from the newest event
  * in pages (MEMD_EVQ_NEWEST with before_seq), keeping only seqs and roles,
@@ -28,23 +33,40 @@
 #define RT_EVENTS_PER_TURN_GUESS 4
 #define RT_PAGE_MIN 16
 #define RT_PAGE_MAX 1024
+#define RT_MAX_TOKENS_LIMIT 100000000
 
 typedef struct recent_turns {
+	const memd_host *host;
 	uint32_t turns;
 	uint32_t page;
+	int64_t max_tokens; /* 0 = no token limit */
 } recent_turns;
 
 /* What phase 1 keeps of one event. */
 typedef struct rt_mark {
 	int64_t seq;
+	int64_t tokens;
 	int is_user;
 } rt_mark;
 
 typedef struct rt_page {
+	const memd_host *host;
 	rt_mark *marks;
 	uint32_t n;
 	uint32_t cap;
 } rt_page;
+
+/* The event's tokens: as stored by the host, else counted by the host. */
+static int64_t rt_tokens(const memd_host *host, const memd_event *e)
+{
+	int64_t n = 0;
+	if (e->tokens > 0)
+		return e->tokens;
+	if (e->text && MEMD_HOST_HAS(host, count_tokens) &&
+	    host->count_tokens(host, e->text, strlen(e->text), &n) == 0)
+		return n;
+	return 0;
+}
 
 static int32_t rt_collect(void *userdata, const memd_event *e)
 {
@@ -53,6 +75,7 @@ static int32_t rt_collect(void *userdata, const memd_event *e)
 		return MEMD_EINTERNAL; /* the reader ignored the page limit */
 	p->marks[p->n].seq = e->seq;
 	p->marks[p->n].is_user = e->role && strcmp(e->role, "user") == 0;
+	p->marks[p->n].tokens = rt_tokens(p->host, e);
 	p->n++;
 	return 0;
 }
@@ -64,16 +87,18 @@ static int32_t rt_forward(void *userdata, const memd_event *e)
 }
 
 /* Phase 1: the seq of the turns-th newest user event (0 = from the start
- * of the session) and the newest seq (0 = no events at all). */
+ * of the session) and the newest seq (0 = no events at all, or no whole
+ * turn fits in max_tokens). */
 static int32_t rt_find_start(const recent_turns *rt, const memd_call *call,
 			     const memd_reader *reader, int64_t *ret_start, int64_t *ret_newest,
 			     memd_error *err)
 {
-	rt_page page = {.cap = rt->page};
+	rt_page page = {.host = rt->host, .cap = rt->page};
 	memd_event_sink sink = {.struct_size = sizeof(sink), .userdata = &page,
 				.event = rt_collect};
-	int64_t before = 0, newest = 0, start = 0;
+	int64_t before = 0, newest = 0, start = 0, total = 0, turn = 0;
 	uint32_t found = 0;
+	int full = 0; /* a turn did not fit in max_tokens */
 	int32_t rc = 0;
 
 	page.marks = malloc(sizeof(*page.marks) * page.cap);
@@ -94,20 +119,38 @@ static int32_t rt_find_start(const recent_turns *rt, const memd_call *call,
 			break; /* the start of the session */
 		if (newest == 0)
 			newest = page.marks[page.n - 1].seq;
-		/* The page is in ascending order: look at it newest first. */
-		for (uint32_t i = page.n; i-- > 0;) {
-			if (page.marks[i].is_user && ++found == rt->turns) {
-				start = page.marks[i].seq;
+		/* The page is in ascending order: look at it newest first. A
+		 * turn is a user event and everything after it. */
+		for (uint32_t i = page.n; i-- > 0 && !full && found < rt->turns;) {
+			turn += page.marks[i].tokens;
+			if (!page.marks[i].is_user)
+				continue;
+			if (rt->max_tokens && total + turn > rt->max_tokens) {
+				full = 1;
 				break;
 			}
+			total += turn;
+			turn = 0;
+			start = page.marks[i].seq;
+			found++;
 		}
-		if (start || page.n < page.cap)
+		if (full || found == rt->turns || page.n < page.cap)
 			break;
 		before = page.marks[0].seq;
 	}
 	free(page.marks);
 	if (rc < 0)
 		return rc;
+	if (!full && found < rt->turns) {
+		/* The start of the session: what precedes the first user turn
+		 * comes too, if it fits. */
+		if (!rt->max_tokens || total + turn <= rt->max_tokens)
+			start = 0;
+		else if (!found)
+			newest = 0; /* nothing fits */
+	} else if (full && !found) {
+		newest = 0; /* not even the newest turn fits */
+	}
 	*ret_start = start;
 	*ret_newest = newest;
 	return 0;
@@ -137,7 +180,7 @@ static int32_t rt_context(void *inst, const memd_call *call, const memd_reader *
 
 static int32_t rt_init(const memd_host *host, void **ret_instance, memd_error *err)
 {
-	int64_t turns;
+	int64_t turns, max_tokens;
 	recent_turns *rt;
 	int32_t rc = host->config_int(host, "turns", &turns);
 
@@ -146,9 +189,16 @@ static int32_t rt_init(const memd_host *host, void **ret_instance, memd_error *e
 	if (turns < RT_TURNS_MIN || turns > RT_TURNS_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0, "turns: must be %d..%d, not %lld",
 				      RT_TURNS_MIN, RT_TURNS_MAX, (long long)turns);
+	if (host->config_int(host, "max_tokens", &max_tokens) < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "max_tokens: must be an integer");
+	if (max_tokens < 0 || max_tokens > RT_MAX_TOKENS_LIMIT)
+		return memd_error_set(err, MEMD_EINVAL, 0, "max_tokens: must be 0..%d, not %lld",
+				      RT_MAX_TOKENS_LIMIT, (long long)max_tokens);
 	rt = calloc(1, sizeof(*rt));
 	if (!rt)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	rt->host = host;
+	rt->max_tokens = max_tokens;
 	rt->turns = (uint32_t)turns;
 	rt->page = rt->turns * RT_EVENTS_PER_TURN_GUESS;
 	if (rt->page < RT_PAGE_MIN)
@@ -174,7 +224,15 @@ static const memd_config_key rt_key_turns = {
 	.help = "how many of the newest user turns to keep, each with everything after it",
 };
 
-static const memd_config_key *const rt_keys[] = {&rt_key_turns, NULL};
+static const memd_config_key rt_key_max_tokens = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_INT,
+	.name = "max_tokens",
+	.default_value = "0",
+	.help = "keep only the newest whole turns that fit in this many tokens (0 = no limit)",
+};
+
+static const memd_config_key *const rt_keys[] = {&rt_key_turns, &rt_key_max_tokens, NULL};
 
 static const memd_strategy_ops rt_ops = {
 	.struct_size = sizeof(memd_strategy_ops),

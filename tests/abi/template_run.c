@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "loader.h"
+#include "tokens.h"
 
 #define SESSION_MAX 8192
 #define OUT_MAX SESSION_MAX
@@ -190,6 +191,38 @@ static int expected(const session *s, int turns, int64_t *seqs)
 	return n;
 }
 
+/* As expected(), keeping only the newest whole turns that fit in
+ * max_tokens, each event counted by the host's (here: approximate) token
+ * counter, since the events carry no stored count. */
+static int expected_budget(const session *s, int turns, int64_t max_tokens, int64_t *seqs)
+{
+	int64_t start = -1, total = 0, turn = 0;
+	int found = 0, n = 0, full = 0;
+	for (int64_t i = s->n; i-- > 0 && found < turns;) {
+		if (strcmp(s->ev[i].role, "summary") == 0)
+			continue;
+		turn += tokens_approx(s->ev[i].text, strlen(s->ev[i].text));
+		if (strcmp(s->ev[i].role, "user") != 0)
+			continue;
+		if (total + turn > max_tokens) {
+			full = 1;
+			break;
+		}
+		total += turn;
+		turn = 0;
+		start = i;
+		found++;
+	}
+	if (!full && found < turns && total + turn <= max_tokens)
+		start = 0;
+	if (start < 0)
+		return 0;
+	for (int64_t i = start; i < s->n; i++)
+		if (strcmp(s->ev[i].role, "summary") != 0)
+			seqs[n++] = s->ev[i].seq;
+	return n;
+}
+
 static int32_t run(loader_instance *inst, session *s, collected *c, uint64_t *rows,
 		   memd_error *err)
 {
@@ -210,7 +243,8 @@ static int32_t run(loader_instance *inst, session *s, collected *c, uint64_t *ro
 	return ops->context(loader_instance_handle(inst), &call, &reader, &sink, err);
 }
 
-static void check_case(loader_instance *inst, session *s, int turns, const char *what)
+static void check_case_tokens(loader_instance *inst, session *s, int turns, int64_t max_tokens,
+			      const char *what)
 {
 	static collected c;
 	static int64_t want[OUT_MAX];
@@ -218,13 +252,18 @@ static void check_case(loader_instance *inst, session *s, int turns, const char 
 	uint64_t rows = 0;
 	int32_t rc = run(inst, s, &c, &rows, &err);
 	check(rc == 0, "%s: context failed: %d %s", what, rc, err.msg);
-	int n = expected(s, turns, want);
+	int n = max_tokens ? expected_budget(s, turns, max_tokens, want) : expected(s, turns, want);
 	check(c.n == n, "%s: %d events, expected %d", what, c.n, n);
 	for (int i = 0; i < n && i < c.n; i++)
 		check(c.seqs[i] == want[i], "%s: event %d is seq %lld, expected %lld", what, i,
 		      (long long)c.seqs[i], (long long)want[i]);
 	check(c.summaries == 0 && c.unordered == 0, "%s: %d summaries, %d out of order", what,
 	      c.summaries, c.unordered);
+}
+
+static void check_case(loader_instance *inst, session *s, int turns, const char *what)
+{
+	check_case_tokens(inst, s, turns, 0, what);
 }
 
 static loader_instance *instance(loader_plugin *p, const char *yaml, config_node **ret_node,
@@ -246,8 +285,8 @@ int main(int argc, char **argv)
 	static collected c;
 	memd_error err = {.struct_size = sizeof(err)};
 	loader_plugin *p = NULL;
-	loader_instance *two, *dflt, *bad;
-	config_node *n_two, *n_dflt, *n_bad;
+	loader_instance *two, *dflt, *bad, *budget;
+	config_node *n_two, *n_dflt, *n_bad, *n_budget;
 	uint64_t rows = 0;
 
 	if (argc != 2) {
@@ -271,7 +310,12 @@ int main(int argc, char **argv)
 	check(bad == NULL && strstr(err.msg, "turns: must be 1..") != NULL,
 	      "turns 0 must be refused, got: %s", bad ? "an instance" : err.msg);
 	loader_instance_destroy(bad);
-	if (!two || !dflt)
+	/* max_tokens: whole turns within a token budget, counted by the host
+	 * (memd_host.count_tokens) since these events carry no stored count:
+	 * a turn here is user 1 + assistant 2 + tool 1 + assistant 2 tokens. */
+	budget = instance(p, "strategy: recent_turns\nturns: 3\nmax_tokens: 13\n", &n_budget, &err);
+	check(budget != NULL, "max_tokens 13: %s", err.msg);
+	if (!two || !dflt || !budget)
 		goto out;
 
 	build(&s, 10);
@@ -281,6 +325,22 @@ int main(int argc, char **argv)
 	check_case(two, &s, 2, "1 turn, keep 2 (everything)");
 	build(&s, 0);
 	check_case(two, &s, 2, "empty session");
+
+	build(&s, 10);
+	check_case_tokens(budget, &s, 3, 13, "10 turns, 3 of them within 13 tokens");
+	build(&s, 1);
+	check_case_tokens(budget, &s, 3, 13, "1 turn and the system prompt within 13 tokens");
+	{
+		loader_instance *tiny;
+		config_node *n_tiny;
+		tiny = instance(p, "strategy: recent_turns\nmax_tokens: 5\n", &n_tiny, &err);
+		check(tiny != NULL, "max_tokens 5: %s", err.msg);
+		build(&s, 4);
+		if (tiny)
+			check_case_tokens(tiny, &s, 3, 5, "no whole turn fits in 5 tokens: nothing");
+		loader_instance_destroy(tiny);
+		config_free(n_tiny);
+	}
 
 	/* A long session costs what a short one does. */
 	build(&s, LONG_TURNS);
@@ -300,10 +360,12 @@ int main(int argc, char **argv)
 out:
 	loader_instance_destroy(two);
 	loader_instance_destroy(dflt);
+	loader_instance_destroy(budget);
 	loader_close(p);
 	config_free(n_two);
 	config_free(n_dflt);
 	config_free(n_bad);
+	config_free(n_budget);
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
 	else

@@ -64,7 +64,7 @@ so="$tmp/out/memd-recent_turns.so"
 # 4. memd plugins check
 out=$("$memd" plugins check "$so") || fail "memd plugins check refused it: $out"
 for want in "memd-recent_turns.so: ok" "name:        recent_turns" "kinds:       strategy" \
-	"turns: int, default 3" "init:        ok"; do
+	"turns: int, default 3" "max_tokens: int, default 0" "init:        ok"; do
 	grep -qF -- "$want" <<<"$out" || fail "memd plugins check output lacks '$want':
 $out"
 done
