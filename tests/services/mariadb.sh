@@ -17,9 +17,10 @@
 # MEMD_MYSQL_USER, MEMD_MYSQL_PASSWORD, MEMD_MYSQL_SOCKET and MEMD_MYSQL_DIR.
 #
 # User memd has exactly the privileges README.md asks operators to grant
-# (SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP), on database
-# memd and on every database named memd_*: the store conformance suite
-# gives each test a database of its own (the plugin's create_database).
+# (SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP) on database
+# memd. On every database named memd_* (the tests give each test a
+# database of its own, made by the plugin's create_database) it also has
+# TRIGGER, which only the feed-order test uses (to stall a commit).
 #
 # As root, the server runs as the unprivileged user "mysql" (created by the
 # Debian package). If MariaDB is not installed, it is installed with
@@ -152,7 +153,7 @@ cmd_start() {
 		CREATE USER 'memd'@'localhost' IDENTIFIED BY '$password';
 		GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP
 		  ON \`memd\`.* TO 'memd'@'127.0.0.1', 'memd'@'localhost';
-		GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP
+		GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP, TRIGGER
 		  ON \`memd\\_%\`.* TO 'memd'@'127.0.0.1', 'memd'@'localhost';" \
 		|| die "could not create user and database"
 	umask 077
@@ -172,7 +173,8 @@ cmd_start() {
 cmd_stop() {
 	local dir=$1
 	[[ -d "$dir" ]] || return 0
-	server_down "$dir" TERM
+	# Its files go with DIR: nothing to shut down cleanly.
+	server_down "$dir" KILL
 	rm -rf "$dir"
 }
 
