@@ -277,6 +277,16 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 	return r;
 }
 
+/* The writer's commit hook: counts every transaction it commits (the
+ * writer is used under write_lock, so the counter needs no other lock). */
+static int count_commit(void *userdata)
+{
+	sq_store *s = userdata;
+
+	s->stats.commits++;
+	return 0; /* 0 lets the COMMIT go ahead */
+}
+
 /* fsync the directory that holds the entry dir[0..len) ("." when the
  * entry has no directory part), so a directory just made survives power
  * loss. */
@@ -367,6 +377,7 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
 	pthread_mutex_init(&s->write_lock, NULL);
+	pthread_mutex_init(&s->group_lock, NULL);
 	pthread_mutex_init(&s->pool_lock, NULL);
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
@@ -378,6 +389,8 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 		r = conn_open(&s->writer, o->path, 1, o, err);
 	if (r == 0)
 		r = sq_schema_migrate(&s->writer, host, &s->schema_version, err);
+	if (r == 0)
+		sqlite3_commit_hook(s->writer.db, count_commit, s);
 	for (uint32_t i = 0; r == 0 && i < o->readers; i++) {
 		r = conn_open(&s->readers[i], o->path, 0, o, err);
 		if (r == 0) {
@@ -402,6 +415,7 @@ void sq_store_close(sq_store *s)
 	conn_close(&s->writer);
 	pthread_cond_destroy(&s->pool_cond);
 	pthread_mutex_destroy(&s->pool_lock);
+	pthread_mutex_destroy(&s->group_lock);
 	pthread_mutex_destroy(&s->write_lock);
 	free(s->readers);
 	free(s->idle);
@@ -411,7 +425,7 @@ void sq_store_close(sq_store *s)
 
 /* ---- transactions --------------------------------------------------- */
 
-static int32_t run_simple(sq_conn *c, const sq_sql *sql, memd_error *err)
+int32_t sq_exec(sq_conn *c, const sq_sql *sql, memd_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, sql, &st, err);
@@ -471,7 +485,7 @@ int32_t sq_read_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_er
 	r = pool_take(s, call, &c, err);
 	if (r < 0)
 		return r;
-	r = run_simple(c, &SQL_BEGIN, err);
+	r = sq_exec(c, &SQL_BEGIN, err);
 	if (r < 0) {
 		pool_give(s, c);
 		return r;
@@ -486,9 +500,9 @@ void sq_read_end(sq_store *s, sq_conn *c)
 		return;
 	/* A read transaction has nothing to keep: if COMMIT fails, roll back
 	 * so the connection goes back to the pool clean. */
-	if (!sqlite3_get_autocommit(c->db) && run_simple(c, &SQL_COMMIT, NULL) < 0 &&
+	if (!sqlite3_get_autocommit(c->db) && sq_exec(c, &SQL_COMMIT, NULL) < 0 &&
 	    !sqlite3_get_autocommit(c->db))
-		(void)run_simple(c, &SQL_ROLLBACK, NULL);
+		(void)sq_exec(c, &SQL_ROLLBACK, NULL);
 	pool_give(s, c);
 }
 
@@ -499,7 +513,7 @@ int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_e
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&s->write_lock);
-	r = run_simple(&s->writer, &SQL_BEGIN_IMMEDIATE, err);
+	r = sq_exec(&s->writer, &SQL_BEGIN_IMMEDIATE, err);
 	if (r < 0) {
 		pthread_mutex_unlock(&s->write_lock);
 		return r;
@@ -511,11 +525,11 @@ int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_e
 int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err)
 {
 	if (rc == 0)
-		rc = run_simple(c, &SQL_COMMIT, err);
+		rc = sq_exec(c, &SQL_COMMIT, err);
 	/* SQLite may already have rolled back by itself (I/O error, full
 	 * disk); only roll back a transaction that is still open. */
 	if (rc < 0 && !sqlite3_get_autocommit(c->db))
-		(void)run_simple(c, &SQL_ROLLBACK, NULL);
+		(void)sq_exec(c, &SQL_ROLLBACK, NULL);
 	pthread_mutex_unlock(&s->write_lock);
 	return rc;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sq_db: the SQLite store's connections. One writer connection guarded by a
- * mutex (every write transaction is BEGIN IMMEDIATE) and a pool of
+ * mutex (every write transaction is BEGIN IMMEDIATE; concurrent appends
+ * share transactions through sq_group.h) and a pool of
  * read-only connections; a per-connection cache of prepared statements;
  * mapping of SQLite result codes to MEMD_E* codes; scope and id checks
  * shared by every op.
@@ -21,6 +22,10 @@ typedef enum sq_stmt_id {
 	SQ_ST_BEGIN_IMMEDIATE,
 	SQ_ST_COMMIT,
 	SQ_ST_ROLLBACK,
+	/* group commit: one savepoint per request */
+	SQ_ST_SAVEPOINT,
+	SQ_ST_RELEASE,
+	SQ_ST_ROLLBACK_TO,
 	/* sessions */
 	SQ_ST_SESSION_INSERT,
 	SQ_ST_SESSION_GET,
@@ -95,6 +100,17 @@ typedef struct sq_options {
 	uint32_t readers;           /* >= 1 */
 } sq_options;
 
+struct sq_group_req;
+
+/* Counters of the writer (sq_group.c), written under write_lock. */
+typedef struct sq_write_stats {
+	uint64_t requests;          /* requests run by group commit */
+	uint64_t groups;            /* transactions group commit ran */
+	uint64_t grouped;           /* requests that shared a transaction */
+	uint32_t largest;           /* most requests in one group */
+	uint64_t commits;           /* COMMITs of the writer (its commit hook) */
+} sq_write_stats;
+
 /* One plugin instance. */
 typedef struct sq_store {
 	const memd_host *host;
@@ -104,6 +120,12 @@ typedef struct sq_store {
 
 	pthread_mutex_t write_lock;
 	sq_conn writer;
+	sq_write_stats stats;       /* under write_lock */
+
+	/* Group commit queue (sq_group.c), oldest first; the head leads. */
+	pthread_mutex_t group_lock;
+	struct sq_group_req *group_head;
+	struct sq_group_req *group_tail;
 
 	pthread_mutex_t pool_lock;
 	pthread_cond_t pool_cond;   /* CLOCK_MONOTONIC, signalled on release */
@@ -126,6 +148,9 @@ void sq_store_close(sq_store *s);
 /* The cached prepared statement for sql on c, reset and with no bindings
  * (prepared on first use). Returns 0 and writes *ret, or a mapped error. */
 int32_t sq_stmt(sq_conn *c, const sq_sql *sql, sqlite3_stmt **ret, memd_error *err);
+/* Run a cached statement that returns no rows of interest (BEGIN,
+ * SAVEPOINT, ...) to completion. Returns 0 or the mapped error. */
+int32_t sq_exec(sq_conn *c, const sq_sql *sql, memd_error *err);
 /* Reset a statement after use and clear its bindings. Accepts NULL. */
 void sq_stmt_done(sqlite3_stmt *st);
 

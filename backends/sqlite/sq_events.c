@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "sq_feed.h"
+#include "sq_group.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
 
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
 #define SEQS_INITIAL 64
+#define SEQS_ON_STACK 16 /* appends of up to this many events need no allocation */
 
 static const sq_sql SQL_EVENT_INSERT = { SQ_ST_EVENT_INSERT,
 	"INSERT INTO events (" SQ_EVENT_COLS ")"
@@ -283,35 +285,49 @@ static int32_t append_locked(sq_conn *c, const memd_scope *scope, const memd_app
 	return r;
 }
 
+/* One append as a group-commit request (sq_group.h). */
+typedef struct append_job {
+	const memd_scope *scope;
+	const memd_append *a;
+	int64_t *seqs;
+	int64_t version;
+	int replayed;
+} append_job;
+
+static int32_t append_apply(sq_conn *c, void *ctx, memd_error *err)
+{
+	append_job *j = ctx;
+
+	return append_locked(c, j->scope, j->a, j->a->now_us, j->seqs, &j->version, &j->replayed,
+			     err);
+}
+
 int32_t sq_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err)
 {
 	sq_store *store = inst;
-	int64_t *seqs = NULL;
-	int64_t version = 0;
-	int replayed = 0;
-	sq_conn *c = NULL;
+	int64_t local[SEQS_ON_STACK];
+	append_job job = { .scope = scope, .a = a, .seqs = local };
 	int32_t r = check_append(scope, a, res, err);
 
 	if (r < 0)
 		return r;
-	if (a->n_events) {
-		seqs = calloc(a->n_events, sizeof(*seqs));
-		if (!seqs)
+	/* The seqs are written to res only on success: a slot array of our
+	 * own takes them while the outcome is open. */
+	if (a->n_events > SEQS_ON_STACK) {
+		job.seqs = calloc(a->n_events, sizeof(*job.seqs));
+		if (!job.seqs)
 			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
-	r = sq_write_begin(store, call, &c, err);
-	if (r == 0) {
-		r = append_locked(c, scope, a, a->now_us, seqs, &version, &replayed, err);
-		r = sq_write_end(store, c, r, err);
-	}
+	r = sq_group_write(store, call, append_apply, &job, a->n_events, err);
 	if (r == 0) {
 		if (a->n_events)
-			memcpy(res->seqs, seqs, a->n_events * sizeof(*seqs));
-		res->version = version;
-		res->flags = replayed ? MEMD_APPEND_REPLAYED : 0;
+			memcpy(res->seqs, job.seqs, a->n_events * sizeof(*job.seqs));
+		res->version = job.version;
+		res->flags = job.replayed ? MEMD_APPEND_REPLAYED : 0;
 	}
-	free(seqs);
+	if (job.seqs != local)
+		free(job.seqs);
 	return r;
 }
 

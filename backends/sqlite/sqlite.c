@@ -13,6 +13,7 @@
 #include "sq_db.h"
 #include "sq_events.h"
 #include "sq_feed.h"
+#include "sq_group.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
 
@@ -137,6 +138,7 @@ static int32_t sq_init(const memd_host *host, void **ret_instance, memd_error *e
 
 static void sq_fini(void *instance)
 {
+	sq_group_log_stats(instance);
 	sq_store_close(instance);
 }
 
