@@ -17,6 +17,7 @@
 #include "bpe.h"
 #include "config.h"
 #include "hostsvc.h"
+#include <memd/memd.h>
 
 #define CORPUS_MIN 2000
 #define SHOW_MISMATCHES 5
@@ -234,4 +235,68 @@ Test(bpe, host_service_counts_with_the_configured_tokenizer)
 	free(p);
 	bpe_free(b);
 	hostsvc_free(svc);
+}
+
+/* Through the facade: with tokenizer {type: bpe} every appended event's
+ * stored token count is the exact count, and a missing ranks file stops
+ * memd_open with the path in the message. */
+static memd *open_with_tokenizer(const char *tokenizer_yaml, memd_error *err, int32_t *ret_rc)
+{
+	char path[] = "/tmp/memd-bpe-config-XXXXXX";
+	int fd = mkstemp(path);
+	char *yaml = NULL;
+	memd *m = NULL;
+	cr_assert(fd >= 0);
+	cr_assert(asprintf(&yaml, "stores:\n  main: {plugin: memory}\ntokenizer: %s\n", tokenizer_yaml) > 0);
+	cr_assert_eq(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+	close(fd);
+	memd_options o = { .struct_size = sizeof(o), .config_path = path };
+	*ret_rc = memd_open(&o, &m, err);
+	unlink(path);
+	free(yaml);
+	return m;
+}
+
+Test(bpe, facade_stores_exact_counts)
+{
+	char *ranks = path_in("o200k_base.tiktoken"), *tk = NULL, *out = NULL;
+	memd_error err = { 0 };
+	int32_t rc;
+	bpe *b = load("o200k_base");
+	static const char *const texts[] = { "Hello, wörld! 😀 日本語のテキスト", "getHTTPResponseCode(x)\n\n  ",
+					     "    indented\tcode();  // 12345678" };
+
+	cr_assert(asprintf(&tk, "{type: bpe, ranks: '%s'}", ranks) > 0);
+	memd *m = open_with_tokenizer(tk, &err, &rc);
+	cr_assert_eq(rc, 0, "%s", err.msg);
+	cr_assert_eq(memd_session_create(m, "a", "u", "{\"id\":\"s\"}", &out, &err), 0, "%s", err.msg);
+	memd_free(out);
+	for (int i = 0; i < 3; i++) {
+		json_t *req = json_pack("{s:[{s:s,s:s}]}", "events", "role", "user", "content", texts[i]);
+		char *body = json_dumps(req, JSON_COMPACT);
+		cr_assert_eq(memd_events_append(m, "a", "u", "s", body, &out, &err), 0, "%s", err.msg);
+		memd_free(out);
+		free(body);
+		json_decref(req);
+	}
+	cr_assert_eq(memd_events_list(m, "a", "u", "s", 0, 10, &out, &err), 0, "%s", err.msg);
+	json_t *o = json_loads(out, 0, NULL), *e;
+	size_t i;
+	memd_free(out);
+	json_array_foreach(json_object_get(o, "events"), i, e) {
+		const char *text = json_string_value(json_object_get(e, "text"));
+		cr_assert_eq(json_integer_value(json_object_get(e, "tokens")), bpe_count(b, text, strlen(text)),
+			     "event %zu: %s", i, text);
+	}
+	cr_assert_eq(json_array_size(json_object_get(o, "events")), 3);
+	json_decref(o);
+	memd_close(m);
+
+	m = open_with_tokenizer("{type: bpe, ranks: /nonexistent/o200k_base.tiktoken}", &err, &rc);
+	cr_assert_null(m);
+	cr_assert_eq(rc, MEMD_EIO);
+	cr_assert(strstr(err.msg, "/nonexistent/o200k_base.tiktoken"), "%s", err.msg);
+	free(tk);
+	free(ranks);
+	bpe_free(b);
 }
