@@ -11,6 +11,7 @@
  * restart of memd.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@
 static tu_dir dir;
 static memd *m;
 static char yaml[TU_PATH_MAX + 1024];
-static uint32_t rng = 11;
+static _Thread_local uint32_t rng = 11;
 
 static uint32_t rnd(uint32_t n)
 {
@@ -266,17 +267,33 @@ Test(summary_buffer, long_conversation_turn_by_turn, .timeout = 120)
 	json_decref(after);
 }
 
+#define WRITERS 4
+#define TURNS_PER_WRITER 50
+
+static void *writer(void *arg)
+{
+	int base = (int)(intptr_t)arg;
+	rng = (uint32_t)base + 1;
+	for (int t = 0; t < TURNS_PER_WRITER; t++) {
+		append_turn("burst", base + t);
+		json_decref(context("burst", NULL));
+	}
+	return NULL;
+}
+
 Test(summary_buffer, concurrent_appends_never_overlap_summaries, .timeout = 60)
 {
 	memd_error err = { 0 };
 	char *out = NULL;
+	pthread_t th[WRITERS];
 	n_all = 0;
 	tu_ok(memd_session_create(m, "chat", "u", "{\"id\":\"burst\"}", &out, &err), &err, &out);
-	/* A burst of appends with no waiting: folds coalesce, one at a time. */
-	for (int t = 0; t < 150; t++) {
-		append_turn("burst", t);
-		json_decref(context("burst", NULL));
-	}
+	/* Several threads append to one session at once, without waiting:
+	 * folds run in the background one at a time per session. */
+	for (int w = 0; w < WRITERS; w++)
+		cr_assert_eq(pthread_create(&th[w], NULL, writer, (void *)(intptr_t)(w * 1000)), 0);
+	for (int w = 0; w < WRITERS; w++)
+		pthread_join(th[w], NULL);
 	json_decref(settled("burst", NULL));
 	sync_events("burst");
 	/* Every summary covers strictly more than the one before it. */
