@@ -20,6 +20,13 @@
 
 #define MY_PLUGIN_VERSION "1.0.0"
 
+/* Live instances of this plugin in the process. The client library's
+ * set-up is process-wide (its plugins, TLS, config dirs): the first init
+ * makes it, the last fini undoes it, so nothing is left behind when the
+ * host unloads the plugin. init and fini run only on the host's main
+ * thread, so the count needs no lock. */
+static unsigned my_library_users;
+
 static int32_t my_init(const memd_host *host, void **ret_instance, memd_error *err)
 {
 	my_options o = { 0 };
@@ -29,16 +36,19 @@ static int32_t my_init(const memd_host *host, void **ret_instance, memd_error *e
 	if (!host || !host->now_us || !host->monotonic_us)
 		return memd_error_set(err, MEMD_EINVAL, 0, "mysql: the host gave no clock");
 	/* Process-wide set-up of the client library: here, on the main
-	 * thread, before any connection is made (it is safe to repeat). */
-	if (mysql_library_init(0, NULL, NULL))
+	 * thread, before any connection is made. */
+	if (my_library_users == 0 && mysql_library_init(0, NULL, NULL))
 		return memd_error_set(err, MEMD_EINTERNAL, 0,
 				      "mysql: the client library failed to initialise");
+	my_library_users++;
 	r = my_config_load(host, &o, err);
-	if (r < 0)
+	if (r == 0)
+		r = my_store_open(host, &o, &s, err);
+	if (r < 0) {
+		if (--my_library_users == 0)
+			mysql_library_end();
 		return r;
-	r = my_store_open(host, &o, &s, err);
-	if (r < 0)
-		return r;
+	}
 	if (host->log) {
 		if (s->opt.socket && s->opt.socket[0])
 			host->log(host, MEMD_LOG_INFO,
@@ -58,9 +68,11 @@ static int32_t my_init(const memd_host *host, void **ret_instance, memd_error *e
 
 static void my_fini(void *instance)
 {
-	/* mysql_library_end() is not called: other instances (or other
-	 * users of the library in this process) may still need it. */
+	if (!instance)
+		return;
 	my_store_close(instance);
+	if (my_library_users > 0 && --my_library_users == 0)
+		mysql_library_end();
 }
 
 static const memd_store_ops store_ops = {
