@@ -431,6 +431,15 @@ static int32_t fold_once(const sb *b, const memd_call *call, const memd_reader *
 		rc = memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE, "the summarizer said nothing");
 		goto out;
 	}
+	/* Another memd process over the same store may have folded meanwhile
+	 * (the host's single-flight is per process): then this fold is stale. */
+	{
+		int64_t now_summary, now_last;
+		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0)
+			goto out;
+		if (now_summary != summary_seq)
+			goto out;
+	}
 	rc = persist_summary(call, persist, acc.text, s.events.v[s.events.n - 1].ev.seq,
 			     (uint32_t)s.events.n, err);
 	if (rc == 0) {
