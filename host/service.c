@@ -16,6 +16,7 @@
 
 #include "event_json.h"
 #include "hostsvc.h"
+#include "index/index.h"
 #include "loader.h"
 #include "memd-build.h"
 #include "strategy.h"
@@ -60,6 +61,7 @@ struct memd {
 	store *sessions;
 	app_strategy *apps;
 	size_t n_apps;
+	indexer *index;         /* search indexes (host/index/) */
 	worker *worker;         /* strategies' after_append, after the append */
 };
 
@@ -452,6 +454,16 @@ static int32_t open_strategies(memd *m, memd_error *err)
 	return 0;
 }
 
+/* The search indexes over the session store (and index.vector.store). */
+static int32_t open_index(memd *m, memd_error *err)
+{
+	const loader_instance *vec = NULL;
+	for (size_t i = 0; m->set.vector_store && i < m->n_stores; i++)
+		if (strcmp(m->stores[i].name, m->set.vector_store) == 0)
+			vec = m->stores[i].inst;
+	return index_open(&m->set, m->sessions, vec, m->svc, &m->index, err);
+}
+
 /* The first diagnostic, and how many more there are, as err. */
 static int32_t diag_error(const config_diag *d, memd_error *err)
 {
@@ -510,6 +522,8 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		goto fail;
 	if ((r = worker_new(WORKER_THREADS_DEFAULT, after_append_job, m, &m->worker, err)) < 0)
 		goto fail;
+	if ((r = open_index(m, err)) < 0)
+		goto fail;
 	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
 		   store_name(m->sessions), m->n_apps);
 	*ret = m;
@@ -524,6 +538,7 @@ void memd_close(memd *m)
 	if (!m)
 		return;
 	worker_free(m->worker); /* finishes pending after_append runs first */
+	index_close(m->index);  /* before the stores it reads */
 	for (size_t i = 0; i < m->n_apps; i++) {
 		strategy_free(m->apps[i].st);
 		free(m->apps[i].app);
@@ -860,6 +875,7 @@ int32_t memd_session_delete(memd *m, const char *app, const char *user, const ch
 		return r;
 	if ((r = store_session_delete(m->sessions, &call, &sc, err)) < 0)
 		return r;
+	index_notify(m->index);
 	temp_state_drop(m->temp, app, user, sid);
 	return 0;
 }
@@ -997,6 +1013,8 @@ static int32_t do_append(memd *m, const memd_scope *sc, append_req *q, const cha
 		return r;
 	if (q->temp && (r = apply_temp(m, sc, inv, q->temp, err)) < 0)
 		return r;
+	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+		index_notify(m->index);
 	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
 		run_after_append(m, sc);
 	seqs = json_array();
@@ -1466,8 +1484,34 @@ int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error 
 		return r;
 	if ((r = store_user_delete(m->sessions, &call, &sc, err)) < 0)
 		return r;
+	index_notify(m->index);
 	temp_state_drop(m->temp, app, user, NULL);
 	return 0;
+}
+
+/* ---- search (host/index/) ------------------------------------------------------ */
+
+int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
+		    char **ret_json, memd_error *err)
+{
+	memd_call call = call_new();
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
+		return r;
+	return index_search(m->index, &call, app, user, body_json, ret_json, err);
+}
+
+int32_t memd_index_rebuild(memd *m, const char *app, const char *user, memd_progress_fn progress,
+			   void *userdata, memd_error *err)
+{
+	memd_scope sc;
+	int32_t r;
+
+	if ((app || user) && (r = check_scope(app ? app : "", user ? user : "", NULL, &sc, err)) < 0)
+		return r;
+	return index_rebuild(m->index, app, user, progress, userdata, err);
 }
 
 static json_t *kinds_json(uint32_t kind)

@@ -175,6 +175,41 @@ MEMD_API int32_t memd_artifact_versions(memd *m, const char *app, const char *us
 MEMD_API int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const char *sid,
 				      const char *name, memd_error *err);
 
+/* ---- search ------------------------------------------------------------- */
+
+/* Search (app, user)'s events; nothing of another app or user is ever
+ * returned. body: {"query": str, "k"?: int (1..1000, default 10),
+ * "mode"?: "keyword" | "vector" | "hybrid" (default: config
+ * index.default_mode), "session_id"?: str, "authors"?: [str], "after"?,
+ * "before"?: RFC 3339 times (exclusive bounds on the event's timestamp)}.
+ * Sees every event appended before the call: it waits (up to the
+ * deadline of a request, 10 s) for the indexes to catch up, else fails
+ * with MEMD_ETIMEDOUT or MEMD_EUNAVAIL (retryable). Result: {"mode": str,
+ * "results": [{"session_id", "event_id", "seq", "author", "role", "text",
+ * "timestamp", "score"}]}, best first; scores are BM25 (keyword), cosine
+ * similarity (vector) or reciprocal-rank fusion sums (hybrid).
+ * MEMD_EINVAL for a bad body or a mode whose index is not enabled. */
+MEMD_API int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
+			     char **ret_json, memd_error *err);
+
+/* Progress of memd_index_rebuild: done of total units (events; feed
+ * positions for a full rebuild; total 0 = unknown), every 200 ms or so
+ * and once at the end. Return 0 to go on, anything else to stop (the
+ * rebuild then fails with MEMD_ECANCELED). */
+typedef int32_t (*memd_progress_fn)(void *userdata, uint64_t done, uint64_t total);
+
+/* Rebuild the search indexes from the sessions, which are the source of
+ * truth: of one (app, user) when both are given (its entries are
+ * dropped and re-read from its sessions), of everything when both are
+ * NULL (the indexes, including the vector index's durable cursor, are
+ * reset and replay the change feed). Blocks until done; progress may be
+ * NULL. Searches meanwhile wait for the indexes to catch up. In a process
+ * other than the server, only the durable vector index is affected (the
+ * keyword index lives in each process's memory and is rebuilt at every
+ * start). */
+MEMD_API int32_t memd_index_rebuild(memd *m, const char *app, const char *user,
+				    memd_progress_fn progress, void *userdata, memd_error *err);
+
 /* ---- users and plugins -------------------------------------------------- */
 
 /* Forget everything of (app, user). */

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+#include "embed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "embed_hash.h"
+#include "settings.h"
+
+/* The built-in embedders, by index.vector.embedder.type. */
+static const embed_builtin *const builtins[] = {
+	&embed_hash_builtin,
+};
+
+struct embedder {
+	const embed_builtin *b;
+	void *inst;
+	uint32_t dim;
+	uint32_t batch;
+};
+
+static int32_t read_int(const config_node *node, const char *key, int64_t dflt, int64_t min,
+			int64_t max, int64_t *ret, memd_error *err)
+{
+	const config_node *v = node ? config_map_get(node, key) : NULL;
+	int64_t x = dflt;
+	if (v && config_as_int(v, &x) < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s:%u: index.vector.embedder.%s: not an integer",
+				      config_node_file(v), config_node_line(v), key);
+	if (x < min || x > max)
+		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.embedder.%s: must be %lld..%lld",
+				      key, (long long)min, (long long)max);
+	*ret = x;
+	return 0;
+}
+
+int32_t embedder_open(const config_node *node, hostsvc *svc, embedder **ret, memd_error *err)
+{
+	const config_node *tn = node ? config_map_get(node, "type") : NULL;
+	const char *type = tn && config_scalar(tn) ? config_scalar(tn) : SETTINGS_EMBEDDER_TYPE_DEFAULT;
+	const embed_builtin *b = NULL;
+	memd_error derr = { 0 };
+	int64_t batch = SETTINGS_EMBEDDER_BATCH_DEFAULT;
+	embedder *e;
+	int32_t r;
+
+	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+		if (strcmp(builtins[i]->type, type) == 0)
+			b = builtins[i];
+	if (!b)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "index.vector.embedder.type: '%.64s' is not built into this memd", type);
+	if ((r = read_int(node, "batch", SETTINGS_EMBEDDER_BATCH_DEFAULT, 1, UINT32_MAX, &batch, err)) < 0)
+		return r;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	e->b = b;
+	e->batch = (uint32_t)batch;
+	if ((r = b->create(node, svc, &e->inst, err)) < 0) {
+		free(e);
+		return r;
+	}
+	if ((r = b->ops->dimension(e->inst, &e->dim, &derr)) < 0 || e->dim == 0) {
+		b->destroy(e->inst);
+		free(e);
+		return memd_error_set(err, r < 0 ? r : MEMD_EINTERNAL, 0, "embedder %s: no dimension: %s",
+				      type, derr.msg);
+	}
+	*ret = e;
+	return 0;
+}
+
+void embedder_free(embedder *e)
+{
+	if (!e)
+		return;
+	e->b->destroy(e->inst);
+	free(e);
+}
+
+const char *embedder_type(const embedder *e)
+{
+	return e->b->type;
+}
+
+uint32_t embedder_dim(const embedder *e)
+{
+	return e->dim;
+}
+
+uint32_t embedder_batch(const embedder *e)
+{
+	return e->batch;
+}
+
+int32_t embedder_embed(embedder *e, const memd_call *call, const char *const *texts, uint32_t n,
+		       float *ret_vectors, memd_error *err)
+{
+	int32_t r = e->b->ops->embed(e->inst, call, texts, n, ret_vectors, err);
+	if (r < 0 && err && err->code != r)
+		memd_error_set(err, r, 0, "embedder %s: failed (error %d)", e->b->type, (int)r);
+	return r;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index: the search indexes of one memd (DESIGN.md §6). Owns the keyword
+ * index (keyword.h) and the vector indexer (vector.h) as configured, each
+ * fed by its own feed tailer thread (feed.h) from the session store's
+ * change feed; answers searches (search.h) after making sure the indexes
+ * have caught up with the feed head as it was when the search began (so
+ * a client reads its own writes); rebuilds.
+ *
+ * The keyword index lives in memory and is rebuilt from the feed at every
+ * start; the vector index keeps its position in the session store's
+ * durable cursor "vector:<store>". Indexing never fails an append: a
+ * failing indexer retries with backoff, and searches that need it report
+ * MEMD_EUNAVAIL (retryable) meanwhile.
+ */
+#ifndef MEMD_INDEX_INDEX_H
+#define MEMD_INDEX_INDEX_H
+
+#include <memd/memd.h>
+#include <memd/plugin.h>
+
+#include "hostsvc.h"
+#include "keyword.h"
+#include "loader.h"
+#include "settings.h"
+#include "store.h"
+
+/* How long a search waits for the indexes to catch up when its call has
+ * no deadline. */
+#define INDEX_WAIT_MS 10000
+/* How long closing waits for the vector index to catch up. */
+#define INDEX_CLOSE_FLUSH_MS 5000
+/* How often a rebuild reports progress. */
+#define INDEX_PROGRESS_MS 200
+/* Feed records per batch of the keyword tailer; the vector tailer reads
+ * the embedder's batch times INDEX_VECTOR_BATCHES. */
+#define INDEX_KEYWORD_BATCH 512
+#define INDEX_VECTOR_BATCHES 4
+/* Events per page a scoped rebuild loads; sessions per page it lists. */
+#define INDEX_REBUILD_PAGE 256
+#define INDEX_REBUILD_SESSIONS 1000
+
+typedef struct indexer indexer;
+
+/* Open the indexes set configures and start their tailers. vector_store
+ * is the instance named by index.vector.store (borrowed; ignored unless
+ * index.vector.enabled); sessions, svc and set must outlive the indexer.
+ * Fails (nothing left running) on a bad embedder config, a vector store
+ * of the wrong kind or dimension (MEMD_ECONFLICT), ENOMEM, or if a
+ * thread cannot start. */
+int32_t index_open(const settings *set, store *sessions, const loader_instance *vector_store,
+		   hostsvc *svc, indexer **ret, memd_error *err);
+/* Let the vector index catch up (at most INDEX_CLOSE_FLUSH_MS), stop the
+ * tailers, free. Accepts NULL. */
+void index_close(indexer *ix);
+/* Something was written: wake the tailers. Accepts NULL. */
+void index_notify(indexer *ix);
+
+/* memd_search (api/memd/memd.h) in scope (app, user), validated by the
+ * caller. call may carry a deadline for the catch-up wait and a
+ * rows_read counter (keyword postings examined are added). */
+int32_t index_search(indexer *ix, const memd_call *call, const char *app, const char *user,
+		     const char *body_json, char **ret_json, memd_error *err);
+
+/* memd_index_rebuild: app and user both set (validated) or both NULL. */
+int32_t index_rebuild(indexer *ix, const char *app, const char *user, memd_progress_fn progress,
+		      void *userdata, memd_error *err);
+
+/* Keyword index size (zeros when keyword search is disabled). */
+void index_keyword_stats(indexer *ix, kw_stats *ret);
+
+#endif

@@ -1,0 +1,1067 @@
+/* SPDX-License-Identifier: MIT */
+#include "keyword.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memd/plugin.h>
+
+#include "strtab.h"
+#include "text.h"
+
+#define KW_TAB_MIN 8
+#define KW_HEAP_MIN 32        /* first heap capacity of a postings list */
+#define KW_DOCS_MIN 16
+#define KW_TERMS_MIN 32
+#define KW_VARINT_MAX 10      /* bytes of a LEB128 uint64 */
+#define KW_POSTING_MAX (2 * KW_VARINT_MAX)
+#define KW_KEY_SEP '\x01'     /* ids never contain control characters */
+#define KW_HASH_MUL 0x9E3779B97F4A7C15ULL
+#define KW_HASH_SHIFT 32
+
+/* ---- documents and postings lists ------------------------------------------ */
+
+typedef struct kw_doc {
+	int64_t timestamp_us;
+	int64_t seq;
+	uint32_t session;  /* id in the partition's sessions */
+	uint32_t author;   /* id in the partition's authors */
+	uint32_t len;      /* terms in the document */
+	uint32_t reserved;
+} kw_doc;
+
+typedef struct kw_plist {
+	uint32_t term;     /* global term id + 1; 0 = empty slot */
+	uint32_t df;       /* documents in the list */
+	uint32_t last;     /* the last document number added */
+	uint32_t len;      /* encoded bytes */
+	union {
+		uint8_t *heap; /* len > KW_INLINE: capacity plist_cap(len) */
+		uint8_t inl[KW_INLINE];
+	} u;
+} kw_plist;
+
+typedef struct kw_part {
+	pthread_rwlock_t lock;
+	kw_doc *docs;
+	uint32_t n_docs, cap_docs;
+	uint64_t sum_len;
+	kw_plist *tab;     /* open addressing by term; tab_cap a power of two */
+	uint32_t tab_cap, n_terms;
+	strtab sessions, authors;
+	uint64_t n_postings, posting_bytes, heap_bytes;
+} kw_part;
+
+struct kw_index {
+	double k1, b;
+	pthread_rwlock_t terms_lock;
+	strtab terms;
+	pthread_rwlock_t parts_lock;
+	strtab part_keys;  /* "app\1user" -> id */
+	kw_part **parts;   /* by key id; NULL = none (deleted) */
+	uint32_t parts_cap;
+};
+
+static size_t plist_cap(uint32_t len)
+{
+	size_t cap = KW_HEAP_MIN;
+	if (len <= KW_INLINE)
+		return KW_INLINE;
+	while (cap < len)
+		cap *= 2;
+	return cap;
+}
+
+static const uint8_t *plist_data(const kw_plist *p)
+{
+	return p->len <= KW_INLINE ? p->u.inl : p->u.heap;
+}
+
+static void plist_free(kw_plist *p)
+{
+	if (p->len > KW_INLINE)
+		free(p->u.heap);
+	p->len = 0;
+}
+
+static size_t varint_put(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}
+
+static uint64_t varint_get(const uint8_t *p, size_t *pos)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t byte;
+	do {
+		byte = p[(*pos)++];
+		v |= (uint64_t)(byte & 0x7F) << shift;
+		shift += 7;
+	} while (byte & 0x80);
+	return v;
+}
+
+/* One posting: gap to the previous document (first: doc + 1), shifted
+ * left with a flag "tf > 1"; then tf - 2 when flagged. */
+static size_t posting_encode(uint8_t *out, int first, uint32_t last, uint32_t doc, uint32_t tf)
+{
+	uint64_t gap = first ? (uint64_t)doc + 1 : (uint64_t)doc - last;
+	size_t n = varint_put(out, ((gap - 1) << 1) | (tf > 1));
+	if (tf > 1)
+		n += varint_put(out + n, tf - 2);
+	return n;
+}
+
+typedef struct plist_iter {
+	const uint8_t *p;
+	size_t pos, len;
+	uint32_t doc;
+	int started;
+} plist_iter;
+
+static void iter_init(plist_iter *it, const kw_plist *pl)
+{
+	it->p = plist_data(pl);
+	it->pos = 0;
+	it->len = pl->len;
+	it->doc = 0;
+	it->started = 0;
+}
+
+static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t *ret_tf)
+{
+	uint64_t code;
+	if (it->pos >= it->len)
+		return 0;
+	code = varint_get(it->p, &it->pos);
+	it->doc = it->started ? it->doc + (uint32_t)(code >> 1) + 1 : (uint32_t)(code >> 1);
+	it->started = 1;
+	*ret_doc = it->doc;
+	*ret_tf = (code & 1) ? (uint32_t)varint_get(it->p, &it->pos) + 2 : 1;
+	return 1;
+}
+
+/* Append n bytes; 0 or -1 on ENOMEM (p unchanged). */
+static int plist_append(kw_part *pt, kw_plist *p, const uint8_t *bytes, size_t n)
+{
+	uint64_t nl = (uint64_t)p->len + n;
+
+	if (nl > UINT32_MAX)
+		return -1;
+	if (nl <= KW_INLINE) {
+		memcpy(p->u.inl + p->len, bytes, n);
+	} else if (p->len <= KW_INLINE) {
+		size_t cap = plist_cap((uint32_t)nl);
+		uint8_t *h = malloc(cap);
+		if (!h)
+			return -1;
+		memcpy(h, p->u.inl, p->len);
+		memcpy(h + p->len, bytes, n);
+		p->u.heap = h;
+		pt->heap_bytes += cap;
+	} else {
+		size_t old = plist_cap(p->len), cap = plist_cap((uint32_t)nl);
+		if (cap > old) {
+			uint8_t *h = realloc(p->u.heap, cap);
+			if (!h)
+				return -1;
+			p->u.heap = h;
+			pt->heap_bytes += cap - old;
+		}
+		memcpy(p->u.heap + p->len, bytes, n);
+	}
+	p->len = (uint32_t)nl;
+	return 0;
+}
+
+/* Undo appends back to old_len bytes. */
+static void plist_truncate(kw_part *pt, kw_plist *p, uint32_t old_len)
+{
+	if (p->len > KW_INLINE && old_len <= KW_INLINE) {
+		uint8_t *h = p->u.heap;
+		pt->heap_bytes -= plist_cap(p->len);
+		memcpy(p->u.inl, h, old_len);
+		free(h);
+	}
+	p->len = old_len;
+}
+
+/* ---- partitions ---------------------------------------------------------------- */
+
+static uint32_t term_slot(uint32_t term, uint32_t cap)
+{
+	return (uint32_t)(((uint64_t)term * KW_HASH_MUL) >> KW_HASH_SHIFT) & (cap - 1);
+}
+
+static kw_plist *tab_find(const kw_part *pt, uint32_t term)
+{
+	if (!pt->tab_cap)
+		return NULL;
+	for (uint32_t i = term_slot(term, pt->tab_cap);; i = (i + 1) & (pt->tab_cap - 1)) {
+		kw_plist *p = &pt->tab[i];
+		if (p->term == term)
+			return p;
+		if (!p->term)
+			return NULL;
+	}
+}
+
+static kw_plist *tab_slot_for(kw_plist *tab, uint32_t cap, uint32_t term)
+{
+	uint32_t i = term_slot(term, cap);
+	while (tab[i].term && tab[i].term != term)
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* Make room for `more` new terms under a 3/4 load factor. */
+static int tab_reserve(kw_part *pt, uint32_t more)
+{
+	uint64_t need = (uint64_t)pt->n_terms + more;
+	uint32_t cap = pt->tab_cap ? pt->tab_cap : KW_TAB_MIN;
+	kw_plist *tab;
+
+	while (need * 4 > (uint64_t)cap * 3) {
+		if (cap > UINT32_MAX / 2)
+			return -1;
+		cap *= 2;
+	}
+	if (cap == pt->tab_cap)
+		return 0;
+	tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -1;
+	for (uint32_t i = 0; i < pt->tab_cap; i++)
+		if (pt->tab[i].term)
+			*tab_slot_for(tab, cap, pt->tab[i].term) = pt->tab[i];
+	free(pt->tab);
+	pt->tab = tab;
+	pt->tab_cap = cap;
+	return 0;
+}
+
+static kw_part *part_new(void)
+{
+	kw_part *pt = calloc(1, sizeof(*pt));
+	if (pt && pthread_rwlock_init(&pt->lock, NULL) != 0) {
+		free(pt);
+		return NULL;
+	}
+	return pt;
+}
+
+static void part_free(kw_part *pt)
+{
+	if (!pt)
+		return;
+	for (uint32_t i = 0; i < pt->tab_cap; i++)
+		plist_free(&pt->tab[i]);
+	free(pt->tab);
+	free(pt->docs);
+	strtab_clear(&pt->sessions);
+	strtab_clear(&pt->authors);
+	pthread_rwlock_destroy(&pt->lock);
+	free(pt);
+}
+
+/* ---- the index ------------------------------------------------------------------ */
+
+kw_index *kw_new(double k1, double b)
+{
+	kw_index *kw = calloc(1, sizeof(*kw));
+	if (!kw)
+		return NULL;
+	kw->k1 = k1;
+	kw->b = b;
+	if (pthread_rwlock_init(&kw->terms_lock, NULL) != 0) {
+		free(kw);
+		return NULL;
+	}
+	if (pthread_rwlock_init(&kw->parts_lock, NULL) != 0) {
+		pthread_rwlock_destroy(&kw->terms_lock);
+		free(kw);
+		return NULL;
+	}
+	return kw;
+}
+
+static void drop_parts(kw_index *kw)
+{
+	for (uint32_t i = 0; i < kw->part_keys.n; i++)
+		part_free(kw->parts[i]);
+	free(kw->parts);
+	kw->parts = NULL;
+	kw->parts_cap = 0;
+	strtab_clear(&kw->part_keys);
+}
+
+void kw_free(kw_index *kw)
+{
+	if (!kw)
+		return;
+	drop_parts(kw);
+	strtab_clear(&kw->terms);
+	pthread_rwlock_destroy(&kw->terms_lock);
+	pthread_rwlock_destroy(&kw->parts_lock);
+	free(kw);
+}
+
+/* "app\1user" into buf (2 * MEMD_ID_MAX + 2 bytes); returns its length,
+ * or 0 if an id is too long. */
+#define KW_KEY_MAX (2 * MEMD_ID_MAX + 2)
+static size_t part_key(const char *app, const char *user, char buf[KW_KEY_MAX])
+{
+	size_t la = strlen(app), lu = strlen(user);
+	if (la > MEMD_ID_MAX || lu > MEMD_ID_MAX)
+		return 0;
+	memcpy(buf, app, la);
+	buf[la] = KW_KEY_SEP;
+	memcpy(buf + la + 1, user, lu);
+	buf[la + 1 + lu] = '\0';
+	return la + 1 + lu;
+}
+
+/* The partition of (app, user) read-locked, or NULL. */
+static kw_part *part_get_read(kw_index *kw, const char *app, const char *user)
+{
+	char key[KW_KEY_MAX];
+	size_t kl = part_key(app, user, key);
+	kw_part *pt = NULL;
+	uint32_t id;
+
+	if (!kl)
+		return NULL;
+	pthread_rwlock_rdlock(&kw->parts_lock);
+	id = strtab_find(&kw->part_keys, key, kl);
+	if (id != STRTAB_NONE && kw->parts[id]) {
+		pt = kw->parts[id];
+		pthread_rwlock_rdlock(&pt->lock);
+	}
+	pthread_rwlock_unlock(&kw->parts_lock);
+	return pt;
+}
+
+/* The partition of (app, user), created if needed, write-locked. Only the
+ * (single) writer calls this, so the partition cannot vanish between the
+ * lookup and the lock. */
+static kw_part *part_get_write(kw_index *kw, const char *app, const char *user, int create)
+{
+	char key[KW_KEY_MAX];
+	size_t kl = part_key(app, user, key);
+	kw_part *pt = NULL;
+	uint32_t id;
+
+	if (!kl)
+		return NULL;
+	pthread_rwlock_rdlock(&kw->parts_lock);
+	id = strtab_find(&kw->part_keys, key, kl);
+	if (id != STRTAB_NONE)
+		pt = kw->parts[id];
+	pthread_rwlock_unlock(&kw->parts_lock);
+	if (!pt && create) {
+		pthread_rwlock_wrlock(&kw->parts_lock);
+		if (strtab_intern(&kw->part_keys, key, kl, &id) == 0) {
+			if (id >= kw->parts_cap) {
+				uint32_t cap = kw->parts_cap ? kw->parts_cap * 2 : KW_TAB_MIN;
+				kw_part **grown = realloc(kw->parts, (size_t)cap * sizeof(*grown));
+				if (grown) {
+					memset(grown + kw->parts_cap, 0,
+					       (size_t)(cap - kw->parts_cap) * sizeof(*grown));
+					kw->parts = grown;
+					kw->parts_cap = cap;
+				}
+			}
+			if (id < kw->parts_cap)
+				pt = kw->parts[id] = part_new();
+		}
+		pthread_rwlock_unlock(&kw->parts_lock);
+	}
+	if (pt)
+		pthread_rwlock_wrlock(&pt->lock);
+	return pt;
+}
+
+/* ---- adding ---------------------------------------------------------------------- */
+
+/* Terms of one text: bytes back to back, with offsets. */
+typedef struct term_list {
+	char *bytes;
+	size_t len, cap;
+	uint32_t *offs;   /* n + 1 offsets */
+	size_t n, cap_offs;
+	int oom;
+} term_list;
+
+static int collect_term(void *ud, const text_token *t)
+{
+	term_list *tl = ud;
+	if (tl->len + t->term_len > tl->cap) {
+		size_t cap = tl->cap ? tl->cap * 2 : KW_TERMS_MIN * TEXT_TERM_MAX;
+		char *b;
+		while (cap < tl->len + t->term_len)
+			cap *= 2;
+		b = realloc(tl->bytes, cap);
+		if (!b)
+			return tl->oom = 1;
+		tl->bytes = b;
+		tl->cap = cap;
+	}
+	if (tl->n + 2 > tl->cap_offs) {
+		size_t cap = tl->cap_offs ? tl->cap_offs * 2 : KW_TERMS_MIN;
+		uint32_t *o = realloc(tl->offs, cap * sizeof(*o));
+		if (!o)
+			return tl->oom = 1;
+		tl->offs = o;
+		tl->cap_offs = cap;
+	}
+	if (tl->len + t->term_len > UINT32_MAX)
+		return tl->oom = 1;
+	if (tl->n == 0)
+		tl->offs[0] = 0;
+	memcpy(tl->bytes + tl->len, t->term, t->term_len);
+	tl->len += t->term_len;
+	tl->offs[++tl->n] = (uint32_t)tl->len;
+	return 0;
+}
+
+static void term_list_clear(term_list *tl)
+{
+	free(tl->bytes);
+	free(tl->offs);
+}
+
+/* Global ids of tl's terms into ids (n slots): found under the read lock,
+ * the missing ones interned under the write lock (intern = 1) or left
+ * STRTAB_NONE (intern = 0). 0 or -1 on ENOMEM. */
+static int resolve_terms(kw_index *kw, const term_list *tl, uint32_t *ids, int intern)
+{
+	size_t missing = 0;
+
+	pthread_rwlock_rdlock(&kw->terms_lock);
+	for (size_t i = 0; i < tl->n; i++) {
+		ids[i] = strtab_find(&kw->terms, tl->bytes + tl->offs[i], tl->offs[i + 1] - tl->offs[i]);
+		missing += ids[i] == STRTAB_NONE;
+	}
+	pthread_rwlock_unlock(&kw->terms_lock);
+	if (!missing || !intern)
+		return 0;
+	pthread_rwlock_wrlock(&kw->terms_lock);
+	for (size_t i = 0; i < tl->n; i++) {
+		if (ids[i] != STRTAB_NONE)
+			continue;
+		if (strtab_intern(&kw->terms, tl->bytes + tl->offs[i], tl->offs[i + 1] - tl->offs[i],
+				  &ids[i]) < 0) {
+			pthread_rwlock_unlock(&kw->terms_lock);
+			return -1;
+		}
+	}
+	pthread_rwlock_unlock(&kw->terms_lock);
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* What one posting append changed, to undo it. */
+typedef struct undo {
+	kw_plist *p;
+	uint32_t len, df, last;
+} undo;
+
+static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t doc)
+{
+	undo *u = malloc((n ? n : 1) * sizeof(*u));
+	size_t nu = 0, uniq = 0;
+
+	if (!u)
+		return MEMD_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		uniq += i == 0 || ids[i] != ids[i - 1];
+	if (uniq > UINT32_MAX || tab_reserve(pt, (uint32_t)uniq) < 0) {
+		free(u);
+		return MEMD_ENOMEM;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		uint8_t buf[KW_POSTING_MAX];
+		kw_plist *p;
+		size_t len;
+
+		while (j < n && ids[j] == ids[i])
+			j++;
+		p = tab_slot_for(pt->tab, pt->tab_cap, ids[i] + 1);
+		if (!p->term) {
+			p->term = ids[i] + 1;
+			pt->n_terms++;
+		}
+		u[nu] = (undo){ p, p->len, p->df, p->last };
+		len = posting_encode(buf, p->df == 0, p->last, doc, (uint32_t)(j - i));
+		if (plist_append(pt, p, buf, len) < 0)
+			goto fail;
+		nu++;
+		p->df++;
+		p->last = doc;
+		pt->n_postings++;
+		pt->posting_bytes += len;
+		i = j;
+	}
+	free(u);
+	return 0;
+fail:
+	/* Terms added for this document stay in the table with df 0 (search
+	 * skips them; the next compaction drops them). */
+	while (nu--) {
+		kw_plist *p = u[nu].p;
+		pt->posting_bytes -= p->len - u[nu].len;
+		pt->n_postings--;
+		plist_truncate(pt, p, u[nu].len);
+		p->df = u[nu].df;
+		p->last = u[nu].last;
+	}
+	free(u);
+	return MEMD_ENOMEM;
+}
+
+int32_t kw_add(kw_index *kw, const kw_doc_in *d)
+{
+	term_list tl = { 0 };
+	uint32_t *ids = NULL, sess, auth;
+	kw_part *pt;
+	int32_t r = MEMD_ENOMEM;
+
+	text_terms(d->text, d->text_len, TEXT_STEM | TEXT_STOP, collect_term, &tl);
+	if (tl.oom)
+		goto out;
+	if (!tl.n) {
+		r = 0;
+		goto out;
+	}
+	ids = malloc(tl.n * sizeof(*ids));
+	if (!ids || resolve_terms(kw, &tl, ids, 1) < 0)
+		goto out;
+	qsort(ids, tl.n, sizeof(*ids), cmp_u32);
+	pt = part_get_write(kw, d->app, d->user, 1);
+	if (!pt)
+		goto out;
+	if (pt->n_docs == UINT32_MAX - 1 || tl.n > UINT32_MAX)
+		goto unlock;
+	if (pt->n_docs == pt->cap_docs) {
+		uint32_t cap = pt->cap_docs ? pt->cap_docs * 2 : KW_DOCS_MIN;
+		kw_doc *docs = realloc(pt->docs, (size_t)cap * sizeof(*docs));
+		if (!docs)
+			goto unlock;
+		pt->docs = docs;
+		pt->cap_docs = cap;
+	}
+	if (strtab_intern(&pt->sessions, d->session, strlen(d->session), &sess) < 0 ||
+	    strtab_intern(&pt->authors, d->author ? d->author : "", d->author ? strlen(d->author) : 0,
+			  &auth) < 0)
+		goto unlock;
+	if ((r = add_postings(pt, ids, tl.n, pt->n_docs)) < 0)
+		goto unlock;
+	pt->docs[pt->n_docs++] = (kw_doc){
+		.timestamp_us = d->timestamp_us,
+		.seq = d->seq,
+		.session = sess,
+		.author = auth,
+		.len = (uint32_t)tl.n,
+	};
+	pt->sum_len += tl.n;
+unlock:
+	pthread_rwlock_unlock(&pt->lock);
+out:
+	free(ids);
+	term_list_clear(&tl);
+	return r;
+}
+
+/* ---- deleting -------------------------------------------------------------------- */
+
+/* Re-encode one list without the removed documents (remap[d] ==
+ * STRTAB_NONE) into out (a zeroed slot); 0 or -1 on ENOMEM. */
+static int plist_compact(kw_part *npt, const kw_plist *old, const uint32_t *remap, kw_plist *out)
+{
+	plist_iter it;
+	uint32_t doc, tf;
+
+	out->term = old->term;
+	iter_init(&it, old);
+	while (iter_next(&it, &doc, &tf)) {
+		uint8_t buf[KW_POSTING_MAX];
+		size_t len;
+		if (remap[doc] == STRTAB_NONE)
+			continue;
+		len = posting_encode(buf, out->df == 0, out->last, remap[doc], tf);
+		if (plist_append(npt, out, buf, len) < 0)
+			return -1;
+		out->df++;
+		out->last = remap[doc];
+		npt->n_postings++;
+		npt->posting_bytes += len;
+	}
+	return 0;
+}
+
+/* Rebuild pt without the documents of session sid, all or nothing. */
+static int32_t part_compact(kw_part *pt, uint32_t sid)
+{
+	kw_part n = { 0 };
+	uint32_t *remap = NULL, *sess_map = NULL, kept = 0;
+	kw_plist *tab = NULL;
+	uint32_t cap = KW_TAB_MIN;
+
+	remap = malloc((size_t)pt->n_docs * sizeof(*remap));
+	sess_map = malloc((size_t)(pt->sessions.n ? pt->sessions.n : 1) * sizeof(*sess_map));
+	if (!remap || !sess_map)
+		goto nomem;
+	for (uint32_t s = 0; s < pt->sessions.n; s++)
+		sess_map[s] = STRTAB_NONE;
+	for (uint32_t d = 0; d < pt->n_docs; d++)
+		remap[d] = pt->docs[d].session == sid ? STRTAB_NONE : kept++;
+	n.n_docs = kept;
+	n.cap_docs = kept ? kept : 1;
+	n.docs = malloc((size_t)n.cap_docs * sizeof(*n.docs));
+	if (!n.docs)
+		goto nomem;
+	for (uint32_t d = 0; d < pt->n_docs; d++) {
+		kw_doc doc = pt->docs[d];
+		if (remap[d] == STRTAB_NONE)
+			continue;
+		if (sess_map[doc.session] == STRTAB_NONE) {
+			const char *name = strtab_get(&pt->sessions, doc.session);
+			if (strtab_intern(&n.sessions, name, strlen(name), &sess_map[doc.session]) < 0)
+				goto nomem;
+		}
+		doc.session = sess_map[doc.session];
+		n.docs[remap[d]] = doc;
+		n.sum_len += doc.len;
+	}
+	while ((uint64_t)pt->n_terms * 4 > (uint64_t)cap * 3)
+		cap *= 2;
+	tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		goto nomem;
+	n.tab = tab;
+	n.tab_cap = cap;
+	for (uint32_t i = 0; i < pt->tab_cap; i++) {
+		kw_plist fresh = { 0 };
+		if (!pt->tab[i].term || !pt->tab[i].df)
+			continue;
+		if (plist_compact(&n, &pt->tab[i], remap, &fresh) < 0) {
+			plist_free(&fresh);
+			goto nomem;
+		}
+		if (!fresh.df)
+			continue;
+		*tab_slot_for(n.tab, n.tab_cap, fresh.term) = fresh;
+		n.n_terms++;
+	}
+	/* Swap in: the old lists, documents and sessions go. */
+	for (uint32_t i = 0; i < pt->tab_cap; i++)
+		plist_free(&pt->tab[i]);
+	free(pt->tab);
+	free(pt->docs);
+	strtab_clear(&pt->sessions);
+	pt->tab = n.tab;
+	pt->tab_cap = n.tab_cap;
+	pt->n_terms = n.n_terms;
+	pt->docs = n.docs;
+	pt->n_docs = n.n_docs;
+	pt->cap_docs = n.cap_docs;
+	pt->sum_len = n.sum_len;
+	pt->sessions = n.sessions;
+	pt->n_postings = n.n_postings;
+	pt->posting_bytes = n.posting_bytes;
+	pt->heap_bytes = n.heap_bytes;
+	free(remap);
+	free(sess_map);
+	return 0;
+nomem:
+	for (uint32_t i = 0; tab && i < cap; i++)
+		plist_free(&tab[i]);
+	free(tab);
+	free(n.docs);
+	strtab_clear(&n.sessions);
+	free(remap);
+	free(sess_map);
+	return MEMD_ENOMEM;
+}
+
+int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const char *session)
+{
+	kw_part *pt = part_get_write(kw, app, user, 0);
+	uint32_t sid;
+	int32_t r = 0;
+
+	if (!pt)
+		return 0;
+	sid = strtab_find(&pt->sessions, session, strlen(session));
+	if (sid != STRTAB_NONE)
+		r = part_compact(pt, sid);
+	pthread_rwlock_unlock(&pt->lock);
+	return r;
+}
+
+void kw_delete_user(kw_index *kw, const char *app, const char *user)
+{
+	char key[KW_KEY_MAX];
+	size_t kl = part_key(app, user, key);
+	kw_part *pt = NULL;
+	uint32_t id;
+
+	if (!kl)
+		return;
+	pthread_rwlock_wrlock(&kw->parts_lock);
+	id = strtab_find(&kw->part_keys, key, kl);
+	if (id != STRTAB_NONE) {
+		pt = kw->parts[id];
+		kw->parts[id] = NULL;
+	}
+	pthread_rwlock_unlock(&kw->parts_lock);
+	if (!pt)
+		return;
+	/* Searches that found pt before it was unlinked hold its read lock:
+	 * wait for them. */
+	pthread_rwlock_wrlock(&pt->lock);
+	pthread_rwlock_unlock(&pt->lock);
+	part_free(pt);
+}
+
+void kw_clear(kw_index *kw)
+{
+	kw_part **parts;
+	uint32_t n;
+
+	pthread_rwlock_wrlock(&kw->parts_lock);
+	parts = kw->parts;
+	n = kw->part_keys.n;
+	kw->parts = NULL;
+	kw->parts_cap = 0;
+	strtab_clear(&kw->part_keys);
+	pthread_rwlock_unlock(&kw->parts_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!parts[i])
+			continue;
+		pthread_rwlock_wrlock(&parts[i]->lock);
+		pthread_rwlock_unlock(&parts[i]->lock);
+		part_free(parts[i]);
+	}
+	free(parts);
+	/* No partition refers to a term any more. */
+	pthread_rwlock_wrlock(&kw->terms_lock);
+	strtab_clear(&kw->terms);
+	pthread_rwlock_unlock(&kw->terms_lock);
+}
+
+/* ---- searching ------------------------------------------------------------------- */
+
+typedef struct cand {
+	uint32_t doc;
+	double score;
+} cand;
+
+/* Nonzero if a ranks before b (see the header: score, time, seq, session). */
+static int better(const kw_part *pt, const cand *a, const cand *b)
+{
+	const kw_doc *x = &pt->docs[a->doc], *y = &pt->docs[b->doc];
+	if (a->score != b->score)
+		return a->score > b->score;
+	if (x->timestamp_us != y->timestamp_us)
+		return x->timestamp_us > y->timestamp_us;
+	if (x->seq != y->seq)
+		return x->seq > y->seq;
+	if (x->session != y->session)
+		return strcmp(strtab_get(&pt->sessions, x->session),
+			      strtab_get(&pt->sessions, y->session)) < 0;
+	return a->doc < b->doc;
+}
+
+/* Min-heap on "better": heap[0] is the worst kept candidate. */
+static void sift_down(const kw_part *pt, cand *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, w = i;
+		if (l < n && better(pt, &h[w], &h[l]))
+			w = l;
+		if (r < n && better(pt, &h[w], &h[r]))
+			w = r;
+		if (w == i)
+			return;
+		cand t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
+static void sift_up(const kw_part *pt, cand *h, size_t i)
+{
+	while (i) {
+		size_t p = (i - 1) / 2;
+		if (!better(pt, &h[p], &h[i]))
+			return;
+		cand t = h[i];
+		h[i] = h[p];
+		h[p] = t;
+		i = p;
+	}
+}
+
+/* Which documents the filter lets through. */
+typedef struct doc_filter {
+	uint32_t session;        /* STRTAB_NONE = any */
+	uint32_t *authors;       /* NULL = any */
+	size_t n_authors;
+	int64_t after, before;
+} doc_filter;
+
+static int passes(const doc_filter *f, const kw_doc *d)
+{
+	if (f->session != STRTAB_NONE && d->session != f->session)
+		return 0;
+	if (f->after && d->timestamp_us <= f->after)
+		return 0;
+	if (f->before && d->timestamp_us >= f->before)
+		return 0;
+	if (f->authors) {
+		for (size_t i = 0; i < f->n_authors; i++)
+			if (f->authors[i] == d->author)
+				return 1;
+		return 0;
+	}
+	return 1;
+}
+
+/* Resolve the filter's names in pt; 0 if nothing can match. */
+static int filter_prepare(const kw_part *pt, const kw_filter *f, doc_filter *df, uint32_t *authors)
+{
+	df->session = STRTAB_NONE;
+	df->authors = NULL;
+	df->n_authors = 0;
+	df->after = f ? f->after_us : 0;
+	df->before = f ? f->before_us : 0;
+	if (!f)
+		return 1;
+	if (f->session) {
+		df->session = strtab_find(&pt->sessions, f->session, strlen(f->session));
+		if (df->session == STRTAB_NONE)
+			return 0;
+	}
+	if (f->authors) {
+		df->authors = authors;
+		for (size_t i = 0; i < f->n_authors; i++) {
+			uint32_t a = strtab_find(&pt->authors, f->authors[i], strlen(f->authors[i]));
+			if (a != STRTAB_NONE)
+				authors[df->n_authors++] = a;
+		}
+		if (!df->n_authors)
+			return 0;
+	}
+	return 1;
+}
+
+/* Score pt for the distinct term ids (sorted) into the best k. */
+static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t *ids, size_t n_ids,
+			  const doc_filter *f, uint32_t k, cand **ret, size_t *ret_n,
+			  uint64_t *rows_read)
+{
+	double *acc = NULL, avglen;
+	uint32_t *touched = NULL, n_touched = 0;
+	uint64_t total_df = 0, examined = 0;
+	const kw_plist **lists;
+	size_t n_lists = 0;
+	cand *heap = NULL;
+	size_t n_heap = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!pt->n_docs)
+		return 0;
+	lists = malloc(n_ids * sizeof(*lists));
+	if (!lists)
+		return MEMD_ENOMEM;
+	for (size_t i = 0; i < n_ids; i++) {
+		const kw_plist *p = tab_find(pt, ids[i] + 1);
+		if (p && p->df) {
+			lists[n_lists++] = p;
+			total_df += p->df;
+		}
+	}
+	if (!n_lists) {
+		free(lists);
+		return 0;
+	}
+	acc = calloc(pt->n_docs, sizeof(*acc));
+	touched = malloc((size_t)(total_df < pt->n_docs ? total_df : pt->n_docs) * sizeof(*touched));
+	heap = malloc((size_t)k * sizeof(*heap));
+	if (!acc || !touched || !heap)
+		goto nomem;
+	avglen = (double)pt->sum_len / pt->n_docs;
+	for (size_t i = 0; i < n_lists; i++) {
+		const kw_plist *p = lists[i];
+		double idf = log(1.0 + ((double)pt->n_docs - p->df + 0.5) / (p->df + 0.5));
+		plist_iter it;
+		uint32_t doc, tf;
+
+		iter_init(&it, p);
+		while (iter_next(&it, &doc, &tf)) {
+			const kw_doc *d = &pt->docs[doc];
+			double norm;
+			examined++;
+			if (!passes(f, d))
+				continue;
+			norm = kw->k1 * (1.0 - kw->b + kw->b * d->len / avglen);
+			if (acc[doc] == 0.0)
+				touched[n_touched++] = doc;
+			acc[doc] += idf * tf * (kw->k1 + 1.0) / (tf + norm);
+		}
+	}
+	for (uint32_t i = 0; i < n_touched; i++) {
+		cand c = { touched[i], acc[touched[i]] };
+		if (n_heap < k) {
+			heap[n_heap++] = c;
+			sift_up(pt, heap, n_heap - 1);
+		} else if (better(pt, &c, &heap[0])) {
+			heap[0] = c;
+			sift_down(pt, heap, n_heap, 0);
+		}
+	}
+	/* Heap sort: pop the worst to the end, best first remains. */
+	for (size_t n = n_heap; n > 1; n--) {
+		cand t = heap[0];
+		heap[0] = heap[n - 1];
+		heap[n - 1] = t;
+		sift_down(pt, heap, n - 1, 0);
+	}
+	free(lists);
+	free(acc);
+	free(touched);
+	if (rows_read)
+		*rows_read += examined;
+	*ret = heap;
+	*ret_n = n_heap;
+	return 0;
+nomem:
+	free(lists);
+	free(acc);
+	free(touched);
+	free(heap);
+	return MEMD_ENOMEM;
+}
+
+void kw_hits_free(kw_hit *hits, size_t n)
+{
+	for (size_t i = 0; hits && i < n; i++)
+		free(hits[i].session);
+	free(hits);
+}
+
+int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *query,
+		  const kw_filter *f, uint32_t k, kw_hit **ret_hits, size_t *ret_n,
+		  uint64_t *rows_read, memd_error *err)
+{
+	term_list tl = { 0 };
+	uint32_t *ids = NULL, *authors = NULL;
+	size_t n_ids = 0, n_c = 0;
+	kw_part *pt = NULL;
+	kw_hit *hits = NULL;
+	cand *c = NULL;
+	doc_filter df;
+	int32_t r = MEMD_ENOMEM;
+
+	if (k == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "k: must be at least 1");
+	text_terms(query, strlen(query), TEXT_STEM | TEXT_STOP, collect_term, &tl);
+	if (tl.oom)
+		goto out;
+	if (tl.n) {
+		ids = malloc(tl.n * sizeof(*ids));
+		if (!ids || resolve_terms(kw, &tl, ids, 0) < 0)
+			goto out;
+		qsort(ids, tl.n, sizeof(*ids), cmp_u32);
+		for (size_t i = 0; i < tl.n; i++) /* distinct, known terms */
+			if (ids[i] != STRTAB_NONE && (n_ids == 0 || ids[n_ids - 1] != ids[i]))
+				ids[n_ids++] = ids[i];
+	}
+	if (f && f->n_authors && !(authors = malloc(f->n_authors * sizeof(*authors))))
+		goto out;
+	if (n_ids && (pt = part_get_read(kw, app, user))) {
+		if (filter_prepare(pt, f, &df, authors) &&
+		    score_part(kw, pt, ids, n_ids, &df, k, &c, &n_c, rows_read) < 0) {
+			pthread_rwlock_unlock(&pt->lock);
+			goto out;
+		}
+		hits = calloc(n_c ? n_c : 1, sizeof(*hits));
+		for (size_t i = 0; hits && i < n_c; i++) {
+			const kw_doc *d = &pt->docs[c[i].doc];
+			hits[i].session = strdup(strtab_get(&pt->sessions, d->session));
+			hits[i].seq = d->seq;
+			hits[i].timestamp_us = d->timestamp_us;
+			hits[i].score = c[i].score;
+			if (!hits[i].session) {
+				kw_hits_free(hits, i);
+				hits = NULL;
+			}
+		}
+		pthread_rwlock_unlock(&pt->lock);
+		if (!hits)
+			goto out;
+	} else {
+		hits = calloc(1, sizeof(*hits));
+		if (!hits)
+			goto out;
+	}
+	*ret_hits = hits;
+	*ret_n = n_c;
+	r = 0;
+out:
+	free(c);
+	free(ids);
+	free(authors);
+	term_list_clear(&tl);
+	if (r == MEMD_ENOMEM)
+		memd_error_set(err, r, 0, "keyword search: out of memory");
+	return r;
+}
+
+/* ---- stats ----------------------------------------------------------------------- */
+
+void kw_get_stats(kw_index *kw, kw_stats *ret)
+{
+	kw_stats s = { 0 };
+
+	pthread_rwlock_rdlock(&kw->terms_lock);
+	s.terms = kw->terms.n;
+	s.memory_bytes += strtab_bytes(&kw->terms);
+	pthread_rwlock_unlock(&kw->terms_lock);
+	pthread_rwlock_rdlock(&kw->parts_lock);
+	s.memory_bytes += strtab_bytes(&kw->part_keys) + (size_t)kw->parts_cap * sizeof(*kw->parts);
+	for (uint32_t i = 0; i < kw->part_keys.n; i++) {
+		kw_part *pt = kw->parts[i];
+		if (!pt)
+			continue;
+		pthread_rwlock_rdlock(&pt->lock);
+		s.partitions++;
+		s.documents += pt->n_docs;
+		s.postings += pt->n_postings;
+		s.postings_bytes += pt->posting_bytes;
+		s.memory_bytes += sizeof(*pt) + (size_t)pt->cap_docs * sizeof(kw_doc) +
+				  (size_t)pt->tab_cap * sizeof(kw_plist) + pt->heap_bytes +
+				  strtab_bytes(&pt->sessions) + strtab_bytes(&pt->authors);
+		pthread_rwlock_unlock(&pt->lock);
+	}
+	pthread_rwlock_unlock(&kw->parts_lock);
+	*ret = s;
+}

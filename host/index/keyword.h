@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * keyword: the in-host BM25 index. Documents (events with text) live in
+ * partitions, one per (app, user): a query only ever reads its own
+ * partition, whose statistics (N, df, average length) are the ones BM25
+ * uses. A partition keeps, per document, its session, author, seq,
+ * timestamp and length (32 bytes), and per term of its dictionary a
+ * postings list of delta-encoded document numbers with term frequencies
+ * (LEB128 varints; lists of up to KW_INLINE bytes live inside the
+ * dictionary slot). Terms are interned once for the whole index.
+ *
+ * Thread-safety: any number of kw_search calls may run concurrently with
+ * one writer (kw_add, kw_delete_*, kw_clear): partitions have their own
+ * read/write locks, so a search waits only for writes to its partition.
+ * Callers must not run two writers at once.
+ *
+ * Scoring: score(d) = sum over distinct query terms t in d of
+ *   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen)),
+ *   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
+ * with N, df and avglen of the partition. Ties are broken by newer
+ * timestamp, then higher seq, then session id, so results do not depend
+ * on the order documents were added in.
+ */
+#ifndef MEMD_INDEX_KEYWORD_H
+#define MEMD_INDEX_KEYWORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memd/abi.h>
+
+/* Bytes of postings kept inside a dictionary slot before a list moves to
+ * the heap. */
+#define KW_INLINE 16
+
+typedef struct kw_index kw_index;
+
+/* A new empty index with BM25 parameters k1 (> 0) and b (0..1). NULL on
+ * ENOMEM. */
+kw_index *kw_new(double k1, double b);
+/* Accepts NULL. */
+void kw_free(kw_index *kw);
+
+/* One document: borrowed strings, text tokenized with TEXT_STEM |
+ * TEXT_STOP. A text without terms adds nothing (returns 0). */
+typedef struct kw_doc_in {
+	const char *app, *user, *session, *author;
+	int64_t seq;
+	int64_t timestamp_us;
+	const char *text;
+	size_t text_len;
+} kw_doc_in;
+
+/* Add a document. 0, or MEMD_ENOMEM (the index is unchanged). Adding the
+ * same (session, seq) twice indexes it twice: the caller (the feed) never
+ * does. */
+int32_t kw_add(kw_index *kw, const kw_doc_in *d);
+/* Remove every document of one session / of one (app, user). Exact: the
+ * statistics afterwards are those of an index built without them.
+ * 0 or MEMD_ENOMEM (then the partition is unchanged). */
+int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const char *session);
+void kw_delete_user(kw_index *kw, const char *app, const char *user);
+/* Remove everything. */
+void kw_clear(kw_index *kw);
+
+/* Narrowing of a search; every member optional (NULL / 0). */
+typedef struct kw_filter {
+	const char *session;
+	const char *const *authors;
+	size_t n_authors;
+	int64_t after_us;            /* timestamp > after_us when nonzero */
+	int64_t before_us;           /* timestamp < before_us when nonzero */
+} kw_filter;
+
+typedef struct kw_hit {
+	char *session;               /* malloc'd */
+	int64_t seq;
+	int64_t timestamp_us;
+	double score;
+} kw_hit;
+
+/* The best k (>= 1) documents of (app, user) for query, best first, into
+ * *ret_hits (malloc'd array; free with kw_hits_free) and *ret_n (may be
+ * 0). A query without terms, or an unknown partition, finds nothing.
+ * rows_read (may be NULL) is increased by the postings examined.
+ * 0 or MEMD_ENOMEM (with err). */
+int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *query,
+		  const kw_filter *f, uint32_t k, kw_hit **ret_hits, size_t *ret_n,
+		  uint64_t *rows_read, memd_error *err);
+/* Free hits from kw_search; accepts NULL. */
+void kw_hits_free(kw_hit *hits, size_t n);
+
+/* Size of the index, for benchmarks and /metrics. */
+typedef struct kw_stats {
+	uint64_t partitions;
+	uint64_t documents;
+	uint64_t terms;              /* distinct terms, whole index */
+	uint64_t postings;           /* (term, document) pairs */
+	uint64_t postings_bytes;     /* encoded postings */
+	uint64_t memory_bytes;       /* everything held, allocator overhead excluded */
+} kw_stats;
+void kw_get_stats(kw_index *kw, kw_stats *ret);
+
+#endif

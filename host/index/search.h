@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * search: the search request (DESIGN.md §6, api/openapi.yaml
+ * SearchRequest) and its execution: keyword, vector, or hybrid by
+ * reciprocal-rank fusion (score = sum over lists of 1 / (SEARCH_RRF_K +
+ * rank), rank from 1), then each hit's event fetched from the session
+ * store (text, role, author, timestamp) in its own (app, user, session)
+ * scope. A hit whose event is gone (deleted since it was indexed) is
+ * dropped and the next candidate takes its place.
+ */
+#ifndef MEMD_INDEX_SEARCH_H
+#define MEMD_INDEX_SEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memd/plugin.h>
+
+#include "keyword.h"
+#include "store.h"
+#include "vector.h"
+
+#define SEARCH_K_DEFAULT 10
+#define SEARCH_K_MAX 1000
+#define SEARCH_AUTHORS_MAX 100
+#define SEARCH_QUERY_MAX 8192   /* bytes */
+#define SEARCH_RRF_K 60.0
+/* Candidates a hybrid search takes from each list: k times this, at least
+ * SEARCH_HYBRID_MIN. */
+#define SEARCH_HYBRID_OVERSAMPLE 4
+#define SEARCH_HYBRID_MIN 40
+/* Extra candidates asked for so hits of just-deleted events can be
+ * replaced. */
+#define SEARCH_SLACK 8
+
+#define SEARCH_KEYWORD 1
+#define SEARCH_VECTOR  2
+#define SEARCH_HYBRID  3
+
+/* A parsed request. Strings point into body (owned). */
+typedef struct search_req {
+	void *body;                  /* json_t *, owned */
+	const char *query;
+	uint32_t k;
+	int mode;                    /* SEARCH_* */
+	const char *session;         /* NULL = every session */
+	const char **authors;        /* malloc'd array; NULL = any */
+	size_t n_authors;
+	int64_t after_us, before_us; /* 0 = no bound */
+} search_req;
+
+/* The mode named name (keyword|vector|hybrid), or 0. */
+int search_mode(const char *name);
+const char *search_mode_name(int mode);
+
+/* Parse and validate body: {"query": str (required, 1..SEARCH_QUERY_MAX
+ * bytes), "k"?: 1..SEARCH_K_MAX (default SEARCH_K_DEFAULT), "mode"?:
+ * keyword|vector|hybrid (default default_mode), "session_id"?: id,
+ * "authors"?: [str] (<= SEARCH_AUTHORS_MAX), "after"?/"before"?: RFC
+ * 3339 time (exclusive bounds on the event's timestamp)}. Unknown fields
+ * are refused. MEMD_EINVAL with the field's name, or MEMD_ENOMEM. */
+int32_t search_parse(const char *body_json, int default_mode, search_req *ret, memd_error *err);
+/* Free what search_parse filled; accepts a zeroed request. */
+void search_req_clear(search_req *q);
+
+/* Run q in scope (app, user) over the indexes its mode needs (kw for
+ * keyword and hybrid, vec for vector and hybrid; the caller checked they
+ * exist and are caught up), fetching events from sessions. Result JSON:
+ * {"mode": str, "results": [{"session_id", "event_id", "seq", "author",
+ * "role", "text", "timestamp", "score"}]}, best first. */
+int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+		   const char *app, const char *user, const search_req *q, char **ret_json,
+		   memd_error *err);
+
+#endif

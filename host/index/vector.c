@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+#include "vector.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VEC_CURSOR_MAX (MEMD_ID_MAX + 1)
+
+struct vec_index {
+	const loader_instance *inst;
+	const memd_vector_ops *ops;
+	void *handle;
+	int serialized;
+	pthread_mutex_t lock;
+	char *store_name;
+	char cursor[VEC_CURSOR_MAX];
+	store *sessions;
+	embedder *emb;
+	hostsvc *svc;
+	uint32_t dim;
+	int prepared;
+	/* Scratch for apply (one applier at a time, see feed.h). */
+	float *vectors;
+	memd_vector_record *recs;
+	const memd_vector_record **rec_ptrs;
+	const char **texts;
+	const feed_rec **pending;
+	size_t n_pending;
+	uint32_t batch;
+};
+
+#define VEC_LOCK(v)                                  \
+	do {                                         \
+		if ((v)->serialized)                 \
+			pthread_mutex_lock(&(v)->lock); \
+	} while (0)
+#define VEC_UNLOCK(v)                                  \
+	do {                                           \
+		if ((v)->serialized)                   \
+			pthread_mutex_unlock(&(v)->lock); \
+	} while (0)
+
+static int32_t fix(const vec_index *v, const char *op, int32_t r, memd_error *err)
+{
+	return store_fix_error(v->store_name, op, r, err);
+}
+
+static int32_t do_prepare(vec_index *v, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	int32_t r = 0;
+
+	if (v->prepared)
+		return 0;
+	if (v->ops->prepare) {
+		VEC_LOCK(v);
+		r = v->ops->prepare(v->handle, &call, v->dim, err);
+		VEC_UNLOCK(v);
+		if (r < 0)
+			return fix(v, "prepare", r, err);
+	}
+	v->prepared = 1;
+	return 0;
+}
+
+int32_t vec_open(const loader_instance *inst, const char *store_name, store *sessions, embedder *emb,
+		 hostsvc *svc, vec_index **ret, memd_error *err)
+{
+	vec_index *v;
+	int32_t r;
+
+	if ((r = loader_require_kind(loader_instance_plugin(inst), MEMD_KIND_VECTOR,
+				     "index.vector.store", err)) < 0)
+		return r;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	v->inst = inst;
+	v->ops = loader_vector_ops(loader_instance_plugin(inst));
+	v->handle = loader_instance_handle(inst);
+	v->serialized = loader_instance_serialized(inst);
+	pthread_mutex_init(&v->lock, NULL);
+	v->sessions = sessions;
+	v->emb = emb;
+	v->svc = svc;
+	v->dim = embedder_dim(emb);
+	v->batch = embedder_batch(emb);
+	v->store_name = strdup(store_name);
+	if ((size_t)snprintf(v->cursor, sizeof(v->cursor), VEC_CURSOR_PREFIX "%s", store_name) >=
+	    sizeof(v->cursor)) {
+		vec_free(v);
+		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.store: name '%.64s' is too long",
+				      store_name);
+	}
+	v->vectors = malloc((size_t)v->batch * v->dim * sizeof(float));
+	v->recs = calloc(v->batch, sizeof(*v->recs));
+	v->rec_ptrs = calloc(v->batch, sizeof(*v->rec_ptrs));
+	v->texts = calloc(v->batch, sizeof(*v->texts));
+	v->pending = calloc(v->batch, sizeof(*v->pending));
+	if (!v->store_name || !v->vectors || !v->recs || !v->rec_ptrs || !v->texts || !v->pending) {
+		vec_free(v);
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	r = do_prepare(v, err);
+	if (r < 0 && !(err->flags & MEMD_ERROR_RETRYABLE) && r != MEMD_EUNAVAIL) {
+		vec_free(v);
+		return r;
+	}
+	if (r < 0)
+		hostsvc_log(svc, MEMD_LOG_WARN, "index.vector", "%s (will retry)", err->msg);
+	*ret = v;
+	return 0;
+}
+
+void vec_free(vec_index *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_destroy(&v->lock);
+	free(v->store_name);
+	free(v->vectors);
+	free(v->recs);
+	free(v->rec_ptrs);
+	free(v->texts);
+	free(v->pending);
+	free(v);
+}
+
+const char *vec_cursor_name(const vec_index *v)
+{
+	return v->cursor;
+}
+
+const char *vec_store_name(const vec_index *v)
+{
+	return v->store_name;
+}
+
+/* ---- applying ------------------------------------------------------------------- */
+
+static int has_text(const char *s)
+{
+	for (; *s; s++)
+		if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r')
+			return 1;
+	return 0;
+}
+
+static int is_zero(const float *x, uint32_t dim)
+{
+	for (uint32_t i = 0; i < dim; i++)
+		if (x[i] != 0.0f)
+			return 0;
+	return 1;
+}
+
+/* Embed and upsert the pending events. */
+static int32_t flush(vec_index *v, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	uint32_t n = 0;
+	int32_t r;
+
+	if (!v->n_pending)
+		return 0;
+	for (size_t i = 0; i < v->n_pending; i++)
+		v->texts[i] = v->pending[i]->text;
+	r = embedder_embed(v->emb, &call, v->texts, (uint32_t)v->n_pending, v->vectors, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < v->n_pending; i++) {
+		const feed_rec *e = v->pending[i];
+		const float *vec = v->vectors + i * v->dim;
+		if (is_zero(vec, v->dim))
+			continue;
+		v->recs[n] = (memd_vector_record){
+			.struct_size = sizeof(memd_vector_record),
+			.dim = v->dim,
+			.app = e->app,
+			.user = e->user,
+			.session = e->session,
+			.event_id = e->event_id,
+			.author = e->author,
+			.seq = e->seq,
+			.timestamp_us = e->timestamp_us,
+			.vector = vec,
+		};
+		v->rec_ptrs[n] = &v->recs[n];
+		n++;
+	}
+	v->n_pending = 0;
+	if (!n)
+		return 0;
+	VEC_LOCK(v);
+	r = v->ops->upsert(v->handle, &call, v->rec_ptrs, n, err);
+	VEC_UNLOCK(v);
+	return r < 0 ? fix(v, "upsert", r, err) : 0;
+}
+
+static int32_t remove_scope(vec_index *v, const char *app, const char *user, const char *session,
+			    memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_vector_filter f = {
+		.struct_size = sizeof(f),
+		.app = app,
+		.user = user,
+		.session = session,
+	};
+	int32_t r;
+
+	VEC_LOCK(v);
+	r = v->ops->remove(v->handle, &call, &f, err);
+	VEC_UNLOCK(v);
+	return r < 0 ? fix(v, "remove", r, err) : 0;
+}
+
+int32_t vec_remove_user(vec_index *v, const char *app, const char *user, memd_error *err)
+{
+	return remove_scope(v, app, user, NULL, err);
+}
+
+int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
+{
+	int32_t r;
+
+	v->n_pending = 0;
+	if ((r = do_prepare(v, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		const feed_rec *rec = &recs[i];
+		switch (rec->kind) {
+		case MEMD_FEED_EVENT:
+			if (!rec->session || !has_text(rec->text))
+				break;
+			v->pending[v->n_pending++] = rec;
+			if (v->n_pending == v->batch && (r = flush(v, err)) < 0)
+				return r;
+			break;
+		case MEMD_FEED_DELETE_SESSION:
+		case MEMD_FEED_DELETE_USER:
+			if ((r = flush(v, err)) < 0)
+				return r;
+			if ((r = remove_scope(v, rec->app, rec->user,
+					      rec->kind == MEMD_FEED_DELETE_SESSION ? rec->session : NULL,
+					      err)) < 0)
+				return r;
+			break;
+		default:
+			break; /* kinds of a newer store: nothing to index */
+		}
+	}
+	return flush(v, err);
+}
+
+/* ---- the feed consumer ------------------------------------------------------------ */
+
+static int32_t c_apply(void *ud, const feed_rec *recs, size_t n, memd_error *err)
+{
+	return vec_apply(ud, recs, n, err);
+}
+
+static int32_t c_start(void *ud, memd_error *err)
+{
+	return do_prepare(ud, err);
+}
+
+static int32_t c_load(void *ud, int64_t *ret, memd_error *err)
+{
+	vec_index *v = ud;
+	memd_call call = { .struct_size = sizeof(call) };
+	return store_cursor_get(v->sessions, &call, v->cursor, ret, err);
+}
+
+int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	return store_cursor_set(v->sessions, &call, v->cursor, position, err);
+}
+
+static int32_t c_save(void *ud, int64_t position, memd_error *err)
+{
+	return vec_cursor_save(ud, position, err);
+}
+
+/* Applies the delete records of a feed range (after, until]. */
+typedef struct skip_ctx {
+	vec_index *v;
+	int64_t until, last;
+	size_t read;
+	memd_error *err;
+} skip_ctx;
+
+static int32_t skip_record(void *ud, const memd_feed_record *r)
+{
+	skip_ctx *s = ud;
+
+	s->read++;
+	s->last = r->position;
+	if (r->position > s->until ||
+	    (r->kind != MEMD_FEED_DELETE_SESSION && r->kind != MEMD_FEED_DELETE_USER))
+		return 0;
+	return remove_scope(s->v, r->app, r->user,
+			    r->kind == MEMD_FEED_DELETE_SESSION ? r->session : NULL, s->err);
+}
+
+/* Another process moved the shared cursor past us: it embedded the events
+ * in between; re-apply the deletes in between (one of our earlier upserts
+ * may have landed after its remove). */
+static int32_t c_skip(void *ud, int64_t position, int64_t *ret, memd_error *err)
+{
+	vec_index *v = ud;
+	memd_call call = { .struct_size = sizeof(call) };
+	int64_t durable = 0;
+	skip_ctx s = { v, 0, position, 0, err };
+	memd_feed_sink sink = { sizeof(sink), &s, skip_record };
+	int32_t r;
+
+	if ((r = store_cursor_get(v->sessions, &call, v->cursor, &durable, err)) < 0)
+		return r;
+	if (durable <= position) {
+		*ret = position;
+		return 0;
+	}
+	s.until = durable;
+	do {
+		s.read = 0;
+		if ((r = store_feed_read(v->sessions, &call, s.last, VEC_SKIP_BATCH, &sink, err)) < 0)
+			return r;
+	} while (s.read == VEC_SKIP_BATCH && s.last < durable);
+	hostsvc_log(v->svc, MEMD_LOG_DEBUG, "index.vector",
+		    "another process indexed up to %lld; going on from there", (long long)durable);
+	*ret = durable;
+	return 0;
+}
+
+void vec_consumer(vec_index *v, feed_consumer *ret)
+{
+	*ret = (feed_consumer){
+		.userdata = v,
+		.apply = c_apply,
+		.start = c_start,
+		.load = c_load,
+		.save = c_save,
+		.skip = c_skip,
+	};
+}
+
+/* ---- searching -------------------------------------------------------------------- */
+
+typedef struct hit_acc {
+	const memd_vector_filter *f;
+	vec_hit *hits;
+	size_t n, cap;
+	int oom;
+} hit_acc;
+
+static int in_filter(const memd_vector_filter *f, const memd_vector_hit *h)
+{
+	if (!h->app || !h->user || !h->session || !h->event_id)
+		return 0;
+	if (strcmp(h->app, f->app) != 0 || strcmp(h->user, f->user) != 0)
+		return 0;
+	if (f->session && strcmp(h->session, f->session) != 0)
+		return 0;
+	if (f->after_us && h->timestamp_us <= f->after_us)
+		return 0;
+	if (f->before_us && h->timestamp_us >= f->before_us)
+		return 0;
+	if (f->authors) {
+		for (uint32_t i = 0; i < f->n_authors; i++)
+			if (h->author && strcmp(h->author, f->authors[i]) == 0)
+				return 1;
+		return 0;
+	}
+	return 1;
+}
+
+static int32_t sink_hit(void *ud, const memd_vector_hit *h)
+{
+	hit_acc *a = ud;
+	vec_hit *x;
+
+	if (!in_filter(a->f, h))
+		return 0; /* a store bug must not leak another scope */
+	if (!(h->score > 0.0f))
+		return 0; /* orthogonal or opposite: not a match */
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		vec_hit *g = realloc(a->hits, cap * sizeof(*g));
+		if (!g) {
+			a->oom = 1;
+			return MEMD_ENOMEM;
+		}
+		a->hits = g;
+		a->cap = cap;
+	}
+	x = &a->hits[a->n];
+	x->session = strdup(h->session);
+	x->event_id = strdup(h->event_id);
+	x->seq = h->seq;
+	x->timestamp_us = h->timestamp_us;
+	x->score = h->score;
+	a->n++;
+	if (!x->session || !x->event_id) {
+		a->oom = 1;
+		return MEMD_ENOMEM;
+	}
+	return 0;
+}
+
+void vec_hits_free(vec_hit *hits, size_t n)
+{
+	for (size_t i = 0; hits && i < n; i++) {
+		free(hits[i].session);
+		free(hits[i].event_id);
+	}
+	free(hits);
+}
+
+int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
+		   const memd_vector_filter *f, uint32_t k, vec_hit **ret_hits, size_t *ret_n,
+		   memd_error *err)
+{
+	float *q = malloc((size_t)v->dim * sizeof(*q));
+	hit_acc a = { f, NULL, 0, 0, 0 };
+	memd_vector_hit_sink sink = { sizeof(sink), &a, sink_hit };
+	const char *texts[1] = { query };
+	int32_t r;
+
+	if (!q)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	if (!f->app || !f->user) {
+		free(q);
+		return memd_error_set(err, MEMD_EINTERNAL, 0, "vector search without a scope");
+	}
+	if ((r = embedder_embed(v->emb, call, texts, 1, q, err)) < 0) {
+		free(q);
+		return r;
+	}
+	if (is_zero(q, v->dim)) { /* nothing to look for */
+		free(q);
+		*ret_hits = NULL;
+		*ret_n = 0;
+		return 0;
+	}
+	if ((r = do_prepare(v, err)) == 0) {
+		VEC_LOCK(v);
+		r = v->ops->query(v->handle, call, q, v->dim, f, k, &sink, err);
+		VEC_UNLOCK(v);
+		if (r < 0)
+			r = a.oom ? memd_error_set(err, MEMD_ENOMEM, 0, "out of memory")
+				  : fix(v, "query", r, err);
+	}
+	free(q);
+	if (r < 0) {
+		vec_hits_free(a.hits, a.n);
+		return r;
+	}
+	*ret_hits = a.hits;
+	*ret_n = a.n;
+	return 0;
+}

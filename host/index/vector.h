@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vector: the vector indexer over a vector-store plugin instance
+ * (api/memd/vector.h). It embeds events' text in batches (embed.h) and
+ * upserts one record per event (idempotent by event), removes a
+ * session's or user's records when the feed says they were deleted, and
+ * keeps its feed position in the session store's durable cursor
+ * "vector:<store name>" (saved after each applied batch, so a crash
+ * repeats at most one batch, which the upserts make harmless). Several
+ * memd processes share that cursor: a tailer that finds it ahead of its
+ * own position jumps there and applies only the deletes in between (the
+ * other process embedded the events). Calls into a plugin that is not
+ * MEMD_PLUGIN_THREADSAFE are serialized.
+ */
+#ifndef MEMD_INDEX_VECTOR_H
+#define MEMD_INDEX_VECTOR_H
+
+#include <memd/plugin.h>
+
+#include "embed.h"
+#include "feed.h"
+#include "hostsvc.h"
+#include "loader.h"
+#include "store.h"
+
+/* Prefix of the durable cursor's name. */
+#define VEC_CURSOR_PREFIX "vector:"
+/* Feed records per batch read for the deletes a jump skips over. */
+#define VEC_SKIP_BATCH 1024
+
+typedef struct vec_index vec_index;
+
+/* An indexer over inst (a vector store instance, borrowed; MEMD_EABI if
+ * it is not one) named store_name in config, feeding from sessions, with
+ * embedder emb (borrowed). Calls the plugin's prepare(dim) now: a
+ * MEMD_ECONFLICT (another dimension stored) or other non-retryable
+ * failure is returned; a retryable one is retried by vec_start later. */
+int32_t vec_open(const loader_instance *inst, const char *store_name, store *sessions, embedder *emb,
+		 hostsvc *svc, vec_index **ret, memd_error *err);
+/* Accepts NULL. */
+void vec_free(vec_index *v);
+/* The consumer ops for a feed tailer (userdata = v). */
+void vec_consumer(vec_index *v, feed_consumer *ret);
+const char *vec_cursor_name(const vec_index *v);
+const char *vec_store_name(const vec_index *v);
+
+/* Apply feed records (also used by rebuilds). */
+int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err);
+/* Remove every record of (app, user). */
+int32_t vec_remove_user(vec_index *v, const char *app, const char *user, memd_error *err);
+/* Set the durable cursor. */
+int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err);
+
+typedef struct vec_hit {
+	char *session, *event_id;    /* malloc'd */
+	int64_t seq;
+	int64_t timestamp_us;
+	double score;
+} vec_hit;
+
+/* Embed query and return the best k records matching f (app and user
+ * set; the store is asked for exactly that scope and every hit is
+ * checked against it) into *ret_hits (free with vec_hits_free). Hits
+ * with a similarity <= 0 are left out: they do not match. */
+int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
+		   const memd_vector_filter *f, uint32_t k, vec_hit **ret_hits, size_t *ret_n,
+		   memd_error *err);
+void vec_hits_free(vec_hit *hits, size_t n);
+
+#endif

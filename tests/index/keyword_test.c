@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The BM25 keyword index (host/index/keyword.c): scores against BM25
+ * computed by hand on a tiny corpus, stemming and stop words at index and
+ * query time, partitions (a query reads only its own postings), filters,
+ * exact deletes (same scores as an index built without the deleted
+ * documents), tie order, concurrent readers with a writer.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "index/keyword.h"
+
+#define K1 1.2
+#define B 0.75
+#define EPS 1e-9
+
+static kw_index *kw;
+
+static void setup(void)
+{
+	kw = kw_new(K1, B);
+	cr_assert_not_null(kw);
+}
+
+static void teardown(void)
+{
+	kw_free(kw);
+}
+
+TestSuite(keyword, .init = setup, .fini = teardown);
+
+static void add_in(kw_index *x, const char *app, const char *user, const char *session, int64_t seq,
+		   const char *author, int64_t ts, const char *text)
+{
+	kw_doc_in d = { app, user, session, author, seq, ts, text, strlen(text) };
+	cr_assert_eq(kw_add(x, &d), 0);
+}
+
+static void add(const char *user, const char *session, int64_t seq, const char *text)
+{
+	add_in(kw, "app", user, session, seq, "user", 1000 + seq, text);
+}
+
+typedef struct result {
+	kw_hit *hits;
+	size_t n;
+	uint64_t rows;
+} result;
+
+static result search_f(kw_index *x, const char *user, const char *query, const kw_filter *f,
+		       uint32_t k)
+{
+	result r = { 0 };
+	memd_error err = { 0 };
+	cr_assert_eq(kw_search(x, "app", user, query, f, k, &r.hits, &r.n, &r.rows, &err), 0, "%s",
+		     err.msg);
+	return r;
+}
+
+static result search(const char *user, const char *query)
+{
+	return search_f(kw, user, query, NULL, 10);
+}
+
+static void result_free(result *r)
+{
+	kw_hits_free(r->hits, r->n);
+}
+
+static double idf(double n, double df)
+{
+	return log(1.0 + (n - df + 0.5) / (df + 0.5));
+}
+
+static double tf_part(double tf, double dl, double avgdl)
+{
+	return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl));
+}
+
+/* d0 "apple banana apple" (3 terms), d1 "banana cherry" (2), d2 "cherry
+ * date elderberry fig" (4): N = 3, avgdl = 3. */
+static void tiny_corpus(void)
+{
+	add("u1", "s", 1, "Apple banana apple");
+	add("u1", "s", 2, "banana cherry");
+	add("u1", "s", 3, "cherry date elderberry fig");
+}
+
+Test(keyword, scores_match_bm25_by_hand)
+{
+	result r;
+
+	tiny_corpus();
+	r = search("u1", "apple");
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 1);
+	/* idf = ln(1 + 2.5/1.5) = ln(8/3); tf part = 2*2.2/(2+1.2) = 1.375 */
+	cr_assert_float_eq(r.hits[0].score, log(8.0 / 3.0) * 1.375, EPS);
+	cr_assert_float_eq(r.hits[0].score, 1.3486399, 1e-6);
+	cr_assert_str_eq(r.hits[0].session, "s");
+	cr_assert_eq(r.hits[0].timestamp_us, 1001);
+	result_free(&r);
+
+	r = search("u1", "banana cherry");
+	cr_assert_eq(r.n, 3);
+	double i2 = idf(3, 2); /* ln 1.6 */
+	cr_assert_float_eq(i2, 0.4700036, 1e-6);
+	cr_assert_eq(r.hits[0].seq, 2);
+	cr_assert_float_eq(r.hits[0].score, 2 * i2 * tf_part(1, 2, 3), EPS);
+	cr_assert_float_eq(r.hits[0].score, 1.0884294, 1e-6);
+	cr_assert_eq(r.hits[1].seq, 1);
+	cr_assert_float_eq(r.hits[1].score, i2 * tf_part(1, 3, 3), EPS);
+	cr_assert_float_eq(r.hits[1].score, i2, EPS); /* tf part is exactly 1 */
+	cr_assert_eq(r.hits[2].seq, 3);
+	cr_assert_float_eq(r.hits[2].score, i2 * 0.88, EPS);
+	result_free(&r);
+}
+
+Test(keyword, k1_and_b_change_scores)
+{
+	kw_index *x = kw_new(2.0, 0.0);
+	result r;
+
+	add_in(x, "app", "u1", "s", 1, "a", 1, "apple banana apple");
+	add_in(x, "app", "u1", "s", 2, "a", 2, "banana cherry");
+	r = search_f(x, "u1", "apple", NULL, 10);
+	cr_assert_eq(r.n, 1);
+	/* b = 0: no length normalisation; tf part = 2*3/(2+2). */
+	cr_assert_float_eq(r.hits[0].score, idf(2, 1) * 1.5, EPS);
+	result_free(&r);
+	kw_free(x);
+}
+
+Test(keyword, stemming_and_stop_words_on_both_sides)
+{
+	result r;
+
+	add("u1", "s", 1, "The runners were running in the races");
+	add("u1", "s", 2, "Nothing related at all");
+	r = search("u1", "run race");
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 1);
+	result_free(&r);
+	/* Only stop words: no terms, nothing found. */
+	r = search("u1", "the were in");
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	/* Unknown words find nothing and do not fail. */
+	r = search("u1", "zyzzyva");
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	/* Case and accents do not matter. */
+	add("u1", "s", 3, "Meeting in ZÜRICH");
+	r = search("u1", "zurich");
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 3);
+	result_free(&r);
+}
+
+Test(keyword, a_query_reads_only_its_partition)
+{
+	result r;
+	char text[64];
+
+	add("u1", "s", 1, "apple pie");
+	for (int i = 0; i < 500; i++) {
+		snprintf(text, sizeof(text), "apple number %d", i);
+		add("u2", "s", i + 1, text);
+		add_in(kw, "other-app", "u1", "s", i + 1, "x", 1, text);
+	}
+	r = search("u1", "apple");
+	cr_assert_eq(r.n, 1, "u1 must see only its own document");
+	cr_assert_eq(r.rows, 1, "one posting read, not %llu", (unsigned long long)r.rows);
+	result_free(&r);
+	r = search_f(kw, "u2", "apple", NULL, 1000);
+	cr_assert_eq(r.n, 500);
+	cr_assert_eq(r.rows, 500);
+	result_free(&r);
+	r = search("nobody", "apple");
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+}
+
+Test(keyword, filters_narrow_before_ranking)
+{
+	result r;
+	const char *bob[] = { "bob" };
+	const char *nobody[] = { "carol" };
+
+	add_in(kw, "app", "u1", "s1", 1, "alice", 100, "apple apple apple");
+	add_in(kw, "app", "u1", "s2", 1, "bob", 200, "apple");
+	add_in(kw, "app", "u1", "s2", 2, "alice", 300, "apple banana");
+
+	kw_filter by_session = { .session = "s2" };
+	r = search_f(kw, "u1", "apple", &by_session, 1);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.hits[0].session, "s2");
+	result_free(&r);
+
+	kw_filter by_author = { .authors = bob, .n_authors = 1 };
+	r = search_f(kw, "u1", "apple", &by_author, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].timestamp_us, 200);
+	result_free(&r);
+
+	kw_filter unknown_author = { .authors = nobody, .n_authors = 1 };
+	r = search_f(kw, "u1", "apple", &unknown_author, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+
+	kw_filter window = { .after_us = 100, .before_us = 300 }; /* exclusive */
+	r = search_f(kw, "u1", "apple", &window, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].timestamp_us, 200);
+	result_free(&r);
+
+	kw_filter missing_session = { .session = "nope" };
+	r = search_f(kw, "u1", "apple", &missing_session, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+}
+
+Test(keyword, ties_are_ordered_by_time_then_seq_then_session)
+{
+	result r;
+
+	add_in(kw, "app", "u1", "b", 1, "x", 500, "same text");
+	add_in(kw, "app", "u1", "a", 1, "x", 500, "same text");
+	add_in(kw, "app", "u1", "a", 2, "x", 500, "same text");
+	add_in(kw, "app", "u1", "c", 1, "x", 900, "same text");
+	r = search("u1", "same");
+	cr_assert_eq(r.n, 4);
+	cr_assert_str_eq(r.hits[0].session, "c");
+	cr_assert(r.hits[1].seq == 2 && strcmp(r.hits[1].session, "a") == 0);
+	cr_assert(r.hits[2].seq == 1 && strcmp(r.hits[2].session, "a") == 0);
+	cr_assert(r.hits[3].seq == 1 && strcmp(r.hits[3].session, "b") == 0);
+	for (size_t i = 1; i < r.n; i++)
+		cr_assert_eq(r.hits[i].score, r.hits[0].score);
+	result_free(&r);
+}
+
+Test(keyword, top_k_is_the_best_k_in_order)
+{
+	char text[512];
+	result all, top;
+
+	/* Documents with tf 1..40 of "apple" among filler. */
+	for (int i = 1; i <= 40; i++) {
+		size_t len = 0;
+		for (int j = 0; j < i; j++)
+			len += (size_t)snprintf(text + len, sizeof(text) - len, "apple ");
+		snprintf(text + len, sizeof(text) - len, "filler%d", i);
+		add("u1", "s", i, text);
+	}
+	all = search_f(kw, "u1", "apple", NULL, 100);
+	top = search_f(kw, "u1", "apple", NULL, 5);
+	cr_assert_eq(all.n, 40);
+	cr_assert_eq(top.n, 5);
+	for (size_t i = 0; i < top.n; i++) {
+		cr_assert_eq(top.hits[i].seq, all.hits[i].seq);
+		cr_assert_eq(top.hits[i].score, all.hits[i].score);
+	}
+	for (size_t i = 1; i < all.n; i++)
+		cr_assert_geq(all.hits[i - 1].score, all.hits[i].score);
+	result_free(&all);
+	result_free(&top);
+}
+
+/* Documents of sessions s0..s4, some terms in every session, long lists
+ * (over the inline size) and short ones. */
+static void corpus(kw_index *x, int skip_session)
+{
+	static const char *const words[] = { "alpha", "bravo", "charlie", "delta", "echo",
+					     "foxtrot", "golf", "hotel" };
+	char text[256];
+	for (int s = 0; s < 5; s++) {
+		char sid[8];
+		if (s == skip_session)
+			continue;
+		snprintf(sid, sizeof(sid), "s%d", s);
+		for (int i = 0; i < 60; i++) {
+			snprintf(text, sizeof(text), "%s %s %s unique%dx%d %s", words[i % 8],
+				 words[(i * 3 + s) % 8], words[(i + s) % 5], s, i,
+				 i % 7 == 0 ? "rare" : "");
+			add_in(x, "app", "u1", sid, i + 1, i % 2 ? "alice" : "bob", 1000 * s + i, text);
+		}
+	}
+}
+
+static void expect_same(kw_index *a, kw_index *b, const char *query)
+{
+	result x = search_f(a, "u1", query, NULL, 1000), y = search_f(b, "u1", query, NULL, 1000);
+	cr_assert_eq(x.n, y.n, "%s: %zu vs %zu hits", query, x.n, y.n);
+	for (size_t i = 0; i < x.n; i++) {
+		cr_assert_str_eq(x.hits[i].session, y.hits[i].session, "%s #%zu", query, i);
+		cr_assert_eq(x.hits[i].seq, y.hits[i].seq, "%s #%zu", query, i);
+		cr_assert_eq(x.hits[i].score, y.hits[i].score, "%s #%zu", query, i);
+	}
+	result_free(&x);
+	result_free(&y);
+}
+
+Test(keyword, deleting_a_session_is_exact)
+{
+	kw_index *fresh = kw_new(K1, B);
+	kw_stats a, b;
+	result r;
+
+	corpus(kw, -1);
+	corpus(fresh, 2);
+	cr_assert_eq(kw_delete_session(kw, "app", "u1", "s2"), 0);
+	cr_assert_eq(kw_delete_session(kw, "app", "u1", "no-such-session"), 0);
+	static const char *const queries[] = { "alpha", "bravo charlie", "rare", "unique2x5",
+					       "unique3x7 hotel", "golf echo delta" };
+	for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
+		expect_same(kw, fresh, queries[i]);
+	r = search("u1", "unique2x5");
+	cr_assert_eq(r.n, 0, "a deleted session's term is gone");
+	result_free(&r);
+	kw_get_stats(kw, &a);
+	kw_get_stats(fresh, &b);
+	cr_assert_eq(a.documents, b.documents);
+	cr_assert_eq(a.postings, b.postings);
+	cr_assert_eq(a.postings_bytes, b.postings_bytes);
+	/* Adding after a compaction continues correctly. */
+	add_in(kw, "app", "u1", "s9", 1, "x", 1, "alpha zulu");
+	add_in(fresh, "app", "u1", "s9", 1, "x", 1, "alpha zulu");
+	expect_same(kw, fresh, "alpha zulu");
+	kw_free(fresh);
+}
+
+Test(keyword, deleting_a_user_and_clearing)
+{
+	result r;
+	kw_stats st;
+
+	corpus(kw, -1);
+	add("u2", "s", 1, "alpha");
+	kw_delete_user(kw, "app", "u1");
+	r = search("u1", "alpha");
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	r = search("u2", "alpha");
+	cr_assert_eq(r.n, 1);
+	result_free(&r);
+	/* The user can come back. */
+	add("u1", "s", 1, "alpha again");
+	r = search("u1", "alpha");
+	cr_assert_eq(r.n, 1);
+	result_free(&r);
+	kw_clear(kw);
+	kw_get_stats(kw, &st);
+	cr_assert_eq(st.documents, 0);
+	cr_assert_eq(st.terms, 0);
+	r = search("u2", "alpha");
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	add("u2", "s", 1, "alpha");
+	r = search("u2", "alpha");
+	cr_assert_eq(r.n, 1);
+	result_free(&r);
+}
+
+Test(keyword, stats_count_documents_and_postings)
+{
+	kw_stats st;
+
+	tiny_corpus();
+	add("u1", "s", 4, "the of and"); /* stop words only: not a document */
+	kw_get_stats(kw, &st);
+	cr_assert_eq(st.partitions, 1);
+	cr_assert_eq(st.documents, 3);
+	cr_assert_eq(st.terms, 6);
+	cr_assert_eq(st.postings, 2 + 2 + 4);
+	cr_assert_gt(st.memory_bytes, st.postings_bytes);
+}
+
+typedef struct reader_arg {
+	kw_index *kw;
+	int failures;
+} reader_arg;
+
+static void *reader(void *p)
+{
+	reader_arg *a = p;
+	for (int i = 0; i < 300; i++) {
+		kw_hit *hits;
+		size_t n;
+		memd_error err = { 0 };
+		if (kw_search(a->kw, "app", "u1", "alpha bravo", NULL, 10, &hits, &n, NULL, &err) < 0)
+			a->failures++;
+		for (size_t j = 1; j < n; j++)
+			if (hits[j - 1].score < hits[j].score)
+				a->failures++;
+		kw_hits_free(hits, n);
+	}
+	return NULL;
+}
+
+Test(keyword, readers_run_beside_a_writer)
+{
+	pthread_t t[2];
+	reader_arg args[2] = { { kw, 0 }, { kw, 0 } };
+
+	add("u1", "s0", 1, "alpha");
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, reader, &args[i]);
+	for (int round = 0; round < 3; round++) {
+		corpus(kw, -1);
+		kw_delete_session(kw, "app", "u1", "s1");
+		kw_delete_user(kw, "app", "u2");
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(args[i].failures, 0);
+	}
+}
