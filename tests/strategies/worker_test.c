@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The after-append worker (host/worker.c): runs are single-flight per
+ * session (never two at once for one session, while different sessions
+ * run in parallel), a submit during a run gets exactly one more run after
+ * it, bursts coalesce, and worker_free finishes what is queued.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker.h"
+
+#define SESSIONS 3
+#define SUBMITS 200
+#define RUN_NS 2000000L
+
+typedef struct state {
+	atomic_int running[SESSIONS];
+	atomic_int runs[SESSIONS];
+	atomic_int overlap;
+	atomic_int max_parallel;
+	atomic_int parallel;
+} state;
+
+static void job(void *ud, const memd_scope *sc)
+{
+	state *s = ud;
+	int k = sc->session[0] - 'a';
+	cr_assert(k >= 0 && k < SESSIONS && strcmp(sc->app, "app") == 0 && strcmp(sc->user, "u") == 0);
+	if (atomic_fetch_add(&s->running[k], 1) != 0)
+		atomic_fetch_add(&s->overlap, 1);
+	int p = atomic_fetch_add(&s->parallel, 1) + 1;
+	int seen = atomic_load(&s->max_parallel);
+	while (p > seen && !atomic_compare_exchange_weak(&s->max_parallel, &seen, p))
+		;
+	struct timespec ts = { 0, RUN_NS };
+	nanosleep(&ts, NULL);
+	atomic_fetch_sub(&s->parallel, 1);
+	atomic_fetch_sub(&s->running[k], 1);
+	atomic_fetch_add(&s->runs[k], 1);
+}
+
+static memd_scope scope_of(const char *sid)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "app", .user = "u", .session = sid };
+	return sc;
+}
+
+Test(worker, single_flight_per_session_and_coalescing)
+{
+	static state s;
+	worker *w = NULL;
+	memd_error err = { 0 };
+	static const char *const sids[SESSIONS] = { "a", "b", "c" };
+
+	cr_assert_eq(worker_new(WORKER_THREADS_DEFAULT, job, &s, &w, &err), 0, "%s", err.msg);
+	for (int i = 0; i < SUBMITS; i++) {
+		memd_scope sc = scope_of(sids[i % SESSIONS]);
+		cr_assert_eq(worker_submit(w, &sc), 0);
+	}
+	worker_drain(w);
+	cr_assert_eq(worker_pending(w), 0);
+	cr_assert_eq(atomic_load(&s.overlap), 0, "two runs for one session overlapped");
+	for (int k = 0; k < SESSIONS; k++) {
+		int runs = atomic_load(&s.runs[k]);
+		cr_assert(runs >= 1 && runs < SUBMITS / SESSIONS, "session %d ran %d times", k, runs);
+	}
+	cr_assert_eq(atomic_load(&s.max_parallel), WORKER_THREADS_DEFAULT,
+		     "different sessions run in parallel");
+
+	/* A submit while a run is in progress gets one more run after it. */
+	int before = atomic_load(&s.runs[0]);
+	memd_scope a = scope_of("a");
+	cr_assert_eq(worker_submit(w, &a), 0);
+	while (atomic_load(&s.running[0]) == 0 && atomic_load(&s.runs[0]) == before)
+		;
+	cr_assert_eq(worker_submit(w, &a), 0);
+	worker_drain(w);
+	cr_assert_eq(atomic_load(&s.runs[0]), before + 2);
+
+	/* worker_free finishes what is queued. */
+	before = atomic_load(&s.runs[1]);
+	memd_scope b = scope_of("b");
+	cr_assert_eq(worker_submit(w, &b), 0);
+	worker_free(w);
+	cr_assert_eq(atomic_load(&s.runs[1]), before + 1);
+}
+
+Test(worker, bad_arguments)
+{
+	worker *w = NULL;
+	memd_error err = { 0 };
+	cr_assert_eq(worker_new(0, job, NULL, &w, &err), MEMD_EINVAL);
+	cr_assert_null(w);
+	worker_free(NULL);
+}
