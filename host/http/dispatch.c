@@ -437,7 +437,7 @@ static void log_request(http_req *rq, struct MHD_Connection *conn, unsigned stat
 			int64_t duration_ns, enum MHD_RequestTerminationCode toe)
 {
 	http_log *log = rq->ctx->log;
-	int32_t level = status >= 500 || status == 0 ? MEMD_LOG_WARN : MEMD_LOG_INFO;
+	int32_t level = status >= 500 ? MEMD_LOG_ERROR : MEMD_LOG_INFO;
 	char path[LOG_PATH_MAX + 1], addr[NI_MAXHOST];
 	json_t *f;
 

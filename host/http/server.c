@@ -55,7 +55,8 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 	n = strlen(line);
 	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		line[--n] = '\0';
-	http_log_printf(cls, MEMD_LOG_WARN, "libmicrohttpd: %s", line);
+	/* Almost always about one client's malformed or aborted request. */
+	http_log_printf(cls, MEMD_LOG_INFO, "libmicrohttpd: %s", line);
 }
 
 static int32_t load_settings(server *s, const char *path)
