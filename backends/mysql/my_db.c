@@ -778,6 +778,16 @@ static int32_t conn_open(my_store *s, my_conn *c, const char *db, memd_error *er
 		my_conn_close(c);
 		return r;
 	}
+	/* The client library does not refuse a server that does not offer
+	 * TLS unless the certificate is verified: check the session is
+	 * encrypted whenever TLS is required. */
+	if (o->sslmode >= MY_SSL_REQUIRED && !mysql_get_ssl_cipher(c->m)) {
+		target_text(o, target, sizeof(target));
+		my_conn_close(c);
+		return memd_error_set(err, MEMD_EIO, 0,
+				      "mysql: %s: sslmode requires TLS (SSL), but the server did not "
+				      "agree to it", target);
+	}
 	r = conn_setup(c, o, err);
 	if (r < 0) {
 		my_conn_close(c);

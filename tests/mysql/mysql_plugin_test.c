@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the store conformance suite cannot say about the MariaDB plugin
+ * because it is about this backend: the DSN and the discrete keys, errors
+ * at start (bad DSN, wrong password, no server, TLS refused, a schema from
+ * a newer memd) that are clear and never show the password, statement
+ * timeouts that end a blocked call with a retryable error, and state keys
+ * over the schema's limit.
+ *
+ * Needs the server of tests/services/mariadb.sh ($MEMD_MYSQL_*; run under
+ * tests/services/with-services.sh). Every test works in a database of its
+ * own (memd_p<pid>_<n>, created by the plugin, dropped at the end).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <mysql.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memd/plugin.h>
+
+#include "config.h"
+#include "hostsvc.h"
+#include "loader.h"
+
+#define LOG_MAX 64
+#define LINE_MAX_LEN 512
+#define TEXT_MAX 1024
+#define MAX_SEARCH 16
+#define US_PER_SEC 1000000
+#define NS_PER_US 1000
+#define T0 1700000000000000LL
+#define STATE_KEY_MAX 1024      /* the plugin's MY_STATE_KEY_MAX */
+#define FAIL_FAST_US 3000000    /* a refused connection reports within 3 s */
+#define TIMEOUT_MS 500          /* statement_timeout_ms of the timeout test */
+#define TIMEOUT_SLACK_US 4000000
+
+/* ---- a plugin instance with its log captured ---------------------------- */
+
+typedef struct log_buf {
+	char lines[LOG_MAX][LINE_MAX_LEN];
+	int n;
+} log_buf;
+
+static void capture(void *ud, int32_t level, const char *component, const char *line)
+{
+	log_buf *b = ud;
+	(void)level;
+	if (b->n < LOG_MAX)
+		snprintf(b->lines[b->n++], LINE_MAX_LEN, "%s: %s", component, line);
+}
+
+typedef struct inst {
+	loader_plugin *plugin;
+	loader_instance *inst;
+	config_node *cfg;
+	hostsvc *svc;
+	const memd_store_ops *ops;
+	void *h;
+	log_buf log;
+	memd_error err;
+} inst;
+
+static char dbname[64];
+static int db_counter;
+
+static void new_dbname(void)
+{
+	snprintf(dbname, sizeof(dbname), "memd_p%ld_%d", (long)getpid(), db_counter++);
+}
+
+static MYSQL *raw_connect(const char *db)
+{
+	const char *port = getenv("MEMD_MYSQL_PORT");
+	MYSQL *m = mysql_init(NULL);
+
+	cr_assert_not_null(m);
+	cr_assert_not_null(mysql_real_connect(m, getenv("MEMD_MYSQL_HOST"), getenv("MEMD_MYSQL_USER"),
+					      getenv("MEMD_MYSQL_PASSWORD"), db,
+					      port ? (unsigned)atoi(port) : 0, NULL, 0),
+			   "raw connect: %s", mysql_error(m));
+	return m;
+}
+
+/* Run constant SQL (test set-up only) over a raw connection. */
+static void raw_sql(MYSQL *m, const char *sql)
+{
+	cr_assert_eq(mysql_real_query(m, sql, strlen(sql)), 0, "%s: %s", sql, mysql_error(m));
+}
+
+/* Create an instance from yaml; returns its init code (the instance is
+ * kept only on success). */
+static int32_t open_yaml(inst *in, const char *yaml)
+{
+	const char *search[MAX_SEARCH + 1];
+	char *paths = strdup(getenv("MEMD_PLUGIN_PATH") ? getenv("MEMD_PLUGIN_PATH") : "");
+	char *save = NULL;
+	size_t n = 0;
+	int32_t r;
+
+	memset(in, 0, sizeof(*in));
+	in->err.struct_size = sizeof(in->err);
+	cr_assert_not_null(paths);
+	for (char *t = strtok_r(paths, ":", &save); t && n < MAX_SEARCH; t = strtok_r(NULL, ":", &save))
+		search[n++] = t;
+	search[n] = NULL;
+	in->svc = hostsvc_new(capture, &in->log, MEMD_LOG_DEBUG);
+	cr_assert_not_null(in->svc);
+	r = config_parse_string(yaml, strlen(yaml), "test", &in->cfg, &in->err);
+	cr_assert_eq(r, 0, "config: %s", in->err.msg);
+	r = loader_open("mysql", search, &in->plugin, &in->err);
+	free(paths);
+	cr_assert_eq(r, 0, "loader_open: %s", in->err.msg);
+	r = loader_instance_create(in->plugin, "stores.test", in->cfg, "plugin", in->svc, &in->inst,
+				   &in->err);
+	if (r == 0) {
+		in->ops = loader_store_ops(in->plugin);
+		in->h = loader_instance_handle(in->inst);
+	}
+	return r;
+}
+
+static void close_inst(inst *in)
+{
+	loader_instance_destroy(in->inst);
+	loader_close(in->plugin);
+	config_free(in->cfg);
+	hostsvc_free(in->svc);
+	memset(in, 0, sizeof(*in));
+}
+
+/* The standard config of the test server, with extra keys appended. */
+static void yaml_for(char *out, size_t size, const char *extra)
+{
+	snprintf(out, size,
+		 "{plugin: mysql, host: \"${MEMD_MYSQL_HOST}\", port: \"${MEMD_MYSQL_PORT}\","
+		 " user: \"${MEMD_MYSQL_USER}\", password: \"${MEMD_MYSQL_PASSWORD}\","
+		 " database: %s, create_database: true%s%s}",
+		 dbname, extra ? ", " : "", extra ? extra : "");
+}
+
+static void assert_no_secret(const inst *in, const char *secret)
+{
+	cr_assert_null(strstr(in->err.msg, secret), "the error shows the password: %s",
+		       in->err.msg);
+	for (int i = 0; i < in->log.n; i++)
+		cr_assert_null(strstr(in->log.lines[i], secret), "a log line shows the password: %s",
+			       in->log.lines[i]);
+}
+
+static void drop_db(void)
+{
+	MYSQL *m = raw_connect(NULL);
+	char sql[128];
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS `%s`", dbname);
+	raw_sql(m, sql);
+	mysql_close(m);
+}
+
+static void setup(void)
+{
+	cr_assert(getenv("MEMD_MYSQL_HOST"), "MEMD_MYSQL_HOST is not set: run under "
+		  "tests/services/with-services.sh");
+	new_dbname();
+}
+
+static void teardown(void)
+{
+	drop_db();
+}
+
+TestSuite(mysql, .init = setup, .fini = teardown, .timeout = 60);
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US;
+}
+
+static int32_t noop_session(void *ud, const memd_session *s)
+{
+	(void)ud;
+	(void)s;
+	return 0;
+}
+
+static int32_t create_session(inst *in, const char *id)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_session s = { .struct_size = sizeof(s), .app = "a", .user = "u", .id = id,
+			   .created_us = T0 };
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = noop_session };
+	return in->ops->session_create(in->h, &call, &s, NULL, &sink, &in->err);
+}
+
+/* ---- the DSN and the keys ----------------------------------------------- */
+
+Test(mysql, dsn_with_escapes_and_overrides)
+{
+	const char *pw = getenv("MEMD_MYSQL_PASSWORD"), *user = getenv("MEMD_MYSQL_USER");
+	char yaml[TEXT_MAX * 2], escaped[TEXT_MAX] = "";
+	inst in;
+	int32_t r;
+
+	/* The user name percent-encoded byte by byte. */
+	for (const char *p = user; *p; p++)
+		snprintf(escaped + strlen(escaped), sizeof(escaped) - strlen(escaped), "%%%02X",
+			 (unsigned char)*p);
+	/* Password and database in the DSN; sslmode from its query. */
+	snprintf(yaml, sizeof(yaml),
+		 "{plugin: mysql, dsn: \"mysql://%s:${MEMD_MYSQL_PASSWORD}@${MEMD_MYSQL_HOST}:"
+		 "${MEMD_MYSQL_PORT}/%s?sslmode=disabled\", create_database: true}",
+		 escaped, dbname);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "open with a DSN: %s", in.err.msg);
+	cr_assert_eq(create_session(&in, "s1"), 0, "%s", in.err.msg);
+	assert_no_secret(&in, pw);
+	close_inst(&in);
+
+	/* A discrete key overrides the DSN's part: the DSN names another
+	 * database and a wrong port's host, the keys fix both. */
+	snprintf(yaml, sizeof(yaml),
+		 "{plugin: mysql, dsn: \"mariadb://nobody@[::1]:1/elsewhere?sslmode=required\","
+		 " host: \"${MEMD_MYSQL_HOST}\", port: \"${MEMD_MYSQL_PORT}\","
+		 " user: \"${MEMD_MYSQL_USER}\", password: \"${MEMD_MYSQL_PASSWORD}\","
+		 " database: %s, sslmode: preferred}", dbname);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "keys over the DSN: %s", in.err.msg);
+	/* The session made through the DSN is there: the same database. */
+	{
+		memd_call call = { .struct_size = sizeof(call) };
+		memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1" };
+		memd_session_sink sink = { .struct_size = sizeof(sink), .session = noop_session };
+		r = in.ops->session_get(in.h, &call, &sc, &sink, &in.err);
+		cr_assert_eq(r, 0, "session_get: %s", in.err.msg);
+	}
+	close_inst(&in);
+}
+
+Test(mysql, bad_dsns_are_refused_without_the_password)
+{
+	static const struct {
+		const char *dsn;
+		const char *says;
+	} cases[] = {
+		{ "postgres://u:SeCrEt1@h/db", "mysql://" },
+		{ "mysql://u:SeCrEt1@h:99999/db", "port" },
+		{ "mysql://u:SeCrEt1@h:12x/db", "port" },
+		{ "mysql://u:SeCrEt1@h/db?color=blue", "unknown parameter 'color'" },
+		{ "mysql://u:SeCrEt1%zz@h/db", "escape in the password" },
+		{ "mysql://u:SeCrEt1@[::1/db", "']'" },
+		{ "mysql://u:SeCrEt1@h/db?sslmode=sometimes", "sslmode" },
+		{ "mysql://u:SeCrEt1@h/db?sslmode", "no value" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char yaml[TEXT_MAX];
+		inst in;
+		int32_t r;
+
+		snprintf(yaml, sizeof(yaml), "{plugin: mysql, dsn: \"%s\"}", cases[i].dsn);
+		r = open_yaml(&in, yaml);
+		cr_assert_eq(r, MEMD_EINVAL, "%s: got %d (%s)", cases[i].dsn, r, in.err.msg);
+		cr_assert_not_null(strstr(in.err.msg, cases[i].says), "%s: message '%s' lacks '%s'",
+				   cases[i].dsn, in.err.msg, cases[i].says);
+		assert_no_secret(&in, "SeCrEt1");
+		close_inst(&in);
+	}
+}
+
+Test(mysql, bad_keys_are_refused)
+{
+	static const char *const keys[] = {
+		"sslmode: sometimes", "pool: 0", "port: 70000", "statement_timeout_ms: -1",
+		"connect_timeout_s: 0", "colour: blue", "database: \"\"",
+	};
+
+	/* Refused before any connection is tried. */
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		char yaml[TEXT_MAX];
+		inst in;
+		snprintf(yaml, sizeof(yaml), "{plugin: mysql, %s}", keys[i]);
+		cr_assert_eq(open_yaml(&in, yaml), MEMD_EINVAL, "%s was accepted: %s", keys[i],
+			     in.err.msg);
+		close_inst(&in);
+	}
+}
+
+/* ---- errors at start ------------------------------------------------------ */
+
+Test(mysql, wrong_password_is_clear_and_not_shown)
+{
+	char yaml[TEXT_MAX];
+	inst in;
+	int32_t r;
+
+	snprintf(yaml, sizeof(yaml),
+		 "{plugin: mysql, host: \"${MEMD_MYSQL_HOST}\", port: \"${MEMD_MYSQL_PORT}\","
+		 " user: \"${MEMD_MYSQL_USER}\", password: WrOnGpAsS42, database: %s,"
+		 " sslmode: disabled}", dbname);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, MEMD_EIO, "wrong password: got %d (%s)", r, in.err.msg);
+	cr_assert_not_null(strstr(in.err.msg, "Access denied"), "%s", in.err.msg);
+	assert_no_secret(&in, "WrOnGpAsS42");
+	close_inst(&in);
+}
+
+Test(mysql, no_server_fails_fast_and_retryable)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char yaml[TEXT_MAX];
+	int64_t t0;
+	inst in;
+	int32_t r;
+
+	/* A loopback port nobody listens on. */
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	snprintf(yaml, sizeof(yaml),
+		 "{plugin: mysql, host: 127.0.0.1, port: %u, password: Pw123456,"
+		 " connect_timeout_s: 2}", (unsigned)ntohs(a.sin_port));
+	t0 = now_us();
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, MEMD_EUNAVAIL, "no server: got %d (%s)", r, in.err.msg);
+	cr_assert(in.err.flags & MEMD_ERROR_RETRYABLE, "not retryable: %s", in.err.msg);
+	cr_assert_lt(now_us() - t0, FAIL_FAST_US, "took %lld us", (long long)(now_us() - t0));
+	assert_no_secret(&in, "Pw123456");
+	close_inst(&in);
+}
+
+Test(mysql, tls_required_but_not_offered)
+{
+	char yaml[TEXT_MAX];
+	MYSQL *m = raw_connect(NULL);
+	int has_tls;
+	inst in;
+	int32_t r;
+
+	/* The test server has no certificate, so TLS is off there. */
+	raw_sql(m, "SELECT @@have_ssl = 'YES'");
+	{
+		MYSQL_RES *res = mysql_store_result(m);
+		MYSQL_ROW row = mysql_fetch_row(res);
+		has_tls = row && row[0] && strcmp(row[0], "1") == 0;
+		mysql_free_result(res);
+	}
+	mysql_close(m);
+	if (has_tls)
+		cr_skip_test("the server offers TLS; this test needs one that does not");
+	yaml_for(yaml, sizeof(yaml), "sslmode: required");
+	r = open_yaml(&in, yaml);
+	cr_assert_lt(r, 0, "sslmode required connected to a server without TLS");
+	cr_assert_not_null(strstr(in.err.msg, "SSL"), "%s", in.err.msg);
+	close_inst(&in);
+
+	/* preferred falls back to plain TCP. */
+	yaml_for(yaml, sizeof(yaml), "sslmode: preferred");
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "sslmode preferred: %s", in.err.msg);
+	close_inst(&in);
+}
+
+Test(mysql, newer_schema_is_refused)
+{
+	char yaml[TEXT_MAX];
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	raw_sql(m, "INSERT INTO memd_schema (version, what, applied_us) VALUES (99, 'future', 0)");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, MEMD_EIO, "a newer schema was accepted: %d %s", r, in.err.msg);
+	cr_assert_not_null(strstr(in.err.msg, "newer"), "%s", in.err.msg);
+	close_inst(&in);
+}
+
+/* ---- timeouts and limits -------------------------------------------------- */
+
+Test(mysql, blocked_call_times_out_retryable)
+{
+	char yaml[TEXT_MAX], extra[64];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_append ap = { .struct_size = sizeof(ap), .state_delta_json = "{\"k\":1}",
+			   .now_us = T0 };
+	memd_append_result res = { .struct_size = sizeof(res) };
+	int64_t t0, took;
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	snprintf(extra, sizeof(extra), "statement_timeout_ms: %d", TIMEOUT_MS);
+	yaml_for(yaml, sizeof(yaml), extra);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "s1"), 0, "%s", in.err.msg);
+	/* Another connection holds the session's row lock. */
+	m = raw_connect(dbname);
+	raw_sql(m, "START TRANSACTION");
+	raw_sql(m, "SELECT * FROM memd_sessions WHERE app = 'a' AND user = 'u' AND id = 's1'"
+		   " FOR UPDATE");
+	mysql_free_result(mysql_store_result(m));
+	t0 = now_us();
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	took = now_us() - t0;
+	raw_sql(m, "ROLLBACK");
+	mysql_close(m);
+	cr_assert(r == MEMD_ETIMEDOUT || r == MEMD_EUNAVAIL, "blocked append: got %d (%s)", r,
+		  in.err.msg);
+	cr_assert(in.err.flags & MEMD_ERROR_RETRYABLE, "not retryable: %s", in.err.msg);
+	cr_assert_lt(took, TIMEOUT_MS * 1000LL + TIMEOUT_SLACK_US, "took %lld us", (long long)took);
+	/* Nothing of it stayed; the same call works now. */
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "after the lock went: %s", in.err.msg);
+	cr_assert_eq(res.version, 1, "the timed-out append left a trace (version %lld)",
+		     (long long)res.version);
+	close_inst(&in);
+}
+
+Test(mysql, state_keys_over_the_limit)
+{
+	char yaml[TEXT_MAX];
+	char *delta = malloc(STATE_KEY_MAX + 64);
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_append ap = { .struct_size = sizeof(ap), .now_us = T0 };
+	memd_append_result res = { .struct_size = sizeof(res) };
+	inst in;
+	int32_t r;
+
+	cr_assert_not_null(delta);
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "s1"), 0, "%s", in.err.msg);
+	/* A key of exactly the limit works, one byte more is refused. */
+	for (int extra = 0; extra <= 1; extra++) {
+		size_t n = STATE_KEY_MAX + (size_t)extra;
+		strcpy(delta, "{\"user:");
+		memset(delta + strlen(delta), 'k', n);
+		strcpy(delta + strlen("{\"user:") + n, "\":1}");
+		ap.state_delta_json = delta;
+		r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+		if (extra)
+			cr_assert_eq(r, MEMD_EINVAL, "a %zu-byte key: got %d", n, r);
+		else
+			cr_assert_eq(r, 0, "a %zu-byte key: %s", n, in.err.msg);
+	}
+	free(delta);
+	close_inst(&in);
+}
