@@ -14,7 +14,8 @@
  * the slice. So after a fold the context is about target x max_tokens, and
  * no event leaves the context before a summary covers it. A slice holds at
  * most max_tokens tokens of events; a longer backlog (after summaries
- * failed for a while) is folded progressively, several folds per run.
+ * failed for a while, or many appends coalesced into one run) is folded
+ * progressively, fold after fold, until no fold is due.
  * If summarizing fails nothing is written and nothing is lost; the next
  * append tries again.
  *
@@ -35,7 +36,11 @@
 
 #define SB_MAX_TOKENS_LIMIT 100000000
 #define SB_MIN_MESSAGES_LIMIT 100000
-#define SB_FOLDS_PER_RUN 8     /* folds one after_append may make */
+/* Folds one after_append makes at most: it folds until no fold is due
+ * (appends that arrive meanwhile coalesce into one more run, so a run must
+ * catch up with all of them); this only guards against a store that never
+ * moves the session's summary pointer. */
+#define SB_FOLDS_PER_RUN 100000
 #define SB_AUTHOR "summary_buffer"
 #define SB_PLAN_PAGE 256u      /* events per read while planning a fold */
 
