@@ -294,7 +294,30 @@ Test(summary_buffer, concurrent_appends_never_overlap_summaries, .timeout = 60)
 		cr_assert_eq(pthread_create(&th[w], NULL, writer, (void *)(intptr_t)(w * 1000)), 0);
 	for (int w = 0; w < WRITERS; w++)
 		pthread_join(th[w], NULL);
-	json_decref(settled("burst", NULL));
+	/* Then batches far larger than max_tokens, back to back: one
+	 * background run has several folds to make. */
+	for (int b = 0; b < 3; b++) {
+		json_t *events = json_array(), *req;
+		char *text, *reply = NULL;
+		for (int i = 0; i < 100; i++)
+			json_array_append_new(events, json_pack("{s:s,s:s}", "role", i % 2 ? "assistant" : "user",
+								"content", filler[(b + i) % 8]));
+		req = json_pack("{s:o}", "events", events);
+		text = json_dumps(req, JSON_COMPACT);
+		json_decref(req);
+		cr_assert_eq(memd_events_append(m, "chat", "u", "burst", text, &reply, &err), 0, "%s", err.msg);
+		memd_free(reply);
+		free(text);
+	}
+	/* memd_close finishes the background folds: after a reopen the
+	 * context is complete at once, however many appends coalesced. */
+	memd_close(m);
+	m = tu_open(&dir, yaml);
+	sync_events("burst");
+	json_t *ctx = context("burst", NULL);
+	cr_assert(complete(ctx), "a backlog of unsummarized events was left after the burst");
+	cr_assert_gt(covers_of(ctx), 0);
+	json_decref(ctx);
 	sync_events("burst");
 	/* Every summary covers strictly more than the one before it. */
 	int64_t prev = 0;
