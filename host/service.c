@@ -1674,6 +1674,20 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 		settings_clear(&set);
 		return MEMD_ENOMEM;
 	}
+	/* The tokenizer and summarizer as memd_open would set them up (a ranks
+	 * file that does not load, a bad summarizer URL). */
+	{
+		hostsvc *svc = hostsvc_new(NULL, NULL, MEMD_LOG_ERROR);
+		if (!svc) {
+			free_strv(search);
+			settings_clear(&set);
+			return MEMD_ENOMEM;
+		}
+		if (hostsvc_configure(svc, set.tokenizer, set.summarizer, &err) < 0)
+			config_diag_add(d, set.tokenizer ? set.tokenizer : set.summarizer, NULL, "%s",
+					err.msg);
+		hostsvc_free(svc);
+	}
 	for (size_t i = 0; i < set.n_stores; i++) {
 		char slot[SLOT_NAME_MAX];
 		int is_sessions = strcmp(set.stores[i].name, set.sessions_store) == 0;

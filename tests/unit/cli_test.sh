@@ -62,6 +62,9 @@ printf 'apps:\n  x: {working_memory: {strategy: sqlite}}\n' >kind.yaml
 expect 7 "strategy slot given a store" -- "$memd" config check kind.yaml
 contains "$errout" "apps.x.working_memory" "wrong kind names the slot"
 expect 7 "missing config file" -- "$memd" config check nope.yaml
+printf 'tokenizer: {type: bpe, ranks: %s/no-such.tiktoken}\n' "$work" >ranks.yaml
+expect 7 "tokenizer ranks file missing" -- "$memd" config check ranks.yaml
+contains "$errout" "ranks.yaml:1" "tokenizer problem located"
 
 # Plugins.
 expect 0 "plugins check good" -- "$memd" plugins check "$MEMD_PLUGIN_PATH/memd-buffer_window.so"
