@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <memd/memd.h>
@@ -41,6 +42,8 @@ typedef struct cli_opts {
 	uint32_t events, limit;
 	int64_t after_seq, version;
 	int has_events, archived;
+	const char *mode, *session; /* search */
+	uint32_t k;
 } cli_opts;
 
 typedef struct cli {
@@ -62,6 +65,8 @@ static void cli_usage(FILE *f)
 	      "  config check [FILE]              check a config (default: zero-config)\n"
 	      "  plugins list                     list the plugins on the plugin path\n"
 	      "  plugins check FILE               validate a plugin .so in a child process\n"
+	      "  index rebuild [--app A --user U] rebuild the search indexes (of one user, or\n"
+	      "                                   all); a progress bar when stderr is a TTY\n"
 	      "  serve [--config FILE]            serve the REST API (api/openapi.yaml) until\n"
 	      "                                   SIGTERM/SIGINT; JSON log lines on stderr\n"
 	      "\n"
@@ -80,6 +85,7 @@ static void cli_usage(FILE *f)
 	      "  artifact get APP USER SID NAME [--version N] > data\n"
 	      "  artifact list APP USER SID\n"
 	      "  user delete APP USER\n"
+	      "  search APP USER QUERY [--k N] [--mode keyword|vector|hybrid] [--session SID]\n"
 	      "\n"
 	      "The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	      "./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -441,6 +447,12 @@ static int take_common(cli *c, int from, int which)
 	if ((which & 64) && (v = take_opt(c, from, "--version", &missing)) &&
 	    parse_i64(v, "--version", &o->version) != EXIT_OK)
 		return EXIT_USAGE;
+	if (which & 128) {
+		o->mode = take_opt(c, from, "--mode", &missing);
+		o->session = take_opt(c, from, "--session", &missing);
+		if ((v = take_opt(c, from, "--k", &missing)) && parse_u32(v, "--k", &o->k) != EXIT_OK)
+			return EXIT_USAGE;
+	}
 	if (missing)
 		return usage_error("%s", "an option is missing its value");
 	return EXIT_OK;
@@ -682,6 +694,120 @@ static int cmd_state_set(cli *c, int from)
 	return rc;
 }
 
+static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		     char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *body;
+	char *text;
+	int32_t r;
+
+	if (!m)
+		return take_common(c, from, 128);
+	body = json_pack("{s:s}", "query", pos[2]);
+	if (o->k)
+		json_object_set_new(body, "k", json_integer(o->k));
+	if (o->mode)
+		json_object_set_new(body, "mode", json_string(o->mode));
+	if (o->session)
+		json_object_set_new(body, "session_id", json_string(o->session));
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = memd_search(m, pos[0], pos[1], text, ret_json, err);
+	free(text);
+	return result(r);
+}
+
+/* index rebuild: a progress bar with rate and ETA on a terminal. */
+#define CLI_BAR_WIDTH 30
+#define CLI_NS_PER_SEC 1e9
+
+typedef struct rebuild_progress {
+	int tty;
+	struct timespec start;
+	uint64_t done;
+} rebuild_progress;
+
+static double elapsed_s(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) +
+	       (double)(now.tv_nsec - start->tv_nsec) / CLI_NS_PER_SEC;
+}
+
+static int32_t show_progress(void *ud, uint64_t done, uint64_t total)
+{
+	rebuild_progress *p = ud;
+	double secs = elapsed_s(&p->start), rate = secs > 0 ? (double)done / secs : 0;
+	char bar[CLI_BAR_WIDTH + 1];
+	int fill = total ? (int)((double)done / (double)total * CLI_BAR_WIDTH) : 0;
+
+	p->done = done;
+	if (!p->tty)
+		return 0;
+	if (fill > CLI_BAR_WIDTH)
+		fill = CLI_BAR_WIDTH;
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '.', (size_t)(CLI_BAR_WIDTH - fill));
+	bar[CLI_BAR_WIDTH] = '\0';
+	fprintf(stderr, "\rrebuilding [%s] %3d%%  %llu/%llu  %.0f/s", bar,
+		total ? (int)((double)done * 100 / (double)total) : 0, (unsigned long long)done,
+		(unsigned long long)total, rate);
+	if (rate > 0 && total > done)
+		fprintf(stderr, "  ETA %.0fs   ", (double)(total - done) / rate);
+	else
+		fputs("            ", stderr);
+	fflush(stderr);
+	return 0;
+}
+
+static int cmd_index_rebuild(cli *c, int from)
+{
+	const char *pos[1];
+	const char *app, *user;
+	int missing = 0, rc;
+	rebuild_progress p = { .tty = isatty(STDERR_FILENO) };
+	memd_error err = { 0 };
+	memd *m;
+
+	app = take_opt(c, from, "--app", &missing);
+	user = take_opt(c, from, "--user", &missing);
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	if (positionals(c, from, pos, 0) != 0)
+		return EXIT_USAGE;
+	if ((app == NULL) != (user == NULL))
+		return usage_error("%s", "index rebuild: give --app and --user together, or neither");
+	if ((rc = open_memd(c, &m)) != EXIT_OK)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	if (memd_index_rebuild(m, app, user, show_progress, &p, &err) < 0) {
+		if (p.tty)
+			fputc('\n', stderr);
+		rc = fail(&err);
+	} else {
+		json_t *o = json_pack("{s:s?,s:s?,s:I,s:f}", "app", app, "user", user, "done",
+				      (json_int_t)p.done, "seconds", elapsed_s(&p.start));
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (p.tty)
+			fputc('\n', stderr);
+		if (text) {
+			rc = print_json(text);
+		} else {
+			fprintf(stderr, "memd: out of memory\n");
+			rc = EXIT_FAIL;
+		}
+	}
+	memd_close(m);
+	return rc;
+}
+
 typedef struct command {
 	const char *group, *verb;
 	int npos;
@@ -702,6 +828,7 @@ static const command commands[] = {
 	{ "artifact", "get", 4, "artifact get APP USER SID NAME", sc_artifact_get },
 	{ "artifact", "list", 3, "artifact list APP USER SID", sc_artifact_list },
 	{ "user", "delete", 2, "user delete APP USER", sc_user_delete },
+	{ "search", NULL, 3, "search APP USER QUERY", sc_search },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -777,6 +904,8 @@ int cli_main(int argc, char **argv)
 		return cmd_serve(&c, i + 1);
 	if (strcmp(group, "state") == 0 && strcmp(verb, "set") == 0)
 		return cmd_state_set(&c, i + 2);
+	if (strcmp(group, "index") == 0 && strcmp(verb, "rebuild") == 0)
+		return cmd_index_rebuild(&c, i + 2);
 	for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
 		const command *cmd = &commands[k];
 		if (strcmp(group, cmd->group) != 0)
