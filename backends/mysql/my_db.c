@@ -952,7 +952,7 @@ int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void
 		 * it was idle): run the call once more on a new one. */
 		retry = r < 0 && ((c->deadlock && deadlocks++ < MY_DEADLOCK_RETRIES) ||
 				  (c->lost && !c->fresh && c->progress == 0 && !stale_retried++));
-		if (r < 0 && c->lost && !retry)
+		if (r == MEMD_EUNAVAIL && c->lost && !retry)
 			note_lost(s, err);
 		pool_give(s, c);
 		if (!retry)

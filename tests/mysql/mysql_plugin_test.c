@@ -464,3 +464,41 @@ Test(mysql, state_keys_over_the_limit)
 	free(delta);
 	close_inst(&in);
 }
+
+#define TOO_BIG (17u * 1024u * 1024u) /* over the server's 16 MiB max_allowed_packet */
+
+Test(mysql, too_big_event_is_413_and_the_store_goes_on)
+{
+	char yaml[TEXT_MAX];
+	char *big = malloc(TOO_BIG + 1);
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_event ev = { .struct_size = sizeof(ev), .id = "big", .author = "t", .role = "user",
+			  .content_json = "{}", .timestamp_us = T0 };
+	const memd_event *ptr = &ev;
+	int64_t seq = 0;
+	memd_append ap = { .struct_size = sizeof(ap), .events = &ptr, .n_events = 1,
+			   .now_us = T0 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	inst in;
+	int32_t r;
+
+	cr_assert_not_null(big);
+	memset(big, 'x', TOO_BIG);
+	big[TOO_BIG] = '\0';
+	ev.text = big;
+	yaml_for(yaml, sizeof(yaml), "pool: 1");
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "s1"), 0, "%s", in.err.msg);
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, MEMD_ETOOBIG, "a 17 MiB event: got %d (%s)", r, in.err.msg);
+	cr_assert_not_null(strstr(in.err.msg, "max_allowed_packet"), "%s", in.err.msg);
+	/* The same (only) connection is usable again, and nothing was kept. */
+	ev.text = "small";
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "after the refused event: %s", in.err.msg);
+	cr_assert_eq(seq, 1, "the refused event took seq 1");
+	free(big);
+	close_inst(&in);
+}
