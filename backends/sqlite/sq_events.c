@@ -18,7 +18,8 @@ static const sq_sql SQL_EVENT_INSERT = { SQ_ST_EVENT_INSERT,
 	"INSERT INTO events (" SQ_EVENT_COLS ")"
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)" };
 static const sq_sql SQL_EVENT_SEQ_BY_ID = { SQ_ST_EVENT_SEQ_BY_ID,
-	"SELECT seq FROM events WHERE app = ?1 AND user = ?2 AND session = ?3 AND id = ?4" };
+	"SELECT seq FROM events INDEXED BY events_by_id"
+	" WHERE id = ?4 AND app = ?1 AND user = ?2 AND session = ?3" };
 
 /* events_load: every query is a range of one of the session's indexes,
  * ?4 < seq < ?5, walked in the order wanted so stepping can stop at the
