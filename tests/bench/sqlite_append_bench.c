@@ -3,25 +3,30 @@
  * sqlite_append_bench: durable single-event appends per second on the
  * SQLite store, against the naive limit of one transaction per append.
  *
- * Every run uses WAL and synchronous=FULL (an acknowledged append survives
- * power loss) on a fresh database in a temp directory, for the same time:
- *  1. raw sqlite3, one INSERT per transaction, one thread: the
- *     one-transaction-per-append limit of this disk;
- *  2. the sqlite plugin directly (loaded as the host loads it), 1 thread
- *     and N threads, each appending one event at a time to its own session;
- *  3. the libmemd facade (memd_open with a sqlite store,
- *     memd_events_append), N threads likewise.
- * It prints appends/s, the ratio to (1) and the plugin's group-commit
- * counters (from its log). Not a pass/fail test: meson builds it, nobody
- * times it in CI. Run it from a build dir:
- *   MEMD_PLUGIN_PATH=plugins tests/bench/sqlite_append_bench [-t threads]
- *       [-s seconds] [-d dir] [-y full|normal]
+ * Every case uses WAL and synchronous=FULL (an acknowledged append
+ * survives power loss) on a database of its own in a temp directory:
+ *  raw     raw sqlite3, one INSERT per transaction, one thread: the
+ *          one-transaction-per-append limit of this disk;
+ *  plugin  the sqlite plugin called directly (loaded as the host loads
+ *          it), 1 thread, and N threads each appending one event at a time
+ *          to a session of its own;
+ *  facade  libmemd (memd_open with a sqlite store, memd_events_append),
+ *          N threads likewise.
+ * A shared disk's speed drifts, so the cases take turns: R rounds, each
+ * running every case for seconds/R. It prints each case's appends/s over
+ * all rounds, its ratio to raw (overall and the range of the per-round
+ * ratios) and the plugin's group-commit counters (from its log). Not a
+ * pass/fail test: meson builds it, nobody times it in CI. From a build
+ * directory:
+ *   MEMD_PLUGIN_PATH=plugins tests/unit/sqlite_append_bench [-t threads]
+ *       [-s seconds] [-r rounds] [-d dir] [-y full|normal]
  */
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,26 +43,28 @@
 #include "loader.h"
 
 #define DEFAULT_THREADS 16
-#define DEFAULT_SECONDS 3.0
+#define DEFAULT_SECONDS 12.0
+#define DEFAULT_ROUNDS 4
 #define MAX_THREADS 256
+#define MAX_ROUNDS 100
 #define MAX_SEARCH_DIRS 16
 #define ID_LEN 64
 #define BODY_LEN 256
-#define YAML_LEN (PATH_MAX + 256)
+#define WHAT_LEN 96
 #define LOG_LEN 512
 #define BUSY_TIMEOUT_MS 5000
 #define FTW_FDS 16
 #define NS_PER_SEC 1e9
+#define US_PER_SEC 1e6
 #define EVENT_TEXT "hello from the append bench"
 #define EVENT_CONTENT "{\"parts\":[{\"type\":\"text\",\"text\":\"" EVENT_TEXT "\"}]}"
 
-static double bench_seconds = DEFAULT_SECONDS;
-/* The plugin's synchronous setting for runs 2 and 3: "full" unless -y says
- * otherwise ("normal" shows what the CPU alone allows). */
-static const char *plugin_sync = "full";
 static char work_dir[PATH_MAX];
-static char group_log[LOG_LEN]; /* the plugin's last "group commit:" line */
+/* The plugin's synchronous setting for the plugin and facade cases:
+ * "full" unless -y says otherwise ("normal" shows what the CPU allows). */
+static const char *plugin_sync = "full";
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char group_log[LOG_LEN]; /* the last "group commit:" line logged */
 
 static double now_s(void)
 {
@@ -75,83 +82,91 @@ static void die(const char *what, const char *msg)
 static void keep_group_line(void *userdata, int32_t level, const char *component,
 			    const char *line)
 {
+	const char *p = strstr(line, "group commit:");
+
 	(void)userdata;
 	(void)level;
 	(void)component;
-	if (!strstr(line, "group commit:"))
+	if (!p)
 		return;
 	pthread_mutex_lock(&log_lock);
-	snprintf(group_log, sizeof(group_log), "%s", line);
+	snprintf(group_log, sizeof(group_log), "%s", p);
 	pthread_mutex_unlock(&log_lock);
 }
 
-/* ---- the workers: run `one` until the time is up ---------------------- */
+/* ---- a case: threads running `one` until the time is up ---------------- */
 
-typedef struct run {
+typedef struct bench_case {
+	char what[WHAT_LEN];
 	int threads;
-	int (*one)(struct run *r, int thread, uint64_t i); /* 0 = appended */
+	int (*one)(struct bench_case *c, int thread, uint64_t i); /* 0 = appended */
 	void *ctx;
-	atomic_int stop;
-	atomic_int ready;
-	atomic_int go;
-	uint64_t done[MAX_THREADS];
-	double elapsed;
-} run;
+	uint64_t next[MAX_THREADS];  /* each thread's next append number */
+	uint64_t done[MAX_THREADS];  /* appended in the current turn */
+	atomic_int stop, ready, go;
+	uint64_t total;
+	double seconds;
+	double rate[MAX_ROUNDS];
+	char stats[LOG_LEN];
+} bench_case;
 
 typedef struct worker_arg {
-	run *r;
+	bench_case *c;
 	int thread;
 } worker_arg;
 
 static void *worker(void *p)
 {
 	worker_arg *w = p;
-	run *r = w->r;
-	uint64_t n = 0;
+	bench_case *c = w->c;
+	uint64_t i = c->next[w->thread], first = i;
 
-	atomic_fetch_add(&r->ready, 1);
-	while (!atomic_load(&r->go))
+	atomic_fetch_add(&c->ready, 1);
+	while (!atomic_load(&c->go))
 		sched_yield();
-	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
-		if (r->one(r, w->thread, n) != 0)
+	while (!atomic_load_explicit(&c->stop, memory_order_relaxed)) {
+		if (c->one(c, w->thread, i) != 0)
 			break;
-		n++;
+		i++;
 	}
-	r->done[w->thread] = n;
+	c->next[w->thread] = i;
+	c->done[w->thread] = i - first;
 	return NULL;
 }
 
-/* Appends per second of r->one over r->threads threads. */
-static double run_for(run *r)
+/* One turn of c for the given time; its rate goes to c->rate[round]. */
+static void take_turn(bench_case *c, double seconds, int round)
 {
 	pthread_t tid[MAX_THREADS];
 	worker_arg args[MAX_THREADS];
-	uint64_t total = 0;
-	double t0;
+	uint64_t n = 0;
+	double t0, dt;
 
-	atomic_store(&r->stop, 0);
-	atomic_store(&r->ready, 0);
-	atomic_store(&r->go, 0);
-	for (int i = 0; i < r->threads; i++) {
-		args[i] = (worker_arg){ r, i };
+	atomic_store(&c->stop, 0);
+	atomic_store(&c->ready, 0);
+	atomic_store(&c->go, 0);
+	for (int i = 0; i < c->threads; i++) {
+		args[i] = (worker_arg){ c, i };
 		if (pthread_create(&tid[i], NULL, worker, &args[i]) != 0)
 			die("pthread_create", strerror(errno));
 	}
-	while (atomic_load(&r->ready) < r->threads)
+	while (atomic_load(&c->ready) < c->threads)
 		sched_yield();
 	t0 = now_s();
-	atomic_store(&r->go, 1);
-	usleep((useconds_t)(bench_seconds * 1e6));
-	atomic_store(&r->stop, 1);
-	for (int i = 0; i < r->threads; i++)
+	atomic_store(&c->go, 1);
+	usleep((useconds_t)(seconds * US_PER_SEC));
+	atomic_store(&c->stop, 1);
+	for (int i = 0; i < c->threads; i++)
 		pthread_join(tid[i], NULL);
-	r->elapsed = now_s() - t0;
-	for (int i = 0; i < r->threads; i++)
-		total += r->done[i];
-	return (double)total / r->elapsed;
+	dt = now_s() - t0;
+	for (int i = 0; i < c->threads; i++)
+		n += c->done[i];
+	c->total += n;
+	c->seconds += dt;
+	c->rate[round] = (double)n / dt;
 }
 
-/* ---- 1. raw sqlite3, one transaction per insert ------------------------ */
+/* ---- raw sqlite3, one transaction per insert -------------------------- */
 
 typedef struct raw_ctx {
 	sqlite3 *db;
@@ -172,9 +187,9 @@ static int raw_step(sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : rc;
 }
 
-static int raw_one(run *r, int thread, uint64_t i)
+static int raw_one(bench_case *c, int thread, uint64_t i)
 {
-	raw_ctx *x = r->ctx;
+	raw_ctx *x = c->ctx;
 	char id[ID_LEN];
 
 	snprintf(id, sizeof(id), "t%d-e%llu", thread, (unsigned long long)i);
@@ -187,47 +202,61 @@ static int raw_one(run *r, int thread, uint64_t i)
 	return 0;
 }
 
-static double bench_raw(void)
+static void raw_open(bench_case *c)
 {
 	char path[PATH_MAX + 16];
-	raw_ctx x = { 0 };
-	run r = { .threads = 1, .one = raw_one, .ctx = &x };
-	double rate;
+	raw_ctx *x = calloc(1, sizeof(*x));
 
+	if (!x)
+		die("bench", "out of memory");
 	snprintf(path, sizeof(path), "%s/raw.db", work_dir);
-	if (sqlite3_open(path, &x.db) != SQLITE_OK)
-		die("open raw.db", sqlite3_errmsg(x.db));
-	sqlite3_busy_timeout(x.db, BUSY_TIMEOUT_MS);
-	raw_exec(x.db, "PRAGMA journal_mode = WAL");
-	raw_exec(x.db, "PRAGMA synchronous = FULL");
-	raw_exec(x.db, "CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT NOT NULL,"
-		       " seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT, text TEXT)");
-	if (sqlite3_prepare_v2(x.db, "BEGIN IMMEDIATE", -1, &x.begin, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(x.db,
+	if (sqlite3_open(path, &x->db) != SQLITE_OK)
+		die("open raw.db", sqlite3_errmsg(x->db));
+	sqlite3_busy_timeout(x->db, BUSY_TIMEOUT_MS);
+	raw_exec(x->db, "PRAGMA journal_mode = WAL");
+	raw_exec(x->db, "PRAGMA synchronous = FULL");
+	raw_exec(x->db, "CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT NOT NULL,"
+			" seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT, text TEXT)");
+	if (sqlite3_prepare_v2(x->db, "BEGIN IMMEDIATE", -1, &x->begin, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(x->db,
 			       "INSERT INTO events (id, seq, role, content, text)"
 			       " VALUES (?1, ?2, 'user', '" EVENT_CONTENT "', '" EVENT_TEXT "')",
-			       -1, &x.insert, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(x.db, "COMMIT", -1, &x.commit, NULL) != SQLITE_OK)
-		die("prepare", sqlite3_errmsg(x.db));
-	rate = run_for(&r);
-	sqlite3_finalize(x.begin);
-	sqlite3_finalize(x.insert);
-	sqlite3_finalize(x.commit);
-	sqlite3_close(x.db);
-	return rate;
+			       -1, &x->insert, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(x->db, "COMMIT", -1, &x->commit, NULL) != SQLITE_OK)
+		die("prepare", sqlite3_errmsg(x->db));
+	snprintf(c->what, sizeof(c->what), "raw sqlite3, 1 INSERT per transaction, 1 thread");
+	c->threads = 1;
+	c->one = raw_one;
+	c->ctx = x;
 }
 
-/* ---- 2. the plugin directly ------------------------------------------- */
+static void raw_close(bench_case *c)
+{
+	raw_ctx *x = c->ctx;
+
+	sqlite3_finalize(x->begin);
+	sqlite3_finalize(x->insert);
+	sqlite3_finalize(x->commit);
+	sqlite3_close(x->db);
+	free(x);
+}
+
+/* ---- the plugin, called directly ------------------------------------- */
 
 typedef struct plugin_ctx {
+	char *search_buf;
+	config_node *cfg;
+	loader_plugin *p;
+	loader_instance *inst;
+	hostsvc *svc;
 	const memd_store_ops *ops;
 	void *h;
 	char sids[MAX_THREADS][ID_LEN];
 } plugin_ctx;
 
-static int plugin_one(run *r, int thread, uint64_t i)
+static int plugin_one(bench_case *c, int thread, uint64_t i)
 {
-	plugin_ctx *x = r->ctx;
+	plugin_ctx *x = c->ctx;
 	char id[ID_LEN];
 	int64_t seq = 0;
 	memd_event e = { .struct_size = sizeof(e), .id = id, .author = "bench", .role = "user",
@@ -256,46 +285,32 @@ static int32_t ignore_session(void *userdata, const memd_session *s)
 	return 0;
 }
 
-/* MEMD_PLUGIN_PATH split on ':' (NULL-terminated). */
-static void search_path(char *buf, const char **dirs)
-{
-	size_t n = 0;
-	char *save = NULL;
-
-	for (char *d = strtok_r(buf, ":", &save); d && n < MAX_SEARCH_DIRS;
-	     d = strtok_r(NULL, ":", &save))
-		dirs[n++] = d;
-	dirs[n] = NULL;
-}
-
-static double bench_plugin(int threads, const char *name)
+static void plugin_open(bench_case *c, int threads, const char *name)
 {
 	const char *env = getenv("MEMD_PLUGIN_PATH");
-	char *buf = strdup(env ? env : "plugins");
 	const char *dirs[MAX_SEARCH_DIRS + 1];
-	char yaml[YAML_LEN];
+	char yaml[PATH_MAX + LOG_LEN];
 	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
 	memd_error err = { 0 };
 	plugin_ctx *x = calloc(1, sizeof(*x));
-	run r = { .threads = threads, .one = plugin_one };
-	config_node *cfg = NULL;
-	loader_plugin *p = NULL;
-	loader_instance *inst = NULL;
-	hostsvc *svc = hostsvc_new(keep_group_line, NULL, MEMD_LOG_INFO);
-	double rate;
+	size_t n = 0;
 
-	if (!buf || !x || !svc)
+	if (!x || !(x->search_buf = strdup(env ? env : "plugins")) ||
+	    !(x->svc = hostsvc_new(keep_group_line, NULL, MEMD_LOG_INFO)))
 		die("bench", "out of memory");
-	r.ctx = x;
-	search_path(buf, dirs);
+	for (char *save = NULL, *d = strtok_r(x->search_buf, ":", &save);
+	     d && n < MAX_SEARCH_DIRS; d = strtok_r(NULL, ":", &save))
+		dirs[n++] = d;
+	dirs[n] = NULL;
 	snprintf(yaml, sizeof(yaml), "plugin: sqlite\npath: \"%s/%s.db\"\nsynchronous: %s\n",
 		 work_dir, name, plugin_sync);
-	if (config_parse_string(yaml, strlen(yaml), "bench", &cfg, &err) < 0 ||
-	    loader_open("sqlite", dirs, &p, &err) < 0 ||
-	    loader_instance_create(p, "stores.bench", cfg, "plugin", svc, &inst, &err) < 0)
+	if (config_parse_string(yaml, strlen(yaml), "bench", &x->cfg, &err) < 0 ||
+	    loader_open("sqlite", dirs, &x->p, &err) < 0 ||
+	    loader_instance_create(x->p, "stores.bench", x->cfg, "plugin", x->svc, &x->inst,
+				   &err) < 0)
 		die("open the sqlite plugin", err.msg);
-	x->ops = loader_store_ops(p);
-	x->h = loader_instance_handle(inst);
+	x->ops = loader_store_ops(x->p);
+	x->h = loader_instance_handle(x->inst);
 	for (int t = 0; t < threads; t++) {
 		memd_session s = { .struct_size = sizeof(s), .app = "bench", .user = "u",
 				   .id = x->sids[t], .created_us = 1, .updated_us = 1 };
@@ -303,30 +318,41 @@ static double bench_plugin(int threads, const char *name)
 		if (x->ops->session_create(x->h, NULL, &s, NULL, &sink, &err) < 0)
 			die("session_create", err.msg);
 	}
-	rate = run_for(&r);
-	loader_instance_destroy(inst); /* logs the group-commit counters */
-	loader_close(p);
-	config_free(cfg);
-	hostsvc_free(svc);
-	free(x);
-	free(buf);
-	return rate;
+	snprintf(c->what, sizeof(c->what), "sqlite plugin append, %d thread%s", threads,
+		 threads > 1 ? "s" : "");
+	c->threads = threads;
+	c->one = plugin_one;
+	c->ctx = x;
 }
 
-/* ---- 3. the facade ----------------------------------------------------- */
+static void plugin_close(bench_case *c)
+{
+	plugin_ctx *x = c->ctx;
+
+	group_log[0] = '\0';
+	loader_instance_destroy(x->inst); /* logs the group-commit counters */
+	snprintf(c->stats, sizeof(c->stats), "%s", group_log);
+	loader_close(x->p);
+	config_free(x->cfg);
+	hostsvc_free(x->svc);
+	free(x->search_buf);
+	free(x);
+}
+
+/* ---- the facade -------------------------------------------------------- */
 
 typedef struct facade_ctx {
 	memd *m;
 	char sids[MAX_THREADS][ID_LEN];
 } facade_ctx;
 
-static int facade_one(run *r, int thread, uint64_t i)
+static int facade_one(bench_case *c, int thread, uint64_t i)
 {
-	facade_ctx *x = r->ctx;
-	memd_error err = { 0 };
-	char *out = NULL;
 	static const char body[] = "{\"events\":[{\"role\":\"user\",\"content\":\"" EVENT_TEXT
 				   "\"}]}";
+	facade_ctx *x = c->ctx;
+	memd_error err = { 0 };
+	char *out = NULL;
 
 	(void)i;
 	if (memd_events_append(x->m, "bench", "u", x->sids[thread], body, &out, &err) < 0)
@@ -335,20 +361,17 @@ static int facade_one(run *r, int thread, uint64_t i)
 	return 0;
 }
 
-static double bench_facade(int threads)
+static void facade_open(bench_case *c, int threads)
 {
 	char cfg_path[PATH_MAX + 16];
 	facade_ctx *x = calloc(1, sizeof(*x));
-	run r = { .threads = threads, .one = facade_one };
 	memd_options o = { .struct_size = sizeof(o), .config_path = cfg_path,
 			   .log = keep_group_line, .log_level = MEMD_LOG_INFO };
 	memd_error err = { 0 };
 	FILE *f;
-	double rate;
 
 	if (!x)
 		die("bench", "out of memory");
-	r.ctx = x;
 	snprintf(cfg_path, sizeof(cfg_path), "%s/memd.yaml", work_dir);
 	f = fopen(cfg_path, "w");
 	if (!f)
@@ -368,13 +391,29 @@ static double bench_facade(int threads)
 			die("memd_session_create", err.msg);
 		memd_free(out);
 	}
-	rate = run_for(&r);
+	snprintf(c->what, sizeof(c->what), "facade memd_events_append, %d threads", threads);
+	c->threads = threads;
+	c->one = facade_one;
+	c->ctx = x;
+}
+
+static void facade_close(bench_case *c)
+{
+	facade_ctx *x = c->ctx;
+
+	group_log[0] = '\0';
 	memd_close(x->m);
+	snprintf(c->stats, sizeof(c->stats), "%s", group_log);
 	free(x);
-	return rate;
 }
 
 /* ---- main -------------------------------------------------------------- */
+
+#define CASE_RAW 0
+#define CASE_PLUGIN_1 1
+#define CASE_PLUGIN_N 2
+#define CASE_FACADE_N 3
+#define N_CASES 4
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -384,54 +423,71 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return remove(path);
 }
 
-static void report(const char *what, double rate, double raw)
+static void report(const bench_case *c, const bench_case *raw, int rounds)
 {
-	printf("%-52s %10.0f appends/s  %6.2fx raw\n", what, rate, rate / raw);
-	if (group_log[0])
-		printf("    %s\n", group_log);
-	group_log[0] = '\0';
-	fflush(stdout);
+	double rate = (double)c->total / c->seconds;
+	double raw_rate = (double)raw->total / raw->seconds;
+	double lo = 0, hi = 0;
+
+	for (int r = 0; r < rounds; r++) {
+		double ratio = c->rate[r] / raw->rate[r];
+		lo = r == 0 || ratio < lo ? ratio : lo;
+		hi = r == 0 || ratio > hi ? ratio : hi;
+	}
+	printf("%-48s %9.0f appends/s %6.2fx raw (rounds %.2f..%.2fx)\n", c->what, rate,
+	       rate / raw_rate, lo, hi);
+	if (c->stats[0])
+		printf("    %s\n", c->stats);
 }
 
 int main(int argc, char **argv)
 {
 	const char *tmp = getenv("TMPDIR");
 	const char *dir = NULL;
-	int threads = DEFAULT_THREADS, opt;
-	char what[128];
-	double raw;
+	int threads = DEFAULT_THREADS, rounds = DEFAULT_ROUNDS, opt;
+	double seconds = DEFAULT_SECONDS;
+	static bench_case cases[N_CASES];
 
-	while ((opt = getopt(argc, argv, "t:s:d:y:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:s:r:d:y:")) != -1) {
 		if (opt == 't')
 			threads = atoi(optarg);
 		else if (opt == 's')
-			bench_seconds = atof(optarg);
+			seconds = atof(optarg);
+		else if (opt == 'r')
+			rounds = atoi(optarg);
 		else if (opt == 'd')
 			dir = optarg;
 		else if (opt == 'y')
 			plugin_sync = optarg;
 		else
-			die("usage", "sqlite_append_bench [-t threads] [-s seconds] [-d dir] "
-				    "[-y full|normal]");
+			die("usage", "sqlite_append_bench [-t threads] [-s seconds] [-r rounds] "
+				     "[-d dir] [-y full|normal]");
 	}
-	if (threads < 1 || threads > MAX_THREADS || bench_seconds <= 0)
-		die("usage", "threads must be 1..256 and seconds > 0");
+	if (threads < 1 || threads > MAX_THREADS || seconds <= 0 || rounds < 1 ||
+	    rounds > MAX_ROUNDS)
+		die("usage", "threads must be 1..256, rounds 1..100 and seconds > 0");
 	snprintf(work_dir, sizeof(work_dir), "%s/memd-append-bench-XXXXXX",
 		 dir ? dir : tmp && tmp[0] ? tmp : "/tmp");
 	if (!mkdtemp(work_dir))
 		die("mkdtemp", strerror(errno));
+	printf("sqlite_append_bench: WAL, synchronous=FULL (plugin and facade: %s), %d rounds of "
+	       "%.2f s per case, SQLite %s, in %s\n",
+	       plugin_sync, rounds, seconds / rounds, sqlite3_libversion(), work_dir);
 
-	printf("sqlite_append_bench: WAL, synchronous=FULL (plugin and facade: %s), %.1f s per "
-	       "run, SQLite %s, in %s\n",
-	       plugin_sync, bench_seconds, sqlite3_libversion(), work_dir);
-	raw = bench_raw();
-	report("raw sqlite3, 1 INSERT per transaction, 1 thread", raw, raw);
-	report("sqlite plugin append, 1 thread", bench_plugin(1, "plugin1"), raw);
-	snprintf(what, sizeof(what), "sqlite plugin append, %d threads", threads);
-	report(what, bench_plugin(threads, "pluginN"), raw);
-	snprintf(what, sizeof(what), "facade memd_events_append, %d threads", threads);
-	report(what, bench_facade(threads), raw);
+	raw_open(&cases[CASE_RAW]);
+	plugin_open(&cases[CASE_PLUGIN_1], 1, "plugin1");
+	plugin_open(&cases[CASE_PLUGIN_N], threads, "pluginN");
+	facade_open(&cases[CASE_FACADE_N], threads);
+	for (int r = 0; r < rounds; r++)
+		for (int k = 0; k < N_CASES; k++)
+			take_turn(&cases[k], seconds / rounds, r);
+	raw_close(&cases[CASE_RAW]);
+	plugin_close(&cases[CASE_PLUGIN_1]);
+	plugin_close(&cases[CASE_PLUGIN_N]);
+	facade_close(&cases[CASE_FACADE_N]);
 
+	for (int k = 0; k < N_CASES; k++)
+		report(&cases[k], &cases[CASE_RAW], rounds);
 	nftw(work_dir, rm_one, FTW_FDS, FTW_DEPTH | FTW_PHYS);
 	return 0;
 }
