@@ -502,3 +502,110 @@ Test(mysql, too_big_event_is_413_and_the_store_goes_on)
 	free(big);
 	close_inst(&in);
 }
+
+/* ---- bytes through the driver ---------------------------------------------- */
+
+typedef struct got_events {
+	char *text[4];
+	char *id[4];
+	int n;
+} got_events;
+
+static int32_t keep_event(void *ud, const memd_event *e)
+{
+	got_events *g = ud;
+	if (g->n < 4) {
+		g->text[g->n] = strdup(e->text ? e->text : "");
+		g->id[g->n] = strdup(e->id);
+		g->n++;
+	}
+	return 0;
+}
+
+Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
+{
+	char yaml[TEXT_MAX], text[TEXT_MAX], emoji_id[MEMD_ID_MAX + 1], mixed_id[MEMD_ID_MAX + 1];
+	size_t n = 0;
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_event ev[2];
+	const memd_event *ptrs[2] = { &ev[0], &ev[1] };
+	int64_t seqs[2];
+	memd_append ap = { .struct_size = sizeof(ap), .events = ptrs, .n_events = 2, .now_us = T0 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = seqs };
+	memd_event_query q = { .struct_size = sizeof(q) };
+	got_events g = { 0 };
+	memd_event_sink sink = { .struct_size = sizeof(sink), .userdata = &g, .event = keep_event };
+	memd_scope sc;
+	inst in;
+	int32_t r;
+
+	/* Every byte 0x01..0x7f, then the edges of UTF-8: U+0080, U+07FF,
+	 * U+0800, U+FFFD, the noncharacter U+FFFF, U+10000, U+10FFFF, U+2028. */
+	for (int b = 1; b < 0x80; b++)
+		text[n++] = (char)b;
+	{
+		static const char edges[] = "\xC2\x80\xDF\xBF\xE0\xA0\x80\xEF\xBF\xBD\xEF\xBF\xBF"
+					    "\xF0\x90\x80\x80\xF4\x8F\xBF\xBF\xE2\x80\xA8";
+		memcpy(text + n, edges, sizeof(edges));
+		n += sizeof(edges) - 1;
+	}
+	text[n] = '\0';
+	/* A session id of 63 four-byte emoji (252 bytes), an event id of 255
+	 * bytes mixing 1- to 4-byte characters. */
+	emoji_id[0] = '\0';
+	for (int i = 0; i < MEMD_ID_MAX / 4; i++)
+		strcat(emoji_id, "\xF0\x9F\x98\x80");
+	mixed_id[0] = '\0';
+	while (strlen(mixed_id) + 10 <= MEMD_ID_MAX)
+		strcat(mixed_id, "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+	while (strlen(mixed_id) < MEMD_ID_MAX)
+		strcat(mixed_id, "z");
+	cr_assert_eq(strlen(mixed_id), MEMD_ID_MAX);
+
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, emoji_id), 0, "%s", in.err.msg);
+	sc = (memd_scope){ .struct_size = sizeof(sc), .app = "a", .user = "u", .session = emoji_id };
+	ev[0] = (memd_event){ .struct_size = sizeof(memd_event), .id = mixed_id, .author = "t",
+			      .role = "user", .content_json = "{}", .text = text,
+			      .timestamp_us = T0 };
+	ev[1] = ev[0];
+	ev[1].id = "A";
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "append: %s", in.err.msg);
+	/* 'a' is another id than 'A'. */
+	ev[0].id = "a";
+	ap.n_events = 1;
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "'a' after 'A': %s", in.err.msg);
+	cr_assert_eq(res.flags & MEMD_APPEND_REPLAYED, 0, "'a' was taken for 'A'");
+
+	r = in.ops->events_load(in.h, &call, &sc, &q, &sink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(g.n, 3);
+	cr_assert_str_eq(g.id[0], mixed_id);
+	cr_assert_str_eq(g.id[1], "A");
+	cr_assert_str_eq(g.id[2], "a");
+	for (int i = 0; i < g.n; i++) {
+		cr_assert_eq(strcmp(g.text[i], text), 0, "text %d changed on the way", i);
+		free(g.text[i]);
+		free(g.id[i]);
+	}
+
+	/* Bytes that are not UTF-8 never get in (the host checks first; the
+	 * store refuses too) and leave nothing behind. */
+	ev[0].id = "bad";
+	ev[0].text = "\xFF\xFE not UTF-8";
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, MEMD_EINVAL, "invalid UTF-8: got %d (%s)", r, in.err.msg);
+	memset(&g, 0, sizeof(g));
+	r = in.ops->events_load(in.h, &call, &sc, &q, &sink, &in.err);
+	cr_assert_eq(r, 0);
+	cr_assert_eq(g.n, 3, "the refused append left an event");
+	for (int i = 0; i < g.n; i++) {
+		free(g.text[i]);
+		free(g.id[i]);
+	}
+	close_inst(&in);
+}
