@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Vector search end to end through the facade with both network peers
+ * replaced by local stand-ins (with_standins.py --qdrant --openai):
+ * sessions in SQLite, vectors in the qdrant plugin, embeddings from the
+ * openai embedder. Outages of either peer pause indexing (appends still
+ * succeed; vector searches say "unavailable, retry") and indexing catches
+ * up by itself when the peer is back.
+ */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <memd/memd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "standin_client.h"
+
+#define IT_PATH_MAX 512
+#define IT_NAME_MAX 96
+#define IT_DIM 64
+#define IT_NFTW_FDS 16
+#define IT_CATCH_UP_S 20         /* how long a test waits for recovery */
+#define IT_POLL_MS 100
+
+typedef struct it_env {
+	char dir[IT_PATH_MAX];
+	char config[IT_PATH_MAX + 16];
+	char model[IT_NAME_MAX];
+	char coll[IT_NAME_MAX];
+	memd *m;
+} it_env;
+
+static void it_name(const char *prefix, char out[IT_NAME_MAX])
+{
+	static unsigned counter;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(out, IT_NAME_MAX, "%s_%ld_%ld_%u", prefix, (long)getpid(), (long)ts.tv_nsec,
+		 counter++);
+}
+
+static void it_sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Set the embeddings stand-in's behaviour for this test's model. */
+static void it_model(const it_env *e, const char *members)
+{
+	char *url, *body;
+
+	cr_assert(asprintf(&url, "%s/../__standin/models", sc_env("MEMD_OPENAI_STANDIN_URL")) >= 0);
+	cr_assert(asprintf(&body, "{\"model\": \"%s\", %s}", e->model, members) >= 0);
+	json_decref(sc_post(url, body));
+	free(url);
+	free(body);
+}
+
+static void it_open(it_env *e)
+{
+	const char *tmp = getenv("TMPDIR");
+	memd_options o = { .struct_size = sizeof(o) };
+	memd_error err = { 0 };
+	FILE *f;
+
+	memset(e, 0, sizeof(*e));
+	snprintf(e->dir, sizeof(e->dir), "%s/memd-itest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	cr_assert_not_null(mkdtemp(e->dir));
+	snprintf(e->config, sizeof(e->config), "%s/memd.yaml", e->dir);
+	it_name("m", e->model);
+	it_name("c", e->coll);
+	it_model(e, "\"dim\": 64");
+	f = fopen(e->config, "w");
+	cr_assert_not_null(f);
+	fprintf(f,
+		"stores:\n"
+		"  main: {plugin: sqlite, path: \"%s/memd.db\"}\n"
+		"  qd: {plugin: qdrant, url: \"%s\", api_key: \"${QDRANT_API_KEY}\", "
+		"collection: %s, timeout_ms: 2000}\n"
+		"index:\n"
+		"  keyword: {enabled: false}\n"
+		"  vector:\n"
+		"    enabled: true\n"
+		"    store: qd\n"
+		"    embedder: {type: openai, url: \"%s\", model: %s, batch: 4, timeout_ms: 2000}\n",
+		e->dir, sc_env("MEMD_QDRANT_STANDIN_URL"), e->coll, sc_env("MEMD_OPENAI_STANDIN_URL"),
+		e->model);
+	cr_assert_eq(fclose(f), 0);
+	o.config_path = e->config;
+	cr_assert_eq(memd_open(&o, &e->m, &err), 0, "memd_open: %s", err.msg);
+}
+
+static int it_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void it_close(it_env *e)
+{
+	memd_close(e->m);
+	nftw(e->dir, it_rm, IT_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+}
+
+static void it_append(it_env *e, const char *user, const char *sid, const char *id,
+		      const char *text)
+{
+	char *body, *out = NULL;
+	memd_error err = { 0 };
+	int32_t r;
+
+	cr_assert(asprintf(&body, "{\"id\": \"%s\"}", sid) >= 0);
+	r = memd_session_create(e->m, "app", user, body, &out, &err);
+	cr_assert(r == 0 || r == MEMD_ECONFLICT, "session: %s", err.msg); /* or made before */
+	memd_free(out);
+	free(body);
+	out = NULL;
+	cr_assert(asprintf(&body,
+			   "{\"events\": [{\"id\": \"%s\", \"role\": \"user\", \"content\": \"%s\"}]}",
+			   id, text) >= 0);
+	r = memd_events_append(e->m, "app", user, sid, body, &out, &err);
+	cr_assert_eq(r, 0, "append must not depend on the index: %s", err.msg);
+	memd_free(out);
+	free(body);
+}
+
+/* memd_search in vector mode: the code; *ret the parsed result on success. */
+static int32_t it_search(it_env *e, const char *user, const char *query, json_t **ret,
+			 memd_error *err)
+{
+	char *body, *out = NULL;
+	int32_t r;
+
+	cr_assert(asprintf(&body, "{\"query\": \"%s\", \"mode\": \"vector\", \"k\": 50}", query) >=
+		  0);
+	memset(err, 0, sizeof(*err));
+	r = memd_search(e->m, "app", user, body, &out, err);
+	free(body);
+	if (r == 0) {
+		*ret = json_loads(out, 0, NULL);
+		cr_assert_not_null(*ret);
+	}
+	memd_free(out);
+	return r;
+}
+
+static size_t it_hits(json_t *res)
+{
+	return json_array_size(json_object_get(res, "results"));
+}
+
+static int it_has(json_t *res, const char *event_id)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(json_object_get(res, "results"), i, r)
+		if (strcmp(json_string_value(json_object_get(r, "event_id")), event_id) == 0)
+			return 1;
+	return 0;
+}
+
+/* Search until it succeeds (indexing caught up) or IT_CATCH_UP_S pass. */
+static json_t *it_search_until_ok(it_env *e, const char *user, const char *query)
+{
+	memd_error err;
+	json_t *res = NULL;
+	time_t until = time(NULL) + IT_CATCH_UP_S;
+
+	for (;;) {
+		int32_t r = it_search(e, user, query, &res, &err);
+		if (r == 0)
+			return res;
+		cr_assert(err.flags & MEMD_ERROR_RETRYABLE, "a failure while catching up is "
+			  "retryable: %d %s", r, err.msg);
+		cr_assert_lt(time(NULL), until, "indexing did not catch up: %s", err.msg);
+		it_sleep_ms(IT_POLL_MS);
+	}
+}
+
+/* Points in the test's collection, as the Qdrant stand-in counts them. */
+static json_int_t it_points(const it_env *e)
+{
+	char *url, *hdr;
+	long status = 0;
+	json_t *j;
+	json_int_t n;
+
+	cr_assert(asprintf(&url, "%s/collections/%s", sc_env("MEMD_QDRANT_STANDIN_URL"), e->coll) >=
+		  0);
+	cr_assert(asprintf(&hdr, "api-key: %s", sc_env("QDRANT_API_KEY")) >= 0);
+	j = sc_request("GET", url, NULL, hdr, &status);
+	cr_assert_eq(status, 200);
+	n = json_integer_value(json_object_get(json_object_get(j, "result"), "points_count"));
+	json_decref(j);
+	free(url);
+	free(hdr);
+	return n;
+}
+
+/* Failed requests the embeddings stand-in answered for the model. */
+static size_t it_failed_embeds(const it_env *e)
+{
+	char *url;
+	json_t *reqs, *r;
+	size_t i, n = 0;
+
+	cr_assert(asprintf(&url, "%s/../__standin/requests?model=%s",
+			   sc_env("MEMD_OPENAI_STANDIN_URL"), e->model) >= 0);
+	reqs = sc_get(url);
+	free(url);
+	json_array_foreach(reqs, i, r) {
+		json_t *st = json_object_get(r, "status");
+		n += !json_is_integer(st) || json_integer_value(st) != 200;
+	}
+	json_decref(reqs);
+	return n;
+}
+
+Test(index_openai, vector_search_finds_events_of_the_user_only, .timeout = 60)
+{
+	it_env e;
+	json_t *res;
+
+	it_open(&e);
+	it_append(&e, "alice", "s1", "a1", "my cat likes fish");
+	it_append(&e, "alice", "s1", "a2", "the train leaves at noon");
+	it_append(&e, "alice", "s2", "a3", "the cat sleeps all day");
+	it_append(&e, "bob", "s1", "b1", "my cat likes fish");
+	res = it_search_until_ok(&e, "alice", "cat");
+	/* Hits with no similarity at all (the train) may be left out. */
+	cr_expect_geq(it_hits(res), 2);
+	cr_expect(it_has(res, "a1") && it_has(res, "a3"), "alice's cat events");
+	cr_expect(!it_has(res, "b1"), "never bob's");
+	json_t *first = json_array_get(json_object_get(res, "results"), 0);
+	cr_expect(strstr(json_string_value(json_object_get(first, "text")), "cat"),
+		  "a cat text ranks first");
+	json_decref(res);
+	cr_expect_eq(it_points(&e), 4, "one point per event");
+	it_close(&e);
+}
+
+Test(index_openai, an_embedder_outage_pauses_indexing_which_catches_up, .timeout = 60)
+{
+	memd_error err;
+	it_env e;
+	json_t *res = NULL;
+	int32_t r;
+
+	it_open(&e);
+	it_append(&e, "u", "s", "e1", "first words");
+	it_append(&e, "u", "s", "e2", "second words");
+	res = it_search_until_ok(&e, "u", "words");
+	cr_expect_eq(it_hits(res), 2);
+	json_decref(res);
+
+	it_model(&e, "\"mode\": \"fail\", \"status\": 500");
+	it_append(&e, "u", "s", "e3", "third words");
+	it_append(&e, "u", "s", "e4", "fourth words");
+	it_append(&e, "u", "s", "e5", "fifth words");
+	r = it_search(&e, "u", "words", &res, &err);
+	cr_expect_neq(r, 0, "a search must not claim results it cannot have");
+	if (r == 0)
+		json_decref(res);
+	else
+		cr_expect(err.flags & MEMD_ERROR_RETRYABLE, "retryable: %d %s", r, err.msg);
+	cr_expect_gt(it_failed_embeds(&e), 0, "the indexer tried during the outage");
+	cr_expect_eq(it_points(&e), 2, "nothing indexed while the embedder is down");
+
+	it_model(&e, "\"mode\": \"ok\"");
+	res = it_search_until_ok(&e, "u", "words");
+	cr_expect_eq(it_hits(res), 5, "caught up");
+	cr_expect(it_has(res, "e3") && it_has(res, "e4") && it_has(res, "e5"));
+	json_decref(res);
+	cr_expect_eq(it_points(&e), 5);
+	it_close(&e);
+}
+
+Test(index_openai, a_qdrant_outage_pauses_indexing_which_catches_up, .timeout = 60)
+{
+	char *url, *body;
+	it_env e;
+	json_t *res;
+
+	it_open(&e);
+	it_append(&e, "u", "s", "e1", "first words");
+	res = it_search_until_ok(&e, "u", "words");
+	cr_expect_eq(it_hits(res), 1);
+	json_decref(res);
+
+	/* The next several requests to the collection fail with 503. */
+	cr_assert(asprintf(&url, "%s/__standin/faults", sc_env("MEMD_QDRANT_STANDIN_URL")) >= 0);
+	cr_assert(asprintf(&body, "{\"collection\": \"%s\", \"count\": 4, \"status\": 503}",
+			   e.coll) >= 0);
+	json_decref(sc_post(url, body));
+	free(url);
+	free(body);
+	it_append(&e, "u", "s", "e2", "second words");
+	it_append(&e, "u", "s", "e3", "third words");
+
+	res = it_search_until_ok(&e, "u", "words");
+	cr_expect_eq(it_hits(res), 3, "caught up after the outage");
+	cr_expect(it_has(res, "e2") && it_has(res, "e3"));
+	json_decref(res);
+	cr_expect_eq(it_points(&e), 3);
+
+	cr_assert(asprintf(&url, "%s/__standin/requests?collection=%s",
+			   sc_env("MEMD_QDRANT_STANDIN_URL"), e.coll) >= 0);
+	json_t *reqs = sc_get(url), *q;
+	size_t i, failed = 0;
+	free(url);
+	json_array_foreach(reqs, i, q)
+		failed += json_integer_value(json_object_get(q, "status")) == 503;
+	json_decref(reqs);
+	cr_expect_eq(failed, 4, "the outage happened");
+	it_close(&e);
+}
