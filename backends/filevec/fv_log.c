@@ -380,7 +380,8 @@ static int32_t scan_dir(fv_log *l, seg_found **ret, size_t *ret_n, memd_error *e
 		v[n++] = (seg_found){ .id = id };
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), found_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), found_cmp);
 	*ret = v;
 	*ret_n = n;
 	return 0;
@@ -405,11 +406,12 @@ static int32_t load_segments(fv_log *l, memd_error *err)
 			l->next_id = f[i].id + 1;
 		if (rc == FV_DECODE_NEWER) {
 			seg_name(name, f[i].id, "");
+			r = memd_error_set(err, MEMD_ECONFLICT, 0,
+					   "filevec: %s/%s was written by a newer filevec (format %u, "
+					   "this one reads %u)", l->path, name, (unsigned)f[i].h.version,
+					   FV_FORMAT_VERSION);
 			free(f);
-			return memd_error_set(err, MEMD_ECONFLICT, 0,
-					      "filevec: %s/%s was written by a newer filevec (format %u, "
-					      "this one reads %u)", l->path, name, (unsigned)f[i].h.version,
-					      FV_FORMAT_VERSION);
+			return r;
 		}
 		f[i].state = rc == FV_DECODE_OK ? SEG_OK : SEG_BAD;
 		if (f[i].state == SEG_OK && f[i].h.supersedes > supersedes)
