@@ -107,6 +107,26 @@ static const char *const SQL_V1[] = {
 	NULL,
 };
 
+/* Every table with every column the plugin uses, read once after the
+ * migrations (no rows), so a table of the same name that is not memd's is
+ * refused at start, not at the first call. */
+static const char *const SQL_PROBES[] = {
+	"SELECT app, user, id, title, metadata, flags, created_us, updated_us, version,"
+	" last_seq, summary_seq FROM memd_sessions WHERE 1 = 0",
+	"SELECT position, app, user, session, seq, id, invocation_id, author, role, branch,"
+	" content, actions, metadata, timestamp_us, text, tokens, covers_seq, is_summary"
+	" FROM memd_events WHERE 1 = 0",
+	"SELECT app, name, value FROM memd_state_app WHERE 1 = 0",
+	"SELECT app, user, name, value FROM memd_state_user WHERE 1 = 0",
+	"SELECT app, user, session, name, value FROM memd_state_session WHERE 1 = 0",
+	"SELECT app, user, session, name, version, mime_type, data, size, created_us"
+	" FROM memd_artifacts WHERE 1 = 0",
+	"SELECT id, last FROM memd_feed_counter WHERE 1 = 0",
+	"SELECT position, kind, app, user, session FROM memd_feed_deletes WHERE 1 = 0",
+	"SELECT name, position FROM memd_cursors WHERE 1 = 0",
+	NULL,
+};
+
 typedef struct my_migration {
 	int32_t version;        /* the schema version after the step */
 	const char *what;
@@ -188,6 +208,15 @@ static int32_t migrate_locked(my_conn *c, const memd_host *host, int64_t *versio
 		if (r < 0)
 			return r;
 		*version = m->version;
+	}
+	for (size_t i = 0; SQL_PROBES[i]; i++) {
+		memd_error why = { .struct_size = sizeof(why) };
+		r = my_exec_once(c, SQL_PROBES[i], &why);
+		if (r < 0)
+			return memd_error_set(err, r == MEMD_EIO ? MEMD_EIO : r, why.flags,
+					      "mysql: a memd table is not as schema version %lld "
+					      "makes it (another application's table?): %.160s",
+					      (long long)*version, why.msg);
 	}
 	return 0;
 }

@@ -389,6 +389,27 @@ Test(mysql, newer_schema_is_refused)
 	close_inst(&in);
 }
 
+Test(mysql, foreign_table_is_refused)
+{
+	char yaml[TEXT_MAX], sql[TEXT_MAX];
+	inst in;
+	MYSQL *m = raw_connect(NULL);
+	int32_t r;
+
+	/* Another application's memd_events in the database, no memd_schema. */
+	snprintf(sql, sizeof(sql), "CREATE DATABASE `%s`", dbname);
+	raw_sql(m, sql);
+	snprintf(sql, sizeof(sql), "CREATE TABLE `%s`.memd_events (position BIGINT PRIMARY KEY,"
+		 " note TEXT)", dbname);
+	raw_sql(m, sql);
+	mysql_close(m);
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, MEMD_EIO, "a foreign memd_events was accepted: %d %s", r, in.err.msg);
+	cr_assert_not_null(strstr(in.err.msg, "another application"), "%s", in.err.msg);
+	close_inst(&in);
+}
+
 /* ---- timeouts and limits -------------------------------------------------- */
 
 Test(mysql, blocked_call_times_out_retryable)
