@@ -63,6 +63,9 @@ static const http_route routes[] = {
 	  http_h_artifact_delete },
 	{ "GET", ARTIFACT_PATH "/versions", R, HTTP_BODY_NONE, NULL, HTTP_OP_ARTIFACT_VERSIONS,
 	  http_h_artifact_versions },
+	{ "POST", USER_PATH "/search", R, HTTP_BODY_JSON, NULL, HTTP_OP_SEARCH, http_h_search },
+	{ "POST", USER_PATH "/index:rebuild", A, HTTP_BODY_NONE, NULL, HTTP_OP_INDEX_REBUILD,
+	  http_h_index_rebuild },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -85,6 +88,8 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_USER_DELETE] = "user_delete",
 	[HTTP_OP_PLUGINS] = "plugins",
 	[HTTP_OP_READY] = "ready",
+	[HTTP_OP_SEARCH] = "search",
+	[HTTP_OP_INDEX_REBUILD] = "index_rebuild",
 };
 
 const http_route *http_routes(size_t *ret_n)

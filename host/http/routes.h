@@ -40,4 +40,8 @@ void http_h_artifact_get(http_req *rq);
 void http_h_artifact_versions(http_req *rq);
 void http_h_artifact_delete(http_req *rq);
 
+/* routes_search.c: search and index rebuild (host/index/) */
+void http_h_search(http_req *rq);
+void http_h_index_rebuild(http_req *rq);
+
 #endif
