@@ -14,10 +14,11 @@
  *   4. single-event memd_events_append through the facade, C threads
  *   5. raw sqlite3, one INSERT per transaction, 1 thread: the naive
  *      one-transaction-per-append rate of this disk
+ * Both memd runs use the same store config (readers: one per connection).
  * It prints requests/s, p50 and p99 latency, and the ratios. Not a
  * pass/fail test: meson builds it, `meson test` never runs it. From a
  * build directory:
- *   tests/http/http_bench [-c connections] [-s seconds] [-d dir]
+ *   tests/http/http_bench [-c connections] [-s seconds] [-d dir] [-t server threads]
  * (memd and the plugins are found from the binary's place in the build
  * tree; MEMD_PLUGIN_PATH overrides the plugins).
  */
@@ -62,6 +63,7 @@
 #define APPEND_BODY "{\"events\":[{\"role\":\"user\",\"content\":\"hello from the http bench\"}]}"
 
 static int conns = DEFAULT_CONNS;
+static int server_threads; /* server.threads; 0 = memd's default */
 static double seconds = DEFAULT_SECONDS;
 static char work_dir[PATH_MAX];
 static char memd_exe[PATH_MAX];
@@ -290,9 +292,9 @@ static void write_config(const char *name, const char *db)
 	f = fopen(path, "w");
 	if (!f)
 		die(path, strerror(errno));
-	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n  log_level: warn\n"
-		   "stores:\n  main: {plugin: sqlite, path: %s/%s, busy_timeout_ms: %d}\n",
-		port, work_dir, db, BUSY_TIMEOUT_MS);
+	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n  log_level: warn\n  threads: %d\n"
+		   "stores:\n  main: {plugin: sqlite, path: %s/%s, busy_timeout_ms: %d, readers: %d}\n",
+		port, server_threads, work_dir, db, BUSY_TIMEOUT_MS, conns);
 	fclose(f);
 }
 
@@ -473,7 +475,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void find_build_paths(void)
 {
-	char exe[PATH_MAX], *slash;
+	char exe[PATH_MAX / 2], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	const char *env = getenv("MEMD_PLUGIN_PATH");
 
@@ -508,20 +510,22 @@ int main(int argc, char **argv)
 	char note[128];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "c:s:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:d:t:")) != -1) {
 		if (opt == 'c')
 			conns = atoi(optarg);
+		else if (opt == 't')
+			server_threads = atoi(optarg);
 		else if (opt == 's')
 			seconds = atof(optarg);
 		else if (opt == 'd')
 			dir = optarg;
 		else {
-			fprintf(stderr, "usage: http_bench [-c connections] [-s seconds] [-d dir]\n");
+			fprintf(stderr, "usage: http_bench [-c connections] [-s seconds] [-d dir] [-t server threads]\n");
 			return 2;
 		}
 	}
-	if (conns < 1 || conns > MAX_CONNS || seconds <= 0)
-		die("arguments", "connections must be 1..256 and seconds positive");
+	if (conns < 1 || conns > MAX_CONNS || seconds <= 0 || server_threads < 0)
+		die("arguments", "connections must be 1..256, seconds positive, threads 0 or more");
 	signal(SIGPIPE, SIG_IGN);
 	find_build_paths();
 	snprintf(work_dir, sizeof(work_dir), "%s/memd-http-bench-XXXXXX", dir ? dir : tmp && *tmp ? tmp : "/tmp");
@@ -584,8 +588,8 @@ int main(int argc, char **argv)
 	}
 	naive = bench_naive();
 
-	printf("memd http_bench: %d connections/threads, %.1f s per run, SQLite WAL synchronous=FULL, in %s\n\n",
-	       conns, seconds, work_dir);
+	printf("memd http_bench: %d connections/threads, %.1f s per run, server.threads %d, "
+	       "SQLite WAL synchronous=FULL, in %s\n\n", conns, seconds, server_threads, work_dir);
 	printf("%-30s %-16s %5s %12s %9s %9s  %s\n", "operation", "via", "conns", "req/s", "p50 ms",
 	       "p99 ms", "ratio");
 	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade", PERCENT * ctx_http.rate / ctx_facade.rate);

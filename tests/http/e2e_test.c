@@ -321,6 +321,35 @@ Test(e2e, context_uses_the_apps_strategy)
 	expect_error("GET", U "/sessions/nope/context", NULL, 404, "not_found");
 }
 
+Test(e2e, context_with_a_summary_event)
+{
+	json_t *c = NULL;
+	hs_start(&H, NULL, "apps:\n  \"*\": {working_memory: {strategy: summary_buffer, max_tokens: 60, "
+		     "threshold: 0.5, target: 0.25, min_messages: 2}}\n");
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	for (int i = 1; i <= 12; i++) {
+		char body[256];
+		snprintf(body, sizeof(body),
+			 "{\"events\":[{\"role\":\"%s\",\"content\":\"message number %d about the trip to Lisbon in May\"}]}",
+			 i % 2 ? "user" : "assistant", i);
+		json_decref(hs_expect(&H, "POST", S1 "/events", body, 200));
+	}
+	/* Summaries are written after the append is acknowledged. */
+	for (int tries = 0; tries < 500; tries++) {
+		c = get(S1 "/context");
+		if (json_is_object(json_object_get(c, "summary")))
+			break;
+		json_decref(c);
+		c = NULL;
+		usleep(10 * 1000);
+	}
+	cr_assert(c, "no summary event appeared");
+	cr_assert_str_eq(json_string_value(json_object_get(c, "strategy")), "summary_buffer");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "summary"), "role")), "summary");
+	cr_assert(json_is_integer(json_object_get(json_object_get(c, "summary"), "covers_seq")));
+	json_decref(c);
+}
+
 Test(e2e, state_merge_null_deletes_and_temp_dropped_at_invocation_end)
 {
 	json_t *st;
