@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <memd/plugin.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,9 @@ typedef struct qd_store {
 	char *collection;
 	char *coll_path;         /* "/collections/<collection>" */
 	const char *distance;    /* "Cosine" or "Dot" (static) */
-	uint32_t dim;            /* 0 until prepare */
+	/* 0 until prepare; atomic because a host may prepare again (after a
+	 * retryable failure) while other threads query. */
+	_Atomic uint32_t dim;
 } qd_store;
 
 /* ---- config ------------------------------------------------------------ */
@@ -486,7 +489,7 @@ static int32_t qd_prepare(void *inst, const memd_call *call, uint32_t dim, memd_
 		if (r < 0)
 			return r;
 	}
-	s->dim = dim;
+	atomic_store(&s->dim, dim);
 	if (s->host->log)
 		s->host->log(s->host, MEMD_LOG_INFO, "collection %s %s (%u dimensions, %s)",
 			     s->collection, created ? "created" : "ready", dim, s->distance);
@@ -495,7 +498,7 @@ static int32_t qd_prepare(void *inst, const memd_call *call, uint32_t dim, memd_
 
 /* ---- upsert ------------------------------------------------------------ */
 
-static int32_t check_record(const qd_store *s, const memd_vector_record *rec, uint32_t i,
+static int32_t check_record(uint32_t want_dim, const memd_vector_record *rec, uint32_t i,
 			    memd_error *err)
 {
 	if (!rec || !rec->app || !rec->user || !rec->session || !rec->event_id || !rec->vector)
@@ -504,10 +507,10 @@ static int32_t check_record(const qd_store *s, const memd_vector_record *rec, ui
 				      i);
 	if (!rec->app[0] || !rec->user[0] || !rec->session[0] || !rec->event_id[0])
 		return memd_error_set(err, MEMD_EINVAL, 0, "qdrant: record %u has an empty id", i);
-	if (rec->dim == 0 || (s->dim && rec->dim != s->dim))
+	if (rec->dim == 0 || (want_dim && rec->dim != want_dim))
 		return memd_error_set(err, MEMD_EINVAL, 0,
 				      "qdrant: record %u has %u dimensions, the collection %u", i,
-				      rec->dim, s->dim);
+				      rec->dim, want_dim);
 	if (rec->seq < 0 || rec->seq > QD_JSON_INT_EXACT_MAX || rec->timestamp_us < 0 ||
 	    rec->timestamp_us > QD_JSON_INT_EXACT_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0,
@@ -548,11 +551,13 @@ static int32_t qd_upsert(void *inst, const memd_call *call, const memd_vector_re
 			 uint32_t n, memd_error *err)
 {
 	qd_store *s = inst;
+	uint32_t want_dim = atomic_load(&s->dim);
+	int recreated = 0;
 	char *path = NULL;
 	int32_t r = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		r = check_record(s, records[i], i, err);
+		r = check_record(want_dim, records[i], i, err);
 		if (r < 0)
 			return r;
 	}
@@ -583,8 +588,23 @@ static int32_t qd_upsert(void *inst, const memd_call *call, const memd_vector_re
 			break;
 		}
 		r = request_json(s, call, "PUT", path, body, &res, NULL, err);
-		json_decref(body);
 		json_decref(res);
+		res = NULL;
+		if (r == MEMD_ENOTFOUND && want_dim && !recreated) {
+			/* The collection vanished after prepare (deleted by hand to
+			 * drop the vectors?): make it again as at start and resend
+			 * this request once. */
+			recreated = 1;
+			if (s->host->log)
+				s->host->log(s->host, MEMD_LOG_WARN,
+					     "collection %s is gone; creating it again",
+					     s->collection);
+			r = qd_prepare(s, call, want_dim, err);
+			if (r == 0)
+				r = request_json(s, call, "PUT", path, body, &res, NULL, err);
+			json_decref(res);
+		}
+		json_decref(body);
 	}
 	free(path);
 	return r;
@@ -660,10 +680,12 @@ static int32_t qd_query(void *inst, const memd_call *call, const float *vector, 
 	char *path = NULL;
 	int32_t r;
 
-	if (!vector || dim == 0 || (s->dim && dim != s->dim))
+	uint32_t want_dim = atomic_load(&s->dim);
+
+	if (!vector || dim == 0 || (want_dim && dim != want_dim))
 		return memd_error_set(err, MEMD_EINVAL, 0,
 				      "qdrant: query vector has %u dimensions, the collection %u", dim,
-				      s->dim);
+				      want_dim);
 	if (!out || !out->hit)
 		return memd_error_set(err, MEMD_EINVAL, 0, "qdrant: no hit sink");
 	r = filter_json(f, &flt, err);

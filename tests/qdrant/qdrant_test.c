@@ -836,6 +836,36 @@ Test(qdrant, missing_collection_is_enotfound)
 	qt_assert_contract(coll);
 }
 
+/* A collection deleted by hand after prepare is made again (with memd's
+ * indexes) by the next upsert, which then succeeds. */
+Test(qdrant, a_vanished_collection_is_created_again)
+{
+	char coll[QT_NAME_MAX], *path;
+	long status = 0;
+	qt_hits hs;
+	qt t;
+
+	qt_name("gone", coll);
+	qt_open(&t, coll);
+	cr_assert_eq(qt_prepare(&t, QT_DIM), 0, "%s", t.err.msg);
+	memd_vector_record r1 = qt_rec("app", "u", "s", "e1", "a", 1, 1, V_X, QT_DIM);
+	qt_upsert_ok(&t, &r1, 1);
+	cr_assert(asprintf(&path, "/collections/%s", coll) >= 0);
+	json_decref(qt_direct("DELETE", path, NULL, &status));
+	free(path);
+	cr_assert_eq(status, 200);
+
+	memd_vector_record r2 = qt_rec("app", "u", "s", "e2", "a", 2, 2, V_Y, QT_DIM);
+	qt_upsert_ok(&t, &r2, 1);
+	memd_vector_filter f = qt_filter("app", "u", NULL);
+	qt_query_ok(&t, V_Y, &f, 10, &hs);
+	cr_assert_eq(hs.n, 1, "only what was written since");
+	cr_expect_str_eq(hs.v[0].event_id, "e2");
+	cr_expect_eq(qt_count(coll, "PUT", coll, NULL), 2, "created twice");
+	cr_expect_eq(qt_count(coll, "PUT", "/index", "wait=true"), 6, "indexes made again");
+	qt_close(&t);
+}
+
 /* ---- outages: retryable ------------------------------------------------------ */
 
 static void qt_expect_retryable(const qt *t, int32_t r, const char *what)
