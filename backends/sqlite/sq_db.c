@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "plugin_util.h"
+#include "sq_feed.h"
 #include "sq_schema.h"
 
 #define SQ_DIR_MODE 0755
@@ -535,11 +536,14 @@ int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_e
 int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err)
 {
 	if (rc == 0)
+		rc = sq_feed_flush(c, err);
+	if (rc == 0)
 		rc = sq_exec(c, &SQL_COMMIT, err);
 	/* SQLite may already have rolled back by itself (I/O error, full
 	 * disk); only roll back a transaction that is still open. */
 	if (rc < 0 && !sqlite3_get_autocommit(c->db))
 		(void)sq_exec(c, &SQL_ROLLBACK, NULL);
+	memset(&c->txn, 0, sizeof(c->txn));
 	pthread_mutex_unlock(&s->write_lock);
 	return rc;
 }

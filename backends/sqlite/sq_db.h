@@ -82,10 +82,20 @@ typedef struct sq_sql {
 	const char *text;
 } sq_sql;
 
+/* What a write transaction keeps in memory until it commits (sq_feed.h):
+ * the feed counter, read once and written back once per transaction.
+ * Copy it before a savepoint and put it back after ROLLBACK TO. */
+typedef struct sq_txn_state {
+	int64_t feed_last;          /* the last position handed out */
+	uint32_t feed_cached;       /* feed_last was read in this transaction */
+	uint32_t feed_dirty;        /* feed_last is ahead of the counter row */
+} sq_txn_state;
+
 typedef struct sq_conn {
 	sqlite3 *db;
 	const char *role; /* "writer" or "reader", for messages */
 	sqlite3_stmt *stmts[SQ_ST_COUNT];
+	sq_txn_state txn; /* the writer's, inside sq_write_begin..sq_write_end */
 } sq_conn;
 
 /* PRAGMA synchronous levels the config accepts. */
@@ -176,7 +186,8 @@ void sq_read_end(sq_store *s, sq_conn *c);
 /* Lock the writer and BEGIN IMMEDIATE. On success *ret is the writer and
  * the lock is held until sq_write_end. */
 int32_t sq_write_begin(sq_store *s, const memd_call *call, sq_conn **ret, memd_error *err);
-/* rc == 0: COMMIT (a failed commit rolls back and returns its mapped
+/* rc == 0: write back what the transaction kept in memory (the feed
+ * counter) and COMMIT (a failed commit rolls back and returns its mapped
  * error); rc < 0: ROLLBACK, so the transaction leaves no trace. Unlocks
  * the writer. Returns the final result (rc unless the commit failed). */
 int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err);

@@ -44,24 +44,37 @@ static int32_t read_head(sq_conn *c, int64_t *ret, memd_error *err)
 
 int32_t sq_feed_alloc(sq_conn *c, uint32_t n, int64_t *ret_first, memd_error *err)
 {
+	if (!c->txn.feed_cached) {
+		int32_t r = read_head(c, &c->txn.feed_last, err);
+		if (r < 0)
+			return r;
+		c->txn.feed_cached = 1;
+	}
+	*ret_first = c->txn.feed_last + 1;
+	c->txn.feed_last += n;
+	c->txn.feed_dirty = 1;
+	return 0;
+}
+
+int32_t sq_feed_flush(sq_conn *c, memd_error *err)
+{
 	sqlite3_stmt *st = NULL;
-	int64_t last = 0;
-	int32_t r = read_head(c, &last, err);
+	int32_t r;
 	int rc;
 
-	if (r < 0)
-		return r;
+	if (!c->txn.feed_dirty)
+		return 0;
 	r = sq_stmt(c, &SQL_FEED_ADVANCE, &st, err);
 	if (r < 0)
 		return r;
-	rc = sqlite3_bind_int64(st, 1, last + n);
+	rc = sqlite3_bind_int64(st, 1, c->txn.feed_last);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		r = sq_fail(c, rc, err, "advance the feed counter");
 	sq_stmt_done(st);
 	if (r == 0)
-		*ret_first = last + 1;
+		c->txn.feed_dirty = 0;
 	return r;
 }
 

@@ -11,8 +11,12 @@
 #include "sq_db.h"
 
 /* Hand out n consecutive positions inside the write transaction on c;
- * *ret_first is the first of them. */
+ * *ret_first is the first of them. The counter row is read once per
+ * transaction and advanced in c->txn; sq_feed_flush writes it back. */
 int32_t sq_feed_alloc(sq_conn *c, uint32_t n, int64_t *ret_first, memd_error *err);
+/* Write the positions handed out in this transaction to the counter row
+ * (nothing to do if none were). sq_write_end calls it before COMMIT. */
+int32_t sq_feed_flush(sq_conn *c, memd_error *err);
 /* Add a DELETE record (kind MEMD_FEED_DELETE_SESSION with scope->session,
  * or MEMD_FEED_DELETE_USER) at a new position, inside the write
  * transaction on c. */

@@ -47,6 +47,7 @@ static int32_t fail_lost(sq_group_req *m, const memd_error *cause)
  * or a savepoint statement failed), *lost and cause say why. */
 static int32_t apply_in_savepoint(sq_conn *c, sq_group_req *m, int32_t *lost, memd_error *cause)
 {
+	sq_txn_state before = c->txn;
 	int32_t r = sq_exec(c, &SQL_SAVEPOINT, cause);
 
 	if (r < 0) {
@@ -70,6 +71,9 @@ static int32_t apply_in_savepoint(sq_conn *c, sq_group_req *m, int32_t *lost, me
 	}
 	if (sq_exec(c, &SQL_ROLLBACK_TO, cause) < 0 || sq_exec(c, &SQL_RELEASE, cause) < 0)
 		*lost = cause->code;
+	/* What the transaction keeps in memory goes back with it: the
+	 * positions m took are handed out again, leaving no gap. */
+	c->txn = before;
 	return r;
 }
 
