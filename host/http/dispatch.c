@@ -337,6 +337,16 @@ static void run(http_req *rq)
 
 /* ---- MHD callbacks ------------------------------------------------------------ */
 
+/* Does the request announce a body (chunked, or a Content-Length above 0)? */
+static int has_body(struct MHD_Connection *conn)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return 1;
+	return cl && strspn(cl, "0") != strlen(cl);
+}
+
 static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char *url,
 			 const char *method)
 {
@@ -376,24 +386,30 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 
 	(void)version;
 	if (!rq) {
-		const char *te;
 		rq = req_new(ctx, conn, url, method);
 		if (!rq)
 			return MHD_NO;
 		*con_cls = rq;
-		if (begin(rq, conn, url) < 0)
+		if (begin(rq, conn, url) < 0) {
+			/* Without a body the answer waits for the next call, so that
+			 * the connection can stay open; with one it goes now, and the
+			 * body is never read. */
+			if (!has_body(conn))
+				return MHD_YES;
 			return queue_reply(rq, conn);
-		te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						 MHD_HTTP_HEADER_TRANSFER_ENCODING);
-		if (rq->route->body != HTTP_BODY_NONE &&
-		    (te || MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						       MHD_HTTP_HEADER_CONTENT_LENGTH)))
+		}
+		if (rq->route->body != HTTP_BODY_NONE && has_body(conn))
 			http_watchdog_add(ctx->wd, rq);
 		return MHD_YES;
 	}
 	if (rq->queued) {
 		*upload_data_size = 0;
 		return MHD_YES;
+	}
+	if (rq->status) {
+		/* An answer decided before the body (see above). */
+		*upload_data_size = 0;
+		return queue_reply(rq, conn);
 	}
 	if (*upload_data_size)
 		return receive(rq, upload_data, upload_data_size);
