@@ -204,18 +204,33 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
 		return -1;
 	}
 	r = http_router_match(rq->method, url, &rq->match, &err);
-	if (r < 0) {
+	if (r < 0 && r != MEMD_EINVAL) {
 		http_reply_memd_error(rq, &err);
 		if (r == HTTP_E_METHOD)
 			http_reply_header(rq, MHD_HTTP_HEADER_ALLOW, rq->match.allow);
-		if (r == MEMD_EINVAL) {
-			rq->route_index = rq->match.index;
-			rq->route = &http_routes(&(size_t){ 0 })[rq->match.index];
-		}
 		return -1;
 	}
+	/* The route is known (even when a path parameter is bad): credentials
+	 * are checked before anything about the request is judged. */
 	rq->route_index = rq->match.index;
 	rq->route = &http_routes(&(size_t){ 0 })[rq->match.index];
+	{
+		memd_error aerr = { .struct_size = sizeof(aerr) };
+		int32_t ar = http_auth_check(set->api_keys, set->n_api_keys,
+					     MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									 MHD_HTTP_HEADER_AUTHORIZATION),
+					     rq->route->scope, &aerr);
+		if (ar < 0) {
+			http_reply_memd_error(rq, &aerr);
+			if (ar == MEMD_EAUTH)
+				http_reply_header(rq, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"memd\"");
+			return -1;
+		}
+	}
+	if (r < 0) {
+		http_reply_memd_error(rq, &err);
+		return -1;
+	}
 	{
 		query_ctx q = { rq, &err, 0 };
 		MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_item, &q);
@@ -223,16 +238,6 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
 			http_reply_memd_error(rq, &err);
 			return -1;
 		}
-	}
-	r = http_auth_check(set->api_keys, set->n_api_keys,
-			    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							MHD_HTTP_HEADER_AUTHORIZATION),
-			    rq->route->scope, &err);
-	if (r < 0) {
-		http_reply_memd_error(rq, &err);
-		if (r == MEMD_EAUTH)
-			http_reply_header(rq, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"memd\"");
-		return -1;
 	}
 	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (v) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * http dispatch: the life of one request on libmicrohttpd. Before the
- * body: drain check, header limit, route, query, auth, Content-Length
- * limit (each answered at once, nothing read or written). While the body
- * arrives: the body limit and, through the watchdog, the request timeout.
+ * body: drain check, header limit, route, auth, path parameters, query,
+ * Content-Length limit (each answered at once, nothing read or written).
+ * While the body arrives: the body limit and, through the watchdog, the request timeout.
  * Then the route's handler, the reply, one log line and the metrics.
  */
 #ifndef MEMD_HTTP_DISPATCH_H

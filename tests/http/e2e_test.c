@@ -581,6 +581,10 @@ Test(e2e, auth_scopes)
 	}
 	cr_assert_eq(with_key("GET", U "/sessions", "wrong-key", NULL), 401);
 	cr_assert_eq(with_key("GET", U "/sessions", KEY_R "x", NULL), 401);
+	/* Credentials come before judging the request. */
+	cr_assert_eq(with_key("GET", U "/sessions/a%2Fb", NULL, NULL), 401);
+	cr_assert_eq(with_key("GET", U "/sessions?colour=red", NULL, NULL), 401);
+	cr_assert_eq(with_key("GET", U "/sessions/a%2Fb", KEY_R, NULL), 400);
 	cr_assert_eq(with_key("GET", U "/sessions", "read-key-123456789", NULL), 401);
 	/* read < write < admin. */
 	cr_assert_eq(with_key("GET", U "/sessions", KEY_R, NULL), 200);
