@@ -473,8 +473,9 @@ static int32_t qd_prepare(void *inst, const memd_call *call, uint32_t dim, memd_
 			/* Another process created it meanwhile: check it. */
 			r = get_collection(s, call, dim, &exists, have_index, err);
 			if (r == 0 && !exists)
-				r = memd_error_set(err, MEMD_EIO, 0,
-						   "qdrant: collection %s exists and does not",
+				r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+						   "qdrant: collection %s: creating it said it "
+						   "exists, then it was not found",
 						   s->collection);
 		} else if (r == 0) {
 			created = 1;
