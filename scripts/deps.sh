@@ -2,6 +2,8 @@
 # Install the Debian packages memd needs that are missing.
 #   scripts/deps.sh run    what building and running memd needs
 #   scripts/deps.sh test   that, plus what the test suite needs
+#   scripts/deps.sh bench  that, plus what the benchmarks compare against
+#                          (never installed by ./test.sh)
 # Runs apt-get (as root, or through sudo) only when something is missing.
 set -euo pipefail
 
@@ -10,12 +12,15 @@ run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
           libmicrohttpd-dev libpq-dev libmariadb-dev)
 test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 nodejs postgresql
            mariadb-server mariadb-client)
+# tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench.
+bench_pkgs=(python3-faiss python3-numpy)
 
 want=("${run_pkgs[@]}")
 case "${1:-run}" in
 	run) ;;
 	test) want+=("${test_pkgs[@]}") ;;
-	*) echo "usage: $0 run|test" >&2; exit 2 ;;
+	bench) want+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+	*) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
 esac
 
 missing=()

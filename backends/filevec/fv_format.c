@@ -303,8 +303,13 @@ int fv_rec_decode(const unsigned char *p, size_t avail, uint32_t dim, fv_rec *re
 
 void fv_rec_vector(const fv_rec *r, float *out)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* The file's byte order is the host's. */
+	memcpy(out, r->vector, (size_t)r->dim * FV_FLOAT_BYTES);
+#else
 	for (uint32_t j = 0; j < r->dim; j++) {
 		uint32_t bits = get32(r->vector + (size_t)j * FV_FLOAT_BYTES);
 		memcpy(&out[j], &bits, sizeof(bits));
 	}
+#endif
 }

@@ -50,13 +50,13 @@ static float code_scale(const float *v, uint32_t dim)
 	return s >= FLT_MIN ? s : 0.0f;
 }
 
-static int8_t code_of(float x, float s)
+/* x / s rounded to the nearest code (any rounding would do: the bounds
+ * are computed from the codes actually chosen). inv is 1 / s, or 0. */
+static int8_t code_of(float x, float inv)
 {
-	long c;
+	float y = x * inv;
+	int c = (int)(y + (y >= 0.0f ? 0.5f : -0.5f));
 
-	if (s == 0.0f)
-		return 0;
-	c = lrintf(x / s);
 	if (c > FV_I8_MAX)
 		c = FV_I8_MAX;
 	if (c < -FV_I8_MAX)
@@ -64,21 +64,45 @@ static int8_t code_of(float x, float s)
 	return (int8_t)c;
 }
 
+/* (v - s codes)^2 and v^2 summed in double, in four independent chains
+ * (no long dependency chain; their rounding is far inside FV_NORM_MARGIN). */
+static void quant_sums(const float *v, const int8_t *codes, uint32_t dim, float s,
+		       double *ret_e2, double *ret_n2)
+{
+	double e0 = 0, e1 = 0, e2 = 0, e3 = 0, n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+	uint32_t j = 0;
+
+#define FV_QSUM(e, n, k)                                                   \
+	do {                                                               \
+		/* (double)s * code is exact (24 + 8 bits). */             \
+		double x_ = (double)v[j + (k)];                             \
+		double d_ = x_ - (double)s * (double)codes[j + (k)];        \
+		e += d_ * d_;                                               \
+		n += x_ * x_;                                               \
+	} while (0)
+	for (; j + 4 <= dim; j += 4) {
+		FV_QSUM(e0, n0, 0);
+		FV_QSUM(e1, n1, 1);
+		FV_QSUM(e2, n2, 2);
+		FV_QSUM(e3, n3, 3);
+	}
+	for (; j < dim; j++)
+		FV_QSUM(e0, n0, 0);
+#undef FV_QSUM
+	*ret_e2 = (e0 + e1) + (e2 + e3);
+	*ret_n2 = (n0 + n1) + (n2 + n3);
+}
+
 void fv_quantize(const float *v, uint32_t dim, int8_t *codes, fv_qmeta *ret_meta)
 {
 	size_t stride = fv_i8_stride(dim);
-	float s = code_scale(v, dim);
-	double e2 = 0.0, n2 = 0.0;
+	float s = code_scale(v, dim), inv = s != 0.0f ? 1.0f / s : 0.0f;
+	double e2, n2;
 
-	for (uint32_t j = 0; j < dim; j++) {
-		int8_t c = code_of(v[j], s);
-		/* (double)s * c is exact (24 + 8 bits). */
-		double d = (double)v[j] - (double)s * (double)c;
-		codes[j] = c;
-		e2 += d * d;
-		n2 += (double)v[j] * (double)v[j];
-	}
+	for (uint32_t j = 0; j < dim; j++)
+		codes[j] = code_of(v[j], inv);
 	memset(codes + dim, 0, stride - dim);
+	quant_sums(v, codes, dim, s, &e2, &n2);
 	ret_meta->scale = s;
 	ret_meta->err = float_up(sqrt(e2));
 	ret_meta->norm = float_up(sqrt(n2));
@@ -87,11 +111,11 @@ void fv_quantize(const float *v, uint32_t dim, int8_t *codes, fv_qmeta *ret_meta
 void fv_query_prepare(const float *query, uint32_t dim, fv_query *q)
 {
 	size_t i8_stride = fv_i8_stride(dim), f32_stride = fv_f32_stride(dim);
-	float a = code_scale(query, dim);
+	float a = code_scale(query, dim), inv = a != 0.0f ? 1.0f / a : 0.0f;
 	double qn2 = 0.0, e2 = 0.0, n2 = 0.0;
 
 	for (uint32_t j = 0; j < dim; j++) {
-		int8_t c = code_of(query[j], a);
+		int8_t c = code_of(query[j], inv);
 		double aq = (double)a * (double)c;
 		double d = (double)query[j] - aq;
 		q->codes[j] = c;
