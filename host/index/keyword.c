@@ -12,7 +12,7 @@
 #include "text.h"
 
 #define KW_TAB_MIN 8
-#define KW_HEAP_MIN 32        /* first heap capacity of a postings list */
+#define KW_HEAP_MIN 16        /* first heap capacity of a postings list */
 #define KW_DOCS_MIN 16
 #define KW_TERMS_MIN 32
 #define KW_VARINT_MAX 10      /* bytes of a LEB128 uint64 */
@@ -32,13 +32,23 @@ typedef struct kw_doc {
 	uint32_t reserved;
 } kw_doc;
 
-typedef struct kw_plist {
-	uint32_t term;     /* global term id + 1; 0 = empty slot */
+/* A postings list longer than KW_INLINE bytes lives on the heap, with
+ * its document count and last document in a header. */
+typedef struct kw_heap {
 	uint32_t df;       /* documents in the list */
 	uint32_t last;     /* the last document number added */
+	uint32_t cap;      /* bytes of data */
+	uint32_t reserved;
+	uint8_t data[];
+} kw_heap;
+
+/* One dictionary slot (16 bytes). Up to KW_INLINE bytes of postings sit
+ * in the slot itself; their df and last are decoded when needed. */
+typedef struct kw_plist {
+	uint32_t term;     /* global term id + 1; 0 = empty slot */
 	uint32_t len;      /* encoded bytes */
 	union {
-		uint8_t *heap; /* len > KW_INLINE: capacity plist_cap(len) */
+		kw_heap *heap; /* len > KW_INLINE */
 		uint8_t inl[KW_INLINE];
 	} u;
 } kw_plist;
@@ -64,19 +74,9 @@ struct kw_index {
 	uint32_t parts_cap;
 };
 
-static size_t plist_cap(uint32_t len)
-{
-	size_t cap = KW_HEAP_MIN;
-	if (len <= KW_INLINE)
-		return KW_INLINE;
-	while (cap < len)
-		cap *= 2;
-	return cap;
-}
-
 static const uint8_t *plist_data(const kw_plist *p)
 {
-	return p->len <= KW_INLINE ? p->u.inl : p->u.heap;
+	return p->len <= KW_INLINE ? p->u.inl : p->u.heap->data;
 }
 
 static void plist_free(kw_plist *p)
@@ -150,47 +150,95 @@ static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t *ret_tf)
 	return 1;
 }
 
-/* Append n bytes; 0 or -1 on ENOMEM (p unchanged). */
-static int plist_append(kw_part *pt, kw_plist *p, const uint8_t *bytes, size_t n)
+/* df and last document of a list. */
+static void plist_stats(const kw_plist *p, uint32_t *ret_df, uint32_t *ret_last)
 {
-	uint64_t nl = (uint64_t)p->len + n;
+	plist_iter it;
+	uint32_t doc = 0, tf, n = 0;
 
-	if (nl > UINT32_MAX)
+	if (p->len > KW_INLINE) {
+		*ret_df = p->u.heap->df;
+		*ret_last = p->u.heap->last;
+		return;
+	}
+	iter_init(&it, p);
+	while (iter_next(&it, &doc, &tf))
+		n++;
+	*ret_df = n;
+	*ret_last = doc;
+}
+
+static size_t heap_size(uint32_t cap)
+{
+	return sizeof(kw_heap) + cap;
+}
+
+/* Add (doc, tf) at the end of p (doc above its last); 0 or -1 on ENOMEM
+ * (p unchanged). */
+static int plist_add(kw_part *pt, kw_plist *p, uint32_t doc, uint32_t tf)
+{
+	uint8_t buf[KW_POSTING_MAX];
+	uint32_t df, last;
+	size_t n;
+	uint64_t nl;
+
+	plist_stats(p, &df, &last);
+	n = posting_encode(buf, df == 0, last, doc, tf);
+	nl = (uint64_t)p->len + n;
+	if (nl > UINT32_MAX / 2)
 		return -1;
 	if (nl <= KW_INLINE) {
-		memcpy(p->u.inl + p->len, bytes, n);
+		memcpy(p->u.inl + p->len, buf, n);
 	} else if (p->len <= KW_INLINE) {
-		size_t cap = plist_cap((uint32_t)nl);
-		uint8_t *h = malloc(cap);
+		uint32_t cap = nl < KW_HEAP_MIN ? KW_HEAP_MIN : (uint32_t)nl;
+		kw_heap *h = malloc(heap_size(cap));
 		if (!h)
 			return -1;
-		memcpy(h, p->u.inl, p->len);
-		memcpy(h + p->len, bytes, n);
+		memcpy(h->data, p->u.inl, p->len);
+		memcpy(h->data + p->len, buf, n);
+		h->cap = cap;
+		h->reserved = 0;
 		p->u.heap = h;
-		pt->heap_bytes += cap;
+		pt->heap_bytes += heap_size(cap);
 	} else {
-		size_t old = plist_cap(p->len), cap = plist_cap((uint32_t)nl);
-		if (cap > old) {
-			uint8_t *h = realloc(p->u.heap, cap);
+		kw_heap *h = p->u.heap;
+		if (nl > h->cap) {
+			uint32_t cap = h->cap + h->cap / 2;
+			if (cap < nl)
+				cap = (uint32_t)nl;
+			h = realloc(h, heap_size(cap));
 			if (!h)
 				return -1;
+			pt->heap_bytes += cap - h->cap;
+			h->cap = cap;
 			p->u.heap = h;
-			pt->heap_bytes += cap - old;
 		}
-		memcpy(p->u.heap + p->len, bytes, n);
+		memcpy(h->data + p->len, buf, n);
+	}
+	if (nl > KW_INLINE) {
+		p->u.heap->df = df + 1;
+		p->u.heap->last = doc;
 	}
 	p->len = (uint32_t)nl;
+	pt->n_postings++;
+	pt->posting_bytes += n;
 	return 0;
 }
 
-/* Undo appends back to old_len bytes. */
-static void plist_truncate(kw_part *pt, kw_plist *p, uint32_t old_len)
+/* Undo one add, back to a list of old_len bytes with old_df and old_last. */
+static void plist_truncate(kw_part *pt, kw_plist *p, uint32_t old_len, uint32_t old_df,
+			   uint32_t old_last)
 {
+	pt->posting_bytes -= p->len - old_len;
+	pt->n_postings--;
 	if (p->len > KW_INLINE && old_len <= KW_INLINE) {
-		uint8_t *h = p->u.heap;
-		pt->heap_bytes -= plist_cap(p->len);
-		memcpy(p->u.inl, h, old_len);
+		kw_heap *h = p->u.heap;
+		pt->heap_bytes -= heap_size(h->cap);
+		memcpy(p->u.inl, h->data, old_len);
 		free(h);
+	} else if (p->len > KW_INLINE) {
+		p->u.heap->df = old_df;
+		p->u.heap->last = old_last;
 	}
 	p->len = old_len;
 }
@@ -495,9 +543,7 @@ static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t
 	}
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
-		uint8_t buf[KW_POSTING_MAX];
 		kw_plist *p;
-		size_t len;
 
 		while (j < n && ids[j] == ids[i])
 			j++;
@@ -506,15 +552,12 @@ static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t
 			p->term = ids[i] + 1;
 			pt->n_terms++;
 		}
-		u[nu] = (undo){ p, p->len, p->df, p->last };
-		len = posting_encode(buf, p->df == 0, p->last, doc, (uint32_t)(j - i));
-		if (plist_append(pt, p, buf, len) < 0)
+		u[nu].p = p;
+		u[nu].len = p->len;
+		plist_stats(p, &u[nu].df, &u[nu].last);
+		if (plist_add(pt, p, doc, (uint32_t)(j - i)) < 0)
 			goto fail;
 		nu++;
-		p->df++;
-		p->last = doc;
-		pt->n_postings++;
-		pt->posting_bytes += len;
 		i = j;
 	}
 	free(u);
@@ -522,14 +565,8 @@ static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t
 fail:
 	/* Terms added for this document stay in the table with df 0 (search
 	 * skips them; the next compaction drops them). */
-	while (nu--) {
-		kw_plist *p = u[nu].p;
-		pt->posting_bytes -= p->len - u[nu].len;
-		pt->n_postings--;
-		plist_truncate(pt, p, u[nu].len);
-		p->df = u[nu].df;
-		p->last = u[nu].last;
-	}
+	while (nu--)
+		plist_truncate(pt, u[nu].p, u[nu].len, u[nu].df, u[nu].last);
 	free(u);
 	return MEMD_ENOMEM;
 }
@@ -599,17 +636,10 @@ static int plist_compact(kw_part *npt, const kw_plist *old, const uint32_t *rema
 	out->term = old->term;
 	iter_init(&it, old);
 	while (iter_next(&it, &doc, &tf)) {
-		uint8_t buf[KW_POSTING_MAX];
-		size_t len;
 		if (remap[doc] == STRTAB_NONE)
 			continue;
-		len = posting_encode(buf, out->df == 0, out->last, remap[doc], tf);
-		if (plist_append(npt, out, buf, len) < 0)
+		if (plist_add(npt, out, remap[doc], tf) < 0)
 			return -1;
-		out->df++;
-		out->last = remap[doc];
-		npt->n_postings++;
-		npt->posting_bytes += len;
 	}
 	return 0;
 }
@@ -657,13 +687,13 @@ static int32_t part_compact(kw_part *pt, uint32_t sid)
 	n.tab_cap = cap;
 	for (uint32_t i = 0; i < pt->tab_cap; i++) {
 		kw_plist fresh = { 0 };
-		if (!pt->tab[i].term || !pt->tab[i].df)
+		if (!pt->tab[i].term || !pt->tab[i].len)
 			continue;
 		if (plist_compact(&n, &pt->tab[i], remap, &fresh) < 0) {
 			plist_free(&fresh);
 			goto nomem;
 		}
-		if (!fresh.df)
+		if (!fresh.len)
 			continue;
 		*tab_slot_for(n.tab, n.tab_cap, fresh.term) = fresh;
 		n.n_terms++;
@@ -881,6 +911,7 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 	uint32_t *touched = NULL, n_touched = 0;
 	uint64_t total_df = 0, examined = 0;
 	const kw_plist **lists;
+	uint32_t *dfs;
 	size_t n_lists = 0;
 	cand *heap = NULL;
 	size_t n_heap = 0;
@@ -890,17 +921,25 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 	if (!pt->n_docs)
 		return 0;
 	lists = malloc(n_ids * sizeof(*lists));
-	if (!lists)
+	dfs = malloc(n_ids * sizeof(*dfs));
+	if (!lists || !dfs) {
+		free(lists);
+		free(dfs);
 		return MEMD_ENOMEM;
+	}
 	for (size_t i = 0; i < n_ids; i++) {
 		const kw_plist *p = tab_find(pt, ids[i] + 1);
-		if (p && p->df) {
-			lists[n_lists++] = p;
-			total_df += p->df;
-		}
+		uint32_t df, last;
+		if (!p || !p->len)
+			continue;
+		plist_stats(p, &df, &last);
+		lists[n_lists] = p;
+		dfs[n_lists++] = df;
+		total_df += df;
 	}
 	if (!n_lists) {
 		free(lists);
+		free(dfs);
 		return 0;
 	}
 	acc = calloc(pt->n_docs, sizeof(*acc));
@@ -911,7 +950,7 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 	avglen = (double)pt->sum_len / pt->n_docs;
 	for (size_t i = 0; i < n_lists; i++) {
 		const kw_plist *p = lists[i];
-		double idf = log(1.0 + ((double)pt->n_docs - p->df + 0.5) / (p->df + 0.5));
+		double idf = log(1.0 + ((double)pt->n_docs - dfs[i] + 0.5) / (dfs[i] + 0.5));
 		plist_iter it;
 		uint32_t doc, tf;
 
@@ -946,6 +985,7 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 		sift_down(pt, heap, n - 1, 0);
 	}
 	free(lists);
+	free(dfs);
 	free(acc);
 	free(touched);
 	if (rows_read)
@@ -955,6 +995,7 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 	return 0;
 nomem:
 	free(lists);
+	free(dfs);
 	free(acc);
 	free(touched);
 	free(heap);

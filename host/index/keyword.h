@@ -4,10 +4,12 @@
  * partitions, one per (app, user): a query only ever reads its own
  * partition, whose statistics (N, df, average length) are the ones BM25
  * uses. A partition keeps, per document, its session, author, seq,
- * timestamp and length (32 bytes), and per term of its dictionary a
- * postings list of delta-encoded document numbers with term frequencies
- * (LEB128 varints; lists of up to KW_INLINE bytes live inside the
- * dictionary slot). Terms are interned once for the whole index.
+ * timestamp and length (32 bytes), and per term of its dictionary (an
+ * open-addressing table of 16-byte slots) a postings list of
+ * delta-encoded document numbers with term frequencies (LEB128 varints;
+ * lists of up to KW_INLINE bytes live inside the slot, longer ones on
+ * the heap with their count). Terms are interned once for the whole
+ * index.
  *
  * Thread-safety: any number of kw_search calls may run concurrently with
  * one writer (kw_add, kw_delete_*, kw_clear): partitions have their own
@@ -29,9 +31,10 @@
 
 #include <memd/abi.h>
 
-/* Bytes of postings kept inside a dictionary slot before a list moves to
- * the heap. */
-#define KW_INLINE 16
+/* Bytes of postings kept inside a (16-byte) dictionary slot before a
+ * list moves to the heap: most terms of a partition occur in a few
+ * documents only. */
+#define KW_INLINE 8
 
 typedef struct kw_index kw_index;
 

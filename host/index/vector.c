@@ -20,6 +20,7 @@ struct vec_index {
 	embedder *emb;
 	hostsvc *svc;
 	uint32_t dim;
+	pthread_mutex_t prepare_lock; /* prepare runs once, from any thread */
 	int prepared;
 	/* Scratch for apply (one applier at a time, see feed.h). */
 	float *vectors;
@@ -52,17 +53,18 @@ static int32_t do_prepare(vec_index *v, memd_error *err)
 	memd_call call = { .struct_size = sizeof(call) };
 	int32_t r = 0;
 
-	if (v->prepared)
-		return 0;
-	if (v->ops->prepare) {
+	pthread_mutex_lock(&v->prepare_lock);
+	if (!v->prepared && v->ops->prepare) {
 		VEC_LOCK(v);
 		r = v->ops->prepare(v->handle, &call, v->dim, err);
 		VEC_UNLOCK(v);
 		if (r < 0)
-			return fix(v, "prepare", r, err);
+			r = fix(v, "prepare", r, err);
 	}
-	v->prepared = 1;
-	return 0;
+	if (r == 0)
+		v->prepared = 1;
+	pthread_mutex_unlock(&v->prepare_lock);
+	return r;
 }
 
 int32_t vec_open(const loader_instance *inst, const char *store_name, store *sessions, embedder *emb,
@@ -82,6 +84,7 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 	v->handle = loader_instance_handle(inst);
 	v->serialized = loader_instance_serialized(inst);
 	pthread_mutex_init(&v->lock, NULL);
+	pthread_mutex_init(&v->prepare_lock, NULL);
 	v->sessions = sessions;
 	v->emb = emb;
 	v->svc = svc;
@@ -119,6 +122,7 @@ void vec_free(vec_index *v)
 	if (!v)
 		return;
 	pthread_mutex_destroy(&v->lock);
+	pthread_mutex_destroy(&v->prepare_lock);
 	free(v->store_name);
 	free(v->vectors);
 	free(v->recs);
