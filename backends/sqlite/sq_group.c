@@ -5,10 +5,17 @@
 #include <string.h>
 #include <time.h>
 
-/* sq_group_req.state */
-#define REQ_QUEUED  0u /* waiting; the head of the queue leads the next group */
-#define REQ_RUNNING 1u /* taken into the group being written */
-#define REQ_DONE    2u /* result and err are final */
+/* sq_group_req.state, under group_lock */
+#define REQ_QUEUED  0u /* waiting behind the leader */
+#define REQ_LEADING 1u /* heads the queue: its thread runs the next group */
+#define REQ_RUNNING 2u /* taken into the group being written */
+#define REQ_DONE    3u /* out of the queue; result and err are final */
+
+/* sq_group_req.wake, under the request's own mutex: what its thread is
+ * woken for. */
+#define WAKE_NONE 0u
+#define WAKE_DONE 1u /* the group holding it is over */
+#define WAKE_LEAD 2u /* it heads the queue now: lead the next group */
 
 #define US_PER_SEC 1000000
 #define NS_PER_US 1000
@@ -18,8 +25,10 @@ static const sq_sql SQL_RELEASE = { SQ_ST_RELEASE, "RELEASE sq_group_req" };
 static const sq_sql SQL_ROLLBACK_TO = { SQ_ST_ROLLBACK_TO, "ROLLBACK TO sq_group_req" };
 
 /* One queued request; lives on its submitter's stack. The leader reads and
- * writes it (apply, result, err) only while it is REQ_RUNNING, and the
- * submitter waits until it is REQ_DONE. */
+ * writes it (apply, result, err) only while it is REQ_RUNNING. Wake-ups
+ * are sent under the request's own mutex (not the queue's), so many
+ * members can be woken without holding up the queue, and the submitter
+ * cannot return (and free the request) before its waker is done with it. */
 typedef struct sq_group_req {
 	const memd_call *call;
 	sq_group_apply_fn apply;
@@ -30,7 +39,9 @@ typedef struct sq_group_req {
 	memd_error *err;
 	memd_error own_err;         /* err when the submitter gave none */
 	struct sq_group_req *next;  /* under group_lock */
-	pthread_cond_t cond;        /* CLOCK_MONOTONIC; signalled when done or head */
+	pthread_mutex_t mutex;      /* guards wake */
+	pthread_cond_t cond;        /* CLOCK_MONOTONIC; signalled when wake is set */
+	uint32_t wake;              /* WAKE_* */
 } sq_group_req;
 
 /* The request cannot be stored because its group's transaction is gone
@@ -119,12 +130,23 @@ static void run_group(sq_store *s, sq_conn *c, sq_group_req *const *m, uint32_t 
 				m[i]->result = fail_lost(m[i], &cause);
 }
 
-/* self is the head of the queue: take the writer, then everything queued
- * by then (within the bounds), write it as one transaction and hand the
- * queue to the next head. Called and returns without group_lock. */
+/* Wake req's thread for why (WAKE_*). The caller must not touch req
+ * afterwards: its thread may return at once. */
+static void wake(sq_group_req *req, uint32_t why)
+{
+	pthread_mutex_lock(&req->mutex);
+	req->wake = why;
+	pthread_cond_signal(&req->cond);
+	pthread_mutex_unlock(&req->mutex);
+}
+
+/* self heads the queue: take the writer, then everything queued by then
+ * (within the bounds), write it as one transaction, hand the queue to the
+ * next head and wake the members. Called and returns without group_lock. */
 static void lead(sq_store *s, sq_group_req *self)
 {
 	sq_group_req *m[SQ_GROUP_MAX_REQUESTS];
+	sq_group_req *next_head;
 	memd_error begin_err;
 	sq_conn *c = NULL;
 	uint64_t weight = 0;
@@ -151,20 +173,25 @@ static void lead(sq_store *s, sq_group_req *self)
 	}
 
 	pthread_mutex_lock(&s->group_lock);
-	s->group_head = m[n - 1]->next;
-	if (!s->group_head)
+	next_head = m[n - 1]->next;
+	s->group_head = next_head;
+	if (!next_head)
 		s->group_tail = NULL;
-	for (uint32_t i = 0; i < n; i++) {
+	else
+		next_head->state = REQ_LEADING;
+	for (uint32_t i = 0; i < n; i++)
 		m[i]->state = REQ_DONE;
-		if (m[i] != self)
-			pthread_cond_signal(&m[i]->cond);
-	}
-	if (s->group_head)
-		pthread_cond_signal(&s->group_head->cond);
 	pthread_mutex_unlock(&s->group_lock);
+
+	/* Members first, so their next requests can join the next group. */
+	for (uint32_t i = 0; i < n; i++)
+		if (m[i] != self)
+			wake(m[i], WAKE_DONE);
+	if (next_head)
+		wake(next_head, WAKE_LEAD);
 }
 
-/* Remove a queued request that is not the head (its deadline passed). */
+/* Remove a queued request (never the head: that one is REQ_LEADING). */
 static void unlink_req(sq_store *s, sq_group_req *req)
 {
 	sq_group_req *prev = NULL;
@@ -182,30 +209,44 @@ static void unlink_req(sq_store *s, sq_group_req *req)
 	}
 }
 
-/* With group_lock held: sleep until req is done or heads the queue with
- * nobody leading. A request still queued when its deadline passes leaves
- * the queue with MEMD_ETIMEDOUT; once taken into a group it waits for the
- * group's end whatever the deadline (the leader is using it). */
-static int32_t wait_turn(sq_store *s, sq_group_req *req)
+/* Sleep until req's thread is woken; *ret_why says for what (WAKE_DONE or
+ * WAKE_LEAD). A request still queued when its deadline passes leaves the
+ * queue with MEMD_ETIMEDOUT; once taken into a group, or made the head, it
+ * waits for its wake-up whatever the deadline (someone is using it). */
+static int32_t wait_wake(sq_store *s, sq_group_req *req, uint32_t *ret_why)
 {
 	int64_t deadline = req->call ? req->call->deadline_us : 0;
 
-	while (req->state != REQ_DONE && !(req->state == REQ_QUEUED && s->group_head == req)) {
-		if (deadline && req->state == REQ_QUEUED) {
-			struct timespec ts = {
-				.tv_sec = deadline / US_PER_SEC,
-				.tv_nsec = (deadline % US_PER_SEC) * NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&req->cond, &s->group_lock, &ts) == ETIMEDOUT &&
-			    req->state == REQ_QUEUED && s->group_head != req) {
-				unlink_req(s, req);
-				return memd_error_set(req->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-						      "sqlite: deadline passed waiting for the writer");
-			}
-		} else {
-			pthread_cond_wait(&req->cond, &s->group_lock);
+	pthread_mutex_lock(&req->mutex);
+	while (req->wake == WAKE_NONE) {
+		struct timespec ts;
+		int gone = 0;
+
+		if (!deadline) {
+			pthread_cond_wait(&req->cond, &req->mutex);
+			continue;
 		}
+		ts.tv_sec = deadline / US_PER_SEC;
+		ts.tv_nsec = (deadline % US_PER_SEC) * NS_PER_US;
+		if (pthread_cond_timedwait(&req->cond, &req->mutex, &ts) != ETIMEDOUT ||
+		    req->wake != WAKE_NONE)
+			continue;
+		/* Never hold the request's mutex and the queue's at once. */
+		pthread_mutex_unlock(&req->mutex);
+		pthread_mutex_lock(&s->group_lock);
+		if (req->state == REQ_QUEUED) {
+			unlink_req(s, req);
+			gone = 1;
+		}
+		pthread_mutex_unlock(&s->group_lock);
+		if (gone)
+			return memd_error_set(req->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+					      "sqlite: deadline passed waiting for the writer");
+		deadline = 0;
+		pthread_mutex_lock(&req->mutex);
 	}
+	*ret_why = req->wake;
+	pthread_mutex_unlock(&req->mutex);
 	return 0;
 }
 
@@ -215,12 +256,15 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 	sq_group_req req = { .call = call, .apply = apply, .ctx = ctx,
 			     .weight = weight ? weight : 1, .state = REQ_QUEUED };
 	pthread_condattr_t cattr;
+	uint32_t why = WAKE_LEAD;
+	int alone;
 	int32_t r;
 
 	req.err = err ? err : &req.own_err;
 	r = sq_call_check(s, call, req.err);
 	if (r < 0)
 		return r;
+	pthread_mutex_init(&req.mutex, NULL);
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&req.cond, &cattr);
@@ -232,16 +276,21 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 	else
 		s->group_head = &req;
 	s->group_tail = &req;
-	r = wait_turn(s, &req);
-	if (r == 0 && req.state == REQ_QUEUED) {
-		pthread_mutex_unlock(&s->group_lock);
+	/* Alone in the queue: nobody is writing, so lead at once (no hand-off,
+	 * no timer). */
+	alone = s->group_head == &req;
+	if (alone)
+		req.state = REQ_LEADING;
+	pthread_mutex_unlock(&s->group_lock);
+
+	if (!alone)
+		r = wait_wake(s, &req, &why);
+	if (r == 0 && why == WAKE_LEAD)
 		lead(s, &req);
-		pthread_mutex_lock(&s->group_lock);
-	}
 	if (r == 0)
 		r = req.result;
-	pthread_mutex_unlock(&s->group_lock);
 	pthread_cond_destroy(&req.cond);
+	pthread_mutex_destroy(&req.mutex);
 	return r;
 }
 
