@@ -15,7 +15,8 @@
  * A shared disk's speed drifts, so the cases take turns: R rounds, each
  * running every case for seconds/R. It prints each case's appends/s over
  * all rounds, its ratio to raw (overall and the range of the per-round
- * ratios) and the plugin's group-commit counters (from its log). Not a
+ * ratios), the CPU time (all threads, user + system) per append, and
+ * the plugin's group-commit counters (from its log). Not a
  * pass/fail test: meson builds it, nobody times it in CI. From a build
  * directory:
  *   MEMD_PLUGIN_PATH=plugins tests/unit/sqlite_append_bench [-t threads]
@@ -29,6 +30,7 @@
 #include <sched.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,15 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_SEC;
 }
 
+/* CPU seconds (user + system) the process has used. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / US_PER_SEC;
+}
+
 static void die(const char *what, const char *msg)
 {
 	fprintf(stderr, "sqlite_append_bench: %s: %s\n", what, msg);
@@ -106,6 +117,7 @@ typedef struct bench_case {
 	atomic_int stop, ready, go;
 	uint64_t total;
 	double seconds;
+	double cpu;                  /* user + system seconds of the process */
 	double rate[MAX_ROUNDS];
 	char stats[LOG_LEN];
 } bench_case;
@@ -140,7 +152,7 @@ static void take_turn(bench_case *c, double seconds, int round)
 	pthread_t tid[MAX_THREADS];
 	worker_arg args[MAX_THREADS];
 	uint64_t n = 0;
-	double t0, dt;
+	double t0, dt, cpu0;
 
 	atomic_store(&c->stop, 0);
 	atomic_store(&c->ready, 0);
@@ -153,12 +165,14 @@ static void take_turn(bench_case *c, double seconds, int round)
 	while (atomic_load(&c->ready) < c->threads)
 		sched_yield();
 	t0 = now_s();
+	cpu0 = cpu_s();
 	atomic_store(&c->go, 1);
 	usleep((useconds_t)(seconds * US_PER_SEC));
 	atomic_store(&c->stop, 1);
 	for (int i = 0; i < c->threads; i++)
 		pthread_join(tid[i], NULL);
 	dt = now_s() - t0;
+	c->cpu += cpu_s() - cpu0;
 	for (int i = 0; i < c->threads; i++)
 		n += c->done[i];
 	c->total += n;
@@ -434,8 +448,9 @@ static void report(const bench_case *c, const bench_case *raw, int rounds)
 		lo = r == 0 || ratio < lo ? ratio : lo;
 		hi = r == 0 || ratio > hi ? ratio : hi;
 	}
-	printf("%-48s %9.0f appends/s %6.2fx raw (rounds %.2f..%.2fx)\n", c->what, rate,
-	       rate / raw_rate, lo, hi);
+	printf("%-48s %9.0f appends/s %6.2fx raw (rounds %.2f..%.2fx), %5.1f us CPU each\n",
+	       c->what, rate, rate / raw_rate, lo, hi,
+	       c->total ? c->cpu / (double)c->total * US_PER_SEC : 0.0);
 	if (c->stats[0])
 		printf("    %s\n", c->stats);
 }
