@@ -336,26 +336,38 @@ size_t text_fold(uint32_t cp, uint32_t out[TEXT_FOLD_MAX])
 
 /* English stop words, sorted (binary search): Lucene's list plus the
  * pronouns and auxiliaries that dominate conversational text. */
-static const char *const stop_words[] = {
-	"a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "being", "but",
-	"by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
-	"her", "his", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
-	"of", "on", "or", "our", "she", "should", "so", "such", "than", "that", "the",
-	"their", "them", "then", "there", "these", "they", "this", "those", "to", "too",
-	"very", "was", "we", "were", "what", "which", "who", "will", "with", "would", "you",
-	"your",
+typedef struct stop_word {
+	const char *w;
+	size_t len;
+} stop_word;
+#define SW(x) { x, sizeof(x) - 1 }
+static const stop_word stop_words[] = {
+	SW("a"), SW("about"), SW("am"), SW("an"), SW("and"), SW("are"), SW("as"), SW("at"),
+	SW("be"), SW("been"), SW("being"), SW("but"), SW("by"), SW("can"), SW("could"),
+	SW("did"), SW("do"), SW("does"), SW("for"), SW("from"), SW("had"), SW("has"),
+	SW("have"), SW("he"), SW("her"), SW("his"), SW("i"), SW("if"), SW("in"), SW("into"),
+	SW("is"), SW("it"), SW("its"), SW("me"), SW("my"), SW("no"), SW("not"), SW("of"),
+	SW("on"), SW("or"), SW("our"), SW("she"), SW("should"), SW("so"), SW("such"),
+	SW("than"), SW("that"), SW("the"), SW("their"), SW("them"), SW("then"), SW("there"),
+	SW("these"), SW("they"), SW("this"), SW("those"), SW("to"), SW("too"), SW("very"),
+	SW("was"), SW("we"), SW("were"), SW("what"), SW("which"), SW("who"), SW("will"),
+	SW("with"), SW("would"), SW("you"), SW("your"),
 };
+#undef SW
+/* The longest stop word: longer words are never looked up. */
+#define STOP_WORD_MAX 6
 
 int text_is_stop(const char *word, size_t len)
 {
 	size_t lo = 0, hi = sizeof(stop_words) / sizeof(stop_words[0]);
+	if (len > STOP_WORD_MAX)
+		return 0;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		const char *w = stop_words[mid];
-		size_t wl = strlen(w);
-		int c = memcmp(word, w, len < wl ? len : wl);
+		const stop_word *w = &stop_words[mid];
+		int c = memcmp(word, w->w, len < w->len ? len : w->len);
 		if (c == 0)
-			c = len < wl ? -1 : len > wl ? 1 : 0;
+			c = len < w->len ? -1 : len > w->len ? 1 : 0;
 		if (c == 0)
 			return 1;
 		if (c < 0)

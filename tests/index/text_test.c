@@ -112,6 +112,18 @@ Test(text, stop_words_are_dropped_only_when_asked)
 	cr_assert(!text_is_stop("cat", 3));
 	cr_assert(!text_is_stop("th", 2));
 	cr_assert(!text_is_stop("thee", 4));
+	/* Every word of the list is found (the binary search needs it sorted). */
+	static const char *const all[] = {
+		"a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "being", "but",
+		"by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have",
+		"he", "her", "his", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no",
+		"not", "of", "on", "or", "our", "she", "should", "so", "such", "than", "that",
+		"the", "their", "them", "then", "there", "these", "they", "this", "those", "to",
+		"too", "very", "was", "we", "were", "what", "which", "who", "will", "with",
+		"would", "you", "your",
+	};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		cr_expect(text_is_stop(all[i], strlen(all[i])), "%s", all[i]);
 }
 
 Test(text, stemming_applies_to_ascii_words_only)
