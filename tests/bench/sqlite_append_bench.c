@@ -20,7 +20,8 @@
  * pass/fail test: meson builds it, nobody times it in CI. From a build
  * directory:
  *   MEMD_PLUGIN_PATH=plugins tests/unit/sqlite_append_bench [-t threads]
- *       [-s seconds] [-r rounds] [-d dir] [-y full|normal]
+ *       [-s seconds] [-r rounds] [-d dir] [-y full|normal] [-o]
+ * -o makes every thread append to one shared session.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -65,6 +66,9 @@ static char work_dir[PATH_MAX];
 /* The plugin's synchronous setting for the plugin and facade cases:
  * "full" unless -y says otherwise ("normal" shows what the CPU allows). */
 static const char *plugin_sync = "full";
+/* -o: every thread appends to one session (pages of the per-session
+ * indexes are then shared by the whole group) instead of one each. */
+static int one_session;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char group_log[LOG_LEN]; /* the last "group commit:" line logged */
 
@@ -282,12 +286,12 @@ static int plugin_one(bench_case *c, int thread, uint64_t i)
 	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
 	memd_error err = { 0 };
 
-	snprintf(id, sizeof(id), "e%llu", (unsigned long long)i);
+	snprintf(id, sizeof(id), "t%d-e%llu", thread, (unsigned long long)i);
 	e.timestamp_us = (int64_t)i + 1;
 	a.now_us = (int64_t)i + 1;
 	if (x->ops->append(x->h, NULL, &sc, &a, &res, &err) < 0)
 		die("plugin append", err.msg);
-	if (seq != (int64_t)i + 1)
+	if (!one_session && seq != (int64_t)i + 1)
 		die("plugin append", "seqs are not gapless");
 	return 0;
 }
@@ -328,8 +332,9 @@ static void plugin_open(bench_case *c, int threads, const char *name)
 	for (int t = 0; t < threads; t++) {
 		memd_session s = { .struct_size = sizeof(s), .app = "bench", .user = "u",
 				   .id = x->sids[t], .created_us = 1, .updated_us = 1 };
-		snprintf(x->sids[t], ID_LEN, "s%d", t);
-		if (x->ops->session_create(x->h, NULL, &s, NULL, &sink, &err) < 0)
+		snprintf(x->sids[t], ID_LEN, "s%d", one_session ? 0 : t);
+		if ((t == 0 || !one_session) &&
+		    x->ops->session_create(x->h, NULL, &s, NULL, &sink, &err) < 0)
 			die("session_create", err.msg);
 	}
 	snprintf(c->what, sizeof(c->what), "sqlite plugin append, %d thread%s", threads,
@@ -399,9 +404,10 @@ static void facade_open(bench_case *c, int threads)
 		die("memd_open", err.msg);
 	for (int t = 0; t < threads; t++) {
 		char body[BODY_LEN], *out = NULL;
-		snprintf(x->sids[t], ID_LEN, "s%d", t);
+		snprintf(x->sids[t], ID_LEN, "s%d", one_session ? 0 : t);
 		snprintf(body, sizeof(body), "{\"id\":\"%s\"}", x->sids[t]);
-		if (memd_session_create(x->m, "bench", "u", body, &out, &err) < 0)
+		if ((t == 0 || !one_session) &&
+		    memd_session_create(x->m, "bench", "u", body, &out, &err) < 0)
 			die("memd_session_create", err.msg);
 		memd_free(out);
 	}
@@ -463,7 +469,7 @@ int main(int argc, char **argv)
 	double seconds = DEFAULT_SECONDS;
 	static bench_case cases[N_CASES];
 
-	while ((opt = getopt(argc, argv, "t:s:r:d:y:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:s:r:d:y:o")) != -1) {
 		if (opt == 't')
 			threads = atoi(optarg);
 		else if (opt == 's')
@@ -474,9 +480,11 @@ int main(int argc, char **argv)
 			dir = optarg;
 		else if (opt == 'y')
 			plugin_sync = optarg;
+		else if (opt == 'o')
+			one_session = 1;
 		else
 			die("usage", "sqlite_append_bench [-t threads] [-s seconds] [-r rounds] "
-				     "[-d dir] [-y full|normal]");
+				     "[-d dir] [-y full|normal] [-o]");
 	}
 	if (threads < 1 || threads > MAX_THREADS || seconds <= 0 || rounds < 1 ||
 	    rounds > MAX_ROUNDS)
@@ -486,8 +494,10 @@ int main(int argc, char **argv)
 	if (!mkdtemp(work_dir))
 		die("mkdtemp", strerror(errno));
 	printf("sqlite_append_bench: WAL, synchronous=FULL (plugin and facade: %s), %d rounds of "
-	       "%.2f s per case, SQLite %s, in %s\n",
-	       plugin_sync, rounds, seconds / rounds, sqlite3_libversion(), work_dir);
+	       "%.2f s per case, %s, SQLite %s, in %s\n",
+	       plugin_sync, rounds, seconds / rounds,
+	       one_session ? "one shared session" : "a session per thread", sqlite3_libversion(),
+	       work_dir);
 
 	raw_open(&cases[CASE_RAW]);
 	plugin_open(&cases[CASE_PLUGIN_1], 1, "plugin1");
