@@ -37,8 +37,8 @@ typedef int32_t (*sq_group_apply_fn)(sq_conn *c, void *ctx, memd_error *err);
 /* Run apply(writer, ctx, err) in a write transaction shared with the
  * requests of other threads and return when that transaction is committed
  * (0: durable as the store's synchronous setting makes it) or when the
- * request failed (nothing of it is stored). weight (>= 1, e.g. the number
- * of events) bounds the size of a group. Fails with:
+ * request failed (nothing of it is stored). weight (e.g. the number of
+ * events; 0 counts as 1) bounds the size of a group. Fails with:
  *  - MEMD_ETIMEDOUT (retryable) if call's deadline passes while the
  *    request is still queued, or MEMD_ETIMEDOUT / MEMD_ECANCELED if it has
  *    passed or was raised when the request's turn comes;
