@@ -694,6 +694,10 @@ static int cmd_state_set(cli *c, int from)
 	return rc;
 }
 
+/* How many rounds of memd_search's wait `memd search` waits for the
+ * index to catch up after its start. */
+#define CLI_SEARCH_WAIT_ROUNDS 60
+
 static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *err,
 		     char **ret_json)
 {
@@ -717,7 +721,16 @@ static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *er
 		fprintf(stderr, "memd: out of memory\n");
 		return EXIT_FAIL;
 	}
-	r = memd_search(m, pos[0], pos[1], text, ret_json, err);
+	/* A new process rebuilds its in-memory keyword index from the feed:
+	 * on a large database the first search waits for that, in rounds of
+	 * the facade's own wait. */
+	for (int round = 0;; round++) {
+		r = memd_search(m, pos[0], pos[1], text, ret_json, err);
+		if (r != MEMD_ETIMEDOUT || round == CLI_SEARCH_WAIT_ROUNDS)
+			break;
+		if (round == 0)
+			fprintf(stderr, "memd: the search index is catching up; waiting (%s)\n", err->msg);
+	}
 	free(text);
 	return result(r);
 }
