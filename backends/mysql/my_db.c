@@ -151,6 +151,7 @@ int32_t my_map_errno(unsigned e, uint32_t *ret_flags, int *ret_lost)
 	case CR_ERR_NET_WRITE:
 	case CR_MALFORMED_PACKET:
 	case CR_COMMANDS_OUT_OF_SYNC:
+	case CR_SSL_CONNECTION_ERROR: /* a TLS session or handshake broke */
 	case ER_CONNECTION_KILLED:
 	case ER_SERVER_SHUTDOWN:
 	case ER_NET_READ_ERROR:
@@ -774,6 +775,9 @@ static int32_t conn_open(my_store *s, my_conn *c, const char *db, memd_error *er
 				o->password, db, o->port,
 				o->socket && o->socket[0] ? o->socket : NULL, CLIENT_FOUND_ROWS)) {
 		target_text(o, target, sizeof(target));
+		/* A TLS failure while connecting stays retryable: a server that
+		 * is going down or coming up breaks handshakes too (a wrong
+		 * certificate then fails every try, with its reason). */
 		r = my_fail(c, NULL, err, "cannot connect to %s", target);
 		my_conn_close(c);
 		return r;
@@ -938,7 +942,16 @@ int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void
 		if (!c->m) {
 			r = conn_open(s, c, s->opt.database, err);
 			if (r < 0) {
+				/* The server accepted and then dropped the
+				 * connection during the handshake (busy, or just
+				 * starting): try once more. A refused connection
+				 * (the server is down) fails at once. */
+				int handshake = c->last_errno == CR_SERVER_LOST ||
+						c->last_errno == CR_SSL_CONNECTION_ERROR ||
+						c->last_errno == CR_SERVER_HANDSHAKE_ERR;
 				pool_give(s, c);
+				if (r == MEMD_EUNAVAIL && handshake && !stale_retried++)
+					continue;
 				if (r == MEMD_EUNAVAIL)
 					note_lost(s, err);
 				return r;
@@ -1075,8 +1088,11 @@ int32_t my_store_open(const memd_host *host, my_options *o, my_store **ret_store
 		r = conn_open(s, c, s->opt.database, err);
 	if (r == 0)
 		r = check_server(s, c, err);
-	if (r == 0)
+	if (r == 0) {
+		const char *cipher = mysql_get_ssl_cipher(c->m);
+		snprintf(s->tls_cipher, sizeof(s->tls_cipher), "%s", cipher ? cipher : "");
 		r = my_schema_migrate(c, host, &s->schema_version, err);
+	}
 	if (r < 0) {
 		my_store_close(s);
 		return r;

@@ -188,6 +188,7 @@ typedef struct my_store {
 	my_options opt;            /* owned */
 	int32_t schema_version;
 	char server_version[64];
+	char tls_cipher[64];       /* of the first connection; "" = no TLS */
 
 	pthread_mutex_t pool_lock;
 	pthread_cond_t pool_cond;  /* CLOCK_MONOTONIC, signalled on release */

@@ -19,6 +19,7 @@
 #include "my_state.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
+#define MY_WHERE_MAX 320 /* host:port or socket path, for the log */
 
 /* Live instances of this plugin in the process. The client library's
  * set-up is process-wide (its plugins, TLS, config dirs): the first init
@@ -50,17 +51,16 @@ static int32_t my_init(const memd_host *host, void **ret_instance, memd_error *e
 		return r;
 	}
 	if (host->log) {
+		char where[MY_WHERE_MAX];
 		if (s->opt.socket && s->opt.socket[0])
-			host->log(host, MEMD_LOG_INFO,
-				  "connected to %s at %s, database %s as %s (schema %d, pool %u)",
-				  s->server_version, s->opt.socket, s->opt.database, s->opt.user,
-				  (int)s->schema_version, (unsigned)s->opt.pool);
+			snprintf(where, sizeof(where), "%s", s->opt.socket);
 		else
-			host->log(host, MEMD_LOG_INFO,
-				  "connected to %s at %s:%u, database %s as %s (schema %d, pool %u)",
-				  s->server_version, s->opt.host, (unsigned)s->opt.port,
-				  s->opt.database, s->opt.user, (int)s->schema_version,
-				  (unsigned)s->opt.pool);
+			snprintf(where, sizeof(where), "%s:%u", s->opt.host, (unsigned)s->opt.port);
+		host->log(host, MEMD_LOG_INFO,
+			  "connected to %s at %s, database %s as %s, %s%s (schema %d, pool %u)",
+			  s->server_version, where, s->opt.database, s->opt.user,
+			  s->tls_cipher[0] ? "TLS " : "no TLS", s->tls_cipher,
+			  (int)s->schema_version, (unsigned)s->opt.pool);
 	}
 	*ret_instance = s;
 	return 0;

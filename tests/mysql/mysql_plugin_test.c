@@ -168,9 +168,13 @@ static void setup(void)
 	new_dbname();
 }
 
+/* Set when the test's database is on a private server (gone with it). */
+static int db_elsewhere;
+
 static void teardown(void)
 {
-	drop_db();
+	if (!db_elsewhere)
+		drop_db();
 }
 
 TestSuite(mysql, .init = setup, .fini = teardown, .timeout = 60);
@@ -337,35 +341,128 @@ Test(mysql, no_server_fails_fast_and_retryable)
 	close_inst(&in);
 }
 
-Test(mysql, tls_required_but_not_offered)
+static int log_has(const inst *in, const char *what)
 {
-	char yaml[TEXT_MAX];
-	MYSQL *m = raw_connect(NULL);
-	int has_tls;
+	for (int i = 0; i < in->log.n; i++)
+		if (strstr(in->log.lines[i], what))
+			return 1;
+	return 0;
+}
+
+Test(mysql, tls_modes)
+{
+	const char *ca = getenv("MEMD_MYSQL_SSL_CA");
+	char yaml[TEXT_MAX], extra[TEXT_MAX / 2];
 	inst in;
 	int32_t r;
 
-	/* The test server has no certificate, so TLS is off there. */
-	raw_sql(m, "SELECT @@have_ssl = 'YES'");
-	{
-		MYSQL_RES *res = mysql_store_result(m);
-		MYSQL_ROW row = mysql_fetch_row(res);
-		has_tls = row && row[0] && strcmp(row[0], "1") == 0;
-		mysql_free_result(res);
+	cr_assert(ca && ca[0], "MEMD_MYSQL_SSL_CA is not set: the server of "
+		  "tests/services/mariadb.sh has a test certificate");
+	/* required and preferred: encrypted (the log says so). */
+	yaml_for(yaml, sizeof(yaml), "sslmode: required");
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "sslmode required: %s", in.err.msg);
+	cr_assert(log_has(&in, ", TLS "), "required: the connection is not encrypted");
+	close_inst(&in);
+	yaml_for(yaml, sizeof(yaml), "sslmode: preferred");
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "sslmode preferred: %s", in.err.msg);
+	cr_assert(log_has(&in, ", TLS "), "preferred: TLS was offered but not used");
+	close_inst(&in);
+	/* verify_identity against the test CA, by key and in the DSN. */
+	snprintf(extra, sizeof(extra), "sslmode: verify_identity, ssl_ca: \"%s\"", ca);
+	yaml_for(yaml, sizeof(yaml), extra);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "verify_identity with the CA: %s", in.err.msg);
+	cr_assert(log_has(&in, ", TLS "));
+	close_inst(&in);
+	snprintf(yaml, sizeof(yaml),
+		 "{plugin: mysql, dsn: \"mysql://${MEMD_MYSQL_USER}@${MEMD_MYSQL_HOST}:"
+		 "${MEMD_MYSQL_PORT}/%s?sslmode=verify_identity&ssl_ca=%s\","
+		 " password: \"${MEMD_MYSQL_PASSWORD}\", create_database: true}", dbname, ca);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "verify_identity in the DSN: %s", in.err.msg);
+	close_inst(&in);
+	/* verify_identity without the CA: the certificate is not trusted. */
+	yaml_for(yaml, sizeof(yaml), "sslmode: verify_identity");
+	r = open_yaml(&in, yaml);
+	cr_assert_lt(r, 0, "verify_identity trusted a certificate of an unknown CA");
+	cr_assert_not_null(strstr(in.err.msg, "certificate"), "%s", in.err.msg);
+	close_inst(&in);
+	/* disabled: plain. */
+	yaml_for(yaml, sizeof(yaml), "sslmode: disabled");
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "sslmode disabled: %s", in.err.msg);
+	cr_assert(log_has(&in, ", no TLS"), "disabled: the connection is encrypted");
+	close_inst(&in);
+}
+
+/* A private server without TLS (tests/services/mariadb.sh, MEMD_MARIADB_TLS=0). */
+static char plain_dir[] = "/tmp/memd-plain-XXXXXX";
+static int plain_started;
+
+static int service(const char *verb, const char *dir)
+{
+	char cmd[TEXT_MAX];
+	snprintf(cmd, sizeof(cmd), "MEMD_MARIADB_TLS=0 '%s/tests/services/mariadb.sh' %s '%s'",
+		 getenv("MEMD_SOURCE_ROOT") ? getenv("MEMD_SOURCE_ROOT") : ".", verb, dir);
+	return system(cmd);
+}
+
+/* The test's database goes with the private server. */
+static void plain_stop(void)
+{
+	if (plain_started)
+		service("stop", plain_dir);
+}
+
+/* setenv each "export K=V" / "export K='V'" line of file. */
+static void load_env(const char *file)
+{
+	char line[TEXT_MAX];
+	FILE *f = fopen(file, "r");
+
+	cr_assert_not_null(f, "no %s", file);
+	while (fgets(line, sizeof(line), f)) {
+		char *k = line + strlen("export "), *eq = strchr(line, '='), *v;
+		size_t n;
+		if (strncmp(line, "export ", strlen("export ")) != 0 || !eq)
+			continue;
+		*eq = '\0';
+		v = eq + 1;
+		n = strcspn(v, "\n");
+		v[n] = '\0';
+		if (v[0] == '\'' && n >= 2 && v[n - 1] == '\'') {
+			v[n - 1] = '\0';
+			v++;
+		}
+		setenv(k, v, 1);
 	}
-	mysql_close(m);
-	if (has_tls)
-		cr_skip_test("the server offers TLS; this test needs one that does not");
+	fclose(f);
+}
+
+Test(mysql, tls_required_but_not_offered, .fini = plain_stop)
+{
+	char yaml[TEXT_MAX], env[sizeof(plain_dir) + 8];
+	inst in;
+	int32_t r;
+
+	cr_assert_not_null(mkdtemp(plain_dir));
+	cr_assert_eq(service("start", plain_dir), 0, "the private server did not start");
+	plain_started = 1;
+	db_elsewhere = 1;
+	snprintf(env, sizeof(env), "%s/env", plain_dir);
+	load_env(env);
 	yaml_for(yaml, sizeof(yaml), "sslmode: required");
 	r = open_yaml(&in, yaml);
 	cr_assert_lt(r, 0, "sslmode required connected to a server without TLS");
-	cr_assert_not_null(strstr(in.err.msg, "SSL"), "%s", in.err.msg);
+	cr_assert(strstr(in.err.msg, "TLS") || strstr(in.err.msg, "SSL"), "%s", in.err.msg);
 	close_inst(&in);
-
 	/* preferred falls back to plain TCP. */
 	yaml_for(yaml, sizeof(yaml), "sslmode: preferred");
 	r = open_yaml(&in, yaml);
 	cr_assert_eq(r, 0, "sslmode preferred: %s", in.err.msg);
+	cr_assert(log_has(&in, ", no TLS"));
 	close_inst(&in);
 }
 

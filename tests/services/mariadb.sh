@@ -14,7 +14,13 @@
 #                           server is already there; see with-services.sh)
 #
 # DIR/env exports MEMD_MYSQL_HOST, MEMD_MYSQL_PORT, MEMD_MYSQL_DATABASE,
-# MEMD_MYSQL_USER, MEMD_MYSQL_PASSWORD, MEMD_MYSQL_SOCKET and MEMD_MYSQL_DIR.
+# MEMD_MYSQL_USER, MEMD_MYSQL_PASSWORD, MEMD_MYSQL_SOCKET, MEMD_MYSQL_DIR
+# and MEMD_MYSQL_SSL_CA.
+#
+# TLS: the server gets a certificate for 127.0.0.1 and localhost from a
+# throwaway CA (openssl; DIR/tls/ca.pem is MEMD_MYSQL_SSL_CA), so clients
+# can test sslmode verify_identity. MEMD_MARIADB_TLS=0 starts it without
+# TLS (MEMD_MYSQL_SSL_CA is then empty).
 #
 # User memd has exactly the privileges README.md asks operators to grant
 # (SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP) on database
@@ -37,6 +43,7 @@ MY_START_TRIES=5
 MY_START_WAIT_S=60
 MY_STOP_WAIT_S=30
 MY_MAX_CONNECTIONS=400
+MY_CONNECT_TIMEOUT_S=60   # handshakes are slow on a loaded test machine
 MY_OS_USER=mysql
 
 die() { echo "mariadb.sh: $*" >&2; exit 1; }
@@ -47,15 +54,7 @@ server_bin() {
 	b=$(command -v mariadbd || command -v /usr/sbin/mariadbd || true)
 	if [[ -z "$b" ]]; then
 		echo "mariadb.sh: MariaDB server not found; installing it" >&2
-		local sudo=()
-		if [[ $(id -u) -ne 0 ]]; then
-			command -v sudo >/dev/null || die "need root (or sudo) to apt-get install mariadb-server"
-			sudo=(sudo)
-		fi
-		export DEBIAN_FRONTEND=noninteractive
-		"${sudo[@]}" apt-get update -qq >&2
-		"${sudo[@]}" apt-get install -y -qq --no-install-recommends mariadb-server mariadb-client \
-			>/dev/null
+		apt_install mariadb-server mariadb-client
 		b=$(command -v mariadbd || command -v /usr/sbin/mariadbd || true)
 		[[ -n "$b" ]] || die "the mariadb-server package did not provide mariadbd"
 	fi
@@ -64,11 +63,48 @@ server_bin() {
 
 is_root() { [[ $(id -u) -eq 0 ]]; }
 
+# Install a Debian package (as root or through sudo).
+apt_install() { # PACKAGE...
+	local sudo=()
+	if [[ $(id -u) -ne 0 ]]; then
+		command -v sudo >/dev/null || die "need root (or sudo) to apt-get install $*"
+		sudo=(sudo)
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -qq >&2
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# A throwaway CA and a server certificate for 127.0.0.1 in DIR/tls.
+make_certs() { # DIR
+	local tls=$1/tls
+	command -v openssl >/dev/null || apt_install openssl
+	mkdir -p "$tls"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj "/CN=memd test CA" -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-subj "/CN=127.0.0.1" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null &&
+	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$tls/ext" &&
+	openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+		-CAcreateserial -days 2 -extfile "$tls/ext" -out "$tls/server.pem" 2>/dev/null ||
+		die "could not make the test certificates"
+	is_root && chown -R "$MY_OS_USER" "$tls"
+	return 0
+}
+
+# The server's TLS options when DIR has certificates.
+tls_opts() { # DIR
+	local tls=$1/tls
+	[[ -f "$tls/server.pem" ]] || return 0
+	printf '%s\n' "--ssl-ca=$tls/ca.pem" "--ssl-cert=$tls/server.pem" "--ssl-key=$tls/server.key"
+}
+
 # Options the installer and the server share (sizes kept small: the tests
-# hold little data and the machine is small).
+# hold little data and the machine is small; temp files in DIR, where no
+# other server's can clash with them).
 common_opts() { # DIR
 	local dir=$1
-	printf '%s\n' --no-defaults "--datadir=$dir/data" \
+	printf '%s\n' --no-defaults "--datadir=$dir/data" "--tmpdir=$dir/tmp" \
 		--innodb-buffer-pool-size=64M --innodb-log-file-size=32M \
 		--innodb-data-file-path=ibdata1:12M:autoextend
 	is_root && printf '%s\n' "--user=$MY_OS_USER"
@@ -83,11 +119,12 @@ client() { # DIR SQL...: run statements as root over the socket
 server_up() { # DIR PORT -> 0 once it accepts connections
 	local dir=$1 port=$2 bin pid
 	bin=$(server_bin)
-	mapfile -t opts < <(common_opts "$dir")
+	mapfile -t opts < <(common_opts "$dir"; tls_opts "$dir")
 	"$bin" "${opts[@]}" --port="$port" --bind-address=127.0.0.1 \
 		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
 		--log-error="$dir/server.log" --skip-name-resolve \
 		--max-connections="$MY_MAX_CONNECTIONS" --innodb-flush-log-at-trx-commit=2 \
+		--connect-timeout="$MY_CONNECT_TIMEOUT_S" \
 		</dev/null >/dev/null 2>&1 &
 	pid=$!
 	echo "$pid" > "$dir/server.pid"
@@ -134,6 +171,9 @@ cmd_start() {
 		chown "$MY_OS_USER" "$dir"
 	fi
 	chmod 700 "$dir"
+	mkdir -p "$dir/tmp"
+	is_root && chown "$MY_OS_USER" "$dir/tmp"
+	[[ "${MEMD_MARIADB_TLS:-1}" == 0 ]] || make_certs "$dir"
 	mapfile -t opts < <(common_opts "$dir")
 	mariadb-install-db "${opts[@]}" --auth-root-authentication-method=normal \
 		--skip-test-db --skip-name-resolve >"$dir/install.log" 2>&1 \
@@ -165,6 +205,7 @@ cmd_start() {
 	export MEMD_MYSQL_PASSWORD=$password
 	export MEMD_MYSQL_SOCKET='$dir/mysqld.sock'
 	export MEMD_MYSQL_DIR='$dir'
+	export MEMD_MYSQL_SSL_CA='$( [[ -f "$dir/tls/ca.pem" ]] && echo "$dir/tls/ca.pem" )'
 	EOF
 	echo "$port" > "$dir/port"
 	echo "mariadb.sh: MariaDB up on 127.0.0.1:$port ($dir)" >&2
