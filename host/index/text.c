@@ -334,28 +334,45 @@ size_t text_fold(uint32_t cp, uint32_t out[TEXT_FOLD_MAX])
 
 /* ---- stop words ------------------------------------------------------------- */
 
-/* English stop words, sorted (binary search): Lucene's list plus the
- * pronouns and auxiliaries that dominate conversational text. */
+/* English stop words, sorted (binary search): Lucene's list, the
+ * pronouns and auxiliaries that dominate conversational text, and the
+ * rest of Snowball's English list: question words ("how", "when",
+ * "where", "why") carry nothing in a question put to a memory and only
+ * pull in other questions (tests/quality measures it); contractions as
+ * they are once apostrophes are removed ("ive", "dont"), except those
+ * that are words too ("ill", "well", "shed", "wed", "id", "hell"). */
 typedef struct stop_word {
 	const char *w;
 	size_t len;
 } stop_word;
 #define SW(x) { x, sizeof(x) - 1 }
 static const stop_word stop_words[] = {
-	SW("a"), SW("about"), SW("am"), SW("an"), SW("and"), SW("are"), SW("as"), SW("at"),
-	SW("be"), SW("been"), SW("being"), SW("but"), SW("by"), SW("can"), SW("could"),
-	SW("did"), SW("do"), SW("does"), SW("for"), SW("from"), SW("had"), SW("has"),
-	SW("have"), SW("he"), SW("her"), SW("his"), SW("i"), SW("if"), SW("in"), SW("into"),
-	SW("is"), SW("it"), SW("its"), SW("me"), SW("my"), SW("no"), SW("not"), SW("of"),
-	SW("on"), SW("or"), SW("our"), SW("she"), SW("should"), SW("so"), SW("such"),
-	SW("than"), SW("that"), SW("the"), SW("their"), SW("them"), SW("then"), SW("there"),
-	SW("these"), SW("they"), SW("this"), SW("those"), SW("to"), SW("too"), SW("very"),
-	SW("was"), SW("we"), SW("were"), SW("what"), SW("which"), SW("who"), SW("will"),
-	SW("with"), SW("would"), SW("you"), SW("your"),
+	SW("a"), SW("about"), SW("above"), SW("after"), SW("again"), SW("against"), SW("all"),
+	SW("am"), SW("an"), SW("and"), SW("any"), SW("are"), SW("arent"), SW("as"), SW("at"),
+	SW("be"), SW("because"), SW("been"), SW("before"), SW("being"), SW("below"),
+	SW("between"), SW("both"), SW("but"), SW("by"), SW("can"), SW("cannot"), SW("cant"),
+	SW("could"), SW("couldnt"), SW("did"), SW("didnt"), SW("do"), SW("does"), SW("doesnt"),
+	SW("doing"), SW("dont"), SW("down"), SW("during"), SW("each"), SW("few"), SW("for"),
+	SW("from"), SW("further"), SW("had"), SW("hadnt"), SW("has"), SW("hasnt"), SW("have"),
+	SW("havent"), SW("having"), SW("he"), SW("her"), SW("here"), SW("hers"), SW("herself"),
+	SW("him"), SW("himself"), SW("his"), SW("how"), SW("i"), SW("if"), SW("im"), SW("in"),
+	SW("into"), SW("is"), SW("isnt"), SW("it"), SW("its"), SW("itself"), SW("ive"),
+	SW("me"), SW("more"), SW("most"), SW("mustnt"), SW("my"), SW("myself"), SW("no"),
+	SW("nor"), SW("not"), SW("of"), SW("off"), SW("on"), SW("once"), SW("only"), SW("or"),
+	SW("other"), SW("ought"), SW("our"), SW("ours"), SW("ourselves"), SW("out"), SW("over"),
+	SW("own"), SW("shant"), SW("she"), SW("should"), SW("shouldnt"), SW("so"),
+	SW("some"), SW("such"), SW("than"), SW("that"), SW("the"), SW("their"), SW("theirs"),
+	SW("them"), SW("themselves"), SW("then"), SW("there"), SW("these"), SW("they"),
+	SW("theyd"), SW("theyll"), SW("theyve"), SW("this"), SW("those"), SW("through"),
+	SW("to"), SW("too"), SW("under"), SW("until"), SW("up"), SW("very"), SW("was"),
+	SW("wasnt"), SW("we"), SW("were"), SW("werent"), SW("weve"), SW("what"), SW("when"),
+	SW("where"), SW("which"), SW("while"), SW("who"), SW("whom"), SW("why"), SW("will"),
+	SW("with"), SW("wont"), SW("would"), SW("wouldnt"), SW("you"), SW("youd"), SW("youll"),
+	SW("your"), SW("youre"), SW("yours"), SW("yourself"), SW("yourselves"), SW("youve"),
 };
 #undef SW
 /* The longest stop word: longer words are never looked up. */
-#define STOP_WORD_MAX 6
+#define STOP_WORD_MAX 10
 
 int text_is_stop(const char *word, size_t len)
 {
