@@ -522,6 +522,25 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Sort term ids: insertion sort for the short arrays of most texts. */
+#define KW_SMALL_SORT 64
+static void sort_ids(uint32_t *ids, size_t n)
+{
+	if (n > KW_SMALL_SORT) {
+		qsort(ids, n, sizeof(*ids), cmp_u32);
+		return;
+	}
+	for (size_t i = 1; i < n; i++) {
+		uint32_t x = ids[i];
+		size_t j = i;
+		while (j && ids[j - 1] > x) {
+			ids[j] = ids[j - 1];
+			j--;
+		}
+		ids[j] = x;
+	}
+}
+
 /* What one posting append changed, to undo it. */
 typedef struct undo {
 	kw_plist *p;
@@ -588,7 +607,7 @@ int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 	ids = malloc(tl.n * sizeof(*ids));
 	if (!ids || resolve_terms(kw, &tl, ids, 1) < 0)
 		goto out;
-	qsort(ids, tl.n, sizeof(*ids), cmp_u32);
+	sort_ids(ids, tl.n);
 	pt = part_get_write(kw, d->app, d->user, 1);
 	if (!pt)
 		goto out;
@@ -1031,7 +1050,7 @@ int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *q
 		ids = malloc(tl.n * sizeof(*ids));
 		if (!ids || resolve_terms(kw, &tl, ids, 0) < 0)
 			goto out;
-		qsort(ids, tl.n, sizeof(*ids), cmp_u32);
+		sort_ids(ids, tl.n);
 		for (size_t i = 0; i < tl.n; i++) /* distinct, known terms */
 			if (ids[i] != STRTAB_NONE && (n_ids == 0 || ids[n_ids - 1] != ids[i]))
 				ids[n_ids++] = ids[i];

@@ -51,42 +51,44 @@ static int same(const strtab *t, uint32_t id, const char *s, size_t len)
 
 uint32_t strtab_find(const strtab *t, const char *s, size_t len)
 {
-	uint32_t mask, i;
+	uint32_t mask, i, h;
 
 	if (!t->slot_cap)
 		return STRTAB_NONE;
 	mask = t->slot_cap - 1;
-	for (i = (uint32_t)strtab_hash(s, len) & mask;; i = (i + 1) & mask) {
-		uint32_t v = t->slots[i];
-		if (!v)
+	h = (uint32_t)strtab_hash(s, len);
+	for (i = h & mask;; i = (i + 1) & mask) {
+		const strtab_slot *v = &t->slots[i];
+		if (!v->id1)
 			return STRTAB_NONE;
-		if (same(t, v - 1, s, len))
-			return v - 1;
+		if (v->hash == h && same(t, v->id1 - 1, s, len))
+			return v->id1 - 1;
 	}
 }
 
-static void place(uint32_t *slots, uint32_t cap, uint64_t h, uint32_t id)
+static void place(strtab_slot *slots, uint32_t cap, uint32_t h, uint32_t id)
 {
 	uint32_t mask = cap - 1, i;
-	for (i = (uint32_t)h & mask; slots[i]; i = (i + 1) & mask)
+	for (i = h & mask; slots[i].id1; i = (i + 1) & mask)
 		;
-	slots[i] = id + 1;
+	slots[i].id1 = id + 1;
+	slots[i].hash = h;
 }
 
 static int grow_slots(strtab *t)
 {
 	uint32_t cap = t->slot_cap ? t->slot_cap * 2 : SLOTS_MIN;
-	uint32_t *slots;
+	strtab_slot *slots;
 
 	if (cap < t->slot_cap)
 		return -1;
 	slots = calloc(cap, sizeof(*slots));
 	if (!slots)
 		return -1;
-	for (uint32_t id = 0; id < t->n; id++) {
-		const char *s = t->arena + t->offs[id];
-		place(slots, cap, strtab_hash(s, strlen(s)), id);
-	}
+	/* Every id is in the old table with its hash: no rehashing. */
+	for (uint32_t i = 0; i < t->slot_cap; i++)
+		if (t->slots[i].id1)
+			place(slots, cap, t->slots[i].hash, t->slots[i].id1 - 1);
 	free(t->slots);
 	t->slots = slots;
 	t->slot_cap = cap;
@@ -129,7 +131,7 @@ int strtab_intern(strtab *t, const char *s, size_t len, uint32_t *ret_id)
 	t->arena[t->arena_len + len] = '\0';
 	t->offs[t->n] = (uint32_t)t->arena_len;
 	t->arena_len += len + 1;
-	place(t->slots, t->slot_cap, strtab_hash(s, len), t->n);
+	place(t->slots, t->slot_cap, (uint32_t)strtab_hash(s, len), t->n);
 	*ret_id = t->n++;
 	return 0;
 }
@@ -137,5 +139,5 @@ int strtab_intern(strtab *t, const char *s, size_t len, uint32_t *ret_id)
 size_t strtab_bytes(const strtab *t)
 {
 	return t->arena_cap + (size_t)t->offs_cap * sizeof(uint32_t) +
-	       (size_t)t->slot_cap * sizeof(uint32_t);
+	       (size_t)t->slot_cap * sizeof(strtab_slot);
 }

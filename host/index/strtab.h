@@ -14,12 +14,19 @@
 
 #define STRTAB_NONE UINT32_MAX
 
+/* id + 1 (0 = empty) and the low bits of its string's hash, so probes
+ * compare strings only when the hashes agree. */
+typedef struct strtab_slot {
+	uint32_t id1;
+	uint32_t hash;
+} strtab_slot;
+
 typedef struct strtab {
 	char *arena;        /* NUL-terminated strings back to back */
 	size_t arena_len, arena_cap;
 	uint32_t *offs;     /* id -> offset in arena */
 	uint32_t n, offs_cap;
-	uint32_t *slots;    /* id + 1, 0 = empty; slot_cap is a power of two */
+	strtab_slot *slots; /* slot_cap, a power of two */
 	uint32_t slot_cap;
 } strtab;
 

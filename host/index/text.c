@@ -382,8 +382,13 @@ int text_is_stop(const char *word, size_t len)
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		const stop_word *w = &stop_words[mid];
-		int c = memcmp(word, w->w, len < w->len ? len : w->len);
-		if (c == 0)
+		size_t n = len < w->len ? len : w->len, k = 0;
+		int c;
+		while (k < n && word[k] == w->w[k])
+			k++;
+		if (k < n)
+			c = (unsigned char)word[k] < (unsigned char)w->w[k] ? -1 : 1;
+		else
 			c = len < w->len ? -1 : len > w->len ? 1 : 0;
 		if (c == 0)
 			return 1;
