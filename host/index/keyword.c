@@ -597,7 +597,7 @@ int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 	kw_part *pt;
 	int32_t r = MEMD_ENOMEM;
 
-	text_terms(d->text, d->text_len, TEXT_STEM | TEXT_STOP, collect_term, &tl);
+	text_terms(d->text, d->text_len, TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF, collect_term, &tl);
 	if (tl.oom)
 		goto out;
 	if (!tl.n) {
@@ -1043,7 +1043,7 @@ int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *q
 
 	if (k == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "k: must be at least 1");
-	text_terms(query, strlen(query), TEXT_STEM | TEXT_STOP, collect_term, &tl);
+	text_terms(query, strlen(query), TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF, collect_term, &tl);
 	if (tl.oom)
 		goto out;
 	if (tl.n) {

@@ -45,7 +45,8 @@ kw_index *kw_new(double k1, double b);
 void kw_free(kw_index *kw);
 
 /* One document: borrowed strings, text tokenized with TEXT_STEM |
- * TEXT_STOP. A text without terms adds nothing (returns 0). */
+ * TEXT_STOP | TEXT_KEEP_SELF (queries too). A text without terms adds
+ * nothing (returns 0). */
 typedef struct kw_doc_in {
 	const char *app, *user, *session, *author;
 	int64_t seq;

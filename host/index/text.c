@@ -432,6 +432,16 @@ static int all_az(const char *s, size_t len)
 	return 1;
 }
 
+/* Nonzero for the pronouns TEXT_KEEP_SELF keeps. */
+static int is_self(const char *w, size_t n)
+{
+	static const char *const self[] = { "i", "me", "my", "myself" };
+	for (size_t i = 0; i < sizeof(self) / sizeof(self[0]); i++)
+		if (strlen(self[i]) == n && memcmp(self[i], w, n) == 0)
+			return 1;
+	return 0;
+}
+
 /* Finish the current word: possessive, apostrophes, stop words, stem. */
 static int word_emit(word_state *w, uint32_t flags, text_token_fn fn, void *ud)
 {
@@ -448,7 +458,8 @@ static int word_emit(word_state *w, uint32_t flags, text_token_fn fn, void *ud)
 	w->full = 0;
 	if (!n)
 		return 0;
-	if ((flags & TEXT_STOP) && text_is_stop(w->buf, n))
+	if ((flags & TEXT_STOP) && text_is_stop(w->buf, n) &&
+	    !((flags & TEXT_KEEP_SELF) && is_self(w->buf, n)))
 		return 0;
 	t.word = w->buf;
 	t.word_len = n;

@@ -21,6 +21,12 @@
 /* text_terms flags */
 #define TEXT_STEM 0x1u /* Porter-stem words made only of a-z */
 #define TEXT_STOP 0x2u /* drop English stop words */
+/* With TEXT_STOP: keep the first-person singular pronouns (i, me, my,
+ * myself). In a user's memory they tell the user's own statements ("my
+ * best time") from everything else; the keyword index keeps them, the
+ * hash embedder (where they would be a feature shared by most texts)
+ * does not. */
+#define TEXT_KEEP_SELF 0x4u
 
 /* One token. word: the folded word (no apostrophes); term: what is
  * indexed (word, stemmed with TEXT_STEM). Both borrowed for the call,
