@@ -298,8 +298,11 @@ static void *run(void *arg)
 			backoff_ms = backoff_ms ? backoff_ms * 2 : FEED_BACKOFF_MIN_MS;
 			if (backoff_ms > FEED_BACKOFF_MAX_MS)
 				backoff_ms = FEED_BACKOFF_MAX_MS;
-			if (!t->stop && !t->paused)
-				cond_wait_until(t, feed_monotonic_us() + backoff_ms * US_PER_MS);
+			/* Kicks do not cut the backoff short (waiters fail fast
+			 * meanwhile); a stop or a pause does. */
+			int64_t retry_at = feed_monotonic_us() + backoff_ms * US_PER_MS;
+			while (!t->stop && !t->paused && feed_monotonic_us() < retry_at)
+				cond_wait_until(t, retry_at);
 			continue;
 		}
 		if (t->failures)
@@ -437,6 +440,7 @@ int64_t feed_tailer_pause(feed_tailer *t)
 	int64_t pos;
 	pthread_mutex_lock(&t->mu);
 	t->paused++;
+	pthread_cond_broadcast(&t->cond);
 	while (t->busy)
 		cond_wait_until(t, 0);
 	pos = t->pos;
