@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include "embed.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "embed_hash.h"
 #include "settings.h"
+#include "strtab.h"
 
 /* The built-in embedders, by index.vector.embedder.type. */
 static const embed_builtin *const builtins[] = {
@@ -17,7 +19,28 @@ struct embedder {
 	void *inst;
 	uint32_t dim;
 	uint32_t batch;
+	char identity[EMBED_IDENTITY_MAX + 1];
 };
+
+#define HASH_HEX_MASK 0xffffffffu
+
+static void make_identity(embedder *e, const config_node *node)
+{
+	const config_node *mn = node ? config_map_get(node, "model") : NULL;
+	const char *model = mn ? config_scalar(mn) : NULL;
+	char rev[16] = "";
+	size_t n;
+
+	if (e->b->revision)
+		snprintf(rev, sizeof(rev), "r%u", e->b->revision);
+	n = (size_t)snprintf(e->identity, sizeof(e->identity), "%.24s%s-%u", e->b->type, rev, e->dim);
+	if (model && n < sizeof(e->identity))
+		snprintf(e->identity + n, sizeof(e->identity) - n, "-%08x",
+			 (unsigned)(strtab_hash(model, strlen(model)) & HASH_HEX_MASK));
+	for (char *c = e->identity; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-'))
+			*c = '-';
+}
 
 static int32_t read_int(const config_node *node, const char *key, int64_t dflt, int64_t min,
 			int64_t max, int64_t *ret, memd_error *err)
@@ -67,6 +90,7 @@ int32_t embedder_open(const config_node *node, hostsvc *svc, embedder **ret, mem
 		return memd_error_set(err, r < 0 ? r : MEMD_EINTERNAL, 0, "embedder %s: no dimension: %s",
 				      type, derr.msg);
 	}
+	make_identity(e, node);
 	*ret = e;
 	return 0;
 }
@@ -82,6 +106,11 @@ void embedder_free(embedder *e)
 const char *embedder_type(const embedder *e)
 {
 	return e->b->type;
+}
+
+const char *embedder_identity(const embedder *e)
+{
+	return e->identity;
 }
 
 uint32_t embedder_dim(const embedder *e)

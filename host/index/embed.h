@@ -23,7 +23,13 @@ typedef struct embed_builtin {
 	int32_t (*create)(const config_node *node, hostsvc *svc, void **ret_inst, memd_error *err);
 	void (*destroy)(void *inst);
 	const memd_embedder_ops *ops;
+	/* Bump when the same config would now give other vectors (a new
+	 * algorithm): stored vectors are then re-embedded. 0 = none. */
+	uint32_t revision;
 } embed_builtin;
+
+/* Longest embedder_identity(). */
+#define EMBED_IDENTITY_MAX 64
 
 /* Open the embedder the node configures (NULL: the zero-config default,
  * hash of SETTINGS_EMBEDDER_DIM_DEFAULT). MEMD_EINVAL with the key for a
@@ -32,6 +38,10 @@ int32_t embedder_open(const config_node *node, hostsvc *svc, embedder **ret, mem
 /* Accepts NULL. */
 void embedder_free(embedder *e);
 const char *embedder_type(const embedder *e);
+/* What makes its vectors comparable: "<type>[r<revision>]-<dim>", plus
+ * "-<8 hex digits of a hash of the model>" when the config names a
+ * model. Only [a-z0-9-]; at most EMBED_IDENTITY_MAX bytes. */
+const char *embedder_identity(const embedder *e);
 /* Vector size; texts per embed call the indexer should use. */
 uint32_t embedder_dim(const embedder *e);
 uint32_t embedder_batch(const embedder *e);

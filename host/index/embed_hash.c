@@ -142,4 +142,5 @@ const embed_builtin embed_hash_builtin = {
 	.create = hash_create,
 	.destroy = free,
 	.ops = &hash_ops,
+	.revision = EMBED_HASH_REVISION,
 };

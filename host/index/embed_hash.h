@@ -17,6 +17,9 @@
 #define EMBED_HASH_WORD_WEIGHT 1.0
 #define EMBED_HASH_NGRAM_WEIGHT 0.5
 #define EMBED_HASH_NGRAM 3
+/* The algorithm's revision (embed.h: embed_builtin.revision); the golden
+ * vectors in tests/index/embed_test.c pin it. */
+#define EMBED_HASH_REVISION 1
 
 /* The "hash" entry of embed.c's table. Config keys: dim (1..
  * SETTINGS_EMBEDDER_DIM_MAX, default SETTINGS_EMBEDDER_DIM_DEFAULT). */

@@ -91,8 +91,8 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 	v->dim = embedder_dim(emb);
 	v->batch = embedder_batch(emb);
 	v->store_name = strdup(store_name);
-	if ((size_t)snprintf(v->cursor, sizeof(v->cursor), VEC_CURSOR_PREFIX "%s", store_name) >=
-	    sizeof(v->cursor)) {
+	if ((size_t)snprintf(v->cursor, sizeof(v->cursor), VEC_CURSOR_PREFIX "%s:%s", store_name,
+			     embedder_identity(emb)) >= sizeof(v->cursor)) {
 		vec_free(v);
 		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.store: name '%.64s' is too long",
 				      store_name);

@@ -5,8 +5,11 @@
  * upserts one record per event (idempotent by event), removes a
  * session's or user's records when the feed says they were deleted, and
  * keeps its feed position in the session store's durable cursor
- * "vector:<store name>" (saved after each applied batch, so a crash
- * repeats at most one batch, which the upserts make harmless). Several
+ * "vector:<store name>:<embedder identity>" (saved after each applied
+ * batch, so a crash repeats at most one batch, which the upserts make
+ * harmless). Another embedder (type, dimension, model) starts a new
+ * cursor at 0, so every event is embedded again with it; a vector store
+ * emptied or moved under the same name needs `memd index rebuild`. Several
  * memd processes share that cursor: a tailer that finds it ahead of its
  * own position jumps there and applies only the deletes in between (the
  * other process embedded the events). Calls into a plugin that is not

@@ -174,7 +174,7 @@ static void log_cursor(int round)
 	snprintf(path, sizeof(path), "%s/memd.db", env.dir);
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
 		return;
-	if (sqlite3_prepare_v2(db, "SELECT position FROM cursors WHERE name = 'vector:vec'", -1, &st,
+	if (sqlite3_prepare_v2(db, "SELECT position FROM cursors WHERE name LIKE 'vector:vec:%'", -1, &st,
 			       NULL) == SQLITE_OK) {
 		if (sqlite3_step(st) == SQLITE_ROW)
 			cursor = sqlite3_column_int64(st, 0);

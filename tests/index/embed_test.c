@@ -44,7 +44,20 @@ Test(embed_hash, zero_config_is_hash_with_the_default_dimension)
 	cr_assert_str_eq(embedder_type(e), "hash");
 	cr_assert_eq(embedder_dim(e), SETTINGS_EMBEDDER_DIM_DEFAULT);
 	cr_assert_eq(embedder_batch(e), SETTINGS_EMBEDDER_BATCH_DEFAULT);
+	cr_assert_str_eq(embedder_identity(e), "hashr1-256");
 	embedder_free(e);
+}
+
+Test(embed_hash, identity_names_type_revision_dimension_and_model)
+{
+	config_node *root;
+	embedder *e = open_yaml("dim: 32\nmodel: \"some/Model:v2\"\n", &root);
+	const char *id = embedder_identity(e);
+	cr_assert_eq(strncmp(id, "hashr1-32-", 10), 0, "%s", id);
+	cr_assert_eq(strlen(id), 18, "%s", id);
+	cr_assert_eq(strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-"), strlen(id), "%s", id);
+	embedder_free(e);
+	config_free(root);
 }
 
 Test(embed_hash, deterministic_and_normalized)

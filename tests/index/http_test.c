@@ -179,7 +179,7 @@ Test(http_search, sigterm_flushes_the_vector_index)
 
 	snprintf(path, sizeof(path), "%s/memd.db", H.dir);
 	cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	long long cursor = scalar(db, "SELECT position FROM cursors WHERE name = 'vector:vec'");
+	long long cursor = scalar(db, "SELECT position FROM cursors WHERE name LIKE 'vector:vec:%'");
 	long long head = scalar(db, "SELECT last FROM feed_counter");
 	sqlite3_close(db);
 	cr_assert_eq(cursor, head, "the vector index caught up before exit (cursor %lld, head %lld)",
