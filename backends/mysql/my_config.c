@@ -14,6 +14,8 @@
 #define MY_CONNECT_TIMEOUT_MIN_S 1
 #define MY_CONNECT_TIMEOUT_MAX_S 3600
 #define MY_HEX_BASE 16
+#define MY_DEC_BASE 10
+#define MY_HEX_LETTER_VALUE 10 /* 'a' is 10 */
 
 static const memd_config_key key_dsn = {
 	.struct_size = sizeof(memd_config_key),
@@ -149,7 +151,7 @@ static int hex_value(int ch)
 		return ch - '0';
 	ch = tolower(ch);
 	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
+		return ch - 'a' + MY_HEX_LETTER_VALUE;
 	return -1;
 }
 
@@ -211,7 +213,7 @@ static int32_t parse_port(const char *s, size_t n, uint32_t *ret, memd_error *er
 	for (size_t i = 0; i < n; i++) {
 		if (!isdigit((unsigned char)s[i]))
 			return memd_error_set(err, MEMD_EINVAL, 0, "mysql: dsn: the port is not a number");
-		v = v * 10 + (uint32_t)(s[i] - '0');
+		v = v * MY_DEC_BASE + (uint32_t)(s[i] - '0');
 		if (v > MY_PORT_MAX)
 			return memd_error_set(err, MEMD_EINVAL, 0, "mysql: dsn: port over %d",
 					      MY_PORT_MAX);

@@ -43,6 +43,7 @@ static const my_sql SQL_ROLLBACK = { MY_ST_ROLLBACK, "ROLLBACK" };
  * asking). */
 static const my_sql SQL_ROWS_READ = { MY_ST_ROWS_READ,
 	"SHOW SESSION STATUS LIKE 'Rows_read'" };
+static const my_sql SQL_MAX_PACKET = { MY_ST_MAX_PACKET, "SELECT @@max_allowed_packet" };
 
 /* ---- parameters ----------------------------------------------------- */
 
@@ -478,6 +479,20 @@ int32_t my_exec(my_conn *c, const my_sql *sql, my_params *p, my_stmt **ret, memd
 				      "mysql: statement %d takes %lu parameters, not %u",
 				      (int)sql->id, mysql_stmt_param_count(s->st),
 				      (unsigned)(p ? p->n : 0));
+	if (p && c->max_packet) {
+		uint64_t bytes = MY_PACKET_OVERHEAD;
+		for (uint32_t i = 0; i < p->n; i++)
+			bytes += MY_PACKET_PARAM_OVERHEAD +
+				 (p->b[i].buffer_type == MYSQL_TYPE_LONGLONG ? sizeof(long long)
+									     : p->len[i]);
+		if (bytes > c->max_packet)
+			return memd_error_set(err, MEMD_ETOOBIG, 0,
+					      "mysql: statement %d: %llu bytes of values are over the "
+					      "server's max_allowed_packet (%llu); raise it to store "
+					      "values this large", (int)sql->id,
+					      (unsigned long long)bytes,
+					      (unsigned long long)c->max_packet);
+	}
 	if (p && p->n && mysql_stmt_bind_param(s->st, p->b))
 		return my_fail(c, s, err, "bind statement %d", (int)sql->id);
 	r = run_stmt(c, s, err);
@@ -689,6 +704,7 @@ void my_conn_close(my_conn *c)
 	if (c->m)
 		mysql_close(c->m);
 	c->m = NULL;
+	c->max_packet = 0;
 }
 
 static unsigned int ceil_seconds(int64_t ms)
@@ -736,10 +752,24 @@ static int32_t conn_setup(my_conn *c, const my_options *o, memd_error *err)
 	my_params_init(&p);
 	my_param_i64(&p, o->statement_timeout_ms);
 	my_param_i64(&p, lock_wait);
+	int64_t max_packet = 0;
+	int found = 0;
+
 	r = my_exec(c, &SQL_SESSION_SETUP, &p, NULL, err);
 	if (r == 0)
 		r = my_exec(c, &SQL_ISOLATION, NULL, NULL, err);
+	if (r == 0)
+		r = my_query_i64(c, &SQL_MAX_PACKET, NULL, &found, &max_packet, err);
+	if (r == 0 && found && max_packet > 0)
+		c->max_packet = (uint64_t)max_packet;
 	return r;
+}
+
+uint64_t my_packet_budget(const my_conn *c)
+{
+	if (!c->max_packet)
+		return UINT64_MAX;
+	return c->max_packet > MY_PACKET_OVERHEAD ? c->max_packet - MY_PACKET_OVERHEAD : 0;
 }
 
 /* Open c to the server, on database db (NULL = none). */

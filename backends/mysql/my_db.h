@@ -27,6 +27,7 @@ typedef enum my_stmt_id {
 	MY_ST_COMMIT,
 	MY_ST_ROLLBACK,
 	MY_ST_ROWS_READ,
+	MY_ST_MAX_PACKET,
 	MY_ST_SCHEMA_LOCK,
 	MY_ST_SCHEMA_UNLOCK,
 	MY_ST_SCHEMA_VERSION,
@@ -148,6 +149,7 @@ typedef struct my_conn {
 	MYSQL *m;                  /* NULL = not connected */
 	my_stmt stmts[MY_ST_COUNT];
 	uint32_t index;            /* in the pool */
+	uint64_t max_packet;       /* the server's max_allowed_packet */
 	/* Per op, reset by the runner: */
 	int lost;                  /* the connection failed: close it */
 	int deadlock;              /* the server chose this txn as a deadlock victim */
@@ -236,12 +238,23 @@ int32_t my_call_check(const my_store *s, const memd_call *call, memd_error *err)
 
 /* Execute sql on c with p (NULL = no parameters). Statements with a
  * result set leave it open: read it with my_fetch (every row) or end it
- * with my_done. On success *ret (if not NULL) is the statement. */
+ * with my_done. On success *ret (if not NULL) is the statement. A
+ * statement whose values would not fit in the server's max_allowed_packet
+ * is refused before it is sent (MEMD_ETOOBIG): sent, the server would drop
+ * the connection, which looks like an outage. */
 int32_t my_exec(my_conn *c, const my_sql *sql, my_params *p, my_stmt **ret, memd_error *err);
 /* Execute an INSERT n times in one round trip (array binding): p's
- * bindings must point at arrays of n values (see my_events.c). */
+ * bindings must point at arrays of n values (see my_events.c). The caller
+ * keeps the values under my_packet_budget(c). */
 int32_t my_exec_bulk(my_conn *c, const my_sql *sql, MYSQL_BIND *b, uint32_t n,
 		     my_stmt **ret, memd_error *err);
+/* Bytes of values one statement on c may carry (max_allowed_packet less
+ * room for the protocol). */
+uint64_t my_packet_budget(const my_conn *c);
+/* Room reserved per parameter and per statement for the protocol. */
+#define MY_PACKET_PARAM_OVERHEAD 16u
+#define MY_PACKET_OVERHEAD 4096u
+
 /* Next row: 1 = a row (read it with my_col_*), 0 = no more rows (the
  * result is closed), < 0 = error (closed; err filled). */
 int32_t my_fetch(my_conn *c, my_stmt *s, memd_error *err);

@@ -13,9 +13,9 @@
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
 #define MY_NO_LIMIT UINT64_MAX
-/* Bytes of event values sent in one bulk insert; a batch larger than this
- * goes in several (each is still in the one transaction). Keeps every
- * packet well under the server's max_allowed_packet. */
+/* Bytes of event values sent in one bulk insert at most (and at most half
+ * the server's max_allowed_packet); a batch larger than this goes in
+ * several (each still in the one transaction). */
 #define MY_BULK_MAX_BYTES (4u * 1024u * 1024u)
 
 static const my_sql SQL_EVENT_INSERT = { MY_ST_EVENT_INSERT,
@@ -328,9 +328,13 @@ static int32_t insert_events(my_conn *c, const memd_scope *scope, const memd_app
 	while (r == 0 && from < a->n_events) {
 		uint32_t to = from;
 		size_t bytes = 0;
+		uint64_t budget = my_packet_budget(c) / 2;
+		if (budget > MY_BULK_MAX_BYTES)
+			budget = MY_BULK_MAX_BYTES;
 		while (to < a->n_events) {
-			size_t eb = event_bytes(a->events[to]);
-			if (to > from && bytes + eb > MY_BULK_MAX_BYTES)
+			size_t eb = event_bytes(a->events[to]) +
+				    EVENT_INSERT_PARAMS * MY_PACKET_PARAM_OVERHEAD;
+			if (to > from && bytes + eb > budget)
 				break;
 			bytes += eb;
 			to++;
