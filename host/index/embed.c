@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "embed_hash.h"
+#include "embed_openai.h"
 #include "settings.h"
 #include "strtab.h"
 
 /* The built-in embedders, by index.vector.embedder.type. */
 static const embed_builtin *const builtins[] = {
 	&embed_hash_builtin,
+	&embed_openai_builtin,
 };
 
 struct embedder {

@@ -3,8 +3,8 @@
  * embed: the configured embedder (index.vector.embedder), a host built-in
  * that fills the ABI's memd_embedder_ops shape, so a built-in and an
  * embedder plugin look the same to the vector indexer. Built-ins are
- * listed in embed.c's table: "hash" (embed_hash.h); others register the
- * same way.
+ * listed in embed.c's table: "hash" (embed_hash.h) and "openai"
+ * (embed_openai.h); others register the same way.
  */
 #ifndef MEMD_INDEX_EMBED_H
 #define MEMD_INDEX_EMBED_H
