@@ -29,7 +29,7 @@ suite werror 2 -Dwerror=true -Dbuildtype=debugoptimized
 
 echo "== valgrind memcheck on the core suites (same -Werror build)"
 meson test -C build-test-werror --no-rebuild --print-errorlogs --num-processes "$jobs" \
-	--timeout-multiplier 10 --wrap='valgrind -q --trace-children=yes --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite' \
+	--timeout-multiplier 10 --wrap='valgrind -q --trace-children=yes --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite' \
 	host_units facade config conformance-memory conformance-sqlite
 
 echo "== build with ASan + UBSan, run the suite"
