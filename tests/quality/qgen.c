@@ -23,10 +23,13 @@
 #define QGEN_HOUR_BASE 7
 #define QGEN_HOURS 12
 #define QGEN_DIGITS 9
+#define QGEN_EVENTS_MIN 1024                 /* first capacities */
+#define QGEN_FACTS_MIN 64
+#define QGEN_QUESTIONS_MIN 256
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- PRNG (splitmix64) --------------------------------------------------- */
+/* ---- PRNG (splitmix64; its published constants) ---------------------------- */
 
 static uint64_t mix(uint64_t *s)
 {
@@ -424,7 +427,7 @@ static size_t add_event(builder *b, uint32_t u, uint32_t sess, int64_t seq, int 
 		return 0;
 	}
 	if (s->n_events == b->cap_ev) {
-		size_t cap = b->cap_ev ? b->cap_ev * 2 : 1024;
+		size_t cap = b->cap_ev ? b->cap_ev * 2 : QGEN_EVENTS_MIN;
 		qgen_event *e = realloc(s->events, cap * sizeof(*e));
 		if (!e) {
 			free(text);
@@ -449,7 +452,7 @@ static size_t add_event(builder *b, uint32_t u, uint32_t sess, int64_t seq, int 
 static fact_inst *add_fact(builder *b)
 {
 	if (b->n_facts == b->cap_facts) {
-		size_t cap = b->cap_facts ? b->cap_facts * 2 : 64;
+		size_t cap = b->cap_facts ? b->cap_facts * 2 : QGEN_FACTS_MIN;
 		fact_inst *f = realloc(b->facts, cap * sizeof(*f));
 		if (!f) {
 			b->oom = 1;
@@ -571,7 +574,7 @@ static void gen_questions(builder *b, uint64_t *rng, uint32_t u, uint32_t n_q)
 		while (n_ask < N_OF(f->ask) && f->ask[n_ask])
 			n_ask++;
 		if (s->n_questions == b->cap_q) {
-			size_t cap = b->cap_q ? b->cap_q * 2 : 256;
+			size_t cap = b->cap_q ? b->cap_q * 2 : QGEN_QUESTIONS_MIN;
 			qgen_question *q = realloc(s->questions, cap * sizeof(*q));
 			if (!q) {
 				b->oom = 1;

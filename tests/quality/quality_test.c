@@ -31,9 +31,9 @@
 #define Q_K 10
 #define Q_K_SHORT 5
 #define Q_APP "quality"
-/* Chance is about Q_K / (events per user) ~ 0.03: every mode must do far
- * better than that. */
-#define Q_FLOOR_R10 0.35
+/* Chance is about Q_K / (events per user) ~ 0.05: every mode must do far
+ * better than that (measured: keyword 0.93, vector 0.88, hybrid 0.94). */
+#define Q_FLOOR_R10 0.6
 #define Q_TS_MAX 96
 #define Q_FTS_QUERY_MAX 4096
 /* Set (to anything) to print each question keyword and FTS5 disagree on. */
