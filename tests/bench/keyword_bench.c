@@ -19,6 +19,7 @@
  *
  * Usage: keyword_bench [events ...]   (default 10000 100000 1000000)
  * MEMD_PLUGIN_PATH must name the built plugins (for filevec).
+ * MEMD_BENCH_VERBOSE=1 prints the questions keyword and FTS5 disagree on.
  */
 #include <ftw.h>
 #include <malloc.h>
@@ -58,6 +59,8 @@
 #define QB_P50 0.50
 #define QB_P99 0.99
 #define QB_MAX_SIZES 8
+/* Set: print (stderr) each question keyword and FTS5 disagree on. */
+#define QB_ENV_VERBOSE "MEMD_BENCH_VERBOSE"
 #define QB_LCG_MUL 6364136223846793005ULL  /* Knuth's MMIX LCG: the question sample */
 #define QB_LCG_ADD 1442695040888963407ULL
 #define QB_LCG_SHIFT 33
@@ -110,6 +113,7 @@ typedef struct row {
 	size_t queries;
 	double kw_p50, kw_p99, kw_recall, kw_rate, kw_bytes, kw_heap;
 	double fts_p50, fts_p99, fts_recall, fts_rate;
+	size_t kw_won, kw_lost;      /* questions keyword found more / less of than FTS5 */
 	double vec_rate, embed_rate;
 	long vec_events;
 } row;
@@ -161,7 +165,8 @@ static kw_index *kw_load(const qgen_set *s, row *r)
 	return kw;
 }
 
-static void kw_run(kw_index *kw, const qgen_set *s, const size_t *qs, size_t nq, row *r)
+static void kw_run(kw_index *kw, const qgen_set *s, const size_t *qs, size_t nq, double *per_q,
+		   row *r)
 {
 	double *lat = malloc(nq * sizeof(*lat)), rec = 0;
 	char uid[QGEN_ID_MAX], ids[QB_K][QGEN_ID_MAX];
@@ -183,7 +188,8 @@ static void kw_run(kw_index *kw, const qgen_set *s, const size_t *qs, size_t nq,
 		for (size_t h = 0; h < n; h++)
 			snprintf(ids[h], QGEN_ID_MAX, "%s-e%03lld", hits[h].session,
 				 (long long)hits[h].seq);
-		rec += recall_of(s, q, ids, n);
+		per_q[i] = recall_of(s, q, ids, n);
+		rec += per_q[i];
 		kw_hits_free(hits, n);
 	}
 	r->kw_recall = rec / (double)nq;
@@ -252,7 +258,8 @@ static sqlite3 *fts_load(const qgen_set *s, const char dir[QB_DIR_MAX], row *r)
 	return db;
 }
 
-static void fts_run(sqlite3 *db, const qgen_set *s, const size_t *qs, size_t nq, row *r)
+static void fts_run(sqlite3 *db, const qgen_set *s, const size_t *qs, size_t nq, double *per_q,
+		    row *r)
 {
 	double *lat = malloc(nq * sizeof(*lat)), rec = 0;
 	char uid[QGEN_ID_MAX], ids[QB_K][QGEN_ID_MAX], query[QB_FTS_QUERY_MAX];
@@ -281,7 +288,8 @@ static void fts_run(sqlite3 *db, const qgen_set *s, const size_t *qs, size_t nq,
 			die("fts5 query: %s", sqlite3_errmsg(db));
 		sqlite3_reset(st);
 		lat[i] = (now_s() - t0) * QB_MS_PER_S;
-		rec += recall_of(s, q, ids, n);
+		per_q[i] = recall_of(s, q, ids, n);
+		rec += per_q[i];
 	}
 	sqlite3_finalize(st);
 	r->fts_recall = rec / (double)nq;
@@ -372,6 +380,7 @@ static void run_size(long events, row *r)
 	char dir[QB_DIR_MAX];
 	const char *tmp = getenv("TMPDIR");
 	size_t *qs, nq;
+	double *kw_q, *fts_q;
 	uint64_t pick = QB_SEED;
 	qgen_set *s = NULL;
 	kw_index *kw;
@@ -407,18 +416,32 @@ static void run_size(long events, row *r)
 		qs[j] = t;
 	}
 	r->queries = nq;
+	kw_q = malloc(nq * sizeof(*kw_q));
+	fts_q = malloc(nq * sizeof(*fts_q));
+	if (!kw_q || !fts_q)
+		die("out of memory");
 	fprintf(stderr, "%ld events, %u users: keyword...\n", r->events, r->users);
 	kw = kw_load(s, r);
-	kw_run(kw, s, qs, nq, r);
+	kw_run(kw, s, qs, nq, kw_q, r);
 	kw_free(kw);
 	fprintf(stderr, "  fts5...\n");
 	db = fts_load(s, dir, r);
-	fts_run(db, s, qs, nq, r);
+	fts_run(db, s, qs, nq, fts_q, r);
+	for (size_t i = 0; i < nq; i++) {
+		r->kw_won += kw_q[i] > fts_q[i];
+		r->kw_lost += kw_q[i] < fts_q[i];
+		if (getenv(QB_ENV_VERBOSE) && kw_q[i] != fts_q[i])
+			fprintf(stderr, "  %s u%05u \"%s\": keyword %.1f fts5 %.1f\n",
+				kw_q[i] > fts_q[i] ? "WON " : "LOST", s->questions[qs[i]].user,
+				s->questions[qs[i]].text, kw_q[i], fts_q[i]);
+	}
 	sqlite3_close(db);
 	fprintf(stderr, "  hash vector...\n");
 	vec_load(s, dir, r);
 	nftw(dir, rm_one, QB_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
 	free(qs);
+	free(kw_q);
+	free(fts_q);
 	qgen_free(s);
 }
 
@@ -446,12 +469,13 @@ int main(int argc, char **argv)
 	printf("keyword search, k=%d, %d distinct questions sampled (seeded), each asked as its user\n",
 	       QB_K, QB_QUERIES);
 	printf("%9s %6s | %-27s | %-27s\n", "", "", "memd keyword (BM25)", "SQLite FTS5 (user filter)");
-	printf("%9s %6s | %8s %8s %9s | %8s %8s %9s\n", "events", "users", "p50 ms", "p99 ms",
-	       "recall@10", "p50 ms", "p99 ms", "recall@10");
+	printf("%9s %6s | %8s %8s %9s | %8s %8s %9s | %s\n", "events", "users", "p50 ms", "p99 ms",
+	       "recall@10", "p50 ms", "p99 ms", "recall@10", "kw better/worse");
 	for (size_t i = 0; i < n; i++)
-		printf("%9ld %6u | %8.3f %8.3f %9.3f | %8.3f %8.3f %9.3f\n", rows[i].events,
+		printf("%9ld %6u | %8.3f %8.3f %9.3f | %8.3f %8.3f %9.3f | %zu/%zu\n", rows[i].events,
 		       rows[i].users, rows[i].kw_p50, rows[i].kw_p99, rows[i].kw_recall,
-		       rows[i].fts_p50, rows[i].fts_p99, rows[i].fts_recall);
+		       rows[i].fts_p50, rows[i].fts_p99, rows[i].fts_recall, rows[i].kw_won,
+		       rows[i].kw_lost);
 	printf("\nindexing (events/s) and keyword index memory (bytes/event)\n");
 	printf("%9s | %10s %10s %18s %10s | %10s %10s\n", "events", "keyword", "FTS5",
 	       "hash->filevec", "hash only", "kw own", "kw heap");
