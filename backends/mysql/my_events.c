@@ -31,35 +31,37 @@ static const my_sql SQL_EVENT_SEQ_BY_ID = { MY_ST_EVENT_SEQ_BY_ID,
 /* events_load: every query is a range of one of the session's indexes,
  * ?4 < seq < ?5, walked in the order wanted so reading stops at the
  * limit (FORCE INDEX: the optimizer must not pick a scan of the whole
- * session). NEWEST walks backwards and the outer query puts the rows back
- * in seq order. KIND queries filter on is_summary (?6) with the
- * summaries index. TIME queries (after_time, ?7) use the time index. */
+ * session). NEWEST walks backwards; the plugin puts the rows back in seq
+ * order (a derived table would do it on the server, through a temporary
+ * table, three times slower). KIND queries filter on is_summary (?6)
+ * with the summaries index. TIME queries (after_time, ?7) use the time
+ * index. */
 #define EV_FROM " FROM memd_events FORCE INDEX "
 #define EV_WHERE " WHERE app = ? AND user = ? AND session = ? AND seq > ? AND seq < ?"
 static const my_sql SQL_EVENTS_ASC = { MY_ST_EVENTS_ASC,
 	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
 	" ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_NEWEST = { MY_ST_EVENTS_NEWEST,
-	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
-	" ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
+	" ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_KIND_ASC = { MY_ST_EVENTS_KIND_ASC,
 	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
 	" AND is_summary = ? ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_KIND_NEWEST = { MY_ST_EVENTS_KIND_NEWEST,
-	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
-	" AND is_summary = ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
+	" AND is_summary = ? ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_ASC = { MY_ST_EVENTS_TIME_ASC,
 	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
 	" AND timestamp_us > ? ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_NEWEST = { MY_ST_EVENTS_TIME_NEWEST,
-	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND timestamp_us > ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND timestamp_us > ? ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_KIND_ASC = { MY_ST_EVENTS_TIME_KIND_ASC,
 	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
 	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_KIND_NEWEST = { MY_ST_EVENTS_TIME_KIND_NEWEST,
-	"SELECT * FROM (SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
+	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq DESC LIMIT ?" };
 
 void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e)
 {
@@ -493,9 +495,14 @@ typedef struct load_ctx {
 	const memd_event_sink *out;
 } load_ctx;
 
+static int is_newest(const memd_event_query *q)
+{
+	return (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
+}
+
 static const my_sql *pick_query(const memd_event_query *q)
 {
-	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
+	int newest = is_newest(q);
 	int kind = (q->flags & (MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY)) != 0;
 
 	if (q->after_time_us)
@@ -505,10 +512,53 @@ static const my_sql *pick_query(const memd_event_query *q)
 		    : (newest ? &SQL_EVENTS_NEWEST : &SQL_EVENTS_ASC);
 }
 
+/* An event copied out of a row (NEWEST rows arrive newest first and are
+ * delivered after the read, oldest first). */
+typedef struct event_copy {
+	memd_event e;
+	char *buf;
+} event_copy;
+
+static const char **string_slot(memd_event *e, size_t k)
+{
+	const char **slots[] = { &e->app, &e->user, &e->session, &e->id, &e->invocation_id,
+				 &e->author, &e->role, &e->branch, &e->content_json,
+				 &e->actions_json, &e->metadata_json, &e->text };
+	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
+}
+
+static int32_t event_copy_make(const memd_event *src, event_copy *dst, memd_error *err)
+{
+	size_t total = 0;
+	const char **slot;
+	char *p;
+
+	dst->e = *src;
+	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++)
+		total += *slot ? strlen(*slot) + 1 : 0;
+	dst->buf = malloc(total ? total : 1);
+	if (!dst->buf)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	p = dst->buf;
+	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++) {
+		size_t n;
+		if (!*slot)
+			continue;
+		n = strlen(*slot) + 1;
+		memcpy(p, *slot, n);
+		*slot = p;
+		p += n;
+	}
+	return 0;
+}
+
 static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 {
 	load_ctx *x = arg;
 	const memd_event_query *q = x->q;
+	int newest = is_newest(q);
+	event_copy *kept = NULL;
+	uint32_t n_kept = 0;
 	uint64_t n = 0;
 	my_stmt *s = NULL;
 	my_params p;
@@ -523,15 +573,28 @@ static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 	if (q->after_time_us)
 		my_param_i64(&p, q->after_time_us);
 	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
+	if (newest) {
+		kept = calloc(q->limit, sizeof(*kept));
+		if (!kept)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
 	r = my_exec(c, pick_query(q), &p, &s, err);
 	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
 		memd_event e;
 		my_event_from_row(s, 0, &e);
-		r = my_sink_result(x->out->event(x->out->userdata, &e), "event", err);
+		if (newest && n_kept < q->limit)
+			r = event_copy_make(&e, &kept[n_kept++], err);
+		else
+			r = my_sink_result(x->out->event(x->out->userdata, &e), "event", err);
 		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
 			r = my_call_check(x->store, x->call, err);
 	}
 	my_done(s);
+	for (uint32_t i = n_kept; i > 0 && r == 0; i--)
+		r = my_sink_result(x->out->event(x->out->userdata, &kept[i - 1].e), "event", err);
+	for (uint32_t i = 0; i < n_kept; i++)
+		free(kept[i].buf);
+	free(kept);
 	if (r > 0)
 		return 0; /* the sink asked to stop */
 	if (r == 0 && n == 0) {

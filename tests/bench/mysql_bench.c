@@ -83,12 +83,14 @@ static const char SQL_INSERT[] =
 	"INSERT INTO memd_events (position, app, user, session, seq, id, invocation_id, author,"
 	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq,"
 	" is_summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/* The newest rows, newest first (the plugin also copies them to hand
+ * them out oldest first; the raw side only reads them). */
 static const char SQL_CONTEXT[] =
-	"SELECT * FROM (SELECT position, app, user, session, seq, id, invocation_id, author,"
+	"SELECT position, app, user, session, seq, id, invocation_id, author,"
 	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq"
 	" FROM memd_events FORCE INDEX (memd_events_by_seq)"
 	" WHERE app = ? AND user = ? AND session = ? AND seq > ? AND seq < ?"
-	" ORDER BY seq DESC LIMIT ?) AS t ORDER BY seq";
+	" ORDER BY seq DESC LIMIT ?";
 
 static double bench_seconds = DEFAULT_SECONDS; /* per round */
 static int bench_rounds = DEFAULT_ROUNDS;
