@@ -70,6 +70,13 @@ contains "$errout" "ranks.yaml:1" "tokenizer problem located"
 expect 0 "plugins check good" -- "$memd" plugins check "$MEMD_PLUGIN_PATH/memd-buffer_window.so"
 contains "$out" "buffer_window" "report names the plugin"
 contains "$out" "max_messages" "report lists config keys"
+[[ "$out" == *"init:        ok (init and fini with an empty config)" ]] && ok ||
+	fail "plugins check report does not end with its init line: ${out: -80}"
+for server in postgres mysql; do
+	[[ -f "$MEMD_PLUGIN_PATH/memd-$server.so" ]] || continue
+	expect 0 "plugins check $server without a server" -- "$memd" plugins check "$MEMD_PLUGIN_PATH/memd-$server.so"
+	contains "$out" "init:        not completed" "$server: init not completed, plugin accepted"
+done
 expect 7 "plugins check crash_init" -- "$memd" plugins check "$fixtures/memd-crash_init.so"
 contains "$errout" "crash" "crash reported"
 expect 7 "plugins check wrong_major" -- "$memd" plugins check "$fixtures/memd-wrong_major.so"
