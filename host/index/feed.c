@@ -287,7 +287,11 @@ static void *run(void *arg)
 		t->busy = 0;
 		if (!need_start)
 			t->started = 1;
-		if (r < 0) {
+		if (r < 0 && t->stop) {
+			/* A call cut short by the stop is not a failure. */
+			pthread_cond_broadcast(&t->cond);
+			continue;
+		} else if (r < 0) {
 			if (t->failures % FEED_LOG_EVERY == 0)
 				hostsvc_log(t->svc, MEMD_LOG_WARN, t->name, "%s (attempt %u; retrying)",
 					    err.msg, t->failures + 1);
