@@ -48,7 +48,7 @@ static const pg_sql SQL_ARTIFACT_DELETE = { PG_ST_ARTIFACT_DELETE, 4,
 
 static int32_t check_name(const char *name, memd_error *err)
 {
-	int32_t r = pg_check_id("artifact name", name, err);
+	int32_t r = pu_check_id("artifact name", name, err);
 
 	if (r < 0)
 		return r;
@@ -60,7 +60,7 @@ static int32_t check_name(const char *name, memd_error *err)
 
 static int32_t check_args(const memd_scope *scope, const char *name, memd_error *err)
 {
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 	if (r == 0 && name)
 		r = check_name(name, err);
 	return r;

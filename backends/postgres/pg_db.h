@@ -218,10 +218,6 @@ int32_t pg_map_sqlstate(const char *sqlstate, uint32_t *ret_flags);
  * cancelled; 0 otherwise. */
 int32_t pg_call_check(const pg_store *s, const memd_call *call, memd_error *err);
 
-/* MEMD_EINVAL unless id is 1..MEMD_ID_MAX bytes without control chars. */
-int32_t pg_check_id(const char *what, const char *id, memd_error *err);
-/* Check scope's app and user (and session when need_session). */
-int32_t pg_check_scope(const memd_scope *scope, int need_session, memd_error *err);
 /* MEMD_EINVAL unless json is a JSON object (what names it). */
 int32_t pg_check_json_object(const char *what, const char *json, memd_error *err);
 /* MEMD_EINVAL unless json (if not NULL) is JSON PostgreSQL's jsonb can

@@ -109,28 +109,9 @@ static int is_summary(const char *role)
 
 /* ---- checks --------------------------------------------------------- */
 
-static int cmp_str_ptr(const void *a, const void *b)
+/* What jsonb cannot hold; the shared checks have run. */
+static int32_t check_nul_escapes(const memd_event *e, memd_error *err)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
-{
-	char what[32];
-	int32_t r;
-
-	if (!e)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event %u is missing", i);
-	snprintf(what, sizeof(what), "event %u id", i);
-	r = pg_check_id(what, e->id, err);
-	if (r < 0)
-		return r;
-	if (!e->role || !e->role[0])
-		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", e->id);
-	if (e->covers_seq < 0 || e->tokens < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event '%.64s': covers_seq and tokens must not be negative",
-				      e->id);
 	if (pg_json_has_nul_escape(e->content_json) || pg_json_has_nul_escape(e->actions_json) ||
 	    pg_json_has_nul_escape(e->metadata_json))
 		return memd_error_set(err, MEMD_EINVAL, 0,
@@ -144,41 +125,11 @@ static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
 static int32_t check_append(const memd_scope *scope, const memd_append *a,
 			    const memd_append_result *res, memd_error *err)
 {
-	const char **ids;
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_append(scope, a, res, err);
 
-	if (r < 0)
-		return r;
-	if (!a || !res)
-		return memd_error_set(err, MEMD_EINVAL, 0, "append or its result is missing");
-	if (a->flags & ~MEMD_APPEND_EXPECT_VERSION)
-		return memd_error_set(err, MEMD_EINVAL, 0, "append has unknown flags 0x%x",
-				      (unsigned)a->flags);
-	if (a->n_events && (!a->events || !res->seqs))
-		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
-				      (unsigned)a->n_events, a->events ? "result slots" : "events");
-	for (uint32_t i = 0; i < a->n_events; i++) {
-		r = check_event(a->events[i], i, err);
-		if (r < 0)
-			return r;
-	}
-	if (a->n_events > 1) {
-		ids = malloc(a->n_events * sizeof(*ids));
-		if (!ids)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-		for (uint32_t i = 0; i < a->n_events; i++)
-			ids[i] = a->events[i]->id;
-		qsort(ids, a->n_events, sizeof(*ids), cmp_str_ptr);
-		for (uint32_t i = 1; i < a->n_events && r == 0; i++)
-			if (strcmp(ids[i - 1], ids[i]) == 0)
-				r = memd_error_set(err, MEMD_ECONFLICT, 0,
-						   "event id '%.64s' appears twice in the batch",
-						   ids[i]);
-		free(ids);
-		if (r < 0)
-			return r;
-	}
-	return pg_state_check(a->state_delta_json, err);
+	for (uint32_t i = 0; r == 0 && i < a->n_events; i++)
+		r = check_nul_escapes(a->events[i], err);
+	return r < 0 ? r : pg_state_check(a->state_delta_json, err);
 }
 
 /* ---- one append inside a group ------------------------------------- */
@@ -738,7 +689,7 @@ int32_t pg_events_load(void *inst, const memd_call *call, const memd_scope *scop
 {
 	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
 	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;

@@ -129,7 +129,7 @@ int32_t pg_cursor_get(void *inst, const memd_call *call, const char *name, int64
 		      memd_error *err)
 {
 	feed_ctx x = { .store = inst, .call = call, .name = name };
-	int32_t r = pg_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 
 	if (r == 0 && !ret_position)
 		r = memd_error_set(err, MEMD_EINVAL, 0, "no output position");
@@ -157,7 +157,7 @@ int32_t pg_cursor_set(void *inst, const memd_call *call, const char *name, int64
 		      memd_error *err)
 {
 	feed_ctx x = { .store = inst, .call = call, .name = name, .position = position };
-	int32_t r = pg_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 
 	if (r < 0)
 		return r;

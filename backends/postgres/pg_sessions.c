@@ -198,7 +198,7 @@ int32_t pg_session_create(void *inst, const memd_call *call, const memd_session 
 		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
 	scope = (memd_scope){ .struct_size = sizeof(scope), .app = s->app, .user = s->user,
 			      .session = s->id };
-	r = pg_check_scope(&scope, 1, err);
+	r = pu_check_scope(&scope, 1, err);
 	if (r < 0)
 		return r;
 	x = (create_ctx){ 0 };
@@ -242,7 +242,7 @@ int32_t pg_session_get(void *inst, const memd_call *call, const memd_scope *scop
 		       const memd_session_sink *out, memd_error *err)
 {
 	read_ctx x = { .call = call, .scope = scope, .out = out };
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -284,7 +284,7 @@ int32_t pg_session_list(void *inst, const memd_call *call, const memd_scope *sco
 			memd_error *err)
 {
 	read_ctx x = { .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = pg_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 
 	if (r < 0)
 		return r;
@@ -293,7 +293,7 @@ int32_t pg_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (q->limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
 	if (q->before_created_us && q->before_id &&
-	    (r = pg_check_id("before_id", q->before_id, err)) < 0)
+	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
 	return pg_with_conn(inst, call, list_once, &x, err);
 }
@@ -334,7 +334,7 @@ int32_t pg_session_update(void *inst, const memd_call *call, const memd_scope *s
 			  memd_error *err)
 {
 	update_ctx x = { .scope = scope, .p = p, .out = out };
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -382,7 +382,7 @@ int32_t pg_session_delete(void *inst, const memd_call *call, const memd_scope *s
 			  memd_error *err)
 {
 	delete_ctx x = { .scope = scope, .user = 0 };
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -394,7 +394,7 @@ int32_t pg_user_delete(void *inst, const memd_call *call, const memd_scope *scop
 {
 	memd_scope user;
 	delete_ctx x = { .scope = &user, .user = 1 };
-	int32_t r = pg_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 
 	if (r < 0)
 		return r;

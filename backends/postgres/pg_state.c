@@ -219,7 +219,7 @@ int32_t pg_state_get(void *inst, const memd_call *call, const memd_scope *scope,
 		     const memd_text_sink *out, memd_error *err)
 {
 	get_ctx x = { .call = call, .scope = scope, .out = out };
-	int32_t r = pg_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;

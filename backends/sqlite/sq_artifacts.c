@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "plugin_util.h"
 #include "sq_sessions.h"
 
 #define DEFAULT_MIME "application/octet-stream"
@@ -33,7 +34,7 @@ static const sq_sql SQL_ARTIFACT_DELETE = { SQ_ST_ARTIFACT_DELETE,
 
 static int32_t check_name(const char *name, memd_error *err)
 {
-	int32_t r = sq_check_id("artifact name", name, err);
+	int32_t r = pu_check_id("artifact name", name, err);
 
 	if (r < 0)
 		return r;
@@ -46,7 +47,7 @@ static int32_t check_name(const char *name, memd_error *err)
 
 static int32_t check_args(const memd_scope *scope, const char *name, memd_error *err)
 {
-	int32_t r = sq_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 	if (r == 0 && name)
 		r = check_name(name, err);
 	return r;

@@ -4,8 +4,8 @@
  * mutex (every write transaction is BEGIN IMMEDIATE; concurrent appends
  * share transactions through sq_group.h) and a pool of
  * read-only connections; a per-connection cache of prepared statements;
- * mapping of SQLite result codes to MEMD_E* codes; scope and id checks
- * shared by every op.
+ * mapping of SQLite result codes to MEMD_E* codes (ids and scopes are
+ * checked with plugin_util's pu_check_*).
  */
 #ifndef MEMD_SQ_DB_H
 #define MEMD_SQ_DB_H
@@ -202,10 +202,6 @@ int32_t sq_call_check(const sq_store *s, const memd_call *call, memd_error *err)
  * made (SQLITE_STMTSTATUS_FULLSCAN_STEP, which this resets). */
 void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped);
 
-/* MEMD_EINVAL unless id is 1..MEMD_ID_MAX bytes without control chars. */
-int32_t sq_check_id(const char *what, const char *id, memd_error *err);
-/* Check scope's app and user (and session when need_session). */
-int32_t sq_check_scope(const memd_scope *scope, int need_session, memd_error *err);
 /* MEMD_EINVAL unless json is a JSON object (what names it in the message). */
 int32_t sq_check_json_object(const char *what, const char *json, memd_error *err);
 

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "plugin_util.h"
 #include "sq_events.h"
 
 static const sq_sql SQL_FEED_HEAD = { SQ_ST_FEED_HEAD,
@@ -233,7 +234,7 @@ int32_t sq_cursor_get(void *inst, const memd_call *call, const char *name, int64
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
 	int64_t pos = 0;
-	int32_t r = sq_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 	int rc;
 
 	if (r == 0 && !ret_position)
@@ -266,7 +267,7 @@ int32_t sq_cursor_set(void *inst, const memd_call *call, const char *name, int64
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 	int rc;
 
 	if (r < 0)

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "plugin_util.h"
 #include "sq_feed.h"
 #include "sq_state.h"
 
@@ -201,7 +202,7 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
 	scope = (memd_scope){ .struct_size = sizeof(scope), .app = s->app, .user = s->user,
 			      .session = s->id };
-	r = sq_check_scope(&scope, 1, err);
+	r = pu_check_scope(&scope, 1, err);
 	if (r < 0)
 		return r;
 	metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
@@ -226,7 +227,7 @@ int32_t sq_session_get(void *inst, const memd_call *call, const memd_scope *scop
 {
 	sq_store *store = inst;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -249,7 +250,7 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	sq_conn *c = NULL;
 	uint64_t stepped = 0;
 	uint32_t delivered = 0;
-	int32_t r = sq_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 	int rc;
 
 	if (r < 0)
@@ -258,7 +259,7 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 		return memd_error_set(err, MEMD_EINVAL, 0, "session query or sink is missing");
 	if (q->limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
-	if (q->before_created_us && q->before_id && (r = sq_check_id("before_id", q->before_id, err)) < 0)
+	if (q->before_created_us && q->before_id && (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
@@ -347,7 +348,7 @@ int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *s
 {
 	sq_store *store = inst;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -403,7 +404,7 @@ int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *s
 	sq_store *store = inst;
 	sq_session_head head;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -426,7 +427,7 @@ int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scop
 	memd_scope user;
 	int64_t n_sessions = 0, n_keys = 0;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 
 	if (r < 0)
 		return r;

@@ -141,7 +141,7 @@ int32_t sq_state_get(void *inst, const memd_call *call, const memd_scope *scope,
 	pu_state_builder *b = NULL;
 	sq_session_head head;
 	sq_conn *c = NULL;
-	int32_t r = sq_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;

@@ -2,6 +2,7 @@
 #include "plugin_util.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,4 +180,99 @@ int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_erro
 	if (call->deadline_us && now_monotonic_us > call->deadline_us)
 		return memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE, "deadline passed");
 	return 0;
+}
+
+int32_t pu_check_id(const char *what, const char *id, memd_error *err)
+{
+	size_t n;
+
+	if (!id || !id[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
+	n = strnlen(id, MEMD_ID_MAX + 1);
+	if (n > MEMD_ID_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s '%.64s...' is longer than %d bytes",
+				      what, id, MEMD_ID_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)id[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "%s contains a control character", what);
+	}
+	return 0;
+}
+
+int32_t pu_check_scope(const memd_scope *scope, int need_session, memd_error *err)
+{
+	int32_t r;
+
+	if (!scope)
+		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing");
+	r = pu_check_id("app", scope->app, err);
+	if (r == 0)
+		r = pu_check_id("user", scope->user, err);
+	if (r == 0 && need_session)
+		r = pu_check_id("session", scope->session, err);
+	return r;
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
+{
+	char what[32];
+	int32_t r;
+
+	if (!e)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event %u is missing", i);
+	snprintf(what, sizeof(what), "event %u id", i);
+	r = pu_check_id(what, e->id, err);
+	if (r < 0)
+		return r;
+	if (!e->role || !e->role[0])
+		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", e->id);
+	if (e->covers_seq < 0 || e->tokens < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event '%.64s': covers_seq and tokens must not be negative",
+				      e->id);
+	return 0;
+}
+
+int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
+			const memd_append_result *res, memd_error *err)
+{
+	const char **ids;
+	int32_t r = pu_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!a || !res)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append or its result is missing");
+	if (a->flags & ~MEMD_APPEND_EXPECT_VERSION)
+		return memd_error_set(err, MEMD_EINVAL, 0, "append has unknown flags 0x%x",
+				      (unsigned)a->flags);
+	if (a->n_events && (!a->events || !res->seqs))
+		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
+				      (unsigned)a->n_events, a->events ? "result slots" : "events");
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		r = check_event(a->events[i], i, err);
+		if (r < 0)
+			return r;
+	}
+	if (a->n_events < 2)
+		return 0;
+	ids = malloc(a->n_events * sizeof(*ids));
+	if (!ids)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	for (uint32_t i = 0; i < a->n_events; i++)
+		ids[i] = a->events[i]->id;
+	qsort(ids, a->n_events, sizeof(*ids), cmp_str_ptr);
+	for (uint32_t i = 1; i < a->n_events && r == 0; i++)
+		if (strcmp(ids[i - 1], ids[i]) == 0)
+			r = memd_error_set(err, MEMD_ECONFLICT, 0,
+					   "event id '%.64s' appears twice in the batch", ids[i]);
+	free(ids);
+	return r;
 }

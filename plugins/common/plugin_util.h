@@ -44,6 +44,22 @@ int32_t pu_state_builder_finish(pu_state_builder *b, const memd_text_sink *out,
 /* Accepts NULL. */
 void pu_state_builder_free(pu_state_builder *b);
 
+/* 0 if id is 1..MEMD_ID_MAX bytes without control characters (store.h's
+ * id rule), else MEMD_EINVAL naming what ("app", "event 3 id", ...). */
+int32_t pu_check_id(const char *what, const char *id, memd_error *err);
+
+/* pu_check_id of scope's app and user, and of its session when
+ * need_session; MEMD_EINVAL if scope is NULL. */
+int32_t pu_check_scope(const memd_scope *scope, int need_session, memd_error *err);
+
+/* The checks every store makes of an append before it takes a lock, so a
+ * bad batch writes nothing: scope with a session, known flags, events and
+ * result slots present, every event with a valid id, a role and
+ * non-negative covers_seq and tokens, and no id twice in the batch
+ * (MEMD_ECONFLICT). The state delta is the store's own to check. */
+int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
+			const memd_append_result *res, memd_error *err);
+
 /* True when a call's deadline has passed or it was cancelled; fills err. */
 int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err);
 
