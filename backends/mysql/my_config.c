@@ -95,6 +95,14 @@ static const memd_config_key key_pool = {
 	.default_value = MY_STR(MY_DEFAULT_POOL),
 	.help = "connections this instance opens at most (concurrent calls)",
 };
+static const memd_config_key key_group_commit = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_INT,
+	.name = "group_commit",
+	.default_value = MY_STR(MY_DEFAULT_GROUP_COMMIT),
+	.help = "concurrent appends (to distinct sessions) written in one transaction at "
+		"most; 1 = every append alone",
+};
 static const memd_config_key key_connect_timeout = {
 	.struct_size = sizeof(memd_config_key),
 	.type = MEMD_CONFIG_INT,
@@ -122,6 +130,7 @@ static const memd_config_key key_create_database = {
 const memd_config_key *const my_config_keys[] = {
 	&key_dsn, &key_host, &key_port, &key_socket, &key_database, &key_user, &key_password,
 	&key_sslmode, &key_ssl_ca, &key_ssl_cert, &key_ssl_key, &key_pool,
+	&key_group_commit,
 	&key_connect_timeout, &key_statement_timeout, &key_create_database, NULL,
 };
 
@@ -398,7 +407,7 @@ int32_t my_config_load(const memd_host *host, my_options *ret, memd_error *err)
 {
 	my_options o = { .sslmode = UINT32_MAX };
 	char *dsn = NULL, *sslmode = NULL;
-	int64_t port = -1, pool = MY_DEFAULT_POOL;
+	int64_t port = -1, pool = MY_DEFAULT_POOL, group = MY_DEFAULT_GROUP_COMMIT;
 	int64_t connect_s = MY_DEFAULT_CONNECT_TIMEOUT_S;
 	int64_t statement_ms = MY_DEFAULT_STATEMENT_TIMEOUT_MS;
 	int32_t rb;
@@ -428,6 +437,8 @@ int32_t my_config_load(const memd_host *host, my_options *ret, memd_error *err)
 		r = cfg_string(host, "ssl_key", &o.ssl_key, err);
 	if (r == 0)
 		r = cfg_int(host, "pool", 1, MY_POOL_MAX, &pool, err);
+	if (r == 0)
+		r = cfg_int(host, "group_commit", 1, MY_GROUP_COMMIT_MAX, &group, err);
 	if (r == 0)
 		r = cfg_int(host, "connect_timeout_s", MY_CONNECT_TIMEOUT_MIN_S,
 			    MY_CONNECT_TIMEOUT_MAX_S, &connect_s, err);
@@ -472,6 +483,7 @@ int32_t my_config_load(const memd_host *host, my_options *ret, memd_error *err)
 	if (!o.port)
 		o.port = MY_DEFAULT_PORT;
 	o.pool = (uint32_t)pool;
+	o.group_commit = (uint32_t)group;
 	o.connect_timeout_s = connect_s;
 	o.statement_timeout_ms = statement_ms;
 	*ret = o;

@@ -21,6 +21,8 @@
 #define MY_DEFAULT_USER "memd"
 #define MY_DEFAULT_SSLMODE "preferred"
 #define MY_DEFAULT_POOL 8
+#define MY_DEFAULT_GROUP_COMMIT 32 /* appends per transaction at most */
+#define MY_GROUP_COMMIT_MAX 1024
 #define MY_DEFAULT_CONNECT_TIMEOUT_S 5
 #define MY_DEFAULT_STATEMENT_TIMEOUT_MS 30000
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "my_events.h"
 #include "my_schema.h"
 #include "plugin_util.h"
 
@@ -951,22 +952,20 @@ static int32_t run_once(my_store *s, my_conn *c, const memd_call *call, int mode
 	return r;
 }
 
-int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void *arg,
-	       memd_error *err)
+int32_t my_run_on(my_store *s, my_conn *c, const memd_call *call, int mode, my_body_fn fn,
+		  void *arg, memd_error *err)
 {
 	uint32_t deadlocks = 0;
 	int stale_retried = 0;
 
 	for (;;) {
-		my_conn *c = NULL;
 		int retry;
 		int32_t r = my_call_check(s, call, err);
 
 		if (r < 0)
 			return r;
-		r = pool_take(s, call, &c, err);
-		if (r < 0)
-			return r;
+		if (c->lost)
+			my_conn_close(c); /* reconnected below */
 		c->lost = c->deadlock = c->fresh = 0;
 		c->last_errno = 0;
 		if (!c->m) {
@@ -979,7 +978,6 @@ int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void
 				int handshake = c->last_errno == CR_SERVER_LOST ||
 						c->last_errno == CR_SSL_CONNECTION_ERROR ||
 						c->last_errno == CR_SERVER_HANDSHAKE_ERR;
-				pool_give(s, c);
 				if (r == MEMD_EUNAVAIL && handshake && !stale_retried++)
 					continue;
 				if (r == MEMD_EUNAVAIL)
@@ -997,10 +995,39 @@ int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void
 				  (c->lost && !c->fresh && c->progress == 0 && !stale_retried++));
 		if (r == MEMD_EUNAVAIL && c->lost && !retry)
 			note_lost(s, err);
-		pool_give(s, c);
 		if (!retry)
 			return r;
 	}
+}
+
+int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void *arg,
+	       memd_error *err)
+{
+	my_conn *c = NULL;
+	int32_t r = my_call_check(s, call, err);
+
+	if (r == 0)
+		r = pool_take(s, call, &c, err);
+	if (r < 0)
+		return r;
+	r = my_run_on(s, c, call, mode, fn, arg, err);
+	my_give(s, c);
+	return r;
+}
+
+void my_try_take(my_store *s, my_conn **ret)
+{
+	pthread_mutex_lock(&s->pool_lock);
+	*ret = s->n_idle ? &s->conns[s->idle[--s->n_idle]] : NULL;
+	pthread_mutex_unlock(&s->pool_lock);
+}
+
+void my_give(my_store *s, my_conn *c)
+{
+	if (!c)
+		return;
+	pool_give(s, c);
+	my_group_wake(s);
 }
 
 /* ---- open / close ---------------------------------------------------- */
@@ -1111,8 +1138,8 @@ int32_t my_store_open(const memd_host *host, my_options *o, my_store **ret_store
 	/* One connection now: a wrong address, password or database shows
 	 * at start, and the schema is brought up to date before any op. */
 	c = &s->conns[s->idle[s->n_idle - 1]];
-	r = 0;
-	if (s->opt.create_database)
+	r = my_group_init(s, err);
+	if (r == 0 && s->opt.create_database)
 		r = create_database(s, c, err);
 	if (r == 0)
 		r = conn_open(s, c, s->opt.database, err);
@@ -1135,6 +1162,7 @@ void my_store_close(my_store *s)
 {
 	if (!s)
 		return;
+	my_group_free(s);
 	for (uint32_t i = 0; s->conns && i < s->opt.pool; i++)
 		my_conn_close(&s->conns[i]);
 	pthread_cond_destroy(&s->pool_cond);

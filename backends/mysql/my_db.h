@@ -177,6 +177,7 @@ typedef struct my_options {
 	uint32_t sslmode;          /* MY_SSL_* */
 	char *ssl_ca, *ssl_cert, *ssl_key;
 	uint32_t pool;             /* connections, >= 1 */
+	uint32_t group_commit;     /* appends per transaction at most, >= 1 (0 = 1) */
 	int64_t connect_timeout_s;
 	int64_t statement_timeout_ms; /* 0 = none */
 	int32_t create_database;   /* create it when it is missing */
@@ -198,6 +199,7 @@ typedef struct my_store {
 	uint32_t *idle;            /* indexes of idle connections (a stack) */
 	uint32_t n_idle;
 	int lost_logged;           /* an outage was logged; log the recovery */
+	struct my_group *group;    /* the append queue (my_events.c) */
 } my_store;
 
 /* Create the store for *o (whose strings it takes over: o is zeroed),
@@ -231,6 +233,20 @@ typedef int32_t (*my_body_fn)(my_conn *c, void *arg, memd_error *err);
 int32_t my_run(my_store *s, const memd_call *call, int mode, my_body_fn fn, void *arg,
 	       memd_error *err);
 #define MY_DEADLOCK_RETRIES 8
+
+/* Group commit needs to hold one connection across several ops. */
+
+/* Take an idle connection without waiting: *ret is the connection, or
+ * NULL when every one is busy. Give it back with my_give. */
+void my_try_take(my_store *s, my_conn **ret);
+/* Give back a connection of my_try_take (closed first if it was lost)
+ * and wake the append queue (my_group_wake). Accepts a NULL c. */
+void my_give(my_store *s, my_conn *c);
+/* my_run on a connection the caller holds (connected here if needed;
+ * kept by the caller afterwards): the same transaction, retries and
+ * errors. */
+int32_t my_run_on(my_store *s, my_conn *c, const memd_call *call, int mode, my_body_fn fn,
+		  void *arg, memd_error *err);
 
 /* MEMD_ETIMEDOUT / MEMD_ECANCELED when call's deadline passed or it was
  * cancelled; 0 otherwise. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_events.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mysqld_error.h>
 
@@ -13,6 +15,8 @@
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
 #define MY_NO_LIMIT UINT64_MAX
+#define MY_US_PER_SEC 1000000
+#define MY_NS_PER_US 1000
 /* Bytes of event values sent in one bulk insert at most (and at most half
  * the server's max_allowed_packet); a batch larger than this goes in
  * several (each still in the one transaction). */
@@ -161,6 +165,13 @@ static int32_t check_append(const memd_scope *scope, const memd_append *a,
 
 /* ---- append: inserting ------------------------------------------------ */
 
+/* One row to insert: an event of an append with its seq and position. */
+typedef struct ev_row {
+	const memd_scope *scope;
+	const memd_event *e;
+	int64_t seq, position;
+} ev_row;
+
 /* The seq of event id in scope's session, or 0 if there is none. */
 static int32_t seq_of_id(my_conn *c, const memd_scope *scope, const char *id, int64_t *ret_seq,
 			 memd_error *err)
@@ -179,15 +190,15 @@ static int32_t seq_of_id(my_conn *c, const memd_scope *scope, const char *id, in
 	return r;
 }
 
-static int32_t insert_one(my_conn *c, const memd_scope *scope, const memd_event *e,
-			  int64_t position, int64_t seq, memd_error *err)
+static int32_t insert_one(my_conn *c, const ev_row *w, memd_error *err)
 {
+	const memd_event *e = w->e;
 	my_params p;
 
 	my_params_init(&p);
-	my_param_i64(&p, position);
-	my_param_scope(&p, scope, 1);
-	my_param_i64(&p, seq);
+	my_param_i64(&p, w->position);
+	my_param_scope(&p, w->scope, 1);
+	my_param_i64(&p, w->seq);
 	my_param_text(&p, e->id);
 	my_param_text(&p, e->invocation_id);
 	my_param_text(&p, e->author);
@@ -278,26 +289,23 @@ static size_t event_bytes(const memd_event *e)
 	return n;
 }
 
-/* Insert events[from, to) with their positions and seqs in one round
- * trip. */
-static int32_t insert_bulk(my_conn *c, const memd_scope *scope, const memd_event *const *events,
-			   const int64_t *seqs, int64_t first_pos, uint32_t from, uint32_t to,
-			   memd_error *err)
+/* Insert rows[0, n) in one round trip. */
+static int32_t insert_bulk(my_conn *c, const ev_row *rows, uint32_t n, memd_error *err)
 {
-	uint32_t n = to - from;
 	bulk k;
 	int32_t r = bulk_alloc(&k, n, err);
 
 	if (r < 0)
 		return r;
 	for (uint32_t row = 0; row < n; row++) {
-		const memd_event *e = events[from + row];
+		const ev_row *w = &rows[row];
+		const memd_event *e = w->e;
 		unsigned col = 0;
-		bulk_int(&k, col++, row, first_pos + from + row);
-		bulk_text(&k, col++, row, scope->app);
-		bulk_text(&k, col++, row, scope->user);
-		bulk_text(&k, col++, row, scope->session);
-		bulk_int(&k, col++, row, seqs[from + row]);
+		bulk_int(&k, col++, row, w->position);
+		bulk_text(&k, col++, row, w->scope->app);
+		bulk_text(&k, col++, row, w->scope->user);
+		bulk_text(&k, col++, row, w->scope->session);
+		bulk_int(&k, col++, row, w->seq);
 		bulk_text(&k, col++, row, e->id);
 		bulk_text(&k, col++, row, e->invocation_id);
 		bulk_text(&k, col++, row, e->author);
@@ -317,70 +325,100 @@ static int32_t insert_bulk(my_conn *c, const memd_scope *scope, const memd_event
 	return r;
 }
 
-/* Insert the whole batch: one row alone, else bulk inserts of at most
+/* Insert rows[0, n): one row alone, else bulk inserts of at most
  * MY_BULK_MAX_BYTES each. */
-static int32_t insert_events(my_conn *c, const memd_scope *scope, const memd_append *a,
-			     const int64_t *seqs, int64_t first_pos, memd_error *err)
+static int32_t insert_rows(my_conn *c, const ev_row *rows, uint32_t n, memd_error *err)
 {
 	uint32_t from = 0;
 	int32_t r = 0;
 
-	if (a->n_events == 1)
-		return insert_one(c, scope, a->events[0], first_pos, seqs[0], err);
-	while (r == 0 && from < a->n_events) {
+	while (r == 0 && from < n) {
 		uint32_t to = from;
 		size_t bytes = 0;
 		uint64_t budget = my_packet_budget(c) / 2;
 		if (budget > MY_BULK_MAX_BYTES)
 			budget = MY_BULK_MAX_BYTES;
-		while (to < a->n_events) {
-			size_t eb = event_bytes(a->events[to]) +
+		while (to < n) {
+			size_t eb = event_bytes(rows[to].e) +
 				    EVENT_INSERT_PARAMS * MY_PACKET_PARAM_OVERHEAD;
 			if (to > from && bytes + eb > budget)
 				break;
 			bytes += eb;
 			to++;
 		}
-		r = to - from == 1 ? insert_one(c, scope, a->events[from], first_pos + from,
-						 seqs[from], err)
-				   : insert_bulk(c, scope, a->events, seqs, first_pos, from, to, err);
+		r = to - from == 1 ? insert_one(c, &rows[from], err)
+				   : insert_bulk(c, rows + from, to - from, err);
 		from = to;
 	}
 	return r;
 }
 
-/* ---- append: the transaction ------------------------------------------ */
+/* ---- append: one append inside a group -------------------------------- */
 
-typedef struct append_ctx {
+/* What a member does in its group's transaction. */
+#define REQ_PENDING 0 /* not decided yet */
+#define REQ_WRITE   1 /* writes in the group's transaction */
+#define REQ_DONE    2 /* answered without writing (replay, or refused) */
+
+typedef struct my_append_req {
+	/* input */
+	const memd_call *call;
 	const memd_scope *scope;
 	const memd_append *a;
-	int64_t *seqs;
+	/* output */
+	int64_t *seqs;             /* a->n_events slots, ours */
 	int64_t version;
 	int replayed;
-	int check_ids;    /* the batch may have been stored before: look */
-} append_ctx;
+	int32_t rc;
+	memd_error err;
+	int check_ids;             /* the batch may have been stored before: look */
+	/* group queue */
+	int queued;                /* waiting for a leader */
+	int finished;              /* rc and outputs are final */
+	struct my_append_req *next;
+	/* while its group runs */
+	int status;                /* REQ_* */
+	my_session_head head;
+} my_append_req;
 
-/* Inside the append's transaction, with the session row locked: are the
+struct my_group {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;       /* a group finished or a connection came back */
+	uint64_t gen;              /* + 1 per connection given back */
+	my_append_req *head, *tail;
+	/* statistics, logged at close */
+	uint64_t n_txns;           /* transactions that wrote appends */
+	uint64_t n_appends;        /* appends they wrote */
+	uint32_t max_batch;        /* most appends one of them wrote */
+};
+
+/* The appends of one transaction, in the lock order. */
+typedef struct group_ctx {
+	my_append_req **m;
+	size_t n;
+	size_t n_write;            /* of the last run */
+} group_ctx;
+
+/* Inside the group's transaction, with m's session row locked: are the
  * batch's ids stored? All: a replay (seqs filled). Some: a conflict.
  * None: 0 with *ret_none set. */
-static int32_t replay_check(my_conn *c, append_ctx *x, const my_session_head *head,
-			    int *ret_none, memd_error *err)
+static int32_t replay_check(my_conn *c, my_append_req *m, int *ret_none, memd_error *err)
 {
-	const memd_append *a = x->a;
+	const memd_append *a = m->a;
 	uint32_t n_existing = 0;
 	const char *some = NULL;
 	int32_t r = 0;
 
 	*ret_none = 0;
 	for (uint32_t i = 0; r == 0 && i < a->n_events; i++) {
-		r = seq_of_id(c, x->scope, a->events[i]->id, &x->seqs[i], err);
-		if (r == 0 && x->seqs[i]) {
+		r = seq_of_id(c, m->scope, a->events[i]->id, &m->seqs[i], err);
+		if (r == 0 && m->seqs[i]) {
 			n_existing++;
 			some = a->events[i]->id;
 		}
 		/* Unless an insert clashed, the first id decides in one
 		 * read (a replay resends the whole batch). */
-		if (r == 0 && i == 0 && n_existing == 0 && !x->check_ids) {
+		if (r == 0 && i == 0 && n_existing == 0 && !m->check_ids) {
 			*ret_none = 1;
 			break;
 		}
@@ -388,8 +426,8 @@ static int32_t replay_check(my_conn *c, append_ctx *x, const my_session_head *he
 	if (r < 0 || *ret_none)
 		return r;
 	if (n_existing == a->n_events) {
-		x->version = head->version;
-		x->replayed = 1;
+		m->version = m->head.version;
+		m->replayed = 1;
 		return 0;
 	}
 	if (n_existing == 0) {
@@ -402,86 +440,387 @@ static int32_t replay_check(my_conn *c, append_ctx *x, const my_session_head *he
 			      (unsigned)n_existing, (unsigned)a->n_events, some);
 }
 
-static int32_t append_body(my_conn *c, void *arg, memd_error *err)
+/* Lock m's session and decide: replay, refuse (m->rc, m->err) or write.
+ * Returns < 0 only when a statement failed (the group's transaction is
+ * in doubt). */
+static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 {
-	append_ctx *x = arg;
-	const memd_append *a = x->a;
-	my_session_head head;
-	int64_t first_pos = 0;
+	const memd_append *a = m->a;
 	int none = 1;
-	/* Every writer of the session takes its row lock first: seqs and the
-	 * version are read and advanced by one process at a time. */
-	int32_t r = my_session_lock(c, x->scope, &head, err);
+	/* Every writer of a session takes its row lock first: seqs and the
+	 * version are read and advanced by one transaction at a time. */
+	int32_t r;
 
-	x->replayed = 0;
-	if (r < 0)
-		return r;
+	c->last_errno = 0;
+	r = my_session_lock(c, m->scope, &m->head, &m->err);
 	/* An idempotent retry is answered with the stored seqs (before the
 	 * version check: the first attempt moved the version on). Only
-	 * looked for when the insert found a clash, or the version is not
+	 * looked for when an insert found a clash, or the version is not
 	 * the expected one (a retry after an unknown outcome). */
-	if (a->n_events && (x->check_ids || ((a->flags & MEMD_APPEND_EXPECT_VERSION) &&
-					      head.version != a->expected_version))) {
-		r = replay_check(c, x, &head, &none, err);
-		if (r < 0 || x->replayed)
-			return r;
+	if (r == 0 && a->n_events &&
+	    (m->check_ids || ((a->flags & MEMD_APPEND_EXPECT_VERSION) &&
+			      m->head.version != a->expected_version)))
+		r = replay_check(c, m, &none, &m->err);
+	if (r == 0 && !m->replayed && (a->flags & MEMD_APPEND_EXPECT_VERSION) &&
+	    m->head.version != a->expected_version)
+		r = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
+				   "session '%.64s' is at version %lld, not the expected %lld",
+				   m->scope->session, (long long)m->head.version,
+				   (long long)a->expected_version);
+	if (r < 0 && c->last_errno == 0 && (r == MEMD_ENOTFOUND || r == MEMD_ECONFLICT)) {
+		/* Refused on its own merits: the others go on. */
+		m->rc = r;
+		m->status = REQ_DONE;
+		return 0;
 	}
-	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && head.version != a->expected_version)
-		return memd_error_set(err, MEMD_ECONFLICT, 0,
-				      "session '%.64s' is at version %lld, not the expected %lld",
-				      x->scope->session, (long long)head.version,
-				      (long long)a->expected_version);
-	for (uint32_t i = 0; i < a->n_events; i++) {
-		x->seqs[i] = head.last_seq + 1;
-		head.last_seq = x->seqs[i];
-		if (is_summary(a->events[i]->role))
-			head.summary_seq = x->seqs[i];
+	if (r < 0) {
+		*err = m->err;
+		return r;
 	}
-	r = my_state_apply(c, x->scope, a->state_delta_json, err);
-	if (r == 0)
-		r = my_session_appended(c, x->scope, &head, a->now_us, a->title_if_unset, err);
+	m->status = m->replayed ? REQ_DONE : REQ_WRITE;
+	return 0;
+}
+
+/* The group's transaction: lock every member's session (in the sorted
+ * order) and decide it, then for the writers their state, their session
+ * rows, the feed positions (the counter's lock last: held to the commit,
+ * see my_feed.h) and every event in as few inserts as fit. */
+static int32_t group_body(my_conn *c, void *arg, memd_error *err)
+{
+	group_ctx *g = arg;
+	my_append_req **m = g->m;
+	uint64_t total = 0;
+	int64_t pos = 0;
+	ev_row *rows = NULL;
+	uint32_t k = 0;
+	int32_t r = 0;
+
+	g->n_write = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		m[i]->status = REQ_PENDING;
+		m[i]->rc = 0;
+		m[i]->replayed = 0;
+	}
+	for (size_t i = 0; r == 0 && i < g->n; i++)
+		r = decide(c, m[i], err);
+	for (size_t i = 0; r == 0 && i < g->n; i++) {
+		const memd_append *a = m[i]->a;
+		my_session_head *h = &m[i]->head;
+		if (m[i]->status != REQ_WRITE)
+			continue;
+		g->n_write++;
+		total += a->n_events;
+		for (uint32_t j = 0; j < a->n_events; j++) {
+			m[i]->seqs[j] = ++h->last_seq;
+			if (is_summary(a->events[j]->role))
+				h->summary_seq = m[i]->seqs[j];
+		}
+		r = my_state_apply(c, m[i]->scope, a->state_delta_json, err);
+		if (r == 0)
+			r = my_session_appended(c, m[i]->scope, h, a->now_us, a->title_if_unset,
+						err);
+	}
+	if (r < 0 || total == 0)
+		return r;
+	if (total > UINT32_MAX)
+		return memd_error_set(err, MEMD_ETOOBIG, 0, "append of more than %u events",
+				      (unsigned)UINT32_MAX);
+	rows = calloc(total, sizeof(*rows));
+	if (!rows)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	/* Positions last: the feed counter's lock is held from here to the
-	 * commit (see my_feed.h). */
-	if (r == 0 && a->n_events)
-		r = my_feed_alloc(c, a->n_events, &first_pos, err);
-	if (r == 0 && a->n_events) {
-		r = insert_events(c, x->scope, a, x->seqs, first_pos, err);
-		if (r == MEMD_ECONFLICT && !x->check_ids && c->last_errno == ER_DUP_ENTRY) {
-			/* An id of the batch is stored already: roll back and
-			 * look (a replay or a conflict). */
-			x->check_ids = 1;
+	 * commit (see my_feed.h); one advance for the whole group. */
+	r = my_feed_alloc(c, (uint32_t)total, &pos, err);
+	for (size_t i = 0; r == 0 && i < g->n; i++) {
+		if (m[i]->status != REQ_WRITE)
+			continue;
+		for (uint32_t j = 0; j < m[i]->a->n_events; j++, k++)
+			rows[k] = (ev_row){ .scope = m[i]->scope, .e = m[i]->a->events[j],
+					    .seq = m[i]->seqs[j], .position = pos + k };
+	}
+	if (r == 0)
+		r = insert_rows(c, rows, k, err);
+	free(rows);
+	if (r == MEMD_ECONFLICT && g->n == 1 && !m[0]->check_ids &&
+	    c->last_errno == ER_DUP_ENTRY) {
+		/* An id of the batch is stored already: roll back and look
+		 * (a replay or a conflict). */
+		m[0]->check_ids = 1;
+	}
+	return r;
+}
+
+static int cmp_req(const void *pa, const void *pb)
+{
+	const my_append_req *a = *(my_append_req *const *)pa, *b = *(my_append_req *const *)pb;
+	int c = strcmp(a->scope->app, b->scope->app);
+
+	if (!c)
+		c = strcmp(a->scope->user, b->scope->user);
+	if (!c)
+		c = strcmp(a->scope->session, b->scope->session);
+	return c;
+}
+
+/* Worth running the members one by one: the failure may be one
+ * member's (its data, a lock on its session held past the lock wait
+ * timeout, the leader's call running out of time) rather than the
+ * connection's or the memory's. */
+static int member_failure(const my_conn *c, int32_t r)
+{
+	return r < 0 && !c->lost && r != MEMD_ENOMEM;
+}
+
+static void note_written(my_store *s, size_t n_write)
+{
+	struct my_group *g = s->group;
+
+	if (!n_write)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->n_txns++;
+	g->n_appends += n_write;
+	if (n_write > g->max_batch)
+		g->max_batch = (uint32_t)n_write;
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Run members m[0..n) in one transaction on c (a connection the caller
+ * holds; NULL = take one for the run) until each has its answer. */
+static void group_run(my_store *s, const memd_call *call, my_conn *c, my_append_req **m,
+		      size_t n)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	group_ctx g = { .m = m, .n = n };
+	int checked = n == 1 && m[0]->check_ids;
+	int32_t r;
+
+	if (n > 1)
+		qsort(m, n, sizeof(*m), cmp_req);
+	for (;;) {
+		r = c ? my_run_on(s, c, call, MY_TXN, group_body, &g, &err)
+		      : my_run(s, call, MY_TXN, group_body, &g, &err);
+		if (r == MEMD_ECONFLICT && n == 1 && !checked && m[0]->check_ids) {
+			/* Rolled back; run again, now looking for the ids first. */
+			checked = 1;
+			continue;
+		}
+		break;
+	}
+	if (r == 0) {
+		for (size_t i = 0; i < n; i++)
+			if (m[i]->status == REQ_WRITE) {
+				m[i]->version = m[i]->head.version + 1;
+				m[i]->status = REQ_DONE;
+			}
+		note_written(s, g.n_write);
+		return;
+	}
+	if (n > 1 && (!c || member_failure(c, r))) {
+		/* The shared transaction is rolled back: one by one, each on
+		 * its own call, so only the culprit fails. */
+		for (size_t i = 0; i < n; i++)
+			group_run(s, m[i]->call, c, &m[i], 1);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		m[i]->rc = r;
+		m[i]->err = err;
+		m[i]->status = REQ_DONE;
+	}
+}
+
+/* ---- append: the group commit queue ----------------------------------- */
+
+int32_t my_group_init(my_store *s, memd_error *err)
+{
+	pthread_condattr_t cattr;
+	struct my_group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+	s->group = g;
+	return 0;
+}
+
+void my_group_free(my_store *s)
+{
+	struct my_group *g = s ? s->group : NULL;
+
+	if (!g)
+		return;
+	if (g->n_appends && s->host && s->host->log)
+		s->host->log(s->host, MEMD_LOG_DEBUG,
+			     "group commit: %llu appends written in %llu transactions "
+			     "(at most %u in one)",
+			     (unsigned long long)g->n_appends, (unsigned long long)g->n_txns,
+			     (unsigned)g->max_batch);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+	s->group = NULL;
+}
+
+void my_group_wake(my_store *s)
+{
+	if (!s->group)
+		return;
+	pthread_mutex_lock(&s->group->lock);
+	s->group->gen++;
+	pthread_cond_broadcast(&s->group->cond);
+	pthread_mutex_unlock(&s->group->lock);
+}
+
+static void queue_remove(struct my_group *g, my_append_req *q)
+{
+	my_append_req **pp = &g->head;
+
+	while (*pp && *pp != q)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return;
+	*pp = q->next;
+	if (g->tail == q) {
+		g->tail = g->head;
+		while (g->tail && g->tail->next)
+			g->tail = g->tail->next;
+	}
+	q->next = NULL;
+	q->queued = 0;
+}
+
+static int same_session(const my_append_req *a, const my_append_req *b)
+{
+	return strcmp(a->scope->session, b->scope->session) == 0 &&
+	       strcmp(a->scope->user, b->scope->user) == 0 &&
+	       strcmp(a->scope->app, b->scope->app) == 0;
+}
+
+/* Take up to max queued appends to distinct sessions, mine first if it is
+ * still queued. Called with g->lock held. */
+static size_t queue_take(struct my_group *g, my_append_req *mine, my_append_req **out,
+			 size_t max)
+{
+	size_t n = 0;
+
+	if (mine->queued) {
+		queue_remove(g, mine);
+		out[n++] = mine;
+	}
+	for (my_append_req *q = g->head, *next; q && n < max; q = next) {
+		int clash = 0;
+		next = q->next;
+		for (size_t i = 0; i < n && !clash; i++)
+			clash = same_session(q, out[i]);
+		if (clash)
+			continue;
+		queue_remove(g, q);
+		out[n++] = q;
+	}
+	return n;
+}
+
+/* Queue me, then either serve a group (mine and others) on an idle
+ * connection, or wait until a connection comes back or another thread's
+ * group answered me. */
+static void append_grouped(my_store *s, my_append_req *me)
+{
+	struct my_group *g = s->group;
+	const memd_call *call = me->call;
+	my_append_req **batch = calloc(s->opt.group_commit, sizeof(*batch));
+
+	if (!batch) {
+		me->rc = memd_error_set(&me->err, MEMD_ENOMEM, 0, "out of memory");
+		return;
+	}
+	pthread_mutex_lock(&g->lock);
+	me->queued = 1;
+	if (g->tail)
+		g->tail->next = me;
+	else
+		g->head = me;
+	g->tail = me;
+	while (!me->finished) {
+		if (me->queued) {
+			my_conn *c = NULL;
+			uint64_t seen = g->gen;
+			size_t n;
+
+			pthread_mutex_unlock(&g->lock);
+			my_try_take(s, &c);
+			pthread_mutex_lock(&g->lock);
+			if (c) {
+				n = queue_take(g, me, batch, s->opt.group_commit);
+				pthread_mutex_unlock(&g->lock);
+				if (n)
+					group_run(s, call, c, batch, n);
+				my_give(s, c);
+				pthread_mutex_lock(&g->lock);
+				for (size_t i = 0; i < n; i++)
+					batch[i]->finished = 1;
+				pthread_cond_broadcast(&g->cond);
+				continue;
+			}
+			if (!me->queued || g->gen != seen)
+				continue; /* answered, or a connection came back meanwhile */
+		}
+		if (call && call->deadline_us) {
+			struct timespec ts = {
+				.tv_sec = call->deadline_us / MY_US_PER_SEC,
+				.tv_nsec = (call->deadline_us % MY_US_PER_SEC) * MY_NS_PER_US,
+			};
+			if (pthread_cond_timedwait(&g->cond, &g->lock, &ts) == ETIMEDOUT &&
+			    me->queued) {
+				queue_remove(g, me);
+				me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+							"mysql: deadline passed waiting for a "
+							"connection");
+				me->finished = 1;
+			}
+		} else {
+			pthread_cond_wait(&g->cond, &g->lock);
 		}
 	}
-	if (r == 0)
-		x->version = head.version + 1;
-	return r;
+	pthread_mutex_unlock(&g->lock);
+	free(batch);
 }
 
 int32_t my_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err)
 {
-	append_ctx x = { .scope = scope, .a = a };
+	my_store *store = inst;
+	my_append_req req = { .call = call, .scope = scope, .a = a };
 	int32_t r = check_append(scope, a, res, err);
 
 	if (r < 0)
 		return r;
+	req.err.struct_size = sizeof(req.err);
 	if (a->n_events) {
-		x.seqs = calloc(a->n_events, sizeof(*x.seqs));
-		if (!x.seqs)
+		req.seqs = calloc(a->n_events, sizeof(*req.seqs));
+		if (!req.seqs)
 			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
-	r = my_run(inst, call, MY_TXN, append_body, &x, err);
-	if (r == MEMD_ECONFLICT && x.check_ids) {
-		/* Rolled back; run again, now looking for the ids first. */
-		r = my_run(inst, call, MY_TXN, append_body, &x, err);
+	if (store->opt.group_commit > 1) {
+		append_grouped(store, &req);
+	} else {
+		my_append_req *one = &req;
+		group_run(store, call, NULL, &one, 1);
 	}
+	r = req.rc;
 	if (r == 0) {
 		if (a->n_events)
-			memcpy(res->seqs, x.seqs, a->n_events * sizeof(*x.seqs));
-		res->version = x.version;
-		res->flags = x.replayed ? MEMD_APPEND_REPLAYED : 0;
+			memcpy(res->seqs, req.seqs, a->n_events * sizeof(*req.seqs));
+		res->version = req.version;
+		res->flags = req.replayed ? MEMD_APPEND_REPLAYED : 0;
+	} else if (err) {
+		*err = req.err;
 	}
-	free(x.seqs);
+	free(req.seqs);
 	return r;
 }
 

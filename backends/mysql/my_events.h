@@ -21,6 +21,28 @@
  * column col0. Strings are borrowed from s until its next fetch. */
 void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e);
 
+/* Group commit. Concurrent appends queue; a thread that finds an idle
+ * connection takes up to opt.group_commit queued appends to distinct
+ * sessions and writes them in one transaction: their session rows locked
+ * in (app, user, session) order, one advance of the feed counter, their
+ * events in as few inserts as fit, one commit. Each gets exactly what a
+ * solo append returns (seqs, version, REPLAYED, its own refusal); when
+ * the shared transaction fails for a reason that may be one member's
+ * (bad data, a lock wait timeout, the leader's deadline) rather than the
+ * connection's, every member is run again alone, on its own call, so only
+ * the culprit fails. The group runs on the leader's call (its deadline,
+ * cancellation and rows_read count). */
+
+/* Create s->group (the queue). MEMD_ENOMEM on failure. */
+int32_t my_group_init(my_store *s, memd_error *err);
+/* Log the group statistics (MEMD_LOG_DEBUG: "group commit: <appends>
+ * appends written in <transactions> transactions (at most <n> in one)",
+ * when any append was written) and free s->group. Accepts NULL, and a
+ * store without a group. No append may be running. */
+void my_group_free(my_store *s);
+/* Wake the queued appends (a connection came back). */
+void my_group_wake(my_store *s);
+
 /* memd_store_ops members; see api/memd/store.h. inst is the my_store. */
 int32_t my_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err);
