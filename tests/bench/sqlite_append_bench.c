@@ -7,6 +7,11 @@
  * survives power loss) on a database of its own in a temp directory:
  *  raw     raw sqlite3, one INSERT per transaction, one thread: the
  *          one-transaction-per-append limit of this disk;
+ *  batch   raw sqlite3, one thread, N rows per transaction into a table
+ *          shaped and indexed like the store's events (a row per session
+ *          of N): what perfect batching of N appends could reach with
+ *          this schema, with none of an append's other work (a ceiling
+ *          for reference, not a store);
  *  plugin  the sqlite plugin called directly (loaded as the host loads
  *          it), 1 thread, and N threads each appending one event at a time
  *          to a session of its own;
@@ -114,6 +119,7 @@ static void keep_group_line(void *userdata, int32_t level, const char *component
 typedef struct bench_case {
 	char what[WHAT_LEN];
 	int threads;
+	int per_call;                /* appends one call of `one` makes */
 	int (*one)(struct bench_case *c, int thread, uint64_t i); /* 0 = appended */
 	void *ctx;
 	uint64_t next[MAX_THREADS];  /* each thread's next append number */
@@ -178,7 +184,7 @@ static void take_turn(bench_case *c, double seconds, int round)
 	dt = now_s() - t0;
 	c->cpu += cpu_s() - cpu0;
 	for (int i = 0; i < c->threads; i++)
-		n += c->done[i];
+		n += c->done[i] * (uint64_t)c->per_call;
 	c->total += n;
 	c->seconds += dt;
 	c->rate[round] = (double)n / dt;
@@ -189,7 +195,22 @@ static void take_turn(bench_case *c, double seconds, int round)
 typedef struct raw_ctx {
 	sqlite3 *db;
 	sqlite3_stmt *begin, *insert, *commit;
+	int batch;                   /* rows per transaction */
+	int64_t seq[MAX_THREADS];    /* batch: each session's last seq */
 } raw_ctx;
+
+/* The store's events table and indexes (schema 2), for the batch case. */
+static const char SQL_EVENTS_LIKE[] =
+	"CREATE TABLE events (position INTEGER PRIMARY KEY, app TEXT NOT NULL,"
+	" user TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,"
+	" invocation_id TEXT, author TEXT, role TEXT NOT NULL, branch TEXT, content TEXT,"
+	" actions TEXT, metadata TEXT, timestamp_us INTEGER NOT NULL, text TEXT,"
+	" tokens INTEGER NOT NULL DEFAULT 0, covers_seq INTEGER NOT NULL DEFAULT 0);"
+	"CREATE UNIQUE INDEX events_by_seq ON events (app, user, session, seq);"
+	"CREATE UNIQUE INDEX events_by_id ON events (id, app, user, session);"
+	"CREATE INDEX events_summaries ON events (app, user, session, seq)"
+	" WHERE role = 'summary';"
+	"CREATE INDEX events_by_time ON events (app, user, session, timestamp_us, seq, role);";
 
 static void raw_exec(sqlite3 *db, const char *sql)
 {
@@ -220,31 +241,66 @@ static int raw_one(bench_case *c, int thread, uint64_t i)
 	return 0;
 }
 
-static void raw_open(bench_case *c)
+static int batch_one(bench_case *c, int thread, uint64_t i)
+{
+	raw_ctx *x = c->ctx;
+	char id[ID_LEN], sid[ID_LEN];
+
+	(void)thread;
+	if (raw_step(x->begin) != 0)
+		die("batch BEGIN", sqlite3_errmsg(x->db));
+	for (int k = 0; k < x->batch; k++) {
+		/* Time-ordered ids, like the UUIDv7 ids the host makes. */
+		snprintf(id, sizeof(id), "%016llx-%04d", (unsigned long long)i, k);
+		snprintf(sid, sizeof(sid), "s%d", k);
+		sqlite3_bind_text(x->insert, 1, sid, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(x->insert, 2, ++x->seq[k]);
+		sqlite3_bind_text(x->insert, 3, id, -1, SQLITE_TRANSIENT);
+		if (raw_step(x->insert) != 0)
+			die("batch INSERT", sqlite3_errmsg(x->db));
+	}
+	if (raw_step(x->commit) != 0)
+		die("batch COMMIT", sqlite3_errmsg(x->db));
+	return 0;
+}
+
+/* raw (batch 0): one plain INSERT per transaction; batch n: n rows per
+ * transaction into the store's events shape. */
+static void raw_open(bench_case *c, int batch)
 {
 	char path[PATH_MAX + 16];
 	raw_ctx *x = calloc(1, sizeof(*x));
+	const char *insert =
+		batch ? "INSERT INTO events (app, user, session, seq, id, author, role, content,"
+			" timestamp_us, text, tokens) VALUES ('bench', 'u', ?1, ?2, ?3, 'bench',"
+			" 'user', '" EVENT_CONTENT "', ?2, '" EVENT_TEXT "', 5)"
+		      : "INSERT INTO events (id, seq, role, content, text)"
+			" VALUES (?1, ?2, 'user', '" EVENT_CONTENT "', '" EVENT_TEXT "')";
 
 	if (!x)
 		die("bench", "out of memory");
-	snprintf(path, sizeof(path), "%s/raw.db", work_dir);
+	snprintf(path, sizeof(path), "%s/%s.db", work_dir, batch ? "batch" : "raw");
 	if (sqlite3_open(path, &x->db) != SQLITE_OK)
-		die("open raw.db", sqlite3_errmsg(x->db));
+		die("open the raw database", sqlite3_errmsg(x->db));
 	sqlite3_busy_timeout(x->db, BUSY_TIMEOUT_MS);
 	raw_exec(x->db, "PRAGMA journal_mode = WAL");
 	raw_exec(x->db, "PRAGMA synchronous = FULL");
-	raw_exec(x->db, "CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT NOT NULL,"
-			" seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT, text TEXT)");
+	raw_exec(x->db, batch ? SQL_EVENTS_LIKE
+			      : "CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT NOT NULL,"
+				" seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT, text TEXT)");
 	if (sqlite3_prepare_v2(x->db, "BEGIN IMMEDIATE", -1, &x->begin, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(x->db,
-			       "INSERT INTO events (id, seq, role, content, text)"
-			       " VALUES (?1, ?2, 'user', '" EVENT_CONTENT "', '" EVENT_TEXT "')",
-			       -1, &x->insert, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(x->db, insert, -1, &x->insert, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(x->db, "COMMIT", -1, &x->commit, NULL) != SQLITE_OK)
 		die("prepare", sqlite3_errmsg(x->db));
-	snprintf(c->what, sizeof(c->what), "raw sqlite3, 1 INSERT per transaction, 1 thread");
+	x->batch = batch;
+	if (batch)
+		snprintf(c->what, sizeof(c->what), "batch: raw sqlite3, %d event rows per transaction",
+			 batch);
+	else
+		snprintf(c->what, sizeof(c->what), "raw sqlite3, 1 INSERT per transaction, 1 thread");
 	c->threads = 1;
-	c->one = raw_one;
+	c->per_call = batch ? batch : 1;
+	c->one = batch ? batch_one : raw_one;
 	c->ctx = x;
 }
 
@@ -340,6 +396,7 @@ static void plugin_open(bench_case *c, int threads, const char *name)
 	snprintf(c->what, sizeof(c->what), "sqlite plugin append, %d thread%s", threads,
 		 threads > 1 ? "s" : "");
 	c->threads = threads;
+	c->per_call = 1;
 	c->one = plugin_one;
 	c->ctx = x;
 }
@@ -413,6 +470,7 @@ static void facade_open(bench_case *c, int threads)
 	}
 	snprintf(c->what, sizeof(c->what), "facade memd_events_append, %d threads", threads);
 	c->threads = threads;
+	c->per_call = 1;
 	c->one = facade_one;
 	c->ctx = x;
 }
@@ -430,10 +488,11 @@ static void facade_close(bench_case *c)
 /* ---- main -------------------------------------------------------------- */
 
 #define CASE_RAW 0
-#define CASE_PLUGIN_1 1
-#define CASE_PLUGIN_N 2
-#define CASE_FACADE_N 3
-#define N_CASES 4
+#define CASE_BATCH 1
+#define CASE_PLUGIN_1 2
+#define CASE_PLUGIN_N 3
+#define CASE_FACADE_N 4
+#define N_CASES 5
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -499,7 +558,8 @@ int main(int argc, char **argv)
 	       one_session ? "one shared session" : "a session per thread", sqlite3_libversion(),
 	       work_dir);
 
-	raw_open(&cases[CASE_RAW]);
+	raw_open(&cases[CASE_RAW], 0);
+	raw_open(&cases[CASE_BATCH], threads);
 	plugin_open(&cases[CASE_PLUGIN_1], 1, "plugin1");
 	plugin_open(&cases[CASE_PLUGIN_N], threads, "pluginN");
 	facade_open(&cases[CASE_FACADE_N], threads);
@@ -507,6 +567,7 @@ int main(int argc, char **argv)
 		for (int k = 0; k < N_CASES; k++)
 			take_turn(&cases[k], seconds / rounds, r);
 	raw_close(&cases[CASE_RAW]);
+	raw_close(&cases[CASE_BATCH]);
 	plugin_close(&cases[CASE_PLUGIN_1]);
 	plugin_close(&cases[CASE_PLUGIN_N]);
 	facade_close(&cases[CASE_FACADE_N]);
