@@ -13,7 +13,9 @@
  *     the session row lock, the session update, the feed counter, the
  *     INSERT - one row, or 32 in one array-bound execution - and COMMIT);
  *  2. concurrent single-event appends, N threads on their own sessions
- *     (raw: one connection per thread; plugin: pool N);
+ *     (raw: one connection per thread; plugin: pool N, or -p P; with
+ *     P < N appends queue for a connection and share transactions by
+ *     group commit);
  *  3. context: the newest 20 events of a 1,024-event session (the
  *     plugin's events_load against the same SELECT over the raw client),
  *     latency per call.
@@ -22,8 +24,8 @@
  * skews both sides alike.
  * Not a pass/fail test. Run from a build dir:
  *   ../tests/services/with-services.sh --only mariadb \
- *       env MEMD_PLUGIN_PATH=plugins tests/multiproc/mysql_bench [-t threads] [-s seconds] \
- *       [-r rounds]
+ *       env MEMD_PLUGIN_PATH=plugins tests/multiproc/mysql_bench [-t threads] [-p pool] \
+ *       [-s seconds] [-r rounds]
  */
 #include <getopt.h>
 #include <mysql.h>
@@ -558,31 +560,35 @@ static void compare_appends(plugin_store *ps, int batch, int threads, const char
 
 int main(int argc, char **argv)
 {
-	int threads = DEFAULT_THREADS, opt;
+	int threads = DEFAULT_THREADS, pool = 0, opt;
 	plugin_store ps = { 0 };
 	double raw1, plug1, raw32, plug32, rawn, plugn, rawc, plugc;
 	double rawcs[MAX_ROUNDS], plugcs[MAX_ROUNDS];
 
-	while ((opt = getopt(argc, argv, "t:s:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:p:s:r:")) != -1) {
 		if (opt == 't')
 			threads = atoi(optarg);
+		else if (opt == 'p')
+			pool = atoi(optarg);
 		else if (opt == 's')
 			bench_seconds = atof(optarg);
 		else if (opt == 'r')
 			bench_rounds = atoi(optarg);
 		else
-			die("usage", "mysql_bench [-t threads] [-s seconds] [-r rounds]");
+			die("usage", "mysql_bench [-t threads] [-p pool] [-s seconds] [-r rounds]");
 	}
 	if (threads < 1 || threads > MAX_THREADS || bench_seconds <= 0 || bench_rounds < 1 ||
-	    bench_rounds > MAX_ROUNDS)
-		die("usage", "bad -t, -s or -r");
+	    bench_rounds > MAX_ROUNDS || pool < 0 || pool > MAX_THREADS)
+		die("usage", "bad -t, -p, -s or -r");
+	if (pool == 0)
+		pool = threads;
 	if (!getenv("MEMD_MYSQL_HOST"))
 		die("setup", "MEMD_MYSQL_HOST is not set (run under tests/services/with-services.sh)");
 	snprintf(dbname, sizeof(dbname), "memd_bench_%ld", (long)getpid());
-	plugin_open(&ps, threads);
+	plugin_open(&ps, pool);
 
 	printf("MariaDB store vs raw libmariadb, same statements (medians of %d rounds of "
-	       "%.1f s)\n", bench_rounds, bench_seconds);
+	       "%.1f s; plugin pool %d)\n", bench_rounds, bench_seconds, pool);
 	compare_appends(&ps, 1, 1, "1", &raw1, &plug1);
 	printf("append batch 1, 1 thread:   raw %9.0f ev/s   plugin %9.0f ev/s   ratio %.2f\n",
 	       raw1, plug1, plug1 / raw1);
