@@ -24,6 +24,13 @@
  * same hot pages, so a longer WAL (16 MiB of 4 KiB pages) means far fewer
  * checkpoints for little more copying. */
 #define SQ_WAL_AUTOCHECKPOINT_PAGES 4000
+/* Opening the writer (WAL switch + migrations) races with another process
+ * opening the same new file: it is retried whole, this often, while the
+ * busy timeout lasts (I/O errors a few times only: a damaged file must
+ * not make memd wait). */
+#define SQ_OPEN_RETRY_US 20000
+#define SQ_OPEN_IO_RETRIES 5
+#define SQ_US_PER_MS 1000
 
 static const sq_sql SQL_BEGIN = { SQ_ST_BEGIN, "BEGIN" };
 static const sq_sql SQL_BEGIN_IMMEDIATE = { SQ_ST_BEGIN_IMMEDIATE, "BEGIN IMMEDIATE" };
@@ -255,6 +262,39 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 	return r;
 }
 
+static int64_t open_clock_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * SQ_US_PER_SEC + ts.tv_nsec / SQ_NS_PER_US;
+}
+
+/* Open the writer and migrate. Two processes opening a new file at once
+ * race for its switch to WAL (SQLite answers the loser BUSY without
+ * calling the busy handler) and its first migration (a transient I/O
+ * error); both steps are idempotent, so the whole open is retried. */
+static int32_t open_writer(sq_store *s, const sq_options *o, const memd_host *host,
+			   memd_error *err)
+{
+	int64_t give_up = open_clock_us() + (int64_t)o->busy_timeout_ms * SQ_US_PER_MS;
+	int io_retries = 0;
+	int32_t r;
+
+	for (;;) {
+		r = conn_open(&s->writer, o->path, 1, o, err);
+		if (r == 0)
+			r = sq_schema_migrate(&s->writer, host, &s->schema_version, err);
+		if (r == 0)
+			return 0;
+		conn_close(&s->writer);
+		if (r == MEMD_EIO && ++io_retries > SQ_OPEN_IO_RETRIES)
+			return r;
+		if ((r != MEMD_EUNAVAIL && r != MEMD_EIO) || open_clock_us() >= give_up)
+			return r;
+		usleep(SQ_OPEN_RETRY_US);
+	}
+}
+
 /* The writer's commit hook: counts every transaction it commits (the
  * writer is used under write_lock, so the counter needs no other lock). */
 static int count_commit(void *userdata)
@@ -364,9 +404,7 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 
 	r = make_parent_dirs(o->path, err);
 	if (r == 0)
-		r = conn_open(&s->writer, o->path, 1, o, err);
-	if (r == 0)
-		r = sq_schema_migrate(&s->writer, host, &s->schema_version, err);
+		r = open_writer(s, o, host, err);
 	if (r == 0)
 		sqlite3_commit_hook(s->writer.db, count_commit, s);
 	for (uint32_t i = 0; r == 0 && i < o->readers; i++) {
