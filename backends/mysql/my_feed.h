@@ -19,7 +19,10 @@
  * with position <= H: nothing it returns can later be joined by a new
  * record below it. The price is that appends (of any session) commit one
  * after another; the lock is held only for the event insert and the
- * commit, and InnoDB releases it before the log flush.
+ * commit, and InnoDB releases it before the log flush. Group commit
+ * (my_events.h) puts many concurrent appends behind one such step: one
+ * advance of the counter for the whole group, positions in the group's
+ * lock order.
  */
 #ifndef MEMD_MY_FEED_H
 #define MEMD_MY_FEED_H
