@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "plugin_util.h"
 #include "my_sessions.h"
 
 #define DEFAULT_MIME "application/octet-stream"
@@ -38,7 +39,7 @@ static const my_sql SQL_ARTIFACT_DELETE = { MY_ST_ARTIFACT_DELETE,
 
 static int32_t check_name(const char *name, memd_error *err)
 {
-	int32_t r = my_check_id("artifact name", name, err);
+	int32_t r = pu_check_id("artifact name", name, err);
 
 	if (r < 0)
 		return r;
@@ -50,7 +51,7 @@ static int32_t check_name(const char *name, memd_error *err)
 
 static int32_t check_args(const memd_scope *scope, const char *name, memd_error *err)
 {
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 	if (r == 0 && name)
 		r = check_name(name, err);
 	return r;

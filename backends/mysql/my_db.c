@@ -258,39 +258,6 @@ int32_t my_sink_result(int32_t r, const char *what, memd_error *err)
 
 /* ---- checks ---------------------------------------------------------- */
 
-int32_t my_check_id(const char *what, const char *id, memd_error *err)
-{
-	size_t n;
-
-	if (!id || !id[0])
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
-	n = strnlen(id, MEMD_ID_MAX + 1);
-	if (n > MEMD_ID_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s '%.64s...' is longer than %d bytes",
-				      what, id, MEMD_ID_MAX);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)id[i];
-		if (ch < 0x20 || ch == 0x7f)
-			return memd_error_set(err, MEMD_EINVAL, 0,
-					      "%s contains a control character", what);
-	}
-	return 0;
-}
-
-int32_t my_check_scope(const memd_scope *scope, int need_session, memd_error *err)
-{
-	int32_t r;
-
-	if (!scope)
-		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing");
-	r = my_check_id("app", scope->app, err);
-	if (r == 0)
-		r = my_check_id("user", scope->user, err);
-	if (r == 0 && need_session)
-		r = my_check_id("session", scope->session, err);
-	return r;
-}
-
 int32_t my_check_json_object(const char *what, const char *json, memd_error *err)
 {
 	json_error_t jerr;

@@ -313,9 +313,6 @@ int32_t my_map_errno(unsigned e, uint32_t *ret_flags, int *ret_lost);
 
 /* ---- checks shared by every op (same rules as the sqlite store) ----- */
 
-/* MEMD_EINVAL unless id is 1..MEMD_ID_MAX bytes without control chars. */
-int32_t my_check_id(const char *what, const char *id, memd_error *err);
-int32_t my_check_scope(const memd_scope *scope, int need_session, memd_error *err);
 int32_t my_check_json_object(const char *what, const char *json, memd_error *err);
 
 /* Deliver-loop result of a sink: 0 = go on, > 0 = the caller asked to

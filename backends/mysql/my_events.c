@@ -8,6 +8,7 @@
 
 #include <mysqld_error.h>
 
+#include "plugin_util.h"
 #include "my_feed.h"
 #include "my_sessions.h"
 #include "my_state.h"
@@ -97,70 +98,12 @@ static int is_summary(const char *role)
 
 /* ---- append: checks --------------------------------------------------- */
 
-static int cmp_str_ptr(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
-{
-	char what[32];
-	int32_t r;
-
-	if (!e)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event %u is missing", i);
-	snprintf(what, sizeof(what), "event %u id", i);
-	r = my_check_id(what, e->id, err);
-	if (r < 0)
-		return r;
-	if (!e->role || !e->role[0])
-		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", e->id);
-	if (e->covers_seq < 0 || e->tokens < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event '%.64s': covers_seq and tokens must not be negative",
-				      e->id);
-	return 0;
-}
-
 /* Validate the batch before any lock is taken: a bad batch writes nothing. */
 static int32_t check_append(const memd_scope *scope, const memd_append *a,
 			    const memd_append_result *res, memd_error *err)
 {
-	const char **ids;
-	int32_t r = my_check_scope(scope, 1, err);
-
-	if (r < 0)
-		return r;
-	if (!a || !res)
-		return memd_error_set(err, MEMD_EINVAL, 0, "append or its result is missing");
-	if (a->flags & ~MEMD_APPEND_EXPECT_VERSION)
-		return memd_error_set(err, MEMD_EINVAL, 0, "append has unknown flags 0x%x",
-				      (unsigned)a->flags);
-	if (a->n_events && (!a->events || !res->seqs))
-		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
-				      (unsigned)a->n_events, a->events ? "result slots" : "events");
-	for (uint32_t i = 0; i < a->n_events; i++) {
-		r = check_event(a->events[i], i, err);
-		if (r < 0)
-			return r;
-	}
-	if (a->n_events > 1) {
-		ids = malloc(a->n_events * sizeof(*ids));
-		if (!ids)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-		for (uint32_t i = 0; i < a->n_events; i++)
-			ids[i] = a->events[i]->id;
-		qsort(ids, a->n_events, sizeof(*ids), cmp_str_ptr);
-		for (uint32_t i = 1; i < a->n_events && r == 0; i++)
-			if (strcmp(ids[i - 1], ids[i]) == 0)
-				r = memd_error_set(err, MEMD_ECONFLICT, 0,
-						   "event id '%.64s' appears twice in the batch",
-						   ids[i]);
-		free(ids);
-		if (r < 0)
-			return r;
-	}
-	return my_state_check(a->state_delta_json, err);
+	int32_t r = pu_check_append(scope, a, res, err);
+	return r < 0 ? r : my_state_check(a->state_delta_json, err);
 }
 
 /* ---- append: inserting ------------------------------------------------ */
@@ -952,7 +895,7 @@ int32_t my_events_load(void *inst, const memd_call *call, const memd_scope *scop
 {
 	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
 	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin_util.h"
 #include "my_events.h"
 
 /* A feed_read with limit 0 reads everything. */
@@ -285,7 +286,7 @@ int32_t my_cursor_get(void *inst, const memd_call *call, const char *name, int64
 		      memd_error *err)
 {
 	value_ctx x = { .name = name };
-	int32_t r = my_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 
 	if (r == 0 && !ret_position)
 		r = memd_error_set(err, MEMD_EINVAL, 0, "no output position");
@@ -313,7 +314,7 @@ int32_t my_cursor_set(void *inst, const memd_call *call, const char *name, int64
 		      memd_error *err)
 {
 	value_ctx x = { .name = name, .value = position };
-	int32_t r = my_check_id("cursor name", name, err);
+	int32_t r = pu_check_id("cursor name", name, err);
 
 	if (r < 0)
 		return r;

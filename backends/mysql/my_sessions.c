@@ -6,6 +6,7 @@
 
 #include <mysqld_error.h>
 
+#include "plugin_util.h"
 #include "my_feed.h"
 #include "my_state.h"
 
@@ -257,7 +258,7 @@ int32_t my_session_create(void *inst, const memd_call *call, const memd_session 
 	x.delta = state_delta_json;
 	x.scope = (memd_scope){ .struct_size = sizeof(x.scope), .app = s->app, .user = s->user,
 				.session = s->id };
-	r = my_check_scope(&x.scope, 1, err);
+	r = pu_check_scope(&x.scope, 1, err);
 	if (r < 0)
 		return r;
 	x.metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
@@ -289,7 +290,7 @@ int32_t my_session_get(void *inst, const memd_call *call, const memd_scope *scop
 		       const memd_session_sink *out, memd_error *err)
 {
 	get_ctx x = { .scope = scope, .out = out };
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -344,7 +345,7 @@ int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *sco
 			memd_error *err)
 {
 	list_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = my_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 
 	if (r < 0)
 		return r;
@@ -353,7 +354,7 @@ int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (q->limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
 	if (q->before_created_us && q->before_id &&
-	    (r = my_check_id("before_id", q->before_id, err)) < 0)
+	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
 	return my_run(inst, call, MY_AUTOCOMMIT, list_body, &x, err);
 }
@@ -399,7 +400,7 @@ int32_t my_session_update(void *inst, const memd_call *call, const memd_scope *s
 			  memd_error *err)
 {
 	update_ctx x = { .scope = scope, .p = p };
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -462,7 +463,7 @@ static int32_t session_delete_body(my_conn *c, void *arg, memd_error *err)
 int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
 			  memd_error *err)
 {
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
@@ -494,7 +495,7 @@ int32_t my_user_delete(void *inst, const memd_call *call, const memd_scope *scop
 		       memd_error *err)
 {
 	memd_scope user;
-	int32_t r = my_check_scope(scope, 0, err);
+	int32_t r = pu_check_scope(scope, 0, err);
 
 	if (r < 0)
 		return r;

@@ -135,7 +135,7 @@ int32_t my_state_get(void *inst, const memd_call *call, const memd_scope *scope,
 		     const memd_text_sink *out, memd_error *err)
 {
 	get_ctx x = { .scope = scope };
-	int32_t r = my_check_scope(scope, 1, err);
+	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
 		return r;
