@@ -9,26 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_common.h"
+
 #define CONF_TMPL_MARK "@TMPDIR@"
 #define CONF_TESTID_MARK "@TESTID@"
 #define CONF_TMPDIR_PREFIX "memd-conf-"
 #define CONF_TESTID_PREFIX "memdconf_"
 #define CONF_INSTANCE_NAME "stores.conformance"
-#define CONF_MAX_SEARCH 32
-#define CONF_NFTW_FDS 16
 
 /* ---- small helpers ---------------------------------------------------- */
-
-static char *conf_strdup(const char *s)
-{
-	char *d;
-
-	if (!s)
-		return NULL;
-	d = strdup(s);
-	cr_assert_not_null(d, "out of memory");
-	return d;
-}
 
 static void *conf_grow(void *arr, size_t *cap, size_t need, size_t elem)
 {
@@ -43,41 +32,6 @@ static void *conf_grow(void *arr, size_t *cap, size_t need, size_t elem)
 	cr_assert_not_null(p, "out of memory");
 	*cap = nc;
 	return p;
-}
-
-/* text with every mark replaced by dir; malloc'd. */
-static char *conf_subst(const char *text, const char *mark, const char *dir)
-{
-	size_t ml = strlen(mark), dl = strlen(dir), n = 0;
-	const char *p;
-	char *out, *w;
-
-	for (p = text; (p = strstr(p, mark)); p += ml)
-		n++;
-	out = malloc(strlen(text) + n * dl + 1);
-	cr_assert_not_null(out);
-	w = out;
-	for (p = text;;) {
-		const char *m = strstr(p, mark);
-		size_t l = m ? (size_t)(m - p) : strlen(p);
-		memcpy(w, p, l);
-		w += l;
-		if (!m)
-			break;
-		memcpy(w, dir, dl);
-		w += dl;
-		p = m + ml;
-	}
-	*w = '\0';
-	return out;
-}
-
-static int conf_rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
 }
 
 /* ---- instance lifecycle ----------------------------------------------- */
@@ -97,10 +51,8 @@ conf_store *conf_open(void)
 	const char *name = getenv("MEMD_CONFORMANCE_PLUGIN");
 	const char *cfg = getenv("MEMD_CONFORMANCE_CONFIG");
 	const char *durable = getenv("MEMD_CONFORMANCE_DURABLE");
-	const char *tmp = getenv("TMPDIR");
-	char *pathlist, *save = NULL, *tok;
-	const char *search[CONF_MAX_SEARCH + 1];
-	size_t ns = 0;
+	char *pathlist;
+	const char *search[TC_MAX_SEARCH + 1];
 	char *dflt = NULL, *testid = NULL, *subst;
 	memd_error err = { .struct_size = sizeof(err) };
 	conf_store *st;
@@ -111,23 +63,15 @@ conf_store *conf_open(void)
 	cr_assert_not_null(st);
 	st->durable = durable && strcmp(durable, "1") == 0;
 
-	if (asprintf(&st->tmpdir, "%s/" CONF_TMPDIR_PREFIX "XXXXXX", tmp && tmp[0] ? tmp : "/tmp") < 0)
-		cr_assert_fail("out of memory");
-	cr_assert_not_null(mkdtemp(st->tmpdir), "mkdtemp(%s) failed", st->tmpdir);
+	st->tmpdir = tc_mkdtemp(CONF_TMPDIR_PREFIX);
 	if (!cfg || !cfg[0]) {
 		if (asprintf(&dflt, "{plugin: %s}", name) < 0)
 			cr_assert_fail("out of memory");
 		cfg = dflt;
 	}
-	/* A per-test token usable as a database or schema name: lower-case
-	 * letters, digits and '_' (from the temp dir's unique suffix). */
-	if (asprintf(&testid, CONF_TESTID_PREFIX "%s",
-		     strrchr(st->tmpdir, '/') + 1 + strlen(CONF_TMPDIR_PREFIX)) < 0)
-		cr_assert_fail("out of memory");
-	for (char *c = testid; *c; c++)
-		*c = (char)(isalnum((unsigned char)*c) ? tolower((unsigned char)*c) : '_');
-	subst = conf_subst(cfg, CONF_TMPL_MARK, st->tmpdir);
-	st->config_text = conf_subst(subst, CONF_TESTID_MARK, testid);
+	testid = tc_testid(st->tmpdir, CONF_TMPDIR_PREFIX, CONF_TESTID_PREFIX);
+	subst = tc_subst(cfg, CONF_TMPL_MARK, st->tmpdir);
+	st->config_text = tc_subst(subst, CONF_TESTID_MARK, testid);
 	free(subst);
 	free(testid);
 	free(dflt);
@@ -135,11 +79,7 @@ conf_store *conf_open(void)
 				&st->cfg, &err);
 	cr_assert_eq(r, 0, "config: %s", err.msg);
 
-	pathlist = conf_strdup(getenv("MEMD_PLUGIN_PATH") ? getenv("MEMD_PLUGIN_PATH") : "");
-	for (tok = strtok_r(pathlist, ":", &save); tok && ns < CONF_MAX_SEARCH;
-	     tok = strtok_r(NULL, ":", &save))
-		search[ns++] = tok;
-	search[ns] = NULL;
+	pathlist = tc_plugin_search(search);
 	r = loader_open(name, search, &st->plugin, &err);
 	free(pathlist);
 	cr_assert_eq(r, 0, "loader_open(%s): %s", name, err.msg);
@@ -167,8 +107,7 @@ void conf_close(conf_store *st)
 	loader_instance_destroy(st->inst);
 	loader_close(st->plugin);
 	config_free(st->cfg);
-	if (st->tmpdir)
-		nftw(st->tmpdir, conf_rm_one, CONF_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+	tc_rm_tree(st->tmpdir);
 	free(st->tmpdir);
 	free(st->config_text);
 	free(st);
@@ -192,11 +131,11 @@ static void conf_session_copy(const memd_session *in, conf_session *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->flags = in->flags;
-	out->app = conf_strdup(in->app);
-	out->user = conf_strdup(in->user);
-	out->id = conf_strdup(in->id);
-	out->title = conf_strdup(in->title);
-	out->metadata_json = conf_strdup(in->metadata_json);
+	out->app = tc_strdup(in->app);
+	out->user = tc_strdup(in->user);
+	out->id = tc_strdup(in->id);
+	out->title = tc_strdup(in->title);
+	out->metadata_json = tc_strdup(in->metadata_json);
 	out->created_us = in->created_us;
 	out->updated_us = in->updated_us;
 	out->version = in->version;
@@ -227,18 +166,18 @@ void conf_sessions_clear(conf_sessions *l)
 static void conf_event_copy(const memd_event *in, memd_event *out)
 {
 	*out = *in;
-	out->id = conf_strdup(in->id);
-	out->invocation_id = conf_strdup(in->invocation_id);
-	out->author = conf_strdup(in->author);
-	out->role = conf_strdup(in->role);
-	out->branch = conf_strdup(in->branch);
-	out->content_json = conf_strdup(in->content_json);
-	out->actions_json = conf_strdup(in->actions_json);
-	out->metadata_json = conf_strdup(in->metadata_json);
-	out->text = conf_strdup(in->text);
-	out->app = conf_strdup(in->app);
-	out->user = conf_strdup(in->user);
-	out->session = conf_strdup(in->session);
+	out->id = tc_strdup(in->id);
+	out->invocation_id = tc_strdup(in->invocation_id);
+	out->author = tc_strdup(in->author);
+	out->role = tc_strdup(in->role);
+	out->branch = tc_strdup(in->branch);
+	out->content_json = tc_strdup(in->content_json);
+	out->actions_json = tc_strdup(in->actions_json);
+	out->metadata_json = tc_strdup(in->metadata_json);
+	out->text = tc_strdup(in->text);
+	out->app = tc_strdup(in->app);
+	out->user = tc_strdup(in->user);
+	out->session = tc_strdup(in->session);
 }
 
 static void conf_event_release(memd_event *e)
@@ -327,8 +266,8 @@ static int32_t conf_artifact_many(void *ud, const memd_artifact *a)
 	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
 	c = &l->v[l->n++];
 	memset(c, 0, sizeof(*c));
-	c->name = conf_strdup(a->name);
-	c->mime_type = conf_strdup(a->mime_type);
+	c->name = tc_strdup(a->name);
+	c->mime_type = tc_strdup(a->mime_type);
 	c->version = a->version;
 	c->created_us = a->created_us;
 	c->size = a->size;
@@ -351,9 +290,9 @@ static int32_t conf_feed_many(void *ud, const memd_feed_record *r)
 	memset(c, 0, sizeof(*c));
 	c->kind = r->kind;
 	c->position = r->position;
-	c->app = conf_strdup(r->app);
-	c->user = conf_strdup(r->user);
-	c->session = conf_strdup(r->session);
+	c->app = tc_strdup(r->app);
+	c->user = tc_strdup(r->user);
+	c->session = tc_strdup(r->session);
 	if (r->event)
 		conf_event_copy(r->event, &c->event);
 	return 0;
@@ -384,10 +323,10 @@ memd_event *conf_event_new(const char *id, const char *role, const char *text,
 
 	cr_assert_not_null(e);
 	e->struct_size = sizeof(*e);
-	e->id = conf_strdup(id);
-	e->author = conf_strdup("tester");
-	e->role = conf_strdup(role);
-	e->text = conf_strdup(text);
+	e->id = tc_strdup(id);
+	e->author = tc_strdup("tester");
+	e->role = tc_strdup(role);
+	e->text = tc_strdup(text);
 	e->timestamp_us = timestamp_us;
 	e->tokens = (int64_t)(strlen(text) / 4 + 1);
 	content = json_pack("{s:[{s:s,s:s}]}", "parts", "type", "text", "text", text);

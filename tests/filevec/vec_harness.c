@@ -9,75 +9,24 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_common.h"
+
 #define VEC_TMPL_MARK "@TMPDIR@"
 #define VEC_TESTID_MARK "@TESTID@"
 #define VEC_TMPDIR_PREFIX "memd-vec-"
 #define VEC_TESTID_PREFIX "memdvec_"
 #define VEC_INSTANCE_NAME "index.vector"
-#define VEC_MAX_SEARCH 32
-#define VEC_NFTW_FDS 16
 #define VEC_MIN_HITS 8
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static char *vec_strdup(const char *s)
-{
-	char *d;
-
-	if (!s)
-		return NULL;
-	d = strdup(s);
-	cr_assert_not_null(d, "out of memory");
-	return d;
-}
-
-/* text with every mark replaced by repl; malloc'd. */
-static char *vec_subst(const char *text, const char *mark, const char *repl)
-{
-	size_t ml = strlen(mark), rl = strlen(repl), n = 0;
-	const char *p;
-	char *out, *w;
-
-	for (p = text; (p = strstr(p, mark)); p += ml)
-		n++;
-	out = malloc(strlen(text) + n * rl + 1);
-	cr_assert_not_null(out);
-	w = out;
-	for (p = text;;) {
-		const char *m = strstr(p, mark);
-		size_t l = m ? (size_t)(m - p) : strlen(p);
-		memcpy(w, p, l);
-		w += l;
-		if (!m)
-			break;
-		memcpy(w, repl, rl);
-		w += rl;
-		p = m + ml;
-	}
-	*w = '\0';
-	return out;
-}
-
-static int vec_rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 /* The config template with the test's dir and id substituted; malloc'd. */
 static char *vec_expand(const vec_store *vs, const char *tmpl)
 {
-	char *testid, *a, *b;
+	char *testid = tc_testid(vs->tmpdir, VEC_TMPDIR_PREFIX, VEC_TESTID_PREFIX);
+	char *a = tc_subst(tmpl, VEC_TMPL_MARK, vs->tmpdir);
+	char *b = tc_subst(a, VEC_TESTID_MARK, testid);
 
-	if (asprintf(&testid, VEC_TESTID_PREFIX "%s",
-		     strrchr(vs->tmpdir, '/') + 1 + strlen(VEC_TMPDIR_PREFIX)) < 0)
-		cr_assert_fail("out of memory");
-	for (char *c = testid; *c; c++)
-		*c = (char)(isalnum((unsigned char)*c) ? tolower((unsigned char)*c) : '_');
-	a = vec_subst(tmpl, VEC_TMPL_MARK, vs->tmpdir);
-	b = vec_subst(a, VEC_TESTID_MARK, testid);
 	free(a);
 	free(testid);
 	return b;
@@ -104,10 +53,8 @@ static void vec_instance_create(vec_store *vs)
 
 vec_store *vec_open_with(const char *name, const char *tmpl, int durable, int exact)
 {
-	const char *tmp = getenv("TMPDIR");
-	char *pathlist, *save = NULL, *tok, *dflt = NULL;
-	const char *search[VEC_MAX_SEARCH + 1];
-	size_t ns = 0;
+	char *pathlist, *dflt = NULL;
+	const char *search[TC_MAX_SEARCH + 1];
 	memd_error err = { .struct_size = sizeof(err) };
 	vec_store *vs;
 	int32_t r;
@@ -117,9 +64,7 @@ vec_store *vec_open_with(const char *name, const char *tmpl, int durable, int ex
 	cr_assert_not_null(vs);
 	vs->durable = durable;
 	vs->exact = exact;
-	if (asprintf(&vs->tmpdir, "%s/" VEC_TMPDIR_PREFIX "XXXXXX", tmp && tmp[0] ? tmp : "/tmp") < 0)
-		cr_assert_fail("out of memory");
-	cr_assert_not_null(mkdtemp(vs->tmpdir), "mkdtemp(%s) failed", vs->tmpdir);
+	vs->tmpdir = tc_mkdtemp(VEC_TMPDIR_PREFIX);
 	if (!tmpl || !tmpl[0]) {
 		if (asprintf(&dflt, "{plugin: %s}", name) < 0)
 			cr_assert_fail("out of memory");
@@ -131,11 +76,7 @@ vec_store *vec_open_with(const char *name, const char *tmpl, int durable, int ex
 				&vs->cfg, &err);
 	cr_assert_eq(r, 0, "config: %s", err.msg);
 
-	pathlist = vec_strdup(getenv("MEMD_PLUGIN_PATH") ? getenv("MEMD_PLUGIN_PATH") : "");
-	for (tok = strtok_r(pathlist, ":", &save); tok && ns < VEC_MAX_SEARCH;
-	     tok = strtok_r(NULL, ":", &save))
-		search[ns++] = tok;
-	search[ns] = NULL;
+	pathlist = tc_plugin_search(search);
 	r = loader_open(name, search, &vs->plugin, &err);
 	free(pathlist);
 	cr_assert_eq(r, 0, "loader_open(%s): %s", name, err.msg);
@@ -210,8 +151,7 @@ void vec_close(vec_store *vs)
 	loader_instance_destroy(vs->inst);
 	loader_close(vs->plugin);
 	config_free(vs->cfg);
-	if (vs->tmpdir)
-		nftw(vs->tmpdir, vec_rm_one, VEC_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+	tc_rm_tree(vs->tmpdir);
 	free(vs->tmpdir);
 	free(vs->config_text);
 	free(vs);
@@ -280,11 +220,11 @@ static int32_t vec_hit_one(void *ud, const memd_vector_hit *h)
 	}
 	c = &l->v[l->n++];
 	c->score = h->score;
-	c->app = vec_strdup(h->app);
-	c->user = vec_strdup(h->user);
-	c->session = vec_strdup(h->session);
-	c->event_id = vec_strdup(h->event_id);
-	c->author = vec_strdup(h->author);
+	c->app = tc_strdup(h->app);
+	c->user = tc_strdup(h->user);
+	c->session = tc_strdup(h->session);
+	c->event_id = tc_strdup(h->event_id);
+	c->author = tc_strdup(h->author);
 	c->seq = h->seq;
 	c->timestamp_us = h->timestamp_us;
 	if (l->stop_after > 0 && l->n >= (size_t)l->stop_after)

@@ -3,33 +3,28 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define TU_NFTW_FDS 16
+#include "test_common.h"
+
+#define TU_DIR_PREFIX "memd-test-"
 
 void tu_dir_make(tu_dir *d)
 {
-	const char *tmp = getenv("TMPDIR");
-	snprintf(d->path, sizeof(d->path), "%s/memd-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert_not_null(mkdtemp(d->path), "mkdtemp failed");
-}
+	char *dir = tc_mkdtemp(TU_DIR_PREFIX);
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
+	cr_assert_lt(strlen(dir), sizeof(d->path), "temp dir path too long: %s", dir);
+	strcpy(d->path, dir);
+	free(dir);
 }
 
 void tu_dir_remove(tu_dir *d)
 {
 	if (d->path[0])
-		nftw(d->path, rm_one, TU_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+		tc_rm_tree(d->path);
 	d->path[0] = '\0';
 }
 

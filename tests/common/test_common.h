@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_common: helpers every test harness needs (Criterion-asserting on
+ * out-of-memory): temp dirs, config templates, the plugin search path.
+ */
+#ifndef MEMD_TEST_COMMON_H
+#define MEMD_TEST_COMMON_H
+
+#include <stddef.h>
+
+/* The most MEMD_PLUGIN_PATH entries tc_plugin_search keeps. */
+#define TC_MAX_SEARCH 32
+
+/* strdup that asserts; NULL stays NULL. */
+char *tc_strdup(const char *s);
+/* text with every mark replaced by repl; malloc'd. */
+char *tc_subst(const char *text, const char *mark, const char *repl);
+/* A fresh directory $TMPDIR/<prefix>XXXXXX (or /tmp); malloc'd path. */
+char *tc_mkdtemp(const char *prefix);
+/* A per-test token usable as a database, schema or collection name:
+ * id_prefix + the unique suffix of tmpdir (made with dir_prefix), in
+ * lower-case letters, digits and '_'; malloc'd. */
+char *tc_testid(const char *tmpdir, const char *dir_prefix, const char *id_prefix);
+/* Remove path and everything below it; a NULL path is ignored. */
+void tc_rm_tree(const char *path);
+/* Split $MEMD_PLUGIN_PATH into search (NULL-terminated, at most
+ * TC_MAX_SEARCH entries, pointing into the returned buffer, which the
+ * caller frees after use). */
+char *tc_plugin_search(const char *search[TC_MAX_SEARCH + 1]);
+
+#endif
