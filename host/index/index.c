@@ -183,6 +183,9 @@ void index_close(indexer *ix)
 				    "closing before the vector index caught up (it will go on at the next start): %s",
 				    err.msg);
 	}
+	/* What is still in flight (a hanging embeddings endpoint) gives up
+	 * now; it is done again at the next start. */
+	vec_stop(ix->vec);
 	feed_tailer_stop(ix->vec_tail);
 	feed_tailer_stop(ix->kw_tail);
 	free_parts(ix);

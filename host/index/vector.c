@@ -30,6 +30,9 @@ struct vec_index {
 	const feed_rec **pending;
 	size_t n_pending;
 	uint32_t batch;
+	/* Raised by vec_stop: every call this indexer makes carries it as its
+	 * cancel flag, so a hanging embedder or store cannot hold up close. */
+	volatile int32_t stopping;
 };
 
 #define VEC_LOCK(v)                                  \
@@ -43,6 +46,19 @@ struct vec_index {
 			pthread_mutex_unlock(&(v)->lock); \
 	} while (0)
 
+/* A call context for the indexer's own work: cancelled by vec_stop. */
+static memd_call vec_call_ctx(vec_index *v)
+{
+	memd_call call = { .struct_size = sizeof(call), .cancel = &v->stopping };
+	return call;
+}
+
+void vec_stop(vec_index *v)
+{
+	if (v)
+		v->stopping = 1;
+}
+
 static int32_t fix(const vec_index *v, const char *op, int32_t r, memd_error *err)
 {
 	return store_fix_error(v->store_name, op, r, err);
@@ -50,7 +66,7 @@ static int32_t fix(const vec_index *v, const char *op, int32_t r, memd_error *er
 
 static int32_t do_prepare(vec_index *v, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	int32_t r = 0;
 
 	pthread_mutex_lock(&v->prepare_lock);
@@ -163,7 +179,7 @@ static int is_zero(const float *x, uint32_t dim)
 /* Embed and upsert the pending events. */
 static int32_t flush(vec_index *v, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	uint32_t n = 0;
 	int32_t r;
 
@@ -206,7 +222,7 @@ static int32_t flush(vec_index *v, memd_error *err)
 static int32_t remove_scope(vec_index *v, const char *app, const char *user, const char *session,
 			    memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	memd_vector_filter f = {
 		.struct_size = sizeof(f),
 		.app = app,
@@ -274,13 +290,13 @@ static int32_t c_start(void *ud, memd_error *err)
 static int32_t c_load(void *ud, int64_t *ret, memd_error *err)
 {
 	vec_index *v = ud;
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	return store_cursor_get(v->sessions, &call, v->cursor, ret, err);
 }
 
 int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	return store_cursor_set(v->sessions, &call, v->cursor, position, err);
 }
 
@@ -316,7 +332,7 @@ static int32_t skip_record(void *ud, const memd_feed_record *r)
 static int32_t c_skip(void *ud, int64_t position, int64_t *ret, memd_error *err)
 {
 	vec_index *v = ud;
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = vec_call_ctx(v);
 	int64_t durable = 0;
 	skip_ctx s = { v, 0, position, 0, err };
 	memd_feed_sink sink = { sizeof(sink), &s, skip_record };

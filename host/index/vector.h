@@ -42,6 +42,10 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 		 hostsvc *svc, vec_index **ret, memd_error *err);
 /* Accepts NULL. */
 void vec_free(vec_index *v);
+/* Make the calls the indexer has in flight (embedder, vector store,
+ * cursor) and every later one give up with MEMD_ECANCELED: for close,
+ * after the bounded catch-up. Accepts NULL. */
+void vec_stop(vec_index *v);
 /* The consumer ops for a feed tailer (userdata = v). */
 void vec_consumer(vec_index *v, feed_consumer *ret);
 const char *vec_cursor_name(const vec_index *v);

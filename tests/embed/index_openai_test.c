@@ -63,7 +63,22 @@ static void it_model(const it_env *e, const char *members)
 	free(body);
 }
 
+#define IT_EMBED_TIMEOUT_MS 2000
+/* close_does_not_wait_for_a_hanging_embedder: the embedder would wait
+ * this long for the hanging stand-in, which answers after IT_HANG_MS; close
+ * must return well before either (its bounded catch-up is 5 s). */
+#define IT_HANG_EMBED_TIMEOUT_MS 60000
+#define IT_HANG_MS 30000
+#define IT_CLOSE_BOUND_S 15
+
+static void it_open_with(it_env *e, int embed_timeout_ms);
+
 static void it_open(it_env *e)
+{
+	it_open_with(e, IT_EMBED_TIMEOUT_MS);
+}
+
+static void it_open_with(it_env *e, int embed_timeout_ms)
 {
 	const char *tmp = getenv("TMPDIR");
 	memd_options o = { .struct_size = sizeof(o) };
@@ -89,9 +104,9 @@ static void it_open(it_env *e)
 		"  vector:\n"
 		"    enabled: true\n"
 		"    store: qd\n"
-		"    embedder: {type: openai, url: \"%s\", model: %s, batch: 4, timeout_ms: 2000}\n",
+		"    embedder: {type: openai, url: \"%s\", model: %s, batch: 4, timeout_ms: %d}\n",
 		e->dir, sc_env("MEMD_QDRANT_STANDIN_URL"), e->coll, sc_env("MEMD_OPENAI_STANDIN_URL"),
-		e->model);
+		e->model, embed_timeout_ms);
 	cr_assert_eq(fclose(f), 0);
 	o.config_path = e->config;
 	cr_assert_eq(memd_open(&o, &e->m, &err), 0, "memd_open: %s", err.msg);
@@ -322,5 +337,28 @@ Test(index_openai, a_qdrant_outage_pauses_indexing_which_catches_up, .timeout = 
 		failed += json_integer_value(json_object_get(q, "status")) == 503;
 	json_decref(reqs);
 	cr_expect_eq(failed, 4, "the outage happened");
+	it_close(&e);
+}
+
+/* A hanging embeddings endpoint holds nobody up at close: after its bounded
+ * catch-up, memd_close cancels the embedder call in flight (it is made
+ * again at the next start). */
+Test(index_openai, close_does_not_wait_for_a_hanging_embedder, .timeout = 120)
+{
+	char members[64];
+	struct timespec t0, t1;
+	it_env e;
+
+	it_open_with(&e, IT_HANG_EMBED_TIMEOUT_MS);
+	snprintf(members, sizeof(members), "\"mode\": \"timeout\", \"delay_ms\": %d", IT_HANG_MS);
+	it_model(&e, members);
+	it_append(&e, "u", "s", "e1", "words the indexer cannot embed yet");
+	it_sleep_ms(IT_POLL_MS * 5);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	memd_close(e.m);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	e.m = NULL;
+	cr_expect_lt(t1.tv_sec - t0.tv_sec, IT_CLOSE_BOUND_S,
+		     "memd_close took %ld s with a hanging embedder", (long)(t1.tv_sec - t0.tv_sec));
 	it_close(&e);
 }
