@@ -35,4 +35,5 @@ meson test -C build-test-werror --no-rebuild --print-errorlogs --num-processes "
 echo "== build with ASan + UBSan, run the suite"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp"
 suite sanitize 4 -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
