@@ -41,8 +41,6 @@
 /* Compact the feed when dead records are over half of it and at least this many. */
 #define MEM_FEED_COMPACT_MIN 64
 /* Ids are UTF-8 without control characters (as the facade promises). */
-#define MEM_FIRST_PRINTABLE 0x20
-#define MEM_DEL 0x7f
 #define US_PER_S 1000000
 #define NS_PER_US 1000
 
@@ -202,51 +200,6 @@ static int mem_grow(void **arr, size_t *cap, size_t need, size_t elem)
 		return -1;
 	*arr = p;
 	*cap = nc;
-	return 0;
-}
-
-static int32_t mem_check_id(const char *what, const char *id, memd_error *err)
-{
-	size_t n;
-
-	if (!id || !id[0])
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing or empty", what);
-	n = strlen(id);
-	if (n > MEMD_ID_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s is %zu bytes, over the limit of %d",
-				      what, n, MEMD_ID_MAX);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)id[i] < MEM_FIRST_PRINTABLE || id[i] == MEM_DEL)
-			return memd_error_set(err, MEMD_EINVAL, 0, "%s contains a control character",
-					      what);
-	return 0;
-}
-
-/* Artifact names are ids that are also safe as file names: no '/' and no "..". */
-static int32_t mem_check_artifact_name(const char *name, memd_error *err)
-{
-	int32_t r = mem_check_id("artifact name", name, err);
-
-	if (r < 0)
-		return r;
-	if (strchr(name, '/') || strstr(name, ".."))
-		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name '%.64s' contains '/' or '..'",
-				      name);
-	return 0;
-}
-
-/* scope->app and ->user always; ->session when need_session. */
-static int32_t mem_check_scope(const memd_scope *scope, int need_session, memd_error *err)
-{
-	int32_t r;
-
-	if (!scope || !MEM_HAS(scope, session))
-		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing or too small");
-	if ((r = mem_check_id("app", scope->app, err)) < 0 ||
-	    (r = mem_check_id("user", scope->user, err)) < 0)
-		return r;
-	if (need_session)
-		return mem_check_id("session id", scope->session, err);
 	return 0;
 }
 
@@ -907,9 +860,9 @@ static int32_t mem_session_create(void *inst, const memd_call *call, const memd_
 		return r;
 	if (!s || !MEM_HAS(s, summary_seq))
 		return memd_error_set(err, MEMD_EINVAL, 0, "session record is missing or too small");
-	if ((r = mem_check_id("app", s->app, err)) < 0 ||
-	    (r = mem_check_id("user", s->user, err)) < 0 ||
-	    (r = mem_check_id("session id", s->id, err)) < 0 ||
+	if ((r = pu_check_id("app", s->app, err)) < 0 ||
+	    (r = pu_check_id("user", s->user, err)) < 0 ||
+	    (r = pu_check_id("session id", s->id, err)) < 0 ||
 	    (r = mem_check_json_object("session metadata", s->metadata_json, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
@@ -925,7 +878,7 @@ static int32_t mem_session_get(void *inst, const memd_call *call, const memd_sco
 	mem_session *s = NULL;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
 	r = mem_session_require(st, scope, &s, err);
@@ -947,14 +900,14 @@ static int32_t mem_session_list(void *inst, const memd_call *call, const memd_sc
 	size_t i, examined = 0;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 0, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 0, err)) < 0)
 		return r;
 	if (!q || !MEM_HAS(q, before_id))
 		return memd_error_set(err, MEMD_EINVAL, 0, "session query is missing or too small");
 	if (q->limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session query limit must be > 0");
 	if (q->before_created_us && q->before_id &&
-	    (r = mem_check_id("before_id", q->before_id, err)) < 0)
+	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
 	if (!out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no session sink");
@@ -984,7 +937,7 @@ static int32_t mem_session_update(void *inst, const memd_call *call, const memd_
 	char *title = NULL, *meta = NULL;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!p || !MEM_HAS(p, now_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch is missing or too small");
@@ -1049,7 +1002,7 @@ static int32_t mem_session_delete(void *inst, const memd_call *call, const memd_
 	mem_user *u;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
 	if ((r = mem_session_require(st, scope, &s, err)) < 0 ||
@@ -1077,7 +1030,7 @@ static int32_t mem_event_copy(const memd_event *in, mem_event **ret, memd_error 
 
 	if (!in || !MEM_HAS(in, covers_seq))
 		return memd_error_set(err, MEMD_EINVAL, 0, "event record is missing or too small");
-	if ((r = mem_check_id("event id", in->id, err)) < 0)
+	if ((r = pu_check_id("event id", in->id, err)) < 0)
 		return r;
 	if (!in->role || !in->role[0])
 		return memd_error_set(err, MEMD_EINVAL, 0, "event '%.64s' has no role", in->id);
@@ -1285,7 +1238,7 @@ static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *s
 	mem_store *st = inst;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!a || !MEM_HAS(a, now_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append is missing or too small");
@@ -1397,7 +1350,7 @@ static int32_t mem_events_load(void *inst, const memd_call *call, const memd_sco
 	int64_t lo, hi;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!q || !MEM_HAS(q, limit))
 		return memd_error_set(err, MEMD_EINVAL, 0, "event query is missing or too small");
@@ -1458,7 +1411,7 @@ static int32_t mem_state_get(void *inst, const memd_call *call, const memd_scope
 	uint64_t examined = 0;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!out || !out->text)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no text sink");
@@ -1507,11 +1460,11 @@ static int32_t mem_artifact_put(void *inst, const memd_call *call, const memd_sc
 	mem_artifact v = { 0 };
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!a || !MEM_HAS(a, created_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact is missing or too small");
-	if ((r = mem_check_artifact_name(a->name, err)) < 0)
+	if ((r = pu_check_artifact_name(a->name, err)) < 0)
 		return r;
 	if (a->size && !a->data)
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact of %llu bytes without data",
@@ -1582,9 +1535,9 @@ static int32_t mem_artifact_begin(mem_store *st, const memd_call *call, const me
 {
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
-	if (name && (r = mem_check_artifact_name(name, err)) < 0)
+	if (name && (r = pu_check_artifact_name(name, err)) < 0)
 		return r;
 	if (out && !out->artifact)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no artifact sink");
@@ -1731,7 +1684,7 @@ static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_sco
 	uint64_t examined = 0;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_scope(scope, 0, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 0, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
 	u = mem_user_find(st, scope->app, scope->user);
@@ -1826,7 +1779,7 @@ static int32_t mem_cursor_get(void *inst, const memd_call *call, const char *nam
 	hmap_node *n;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_id("cursor name", name, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_id("cursor name", name, err)) < 0)
 		return r;
 	if (!ret_position)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no output position");
@@ -1846,7 +1799,7 @@ static int32_t mem_cursor_set(void *inst, const memd_call *call, const char *nam
 	int64_t *v = NULL;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_id("cursor name", name, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_id("cursor name", name, err)) < 0)
 		return r;
 	if (position < 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "cursor position must be >= 0");

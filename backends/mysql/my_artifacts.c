@@ -37,23 +37,11 @@ static const my_sql SQL_ARTIFACT_VERSIONS = { MY_ST_ARTIFACT_VERSIONS,
 static const my_sql SQL_ARTIFACT_DELETE = { MY_ST_ARTIFACT_DELETE,
 	"DELETE FROM memd_artifacts WHERE app = ? AND user = ? AND session = ? AND name = ?" };
 
-static int32_t check_name(const char *name, memd_error *err)
-{
-	int32_t r = pu_check_id("artifact name", name, err);
-
-	if (r < 0)
-		return r;
-	if (strchr(name, '/') || strstr(name, ".."))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "artifact name '%.64s' must not contain '/' or '..'", name);
-	return 0;
-}
-
 static int32_t check_args(const memd_scope *scope, const char *name, memd_error *err)
 {
 	int32_t r = pu_check_scope(scope, 1, err);
 	if (r == 0 && name)
-		r = check_name(name, err);
+		r = pu_check_artifact_name(name, err);
 	return r;
 }
 

@@ -46,23 +46,11 @@ static const pg_sql SQL_ARTIFACT_VERSIONS = { PG_ST_ARTIFACT_VERSIONS, 4,
 static const pg_sql SQL_ARTIFACT_DELETE = { PG_ST_ARTIFACT_DELETE, 4,
 	"DELETE FROM artifacts WHERE app = $1 AND \"user\" = $2 AND session = $3 AND name = $4" };
 
-static int32_t check_name(const char *name, memd_error *err)
-{
-	int32_t r = pu_check_id("artifact name", name, err);
-
-	if (r < 0)
-		return r;
-	if (strchr(name, '/') || strstr(name, ".."))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "artifact name '%.64s' must not contain '/' or '..'", name);
-	return 0;
-}
-
 static int32_t check_args(const memd_scope *scope, const char *name, memd_error *err)
 {
 	int32_t r = pu_check_scope(scope, 1, err);
 	if (r == 0 && name)
-		r = check_name(name, err);
+		r = pu_check_artifact_name(name, err);
 	return r;
 }
 

@@ -205,14 +205,27 @@ int32_t pu_check_scope(const memd_scope *scope, int need_session, memd_error *er
 {
 	int32_t r;
 
-	if (!scope)
-		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing");
+	if (!scope || scope->struct_size < offsetof(memd_scope, session) + sizeof(scope->session))
+		return memd_error_set(err, MEMD_EINVAL, 0, "scope is missing or too small");
 	r = pu_check_id("app", scope->app, err);
 	if (r == 0)
 		r = pu_check_id("user", scope->user, err);
 	if (r == 0 && need_session)
 		r = pu_check_id("session", scope->session, err);
 	return r;
+}
+
+int32_t pu_check_artifact_name(const char *name, memd_error *err)
+{
+	int32_t r = pu_check_id("artifact name", name, err);
+
+	if (r < 0)
+		return r;
+	if (strchr(name, '/') || strchr(name, '\\') || strstr(name, ".."))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "artifact name '%.64s' must not contain '/', '\\' or '..'",
+				      name);
+	return 0;
 }
 
 static int cmp_str_ptr(const void *a, const void *b)

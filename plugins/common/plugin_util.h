@@ -49,8 +49,13 @@ void pu_state_builder_free(pu_state_builder *b);
 int32_t pu_check_id(const char *what, const char *id, memd_error *err);
 
 /* pu_check_id of scope's app and user, and of its session when
- * need_session; MEMD_EINVAL if scope is NULL. */
+ * need_session; MEMD_EINVAL if scope is NULL or its struct_size does not
+ * reach session. */
 int32_t pu_check_scope(const memd_scope *scope, int need_session, memd_error *err);
+
+/* pu_check_id, and no '/', backslash or ".." (store.h's artifact-name
+ * rule: names stay safe as file names). */
+int32_t pu_check_artifact_name(const char *name, memd_error *err);
 
 /* The checks every store makes of an append before it takes a lock, so a
  * bad batch writes nothing: scope with a session, known flags, events and

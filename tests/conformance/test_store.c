@@ -1085,6 +1085,24 @@ static void skip_without_artifacts(void)
 		cr_skip_test("the plugin does not provide artifacts");
 }
 
+/* store.h: artifact names never contain '/', a backslash or ".."; a scope
+ * whose struct_size does not reach session is refused. */
+Test(store, bad_artifact_names_and_short_scopes_are_refused)
+{
+	memd_scope sc = conf_scope(APP, USER, "s1"), shorty = sc;
+	static const char *const bad[] = { "a/b", "a\\b", "..", "x..y", "" };
+	int64_t v = 0;
+
+	skip_without_artifacts();
+	create_ok(APP, USER, "s1", T0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(conf_artifact_put(st, &sc, bad[i], "text/plain", "x", 1, T0, &v),
+			     MEMD_EINVAL, "artifact name '%s' was accepted", bad[i]);
+	shorty.struct_size = offsetof(memd_scope, session);
+	cr_assert_eq(conf_artifact_put(st, &shorty, "ok.txt", "text/plain", "x", 1, T0, &v),
+		     MEMD_EINVAL, "a scope without room for session was accepted");
+}
+
 Test(store, artifacts)
 {
 	memd_scope sc = conf_scope(APP, USER, "s1"), other = conf_scope(APP, USER, "s2");
