@@ -41,12 +41,17 @@ static const sq_sql SQL_SUMMARIES_DESC = { SQ_ST_SUMMARIES_DESC,
 	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_summaries"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND role = 'summary'"
 	" AND seq > ?4 AND seq < ?5 ORDER BY seq DESC" };
-/* after_time: the time index (which covers seq and role) finds the
- * matching seqs; the rows are then fetched by seq. */
-static const sq_sql SQL_EVENTS_BY_TIME = { SQ_ST_EVENTS_BY_TIME,
-	"SELECT seq, role FROM events INDEXED BY events_by_time"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND timestamp_us > ?6"
-	" AND seq > ?4 AND seq < ?5" };
+/* after_time: events_by_seq covers timestamp and role, so the matching
+ * seqs are found index-only in seq order; the rows are then fetched by
+ * seq. */
+static const sq_sql SQL_TIMES_ASC = { SQ_ST_TIMES_ASC,
+	"SELECT seq, role, timestamp_us FROM events INDEXED BY events_by_seq"
+	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
+	" ORDER BY seq" };
+static const sq_sql SQL_TIMES_DESC = { SQ_ST_TIMES_DESC,
+	"SELECT seq, role, timestamp_us FROM events INDEXED BY events_by_seq"
+	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
+	" ORDER BY seq DESC" };
 static const sq_sql SQL_EVENT_BY_SEQ = { SQ_ST_EVENT_BY_SEQ,
 	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_by_seq"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq = ?4" };
@@ -424,36 +429,31 @@ out:
 	return r > 0 ? 0 : r;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* after_time: find matching seqs on the time index (index-only), sort
- * them, then fetch the first (or, with NEWEST, last) `limit` by seq. */
+/* after_time: walk events_by_seq index-only in the wanted direction (NEWEST
+ * backwards), keep the seqs of matching events up to the limit, then fetch
+ * those rows by seq in ascending order. */
 static int32_t load_by_time(load_ctx *x)
 {
 	const memd_event_query *q = x->q;
+	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
 	int64_t *seqs = NULL;
-	size_t n = 0, cap = 0, from = 0, to;
+	size_t n = 0, cap = 0;
 	uint64_t stepped = 0;
 	sqlite3_stmt *st = NULL;
-	int32_t r = sq_stmt(x->c, &SQL_EVENTS_BY_TIME, &st, x->err);
+	int32_t r = sq_stmt(x->c, newest ? &SQL_TIMES_DESC : &SQL_TIMES_ASC, &st, x->err);
 	int rc;
 
 	if (r < 0)
 		return r;
 	rc = bind_range(st, x);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 6, q->after_time_us);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while (rc == SQLITE_OK && (q->limit == 0 || n < q->limit) &&
+	       (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		rc = SQLITE_OK;
 		stepped++;
 		if (stepped % SQ_CHECK_EVERY == 0 &&
 		    (r = sq_call_check(x->store, x->call, x->err)) < 0)
 			goto out;
-		if (!wanted(x, sq_col_text(st, 1)))
+		if (sqlite3_column_int64(st, 2) <= q->after_time_us || !wanted(x, sq_col_text(st, 1)))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : SEQS_INITIAL;
@@ -467,7 +467,7 @@ static int32_t load_by_time(load_ctx *x)
 		}
 		seqs[n++] = sqlite3_column_int64(st, 0);
 	}
-	if (rc != SQLITE_DONE) {
+	if (rc != SQLITE_OK && rc != SQLITE_DONE) {
 		r = sq_fail(x->c, rc, x->err, "load events of '%.64s'", x->scope->session);
 		goto out;
 	}
@@ -476,21 +476,14 @@ static int32_t load_by_time(load_ctx *x)
 	sq_stmt_done(st);
 	st = NULL;
 
-	qsort(seqs, n, sizeof(*seqs), cmp_i64);
-	to = n;
-	if (q->limit && n > q->limit) {
-		if (q->flags & MEMD_EVQ_NEWEST)
-			from = n - q->limit;
-		else
-			to = q->limit;
-	}
 	r = sq_stmt(x->c, &SQL_EVENT_BY_SEQ, &st, x->err);
-	for (size_t i = from; r == 0 && i < to; i++) {
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int64_t seq = newest ? seqs[n - 1 - i] : seqs[i];
 		memd_event e;
 
 		rc = sq_bind_scope(st, x->scope, 1);
 		if (rc == SQLITE_OK)
-			rc = sqlite3_bind_int64(st, 4, seqs[i]);
+			rc = sqlite3_bind_int64(st, 4, seq);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW) {
@@ -498,8 +491,8 @@ static int32_t load_by_time(load_ctx *x)
 			sq_event_from_row(st, 0, &e);
 			r = deliver(x, &e);
 		} else {
-			r = sq_fail(x->c, rc, x->err, "load event %lld of '%.64s'",
-				    (long long)seqs[i], x->scope->session);
+			r = sq_fail(x->c, rc, x->err, "load event %lld of '%.64s'", (long long)seq,
+				    x->scope->session);
 		}
 		sqlite3_reset(st);
 	}

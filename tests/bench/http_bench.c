@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,6 +46,7 @@
 #include <memd/memd.h>
 
 #define DEFAULT_CONNS 16
+#define US_PER_SEC 1e6
 #define DEFAULT_SECONDS 3.0
 #define MAX_CONNS 256
 #define CONTEXT_EVENTS 20
@@ -114,7 +116,44 @@ static int cmp_i64(const void *a, const void *b)
 
 typedef struct result {
 	double rate, p50_ms, p99_ms;
+	double cpu_self_us, cpu_server_us; /* CPU per request: this process, memd serve */
 } result;
+
+/* CPU seconds (user + system, all threads) of this process. */
+static double cpu_self_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / US_PER_SEC +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / US_PER_SEC;
+}
+
+/* CPU seconds of the running memd serve (0 when none runs): utime and
+ * stime, fields 14 and 15 of /proc/<pid>/stat, in clock ticks. */
+static double cpu_server_s(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	if (memd_pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)memd_pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name (field 2) may hold spaces: skip past its ')'. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 /* ---- running C workers for the bench time --------------------------------------- */
 
@@ -156,6 +195,7 @@ static result run_phase(one_fn one, void *ctx, int threads)
 	warg args[MAX_CONNS];
 	samples all = { 0 };
 	int64_t t0, t1;
+	double self0, server0;
 	result r;
 
 	memset(&p, 0, sizeof(p));
@@ -169,12 +209,16 @@ static result run_phase(one_fn one, void *ctx, int threads)
 	while (atomic_load(&p.ready) < threads)
 		sched_yield();
 	t0 = now_ns();
+	self0 = cpu_self_s();
+	server0 = cpu_server_s();
 	atomic_store(&p.go, 1);
 	usleep((useconds_t)(seconds * 1e6));
 	atomic_store(&p.stop, 1);
 	for (int i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);
 	t1 = now_ns();
+	r.cpu_self_us = (cpu_self_s() - self0) * US_PER_SEC;
+	r.cpu_server_us = (cpu_server_s() - server0) * US_PER_SEC;
 	for (int i = 0; i < threads; i++) {
 		for (size_t k = 0; k < p.lat[i].n; k++)
 			add_sample(&all, p.lat[i].v[k]);
@@ -182,6 +226,8 @@ static result run_phase(one_fn one, void *ctx, int threads)
 	}
 	qsort(all.v, all.n, sizeof(*all.v), cmp_i64);
 	r.rate = (double)all.n / ((double)(t1 - t0) / NS_PER_SEC);
+	r.cpu_self_us /= all.n ? (double)all.n : 1;
+	r.cpu_server_us /= all.n ? (double)all.n : 1;
 	r.p50_ms = all.n ? (double)all.v[(size_t)((double)(all.n - 1) * P50)] / NS_PER_MS : 0;
 	r.p99_ms = all.n ? (double)all.v[(size_t)((double)(all.n - 1) * P99)] / NS_PER_MS : 0;
 	free(all.v);
@@ -496,8 +542,8 @@ static void find_build_paths(void)
 
 static void print_row(const char *op, const char *via, int threads, result r, const char *note)
 {
-	printf("%-30s %-16s %5d %12.0f %9.3f %9.3f  %s\n", op, via, threads, r.rate, r.p50_ms, r.p99_ms,
-	       note);
+	printf("%-30s %-16s %5d %12.0f %9.3f %9.3f %9.1f %9.1f  %s\n", op, via, threads, r.rate,
+	       r.p50_ms, r.p99_ms, r.cpu_server_us, r.cpu_self_us, note);
 }
 
 int main(int argc, char **argv)
@@ -590,8 +636,8 @@ int main(int argc, char **argv)
 
 	printf("memd http_bench: %d connections/threads, %.1f s per run, server.threads %d, "
 	       "SQLite WAL synchronous=FULL, in %s\n\n", conns, seconds, server_threads, work_dir);
-	printf("%-30s %-16s %5s %12s %9s %9s  %s\n", "operation", "via", "conns", "req/s", "p50 ms",
-	       "p99 ms", "ratio");
+	printf("%-30s %-16s %5s %12s %9s %9s %9s %9s  %s\n", "operation", "via", "conns", "req/s",
+	       "p50 ms", "p99 ms", "srv us", "cli us", "ratio");
 	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade", PERCENT * ctx_http.rate / ctx_facade.rate);
 	print_row("GET context (20 events)", "HTTP", conns, ctx_http, note);
 	print_row("memd_context", "facade", conns, ctx_facade, "reference");
@@ -601,7 +647,21 @@ int main(int argc, char **argv)
 	snprintf(note, sizeof(note), "%.1fx naive", app_facade.rate / naive.rate);
 	print_row("memd_events_append (1 event)", "facade", conns, app_facade, note);
 	print_row("INSERT, 1 txn each (naive)", "raw sqlite3", 1, naive, "reference");
-	printf("\ntargets: >= 30000 appends/s over HTTP, >= 100000/s through the facade, "
+	printf("\nsrv us / cli us: CPU time (user + system, all threads) per request of memd serve "
+	       "and of this process (the load generator, or the facade in-process).\n");
+	{
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		double http_cpu = app_http.cpu_server_us + app_http.cpu_self_us;
+
+		if (cpus < 1)
+			cpus = 1;
+		printf("bounds on this machine: %ld CPUs at %.1f us per HTTP append (server + "
+		       "client) allow at most %.0f/s; %d callers each waiting for a durable commit "
+		       "allow at most %d x the one-commit rate = %.0f/s\n",
+		       cpus, http_cpu, http_cpu > 0 ? (double)cpus * US_PER_SEC / http_cpu : 0, conns,
+		       conns, conns * naive.rate);
+	}
+	printf("targets: >= 30000 appends/s over HTTP, >= 100000/s through the facade, "
 	       "GET context over HTTP >= 50%% of the facade\n");
 	nftw(work_dir, rm_entry, FTW_FDS, FTW_DEPTH | FTW_PHYS);
 	free(h);

@@ -199,18 +199,17 @@ typedef struct raw_ctx {
 	int64_t seq[MAX_THREADS];    /* batch: each session's last seq */
 } raw_ctx;
 
-/* The store's events table and indexes (schema 2), for the batch case. */
+/* The store's events table and indexes (schema 3), for the batch case. */
 static const char SQL_EVENTS_LIKE[] =
 	"CREATE TABLE events (position INTEGER PRIMARY KEY, app TEXT NOT NULL,"
 	" user TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,"
 	" invocation_id TEXT, author TEXT, role TEXT NOT NULL, branch TEXT, content TEXT,"
 	" actions TEXT, metadata TEXT, timestamp_us INTEGER NOT NULL, text TEXT,"
 	" tokens INTEGER NOT NULL DEFAULT 0, covers_seq INTEGER NOT NULL DEFAULT 0);"
-	"CREATE UNIQUE INDEX events_by_seq ON events (app, user, session, seq);"
+	"CREATE INDEX events_by_seq ON events (app, user, session, seq, timestamp_us, role);"
 	"CREATE UNIQUE INDEX events_by_id ON events (id, app, user, session);"
 	"CREATE INDEX events_summaries ON events (app, user, session, seq)"
-	" WHERE role = 'summary';"
-	"CREATE INDEX events_by_time ON events (app, user, session, timestamp_us, seq, role);";
+	" WHERE role = 'summary';";
 
 static void raw_exec(sqlite3 *db, const char *sql)
 {

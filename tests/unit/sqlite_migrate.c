@@ -3,11 +3,13 @@
  * sqlite-migrate: a database made by an older version of the sqlite store
  * is migrated in place when the store opens it, and keeps working.
  *
- * Schema version 2 orders events_by_id by the id first. The test makes a
- * store, appends to it, turns the file back into version 1's shape (the
- * old index, user_version 1) with a connection of its own, reopens the
- * store and checks the index, the data, idempotent replays (which look ids
- * up in that index) and new appends.
+ * Schema version 2 orders events_by_id by the id first; version 3 makes
+ * events_by_seq cover timestamp and role and drops events_by_time. The
+ * test makes a store, appends to it, turns the file back into version 1's
+ * shape (its indexes, user_version 1) with a connection of its own,
+ * reopens the store and checks the indexes, the data, idempotent replays
+ * (which look ids up in events_by_id), after_time reads (which walk
+ * events_by_seq) and new appends.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,12 +30,18 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 2
+#define SCHEMA_LATEST 3
 #define N_BATCHES 50
+#define AFTER_TIME 40 /* batch i has timestamp i + 1 */
+#define NEWEST_LIMIT 3
+#define MAX_LOADED 128
 
 static const char SQL_BACK_TO_V1[] =
 	"DROP INDEX events_by_id;"
 	"CREATE UNIQUE INDEX events_by_id ON events (app, user, session, id);"
+	"DROP INDEX events_by_seq;"
+	"CREATE UNIQUE INDEX events_by_seq ON events (app, user, session, seq);"
+	"CREATE INDEX events_by_time ON events (app, user, session, timestamp_us, seq, role);"
 	"PRAGMA user_version = 1;";
 
 typedef struct store {
@@ -160,6 +168,34 @@ static void first_id_column(sqlite3 *db, char *ret, size_t size)
 		       ret, size);
 }
 
+typedef struct loaded {
+	int64_t seqs[MAX_LOADED];
+	size_t n;
+} loaded;
+
+static int32_t keep_seq(void *userdata, const memd_event *e)
+{
+	loaded *l = userdata;
+
+	cr_assert_lt(l->n, MAX_LOADED);
+	l->seqs[l->n++] = e->seq;
+	return 0;
+}
+
+/* The seqs of the events after AFTER_TIME (limit 0: all; NEWEST: the
+ * newest limit), in the order the store delivers them. */
+static void load_after_time(store *s, uint32_t limit, uint32_t flags, loaded *ret)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_event_query q = { .struct_size = sizeof(q), .after_time_us = AFTER_TIME,
+			       .limit = limit, .flags = flags };
+	memd_event_sink sink = { .struct_size = sizeof(sink), .event = keep_seq, .userdata = ret };
+	memd_error err = { 0 };
+
+	ret->n = 0;
+	cr_assert_eq(s->ops->events_load(s->h, NULL, &sc, &q, &sink, &err), 0, "%s", err.msg);
+}
+
 static int32_t ignore_session(void *userdata, const memd_session *s)
 {
 	(void)userdata;
@@ -207,12 +243,35 @@ Test(sqlite_migrate, version_1_database_migrates_and_keeps_working, .init = setu
 	cr_assert(!(res.flags & MEMD_APPEND_REPLAYED));
 	cr_assert_eq(seqs[0], 2 * N_BATCHES + 1);
 	cr_assert_eq(res.version, N_BATCHES + 1);
+	/* after_time through the rebuilt events_by_seq: batches AFTER_TIME ..
+	 * N_BATCHES, two events each, in seq order; NEWEST keeps the last. */
+	{
+		loaded l;
+		int64_t first = 2 * AFTER_TIME + 1, last = 2 * N_BATCHES + 2;
+
+		load_after_time(&s, 0, 0, &l);
+		cr_assert_eq(l.n, (size_t)(last - first + 1));
+		for (size_t i = 0; i < l.n; i++)
+			cr_assert_eq(l.seqs[i], first + (int64_t)i);
+		load_after_time(&s, NEWEST_LIMIT, MEMD_EVQ_NEWEST, &l);
+		cr_assert_eq(l.n, NEWEST_LIMIT);
+		for (size_t i = 0; i < l.n; i++)
+			cr_assert_eq(l.seqs[i], last - NEWEST_LIMIT + 1 + (int64_t)i);
+		load_after_time(&s, NEWEST_LIMIT, 0, &l);
+		cr_assert_eq(l.n, NEWEST_LIMIT);
+		cr_assert_eq(l.seqs[0], first);
+	}
 	store_close(&s);
 
 	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
 	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
 	first_id_column(db, col, sizeof(col));
 	cr_assert_str_eq(col, "id", "the store did not migrate events_by_id");
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'events_by_time'"),
+		     0, "events_by_time was not dropped");
+	first_row_text(db, "SELECT name FROM pragma_index_info('events_by_seq') WHERE seqno = 4", col,
+		       sizeof(col));
+	cr_assert_str_eq(col, "timestamp_us", "events_by_seq does not cover the timestamp");
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM events"), 2 * N_BATCHES + 2);
 	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
