@@ -289,3 +289,41 @@ int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 	free(ids);
 	return r;
 }
+
+int32_t pu_check_event_query(const memd_scope *scope, const memd_event_query *q,
+			     const memd_event_sink *out, memd_error *err)
+{
+	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
+	int32_t r = pu_check_scope(scope, 1, err);
+
+	if (r < 0)
+		return r;
+	if (!q || !out || !out->event)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
+	if (q->flags & ~known)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
+				      (unsigned)q->flags);
+	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "event query cannot ask for no summaries and only summaries");
+	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
+	return 0;
+}
+
+int32_t pu_err_ids_stored(uint32_t n_stored, uint32_t n_events, const char *some_id,
+			  memd_error *err)
+{
+	return memd_error_set(err, MEMD_ECONFLICT, 0,
+			      "%u of the batch's %u event ids already exist (e.g. '%.64s'): "
+			      "a retry must resend the same batch",
+			      (unsigned)n_stored, (unsigned)n_events, some_id ? some_id : "");
+}
+
+int32_t pu_err_version(const memd_scope *scope, int64_t version, int64_t expected,
+		       memd_error *err)
+{
+	return memd_error_set(err, MEMD_ECONFLICT, 0,
+			      "session '%.64s' is at version %lld, not the expected %lld",
+			      scope->session, (long long)version, (long long)expected);
+}

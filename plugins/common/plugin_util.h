@@ -65,6 +65,23 @@ int32_t pu_check_artifact_name(const char *name, memd_error *err);
 int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 			const memd_append_result *res, memd_error *err);
 
+/* The checks every store makes of an events_load before it reads: scope
+ * with a session, query and sink (with its event callback) present, only
+ * known flags (NEWEST, NO_SUMMARY, ONLY_SUMMARY, not both of the last
+ * two), no negative bound. 0, or MEMD_EINVAL saying what is wrong. */
+int32_t pu_check_event_query(const memd_scope *scope, const memd_event_query *q,
+			     const memd_event_sink *out, memd_error *err);
+
+/* The refusals every store gives an append, with the same words:
+ * pu_err_ids_stored when n_stored (>= 1) of the batch's n_events ids are
+ * stored already but not all (some_id is one of them), pu_err_version when
+ * MEMD_APPEND_EXPECT_VERSION expected a version the session is not at.
+ * Both fill err and return MEMD_ECONFLICT. */
+int32_t pu_err_ids_stored(uint32_t n_stored, uint32_t n_events, const char *some_id,
+			  memd_error *err);
+int32_t pu_err_version(const memd_scope *scope, int64_t version, int64_t expected,
+		       memd_error *err);
+
 /* True when a call's deadline has passed or it was cancelled; fills err. */
 int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err);
 
