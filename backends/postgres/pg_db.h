@@ -123,7 +123,7 @@ typedef struct pg_options {
 
 #define PG_MAX_CONN_PARAMS 24
 
-struct pg_group;
+struct pu_group;
 
 /* One plugin instance. */
 typedef struct pg_store {
@@ -142,7 +142,7 @@ typedef struct pg_store {
 	uint32_t *idle;                 /* indexes of idle connections (a stack) */
 	uint32_t n_idle;
 
-	struct pg_group *group;         /* group commit queue (pg_events.c) */
+	struct pu_group *group;         /* group commit queue (pg_events.c, pu_group.h) */
 } pg_store;
 
 /* Validate o, connect once, run the schema migrations (creating the schema

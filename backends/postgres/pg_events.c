@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 #include "pg_events.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pg_sessions.h"
 #include "pg_state.h"
 #include "plugin_util.h"
+#include "pu_group.h"
 
 #define ROLE_SUMMARY "summary"
-#define PG_US_PER_SEC 1000000
-#define PG_NS_PER_US 1000
 #define SEQ_UNBOUNDED INT64_MAX
 #define IDS_PER_LOOKUP 32 /* id parameters of SQL_EVENT_SEQS_BY_ID */
 #define ROLE_FILTER_ALL "0"
@@ -134,63 +131,31 @@ static int32_t check_append(const memd_scope *scope, const memd_append *a,
 
 /* ---- one append inside a group ------------------------------------- */
 
-/* What a member does in the group's write round. */
-#define REQ_PENDING 0 /* not decided yet */
-#define REQ_WRITE   1 /* writes in the group's transaction */
-#define REQ_DONE    2 /* answered without writing (replay, or refused) */
-
+/* An append as the group commit queue carries it (pu_group.h), with what
+ * its group's run keeps of it. */
 typedef struct pg_append_req {
-	/* input */
-	const memd_call *call;
-	const memd_scope *scope;
-	const memd_append *a;
-	/* output */
-	int64_t *seqs;             /* a->n_events slots, ours */
-	int64_t version;
-	int replayed;
-	int32_t rc;
-	memd_error err;
-	/* group queue */
-	int queued;                /* waiting for a leader */
-	int finished;              /* rc and outputs are final */
-	struct pg_append_req *next;
-	/* while its group runs */
-	int status;                /* REQ_* */
+	pu_group_req q;            /* first: the queue's pointers convert */
 	pg_session_head head;
 	size_t lock_at, ids_at;    /* result indexes in round 1 */
 } pg_append_req;
 
-struct pg_group {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;       /* a group finished or a connection came back */
-	uint64_t gen;              /* + 1 per connection given back */
-	pg_append_req *head, *tail;
-};
-
-static int cmp_req(const void *pa, const void *pb)
+static pg_append_req *req_of(pu_group_req *q)
 {
-	const pg_append_req *a = *(pg_append_req *const *)pa, *b = *(pg_append_req *const *)pb;
-	int c = strcmp(a->scope->app, b->scope->app);
-
-	if (!c)
-		c = strcmp(a->scope->user, b->scope->user);
-	if (!c)
-		c = strcmp(a->scope->session, b->scope->session);
-	return c;
+	return (pg_append_req *)q;
 }
 
 /* Queue the locking read of m's session and the lookups of its ids. */
 static int32_t send_checks(pg_conn *c, pg_append_req *m, memd_error *err)
 {
-	const memd_append *a = m->a;
+	const memd_append *a = m->q.a;
+	const memd_scope *scope = m->q.scope;
 	int32_t r;
 
 	m->lock_at = pg_n_queued(c);
-	r = pg_session_send_lock(c, m->scope, err);
+	r = pg_session_send_lock(c, scope, err);
 	m->ids_at = pg_n_queued(c);
 	for (uint32_t from = 0; r == 0 && from < a->n_events; from += IDS_PER_LOOKUP) {
-		const char *vals[3 + IDS_PER_LOOKUP] = { m->scope->app, m->scope->user,
-							 m->scope->session };
+		const char *vals[3 + IDS_PER_LOOKUP] = { scope->app, scope->user, scope->session };
 		for (uint32_t k = 0; k < IDS_PER_LOOKUP && from + k < a->n_events; k++)
 			vals[3 + k] = a->events[from + k]->id;
 		r = pg_send(c, &SQL_EVENT_SEQS_BY_ID, vals, err);
@@ -210,26 +175,27 @@ static int64_t event_index(const memd_append *a, const char *id)
 /* Decide m from round 1's results: replay, refuse, or write. */
 static void decide(pg_conn *c, pg_append_req *m)
 {
-	const memd_append *a = m->a;
+	pu_group_req *q = &m->q;
+	const memd_append *a = q->a;
 	uint32_t n_existing = 0;
 	const char *some_existing = NULL;
 	int32_t r;
 
-	r = pg_session_head_result(pg_res(c, m->lock_at), NULL, m->scope, &m->head, &m->err);
+	r = pg_session_head_result(pg_res(c, m->lock_at), NULL, q->scope, &m->head, &q->err);
 	if (r < 0) {
-		m->rc = r;
-		m->status = REQ_DONE;
+		q->rc = r;
+		q->status = PU_GROUP_DONE;
 		return;
 	}
 	for (uint32_t i = 0; i < a->n_events; i++)
-		m->seqs[i] = 0;
+		q->seqs[i] = 0;
 	for (uint32_t from = 0, k = 0; from < a->n_events; from += IDS_PER_LOOKUP, k++) {
 		const PGresult *res = pg_res(c, m->ids_at + k);
 		for (int row = 0; row < PQntuples(res); row++) {
 			int64_t i = event_index(a, PQgetvalue(res, row, 0));
-			if (i < 0 || m->seqs[i])
+			if (i < 0 || q->seqs[i])
 				continue;
-			m->seqs[i] = pg_get_i64(res, row, 1);
+			q->seqs[i] = pg_get_i64(res, row, 1);
 			n_existing++;
 			some_existing = a->events[i]->id;
 		}
@@ -238,36 +204,31 @@ static void decide(pg_conn *c, pg_append_req *m)
 	 * the stored seqs (before the version check: the first attempt moved
 	 * the version on). */
 	if (a->n_events && n_existing == a->n_events) {
-		m->version = m->head.version;
-		m->replayed = 1;
-		m->rc = 0;
-		m->status = REQ_DONE;
+		q->version = m->head.version;
+		q->replayed = 1;
+		q->rc = 0;
+		q->status = PU_GROUP_DONE;
 		return;
 	}
 	if (n_existing) {
-		m->rc = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
-				       "%u of the batch's %u event ids already exist (e.g. '%.64s'): "
-				       "a retry must resend the same batch",
-				       (unsigned)n_existing, (unsigned)a->n_events, some_existing);
-		m->status = REQ_DONE;
+		q->rc = pu_err_ids_stored(n_existing, a->n_events, some_existing, &q->err);
+		q->status = PU_GROUP_DONE;
 		return;
 	}
 	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && m->head.version != a->expected_version) {
-		m->rc = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
-				       "session '%.64s' is at version %lld, not the expected %lld",
-				       m->scope->session, (long long)m->head.version,
-				       (long long)a->expected_version);
-		m->status = REQ_DONE;
+		q->rc = pu_err_version(q->scope, m->head.version, a->expected_version, &q->err);
+		q->status = PU_GROUP_DONE;
 		return;
 	}
-	m->status = REQ_WRITE;
+	q->status = PU_GROUP_WRITE;
 }
 
 /* Queue m's event inserts; back counts down to the last position of the
  * group (0). */
 static int32_t send_inserts(pg_conn *c, pg_append_req *m, int64_t *back, memd_error *err)
 {
-	const memd_append *a = m->a;
+	pu_group_req *q = &m->q;
+	const memd_append *a = q->a;
 	pg_session_head *h = &m->head;
 	int32_t r = 0;
 
@@ -277,13 +238,13 @@ static int32_t send_inserts(pg_conn *c, pg_append_req *m, int64_t *back, memd_er
 			cov[PG_INT_BUF];
 		const char *vals[17];
 
-		m->seqs[i] = ++h->last_seq;
+		q->seqs[i] = ++h->last_seq;
 		if (is_summary(e->role))
-			h->summary_seq = m->seqs[i];
-		vals[0] = m->scope->app;
-		vals[1] = m->scope->user;
-		vals[2] = m->scope->session;
-		vals[3] = pg_i64(seq, m->seqs[i]);
+			h->summary_seq = q->seqs[i];
+		vals[0] = q->scope->app;
+		vals[1] = q->scope->user;
+		vals[2] = q->scope->session;
+		vals[3] = pg_i64(seq, q->seqs[i]);
 		vals[4] = e->id;
 		vals[5] = pg_i64(bk, --(*back));
 		vals[6] = e->invocation_id;
@@ -305,7 +266,7 @@ static int32_t send_inserts(pg_conn *c, pg_append_req *m, int64_t *back, memd_er
 /* One try of a group on c: members sorted by session (the lock order).
  * Returns 0 when every member has its answer (m->rc), or the error of the
  * group's transaction (nothing of it committed unless c->commit_sent). */
-static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *err)
+static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, memd_error *err)
 {
 	pg_state_list writes = { 0 };
 	int64_t total = 0, back;
@@ -313,22 +274,18 @@ static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *e
 	char tb[PG_INT_BUF];
 	int32_t r;
 
-	for (size_t i = 0; i < n; i++) {
-		m[i]->status = REQ_PENDING;
-		m[i]->rc = 0;
-		m[i]->replayed = 0;
-	}
+	pu_group_begin(m, n);
 	/* Round 1: lock every member's session (in order) and look its ids up. */
 	r = pg_send(c, &SQL_BEGIN, NULL, err);
 	for (size_t i = 0; r == 0 && i < n; i++)
-		r = send_checks(c, m[i], err);
+		r = send_checks(c, req_of(m[i]), err);
 	if (r == 0)
 		r = pg_run(c, "append", err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		decide(c, m[i]);
-		if (m[i]->status == REQ_WRITE) {
+		decide(c, req_of(m[i]));
+		if (m[i]->status == PU_GROUP_WRITE) {
 			n_write++;
 			total += m[i]->a->n_events;
 		}
@@ -342,7 +299,7 @@ static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *e
 	/* Round 2: state rows (in the global key order), session rows, the
 	 * feed counter (last lock taken), the events, COMMIT. */
 	for (size_t i = 0; r == 0 && i < n; i++)
-		if (m[i]->status == REQ_WRITE)
+		if (m[i]->status == PU_GROUP_WRITE)
 			r = pg_state_collect(m[i]->a->state_delta_json, m[i]->scope, (uint32_t)i,
 					     &writes, err);
 	if (r == 0)
@@ -353,12 +310,12 @@ static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *e
 	}
 	back = total;
 	for (size_t i = 0; r == 0 && i < n; i++)
-		if (m[i]->status == REQ_WRITE)
-			r = send_inserts(c, m[i], &back, err);
+		if (m[i]->status == PU_GROUP_WRITE)
+			r = send_inserts(c, req_of(m[i]), &back, err);
 	for (size_t i = 0; r == 0 && i < n; i++)
-		if (m[i]->status == REQ_WRITE)
-			r = pg_session_send_appended(c, m[i]->scope, &m[i]->head, m[i]->a->now_us,
-						     m[i]->a->title_if_unset, err);
+		if (m[i]->status == PU_GROUP_WRITE)
+			r = pg_session_send_appended(c, m[i]->scope, &req_of(m[i])->head,
+						     m[i]->a->now_us, m[i]->a->title_if_unset, err);
 	if (r == 0)
 		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	if (r == 0)
@@ -367,9 +324,9 @@ static int32_t group_once(pg_conn *c, pg_append_req **m, size_t n, memd_error *e
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
-		if (m[i]->status == REQ_WRITE) {
-			m[i]->version = m[i]->head.version + 1;
-			m[i]->status = REQ_DONE;
+		if (m[i]->status == PU_GROUP_WRITE) {
+			m[i]->version = req_of(m[i])->head.version + 1;
+			m[i]->status = PU_GROUP_DONE;
 		}
 	return 0;
 }
@@ -382,16 +339,15 @@ static int data_failure(const pg_conn *c, int32_t r)
 	       r != MEMD_ENOMEM;
 }
 
-/* Run members m[0..n) on *cp (retaking a connection when a retry needs
- * one) until each has its answer. *cp may be NULL on return (given back). */
-static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pg_append_req **m,
+/* Run members m[0..n) (in the lock order) on *cp (retaking a connection
+ * when a retry needs one) until each has its answer. *cp may be NULL on
+ * return (given back). */
+static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pu_group_req **m,
 		      size_t n)
 {
 	memd_error err = { .struct_size = sizeof(err) };
 	int32_t r = 0;
 
-	if (n > 1)
-		qsort(m, n, sizeof(*m), cmp_req);
 	for (int attempt = 1;; attempt++) {
 		if (!*cp) {
 			r = pg_take(s, call, cp, &err);
@@ -417,206 +373,71 @@ static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pg_appen
 			group_run(s, call, cp, &m[i], 1);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		m[i]->rc = r;
-		m[i]->err = err;
-		m[i]->status = REQ_DONE;
-	}
+	pu_group_fail(m, n, r, &err);
 }
 
 /* ---- the group commit queue ---------------------------------------- */
 
+static int32_t queue_try_take(void *store, const memd_call *call, void **ret_conn,
+			      memd_error *err)
+{
+	pg_conn *c = NULL;
+	int32_t r = pg_try_take(store, call, &c, err);
+
+	if (r == 0)
+		*ret_conn = c;
+	return r;
+}
+
+static void queue_run(void *store, const memd_call *call, void **conn, pu_group_req **m,
+		      size_t n)
+{
+	pg_conn *c = *conn;
+
+	group_run(store, call, &c, m, n);
+	*conn = c;
+}
+
+static void queue_give(void *store, void *conn)
+{
+	pg_give(store, conn);
+}
+
+static const pu_group_ops group_ops = {
+	.name = "postgres",
+	.try_take = queue_try_take,
+	.run = queue_run,
+	.give = queue_give,
+};
+
 int32_t pg_group_init(pg_store *s, memd_error *err)
 {
-	pthread_condattr_t cattr;
-	struct pg_group *g = calloc(1, sizeof(*g));
-
-	if (!g)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cond, &cattr);
-	pthread_condattr_destroy(&cattr);
-	s->group = g;
-	return 0;
+	return pu_group_new(&group_ops, s, s->group_commit, &s->group, err);
 }
 
 void pg_group_free(pg_store *s)
 {
-	if (!s || !s->group)
+	if (!s)
 		return;
-	pthread_cond_destroy(&s->group->cond);
-	pthread_mutex_destroy(&s->group->lock);
-	free(s->group);
+	pu_group_free(s->group);
 	s->group = NULL;
 }
 
 void pg_group_wake(pg_store *s)
 {
-	if (!s->group)
-		return;
-	pthread_mutex_lock(&s->group->lock);
-	s->group->gen++;
-	pthread_cond_broadcast(&s->group->cond);
-	pthread_mutex_unlock(&s->group->lock);
-}
-
-static void queue_remove(struct pg_group *g, pg_append_req *q)
-{
-	pg_append_req **pp = &g->head;
-
-	while (*pp && *pp != q)
-		pp = &(*pp)->next;
-	if (!*pp)
-		return;
-	*pp = q->next;
-	if (g->tail == q) {
-		g->tail = g->head;
-		while (g->tail && g->tail->next)
-			g->tail = g->tail->next;
-	}
-	q->next = NULL;
-	q->queued = 0;
-}
-
-static int same_session(const pg_append_req *a, const pg_append_req *b)
-{
-	return strcmp(a->scope->session, b->scope->session) == 0 &&
-	       strcmp(a->scope->user, b->scope->user) == 0 &&
-	       strcmp(a->scope->app, b->scope->app) == 0;
-}
-
-/* Take up to max queued appends to distinct sessions, mine first if it is
- * still queued. Called with g->lock held. */
-static size_t queue_take(struct pg_group *g, pg_append_req *mine, pg_append_req **out,
-			 size_t max)
-{
-	size_t n = 0;
-
-	if (mine->queued) {
-		queue_remove(g, mine);
-		out[n++] = mine;
-	}
-	for (pg_append_req *q = g->head, *next; q && n < max; q = next) {
-		int clash = 0;
-		next = q->next;
-		for (size_t i = 0; i < n && !clash; i++)
-			clash = same_session(q, out[i]);
-		if (clash)
-			continue;
-		queue_remove(g, q);
-		out[n++] = q;
-	}
-	return n;
-}
-
-/* Queue me, then either serve a group (mine and others) on an idle
- * connection, or wait until a connection comes back or another thread's
- * group answered me. */
-static void append_grouped(pg_store *s, pg_append_req *me)
-{
-	struct pg_group *g = s->group;
-	const memd_call *call = me->call;
-	pg_append_req **batch = calloc(s->group_commit, sizeof(*batch));
-
-	if (!batch) {
-		me->rc = memd_error_set(&me->err, MEMD_ENOMEM, 0, "out of memory");
-		return;
-	}
-	pthread_mutex_lock(&g->lock);
-	me->queued = 1;
-	if (g->tail)
-		g->tail->next = me;
-	else
-		g->head = me;
-	g->tail = me;
-	while (!me->finished) {
-		if (me->queued) {
-			pg_conn *c = NULL;
-			uint64_t seen = g->gen;
-			size_t n;
-			int32_t r;
-
-			pthread_mutex_unlock(&g->lock);
-			r = pg_try_take(s, call, &c, &me->err);
-			pthread_mutex_lock(&g->lock);
-			if (r < 0 && me->queued) {
-				queue_remove(g, me);
-				me->rc = r;
-				me->finished = 1;
-				break;
-			}
-			if (c) {
-				n = queue_take(g, me, batch, s->group_commit);
-				pthread_mutex_unlock(&g->lock);
-				if (n)
-					group_run(s, call, &c, batch, n);
-				pg_give(s, c);
-				pthread_mutex_lock(&g->lock);
-				for (size_t i = 0; i < n; i++)
-					batch[i]->finished = 1;
-				pthread_cond_broadcast(&g->cond);
-				continue;
-			}
-			if (!me->queued || g->gen != seen)
-				continue; /* answered, or a connection came back meanwhile */
-		}
-		if (call && call->deadline_us) {
-			struct timespec ts = {
-				.tv_sec = call->deadline_us / PG_US_PER_SEC,
-				.tv_nsec = (call->deadline_us % PG_US_PER_SEC) * PG_NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&g->cond, &g->lock, &ts) == ETIMEDOUT &&
-			    me->queued) {
-				queue_remove(g, me);
-				me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-							"postgres: deadline passed waiting for a "
-							"connection");
-				me->finished = 1;
-			}
-		} else {
-			pthread_cond_wait(&g->cond, &g->lock);
-		}
-	}
-	pthread_mutex_unlock(&g->lock);
-	free(batch);
+	pu_group_wake(s->group);
 }
 
 int32_t pg_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err)
 {
 	pg_store *store = inst;
-	pg_append_req req = { .call = call, .scope = scope, .a = a };
+	pg_append_req req = { .q = { .call = call, .scope = scope, .a = a } };
 	int32_t r = check_append(scope, a, res, err);
 
 	if (r < 0)
 		return r;
-	req.err.struct_size = sizeof(req.err);
-	if (a->n_events) {
-		req.seqs = calloc(a->n_events, sizeof(*req.seqs));
-		if (!req.seqs)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	if (store->group_commit > 1) {
-		append_grouped(store, &req);
-	} else {
-		pg_append_req *one = &req;
-		pg_conn *c = NULL;
-		group_run(store, call, &c, &one, 1);
-		pg_give(store, c);
-	}
-	r = req.rc;
-	if (r == 0) {
-		if (a->n_events)
-			memcpy(res->seqs, req.seqs, a->n_events * sizeof(*req.seqs));
-		res->version = req.version;
-		res->flags = req.replayed ? MEMD_APPEND_REPLAYED : 0;
-	} else if (err) {
-		*err = req.err;
-	}
-	free(req.seqs);
-	return r;
+	return pu_group_append(store->group, &req.q, res, err);
 }
 
 /* ---- events_load ---------------------------------------------------- */
@@ -687,21 +508,10 @@ static int32_t load_once(pg_conn *c, void *ctx, memd_error *err)
 int32_t pg_events_load(void *inst, const memd_call *call, const memd_scope *scope,
 		       const memd_event_query *q, const memd_event_sink *out, memd_error *err)
 {
-	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
 	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = pu_check_scope(scope, 1, err);
+	int32_t r = pu_check_event_query(scope, q, out, err);
 
 	if (r < 0)
 		return r;
-	if (!q || !out || !out->event)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
-	if (q->flags & ~known)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
-				      (unsigned)q->flags);
-	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event query cannot ask for no summaries and only summaries");
-	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
 	return pg_with_conn(inst, call, load_once, &x, err);
 }
