@@ -199,7 +199,7 @@ typedef struct my_store {
 	uint32_t *idle;            /* indexes of idle connections (a stack) */
 	uint32_t n_idle;
 	int lost_logged;           /* an outage was logged; log the recovery */
-	struct my_group *group;    /* the append queue (my_events.c) */
+	struct pu_group *group;    /* the append queue (my_events.c, pu_group.h) */
 } my_store;
 
 /* Create the store for *o (whose strings it takes over: o is zeroed),

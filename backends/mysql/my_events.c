@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_events.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <mysqld_error.h>
 
 #include "plugin_util.h"
+#include "pu_group.h"
 #include "my_feed.h"
 #include "my_sessions.h"
 #include "my_state.h"
@@ -16,8 +15,6 @@
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
 #define MY_NO_LIMIT UINT64_MAX
-#define MY_US_PER_SEC 1000000
-#define MY_NS_PER_US 1000
 /* Bytes of event values sent in one bulk insert at most (and at most half
  * the server's max_allowed_packet); a batch larger than this goes in
  * several (each still in the one transaction). */
@@ -298,46 +295,22 @@ static int32_t insert_rows(my_conn *c, const ev_row *rows, uint32_t n, memd_erro
 
 /* ---- append: one append inside a group -------------------------------- */
 
-/* What a member does in its group's transaction. */
-#define REQ_PENDING 0 /* not decided yet */
-#define REQ_WRITE   1 /* writes in the group's transaction */
-#define REQ_DONE    2 /* answered without writing (replay, or refused) */
-
+/* An append as the group commit queue carries it (pu_group.h), with what
+ * its group's transaction keeps of it. */
 typedef struct my_append_req {
-	/* input */
-	const memd_call *call;
-	const memd_scope *scope;
-	const memd_append *a;
-	/* output */
-	int64_t *seqs;             /* a->n_events slots, ours */
-	int64_t version;
-	int replayed;
-	int32_t rc;
-	memd_error err;
+	pu_group_req q;            /* first: the queue's pointers convert */
 	int check_ids;             /* the batch may have been stored before: look */
-	/* group queue */
-	int queued;                /* waiting for a leader */
-	int finished;              /* rc and outputs are final */
-	struct my_append_req *next;
-	/* while its group runs */
-	int status;                /* REQ_* */
-	my_session_head head;
+	my_session_head head;      /* while its group runs */
 } my_append_req;
 
-struct my_group {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;       /* a group finished or a connection came back */
-	uint64_t gen;              /* + 1 per connection given back */
-	my_append_req *head, *tail;
-	/* statistics, logged at close */
-	uint64_t n_txns;           /* transactions that wrote appends */
-	uint64_t n_appends;        /* appends they wrote */
-	uint32_t max_batch;        /* most appends one of them wrote */
-};
+static my_append_req *req_of(pu_group_req *q)
+{
+	return (my_append_req *)q;
+}
 
 /* The appends of one transaction, in the lock order. */
 typedef struct group_ctx {
-	my_append_req **m;
+	pu_group_req **m;
 	size_t n;
 	size_t n_write;            /* of the last run */
 } group_ctx;
@@ -347,15 +320,15 @@ typedef struct group_ctx {
  * None: 0 with *ret_none set. */
 static int32_t replay_check(my_conn *c, my_append_req *m, int *ret_none, memd_error *err)
 {
-	const memd_append *a = m->a;
+	const memd_append *a = m->q.a;
 	uint32_t n_existing = 0;
 	const char *some = NULL;
 	int32_t r = 0;
 
 	*ret_none = 0;
 	for (uint32_t i = 0; r == 0 && i < a->n_events; i++) {
-		r = seq_of_id(c, m->scope, a->events[i]->id, &m->seqs[i], err);
-		if (r == 0 && m->seqs[i]) {
+		r = seq_of_id(c, m->q.scope, a->events[i]->id, &m->q.seqs[i], err);
+		if (r == 0 && m->q.seqs[i]) {
 			n_existing++;
 			some = a->events[i]->id;
 		}
@@ -369,33 +342,30 @@ static int32_t replay_check(my_conn *c, my_append_req *m, int *ret_none, memd_er
 	if (r < 0 || *ret_none)
 		return r;
 	if (n_existing == a->n_events) {
-		m->version = m->head.version;
-		m->replayed = 1;
+		m->q.version = m->head.version;
+		m->q.replayed = 1;
 		return 0;
 	}
 	if (n_existing == 0) {
 		*ret_none = 1;
 		return 0;
 	}
-	return memd_error_set(err, MEMD_ECONFLICT, 0,
-			      "%u of the batch's %u event ids already exist (e.g. '%.64s'): a retry "
-			      "must resend the same batch",
-			      (unsigned)n_existing, (unsigned)a->n_events, some);
+	return pu_err_ids_stored(n_existing, a->n_events, some, err);
 }
 
-/* Lock m's session and decide: replay, refuse (m->rc, m->err) or write.
- * Returns < 0 only when a statement failed (the group's transaction is
- * in doubt). */
+/* Lock m's session and decide: replay, refuse (m->q.rc, m->q.err) or
+ * write. Returns < 0 only when a statement failed (the group's
+ * transaction is in doubt). */
 static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 {
-	const memd_append *a = m->a;
+	const memd_append *a = m->q.a;
 	int none = 1;
 	/* Every writer of a session takes its row lock first: seqs and the
 	 * version are read and advanced by one transaction at a time. */
 	int32_t r;
 
 	c->last_errno = 0;
-	r = my_session_lock(c, m->scope, &m->head, &m->err);
+	r = my_session_lock(c, m->q.scope, &m->head, &m->q.err);
 	/* An idempotent retry is answered with the stored seqs (before the
 	 * version check: the first attempt moved the version on). Only
 	 * looked for when an insert found a clash, or the version is not
@@ -403,24 +373,21 @@ static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 	if (r == 0 && a->n_events &&
 	    (m->check_ids || ((a->flags & MEMD_APPEND_EXPECT_VERSION) &&
 			      m->head.version != a->expected_version)))
-		r = replay_check(c, m, &none, &m->err);
-	if (r == 0 && !m->replayed && (a->flags & MEMD_APPEND_EXPECT_VERSION) &&
+		r = replay_check(c, m, &none, &m->q.err);
+	if (r == 0 && !m->q.replayed && (a->flags & MEMD_APPEND_EXPECT_VERSION) &&
 	    m->head.version != a->expected_version)
-		r = memd_error_set(&m->err, MEMD_ECONFLICT, 0,
-				   "session '%.64s' is at version %lld, not the expected %lld",
-				   m->scope->session, (long long)m->head.version,
-				   (long long)a->expected_version);
+		r = pu_err_version(m->q.scope, m->head.version, a->expected_version, &m->q.err);
 	if (r < 0 && c->last_errno == 0 && (r == MEMD_ENOTFOUND || r == MEMD_ECONFLICT)) {
 		/* Refused on its own merits: the others go on. */
-		m->rc = r;
-		m->status = REQ_DONE;
+		m->q.rc = r;
+		m->q.status = PU_GROUP_DONE;
 		return 0;
 	}
 	if (r < 0) {
-		*err = m->err;
+		*err = m->q.err;
 		return r;
 	}
-	m->status = m->replayed ? REQ_DONE : REQ_WRITE;
+	m->q.status = m->q.replayed ? PU_GROUP_DONE : PU_GROUP_WRITE;
 	return 0;
 }
 
@@ -431,7 +398,7 @@ static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 {
 	group_ctx *g = arg;
-	my_append_req **m = g->m;
+	pu_group_req **m = g->m;
 	uint64_t total = 0;
 	int64_t pos = 0;
 	ev_row *rows = NULL;
@@ -439,17 +406,13 @@ static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 	int32_t r = 0;
 
 	g->n_write = 0;
-	for (size_t i = 0; i < g->n; i++) {
-		m[i]->status = REQ_PENDING;
-		m[i]->rc = 0;
-		m[i]->replayed = 0;
-	}
+	pu_group_begin(m, g->n);
 	for (size_t i = 0; r == 0 && i < g->n; i++)
-		r = decide(c, m[i], err);
+		r = decide(c, req_of(m[i]), err);
 	for (size_t i = 0; r == 0 && i < g->n; i++) {
 		const memd_append *a = m[i]->a;
-		my_session_head *h = &m[i]->head;
-		if (m[i]->status != REQ_WRITE)
+		my_session_head *h = &req_of(m[i])->head;
+		if (m[i]->status != PU_GROUP_WRITE)
 			continue;
 		g->n_write++;
 		total += a->n_events;
@@ -475,7 +438,7 @@ static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 	 * commit (see my_feed.h); one advance for the whole group. */
 	r = my_feed_alloc(c, (uint32_t)total, &pos, err);
 	for (size_t i = 0; r == 0 && i < g->n; i++) {
-		if (m[i]->status != REQ_WRITE)
+		if (m[i]->status != PU_GROUP_WRITE)
 			continue;
 		for (uint32_t j = 0; j < m[i]->a->n_events; j++, k++)
 			rows[k] = (ev_row){ .scope = m[i]->scope, .e = m[i]->a->events[j],
@@ -484,25 +447,13 @@ static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 	if (r == 0)
 		r = insert_rows(c, rows, k, err);
 	free(rows);
-	if (r == MEMD_ECONFLICT && g->n == 1 && !m[0]->check_ids &&
+	if (r == MEMD_ECONFLICT && g->n == 1 && !req_of(m[0])->check_ids &&
 	    c->last_errno == ER_DUP_ENTRY) {
 		/* An id of the batch is stored already: roll back and look
 		 * (a replay or a conflict). */
-		m[0]->check_ids = 1;
+		req_of(m[0])->check_ids = 1;
 	}
 	return r;
-}
-
-static int cmp_req(const void *pa, const void *pb)
-{
-	const my_append_req *a = *(my_append_req *const *)pa, *b = *(my_append_req *const *)pb;
-	int c = strcmp(a->scope->app, b->scope->app);
-
-	if (!c)
-		c = strcmp(a->scope->user, b->scope->user);
-	if (!c)
-		c = strcmp(a->scope->session, b->scope->session);
-	return c;
 }
 
 /* Worth running the members one by one: the failure may be one
@@ -514,36 +465,21 @@ static int member_failure(const my_conn *c, int32_t r)
 	return r < 0 && !c->lost && r != MEMD_ENOMEM;
 }
 
-static void note_written(my_store *s, size_t n_write)
-{
-	struct my_group *g = s->group;
-
-	if (!n_write)
-		return;
-	pthread_mutex_lock(&g->lock);
-	g->n_txns++;
-	g->n_appends += n_write;
-	if (n_write > g->max_batch)
-		g->max_batch = (uint32_t)n_write;
-	pthread_mutex_unlock(&g->lock);
-}
-
-/* Run members m[0..n) in one transaction on c (a connection the caller
- * holds; NULL = take one for the run) until each has its answer. */
-static void group_run(my_store *s, const memd_call *call, my_conn *c, my_append_req **m,
+/* Run members m[0..n) (in the lock order) in one transaction on c (a
+ * connection the caller holds; NULL = take one for the run) until each
+ * has its answer. */
+static void group_run(my_store *s, const memd_call *call, my_conn *c, pu_group_req **m,
 		      size_t n)
 {
 	memd_error err = { .struct_size = sizeof(err) };
 	group_ctx g = { .m = m, .n = n };
-	int checked = n == 1 && m[0]->check_ids;
+	int checked = n == 1 && req_of(m[0])->check_ids;
 	int32_t r;
 
-	if (n > 1)
-		qsort(m, n, sizeof(*m), cmp_req);
 	for (;;) {
 		r = c ? my_run_on(s, c, call, MY_TXN, group_body, &g, &err)
 		      : my_run(s, call, MY_TXN, group_body, &g, &err);
-		if (r == MEMD_ECONFLICT && n == 1 && !checked && m[0]->check_ids) {
+		if (r == MEMD_ECONFLICT && n == 1 && !checked && req_of(m[0])->check_ids) {
 			/* Rolled back; run again, now looking for the ids first. */
 			checked = 1;
 			continue;
@@ -552,11 +488,11 @@ static void group_run(my_store *s, const memd_call *call, my_conn *c, my_append_
 	}
 	if (r == 0) {
 		for (size_t i = 0; i < n; i++)
-			if (m[i]->status == REQ_WRITE) {
-				m[i]->version = m[i]->head.version + 1;
-				m[i]->status = REQ_DONE;
+			if (m[i]->status == PU_GROUP_WRITE) {
+				m[i]->version = req_of(m[i])->head.version + 1;
+				m[i]->status = PU_GROUP_DONE;
 			}
-		note_written(s, g.n_write);
+		pu_group_note_written(s->group, g.n_write);
 		return;
 	}
 	if (n > 1 && (!c || member_failure(c, r))) {
@@ -566,205 +502,78 @@ static void group_run(my_store *s, const memd_call *call, my_conn *c, my_append_
 			group_run(s, m[i]->call, c, &m[i], 1);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		m[i]->rc = r;
-		m[i]->err = err;
-		m[i]->status = REQ_DONE;
-	}
+	pu_group_fail(m, n, r, &err);
 }
 
 /* ---- append: the group commit queue ----------------------------------- */
 
+static int32_t queue_try_take(void *store, const memd_call *call, void **ret_conn,
+			      memd_error *err)
+{
+	my_conn *c = NULL;
+
+	(void)call;
+	(void)err;
+	my_try_take(store, &c);
+	*ret_conn = c;
+	return 0;
+}
+
+static void queue_run(void *store, const memd_call *call, void **conn, pu_group_req **m,
+		      size_t n)
+{
+	group_run(store, call, *conn, m, n);
+}
+
+static void queue_give(void *store, void *conn)
+{
+	my_give(store, conn);
+}
+
+static const pu_group_ops group_ops = {
+	.name = "mysql",
+	.try_take = queue_try_take,
+	.run = queue_run,
+	.give = queue_give,
+};
+
 int32_t my_group_init(my_store *s, memd_error *err)
 {
-	pthread_condattr_t cattr;
-	struct my_group *g = calloc(1, sizeof(*g));
-
-	if (!g)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cond, &cattr);
-	pthread_condattr_destroy(&cattr);
-	s->group = g;
-	return 0;
+	return pu_group_new(&group_ops, s, s->opt.group_commit, &s->group, err);
 }
 
 void my_group_free(my_store *s)
 {
-	struct my_group *g = s ? s->group : NULL;
+	pu_group_stats st;
 
-	if (!g)
+	if (!s || !s->group)
 		return;
-	if (g->n_appends && s->host && s->host->log)
+	st = pu_group_get_stats(s->group);
+	if (st.n_appends && s->host && s->host->log)
 		s->host->log(s->host, MEMD_LOG_DEBUG,
 			     "group commit: %llu appends written in %llu transactions "
 			     "(at most %u in one)",
-			     (unsigned long long)g->n_appends, (unsigned long long)g->n_txns,
-			     (unsigned)g->max_batch);
-	pthread_cond_destroy(&g->cond);
-	pthread_mutex_destroy(&g->lock);
-	free(g);
+			     (unsigned long long)st.n_appends, (unsigned long long)st.n_txns,
+			     (unsigned)st.max_batch);
+	pu_group_free(s->group);
 	s->group = NULL;
 }
 
 void my_group_wake(my_store *s)
 {
-	if (!s->group)
-		return;
-	pthread_mutex_lock(&s->group->lock);
-	s->group->gen++;
-	pthread_cond_broadcast(&s->group->cond);
-	pthread_mutex_unlock(&s->group->lock);
-}
-
-static void queue_remove(struct my_group *g, my_append_req *q)
-{
-	my_append_req **pp = &g->head;
-
-	while (*pp && *pp != q)
-		pp = &(*pp)->next;
-	if (!*pp)
-		return;
-	*pp = q->next;
-	if (g->tail == q) {
-		g->tail = g->head;
-		while (g->tail && g->tail->next)
-			g->tail = g->tail->next;
-	}
-	q->next = NULL;
-	q->queued = 0;
-}
-
-static int same_session(const my_append_req *a, const my_append_req *b)
-{
-	return strcmp(a->scope->session, b->scope->session) == 0 &&
-	       strcmp(a->scope->user, b->scope->user) == 0 &&
-	       strcmp(a->scope->app, b->scope->app) == 0;
-}
-
-/* Take up to max queued appends to distinct sessions, mine first if it is
- * still queued. Called with g->lock held. */
-static size_t queue_take(struct my_group *g, my_append_req *mine, my_append_req **out,
-			 size_t max)
-{
-	size_t n = 0;
-
-	if (mine->queued) {
-		queue_remove(g, mine);
-		out[n++] = mine;
-	}
-	for (my_append_req *q = g->head, *next; q && n < max; q = next) {
-		int clash = 0;
-		next = q->next;
-		for (size_t i = 0; i < n && !clash; i++)
-			clash = same_session(q, out[i]);
-		if (clash)
-			continue;
-		queue_remove(g, q);
-		out[n++] = q;
-	}
-	return n;
-}
-
-/* Queue me, then either serve a group (mine and others) on an idle
- * connection, or wait until a connection comes back or another thread's
- * group answered me. */
-static void append_grouped(my_store *s, my_append_req *me)
-{
-	struct my_group *g = s->group;
-	const memd_call *call = me->call;
-	my_append_req **batch = calloc(s->opt.group_commit, sizeof(*batch));
-
-	if (!batch) {
-		me->rc = memd_error_set(&me->err, MEMD_ENOMEM, 0, "out of memory");
-		return;
-	}
-	pthread_mutex_lock(&g->lock);
-	me->queued = 1;
-	if (g->tail)
-		g->tail->next = me;
-	else
-		g->head = me;
-	g->tail = me;
-	while (!me->finished) {
-		if (me->queued) {
-			my_conn *c = NULL;
-			uint64_t seen = g->gen;
-			size_t n;
-
-			pthread_mutex_unlock(&g->lock);
-			my_try_take(s, &c);
-			pthread_mutex_lock(&g->lock);
-			if (c) {
-				n = queue_take(g, me, batch, s->opt.group_commit);
-				pthread_mutex_unlock(&g->lock);
-				if (n)
-					group_run(s, call, c, batch, n);
-				my_give(s, c);
-				pthread_mutex_lock(&g->lock);
-				for (size_t i = 0; i < n; i++)
-					batch[i]->finished = 1;
-				pthread_cond_broadcast(&g->cond);
-				continue;
-			}
-			if (!me->queued || g->gen != seen)
-				continue; /* answered, or a connection came back meanwhile */
-		}
-		if (call && call->deadline_us) {
-			struct timespec ts = {
-				.tv_sec = call->deadline_us / MY_US_PER_SEC,
-				.tv_nsec = (call->deadline_us % MY_US_PER_SEC) * MY_NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&g->cond, &g->lock, &ts) == ETIMEDOUT &&
-			    me->queued) {
-				queue_remove(g, me);
-				me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-							"mysql: deadline passed waiting for a "
-							"connection");
-				me->finished = 1;
-			}
-		} else {
-			pthread_cond_wait(&g->cond, &g->lock);
-		}
-	}
-	pthread_mutex_unlock(&g->lock);
-	free(batch);
+	pu_group_wake(s->group);
 }
 
 int32_t my_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err)
 {
 	my_store *store = inst;
-	my_append_req req = { .call = call, .scope = scope, .a = a };
+	my_append_req req = { .q = { .call = call, .scope = scope, .a = a } };
 	int32_t r = check_append(scope, a, res, err);
 
 	if (r < 0)
 		return r;
-	req.err.struct_size = sizeof(req.err);
-	if (a->n_events) {
-		req.seqs = calloc(a->n_events, sizeof(*req.seqs));
-		if (!req.seqs)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	if (store->opt.group_commit > 1) {
-		append_grouped(store, &req);
-	} else {
-		my_append_req *one = &req;
-		group_run(store, call, NULL, &one, 1);
-	}
-	r = req.rc;
-	if (r == 0) {
-		if (a->n_events)
-			memcpy(res->seqs, req.seqs, a->n_events * sizeof(*req.seqs));
-		res->version = req.version;
-		res->flags = req.replayed ? MEMD_APPEND_REPLAYED : 0;
-	} else if (err) {
-		*err = req.err;
-	}
-	free(req.seqs);
-	return r;
+	return pu_group_append(store->group, &req.q, res, err);
 }
 
 /* ---- events_load ------------------------------------------------------ */
@@ -893,21 +702,10 @@ static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 int32_t my_events_load(void *inst, const memd_call *call, const memd_scope *scope,
 		       const memd_event_query *q, const memd_event_sink *out, memd_error *err)
 {
-	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
 	load_ctx x = { .store = inst, .call = call, .scope = scope, .q = q, .out = out };
-	int32_t r = pu_check_scope(scope, 1, err);
+	int32_t r = pu_check_event_query(scope, q, out, err);
 
 	if (r < 0)
 		return r;
-	if (!q || !out || !out->event)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
-	if (q->flags & ~known)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
-				      (unsigned)q->flags);
-	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event query cannot ask for no summaries and only summaries");
-	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
 	return my_run(inst, call, MY_AUTOCOMMIT, load_body, &x, err);
 }

@@ -21,10 +21,10 @@
  * column col0. Strings are borrowed from s until its next fetch. */
 void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e);
 
-/* Group commit. Concurrent appends queue; a thread that finds an idle
- * connection takes up to opt.group_commit queued appends to distinct
- * sessions and writes them in one transaction: their session rows locked
- * in (app, user, session) order, one advance of the feed counter, their
+/* Group commit (the queue is plugins/common/pu_group.h). Concurrent
+ * appends queue; a thread that finds an idle connection takes up to
+ * opt.group_commit queued appends to distinct sessions and writes them in
+ * one transaction: their session rows locked in (app, user, session) order, one advance of the feed counter, their
  * events in as few inserts as fit, one commit. Each gets exactly what a
  * solo append returns (seqs, version, REPLAYED, its own refusal); when
  * the shared transaction fails for a reason that may be one member's
@@ -33,7 +33,8 @@ void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e);
  * the culprit fails. The group runs on the leader's call (its deadline,
  * cancellation and rows_read count). */
 
-/* Create s->group (the queue). MEMD_ENOMEM on failure. */
+/* Create s->group, the queue of s->opt.group_commit appends per
+ * transaction. MEMD_ENOMEM on failure. */
 int32_t my_group_init(my_store *s, memd_error *err);
 /* Log the group statistics (MEMD_LOG_DEBUG: "group commit: <appends>
  * appends written in <transactions> transactions (at most <n> in one)",
