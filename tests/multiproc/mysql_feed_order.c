@@ -1,50 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The MariaDB store's change feed under out-of-order commits: a slow
- * append takes its feed position and then stalls before COMMIT (a trigger
- * sleeps inside its INSERT), while a second store instance (as a second
- * memd process) appends to another session and a reader tails the feed.
- * The reader must never move past the slow append's position before it
- * commits: it sees both events, the slow one first. With positions from
- * AUTO_INCREMENT this fails (the fast event commits first at a higher
- * position, the reader's cursor passes it, and the slow event is skipped
- * forever).
- *
- * A second test deletes a session while appends and a reader run: the
- * reader sees every event that survives and the DELETE record after the
- * session's events, never an event of the deleted session after it.
+ * The MariaDB part of the feed-order tests (feed_order.h): the stall
+ * trigger, installed over libmariadb in the test's database.
  */
 #include <criterion/criterion.h>
 #include <mysql.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "stress_util.h"
+#include "feed_order.h"
 
-#define APP "order"
-#define USER "u"
-#define T0 1700000000000000LL
-#define HEAD_START_MS 300      /* the fast append starts this long after the slow one */
-#define POLL_MS 10
-#define PAGE 100
 #define DB_PREFIX "memd_"      /* the stress config names the database memd_@NAME@ */
-#define DEL_APPENDS 60         /* appends of the churn test */
+#define DB_NAME_MAX 128
 
-/* The trigger stalls the insert of an event whose id starts "slow" for
- * 1.5 s, after the append took its feed position. */
 static const char SQL_STALL_TRIGGER[] =
 	"CREATE TRIGGER memd_test_stall BEFORE INSERT ON memd_events FOR EACH ROW"
-	" BEGIN IF NEW.id LIKE 'slow%' THEN DO SLEEP(1.5); END IF; END";
+	" BEGIN IF NEW.id LIKE 'slow%' THEN DO SLEEP(" FEED_ORDER_STALL_S "); END IF; END";
 
-/* Install the stalling trigger in database db over a raw connection (the
- * test server's user has TRIGGER on memd_* databases). */
-static void install_trigger(const char *db)
+/* The test server's user has TRIGGER on memd_* databases. */
+void feed_order_install_stall(const char *name)
 {
 	const char *port = getenv("MEMD_MYSQL_PORT");
+	char db[DB_NAME_MAX];
 	MYSQL *m = mysql_init(NULL);
 
 	cr_assert_not_null(m);
+	snprintf(db, sizeof(db), DB_PREFIX "%s", name);
 	cr_assert_not_null(mysql_real_connect(m, getenv("MEMD_MYSQL_HOST"), getenv("MEMD_MYSQL_USER"),
 					      getenv("MEMD_MYSQL_PASSWORD"), db,
 					      port ? (unsigned)atoi(port) : 0, NULL, 0),
@@ -53,216 +35,4 @@ static void install_trigger(const char *db)
 	cr_assert_eq(mysql_real_query(m, SQL_STALL_TRIGGER, strlen(SQL_STALL_TRIGGER)), 0,
 		     "create trigger: %s", mysql_error(m));
 	mysql_close(m);
-}
-
-typedef struct appender {
-	stress_store *s;
-	const char *session, *id;
-	int64_t started_us, ended_us;
-	int32_t rc;
-	memd_error err;
-} appender;
-
-static void *append_main(void *arg)
-{
-	appender *a = arg;
-	memd_scope sc = stress_scope(APP, USER, a->session);
-	memd_event ev;
-	const memd_event *ptr = &ev;
-	int64_t seq = 0;
-	memd_append ap = { .struct_size = sizeof(ap), .n_events = 1, .events = &ptr,
-			   .now_us = T0 };
-	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
-	memd_call call = stress_call();
-
-	stress_event(&ev, a->id, a->id, T0);
-	a->started_us = stress_now_us();
-	a->rc = a->s->ops->append(a->s->h, &call, &sc, &ap, &res, &a->err);
-	a->ended_us = stress_now_us();
-	return NULL;
-}
-
-typedef struct reader {
-	stress_store *s;
-	stress_recs seen;
-	volatile int stop;
-	int32_t rc;
-	memd_error err;
-} reader;
-
-static void *reader_main(void *arg)
-{
-	reader *x = arg;
-	int64_t cursor = 0;
-
-	for (;;) {
-		int stopping = x->stop;
-		size_t got = 0;
-
-		x->rc = stress_feed_read(x->s, cursor, PAGE, &x->seen, &got, &x->err);
-		if (x->rc < 0)
-			return NULL;
-		if (got)
-			cursor = x->seen.v[x->seen.n - 1].position;
-		else if (stopping)
-			return NULL;
-		else
-			stress_sleep_ms(POLL_MS);
-	}
-}
-
-Test(feed_order, stalled_commit_is_never_skipped, .timeout = 60)
-{
-	memd_error err = { .struct_size = sizeof(err) };
-	char *name = stress_unique_name("order");
-	char db[128];
-	stress_store *a, *b;
-	appender slow, fast;
-	reader rd = { 0 };
-	pthread_t ts, tf, tr;
-	memd_scope s1 = stress_scope(APP, USER, "s1"), s2 = stress_scope(APP, USER, "s2");
-
-	cr_assert_not_null(name);
-	snprintf(db, sizeof(db), DB_PREFIX "%s", name);
-	/* Two instances, as two memd processes. */
-	a = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(a, "open: %s", err.msg);
-	b = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(b, "open: %s", err.msg);
-	install_trigger(db);
-	cr_assert_eq(stress_session_ensure(a, &s1, &err), 0, "%s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &s2, &err), 0, "%s", err.msg);
-
-	rd.s = a;
-	cr_assert_eq(pthread_create(&tr, NULL, reader_main, &rd), 0);
-	slow = (appender){ .s = a, .session = "s1", .id = "slow-1" };
-	fast = (appender){ .s = b, .session = "s2", .id = "fast-1" };
-	cr_assert_eq(pthread_create(&ts, NULL, append_main, &slow), 0);
-	stress_sleep_ms(HEAD_START_MS);
-	cr_assert_eq(pthread_create(&tf, NULL, append_main, &fast), 0);
-	pthread_join(ts, NULL);
-	pthread_join(tf, NULL);
-	rd.stop = 1;
-	pthread_join(tr, NULL);
-
-	cr_assert_eq(slow.rc, 0, "slow append: %s", slow.err.msg);
-	cr_assert_eq(fast.rc, 0, "fast append: %s", fast.err.msg);
-	cr_assert_eq(rd.rc, 0, "feed: %s", rd.err.msg);
-	/* The race really happened: the fast append ran while the slow one
-	 * held its position. */
-	cr_assert_lt(fast.started_us, slow.ended_us, "the appends did not overlap");
-	cr_assert_eq(rd.seen.n, 2, "the reader saw %zu records, not both events (one was "
-		     "skipped)", rd.seen.n);
-	cr_assert_str_eq(rd.seen.v[0].id, "slow-1", "the fast event came first in the feed");
-	cr_assert_str_eq(rd.seen.v[1].id, "fast-1");
-	cr_assert_lt(rd.seen.v[0].position, rd.seen.v[1].position);
-
-	stress_recs_clear(&rd.seen);
-	stress_close(b);
-	stress_close(a);
-	free(name);
-}
-
-typedef struct churner {
-	stress_store *s;
-	const char *session;
-	int n_acked;
-	int32_t rc;
-	memd_error err;
-} churner;
-
-/* Append DEL_APPENDS single events to a session ("<session>-<k>"). */
-static void *churn_main(void *arg)
-{
-	churner *c = arg;
-	memd_scope sc = stress_scope(APP, USER, c->session);
-
-	for (int k = 0; k < DEL_APPENDS; k++) {
-		char id[32];
-		memd_event ev;
-		const memd_event *ptr = &ev;
-		int64_t seq = 0;
-		memd_append ap = { .struct_size = sizeof(ap), .n_events = 1, .events = &ptr,
-				   .now_us = T0 + k };
-		memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
-		memd_call call = stress_call();
-
-		snprintf(id, sizeof(id), "%s-%d", c->session, k);
-		stress_event(&ev, id, id, T0 + k);
-		c->rc = c->s->ops->append(c->s->h, &call, &sc, &ap, &res, &c->err);
-		if (c->rc == MEMD_ENOTFOUND) {
-			c->rc = 0; /* the session was deleted under us */
-			return NULL;
-		}
-		if (c->rc < 0)
-			return NULL;
-		c->n_acked++;
-	}
-	return NULL;
-}
-
-Test(feed_order, delete_record_follows_the_events, .timeout = 60)
-{
-	memd_error err = { .struct_size = sizeof(err) };
-	char *name = stress_unique_name("del");
-	stress_store *a, *b;
-	churner keep, gone;
-	reader rd = { 0 };
-	pthread_t tk, tg, tr;
-	memd_scope sk = stress_scope(APP, USER, "keep"), sg = stress_scope(APP, USER, "gone");
-	memd_call call = stress_call();
-	int64_t delete_pos = 0;
-	int kept = 0;
-
-	cr_assert_not_null(name);
-	a = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(a, "open: %s", err.msg);
-	b = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(b, "open: %s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &sk, &err), 0, "%s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &sg, &err), 0, "%s", err.msg);
-
-	rd.s = a;
-	cr_assert_eq(pthread_create(&tr, NULL, reader_main, &rd), 0);
-	keep = (churner){ .s = a, .session = "keep" };
-	gone = (churner){ .s = b, .session = "gone" };
-	cr_assert_eq(pthread_create(&tk, NULL, churn_main, &keep), 0);
-	cr_assert_eq(pthread_create(&tg, NULL, churn_main, &gone), 0);
-	stress_sleep_ms(POLL_MS * 5);
-	cr_assert_eq(a->ops->session_delete(a->h, &call, &sg, &err), 0, "delete: %s", err.msg);
-	pthread_join(tk, NULL);
-	pthread_join(tg, NULL);
-	rd.stop = 1;
-	pthread_join(tr, NULL);
-
-	cr_assert_eq(keep.rc, 0, "append: %s", keep.err.msg);
-	cr_assert_eq(gone.rc, 0, "append: %s", gone.err.msg);
-	cr_assert_eq(rd.rc, 0, "feed: %s", rd.err.msg);
-	for (size_t i = 0; i < rd.seen.n; i++) {
-		const stress_rec *r = &rd.seen.v[i];
-		if (i > 0)
-			cr_assert_gt(r->position, rd.seen.v[i - 1].position, "feed went backwards");
-		if (r->kind == MEMD_FEED_DELETE_SESSION) {
-			cr_assert_str_eq(r->session, "gone");
-			cr_assert_eq(delete_pos, 0, "two DELETE records");
-			delete_pos = r->position;
-		} else if (strcmp(r->session, "keep") == 0) {
-			kept++;
-		} else {
-			/* An event of the deleted session is only ever seen before
-			 * its DELETE record; the ones appended after the delete
-			 * failed. */
-			cr_assert_eq(delete_pos, 0, "event %s of the deleted session after its "
-				     "DELETE record", r->id);
-		}
-	}
-	cr_assert_gt(delete_pos, 0, "the reader never saw the DELETE record");
-	cr_assert_eq(kept, keep.n_acked, "the reader saw %d of %d events of the kept session",
-		     kept, keep.n_acked);
-	cr_assert_eq(keep.n_acked, DEL_APPENDS);
-
-	stress_recs_clear(&rd.seen);
-	stress_close(b);
-	stress_close(a);
-	free(name);
 }
