@@ -19,7 +19,9 @@
  *
  * Usage: keyword_bench [events ...]   (default 10000 100000 1000000)
  * MEMD_PLUGIN_PATH must name the built plugins (for filevec).
- * MEMD_BENCH_VERBOSE=1 prints the questions keyword and FTS5 disagree on.
+ * MEMD_BENCH_VERBOSE=1 prints the questions keyword and FTS5 disagree on;
+ * MEMD_BENCH_K1 / MEMD_BENCH_B set BM25's parameters (default: memd's);
+ * MEMD_BENCH_SAMPLE=n asks another seeded sample of questions.
  */
 #include <ftw.h>
 #include <malloc.h>
@@ -35,16 +37,15 @@
 #include "index/embed_hash.h"
 #include "index/keyword.h"
 #include "loader.h"
+#include "settings.h"
 #include "qgen.h"
 
 #define QB_SEED 0x6B657962656E6368ULL
 #define QB_EVENTS_PER_USER 588      /* 1M events over ~1,700 users */
 #define QB_SESSIONS 30              /* per user: ~19.5 events each */
 #define QB_QUESTIONS_PER_USER 2    /* at least; more when few users */
-#define QB_QUERIES 200
+#define QB_QUERIES 600
 #define QB_K 10
-#define QB_K1 1.2
-#define QB_B 0.75
 #define QB_APP "bench"
 #define QB_DIM 256
 #define QB_EMBED_BATCH 64
@@ -76,6 +77,48 @@ static void die(const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 	exit(1);
+}
+
+/* BM25 parameters: memd's defaults (host/settings.h), or MEMD_BENCH_K1 /
+ * MEMD_BENCH_B to try others on the same corpus. */
+static double bench_param(const char *env, double dflt)
+{
+	const char *v = getenv(env);
+	char *end;
+	double d;
+
+	if (!v || !*v)
+		return dflt;
+	d = strtod(v, &end);
+	if (*end || d < 0)
+		die("MEMD_BENCH_K1 and MEMD_BENCH_B must be non-negative numbers");
+	return d;
+}
+
+/* The seed of the question sample: QB_SEED, or MEMD_BENCH_SAMPLE (a
+ * number) to ask another sample of the same corpus. */
+static uint64_t bench_sample_seed(void)
+{
+	const char *v = getenv("MEMD_BENCH_SAMPLE");
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v)
+		return QB_SEED;
+	n = strtoull(v, &end, 10);
+	if (*end)
+		die("MEMD_BENCH_SAMPLE must be a number");
+	return QB_SEED ^ (uint64_t)n;
+}
+
+static double bench_k1(void)
+{
+	return bench_param("MEMD_BENCH_K1", SETTINGS_KEYWORD_K1_DEFAULT);
+}
+
+static double bench_b(void)
+{
+	return bench_param("MEMD_BENCH_B", SETTINGS_KEYWORD_B_DEFAULT);
 }
 
 static double now_s(void)
@@ -139,7 +182,7 @@ static double recall_of(const qgen_set *s, const qgen_question *q, char ids[][QG
 static kw_index *kw_load(const qgen_set *s, row *r)
 {
 	struct mallinfo2 before = mallinfo2(), after;
-	kw_index *kw = kw_new(QB_K1, QB_B);
+	kw_index *kw = kw_new(bench_k1(), bench_b());
 	char uid[QGEN_ID_MAX], sid[QGEN_ID_MAX];
 	kw_stats st;
 	double t0;
@@ -381,7 +424,7 @@ static void run_size(long events, row *r)
 	const char *tmp = getenv("TMPDIR");
 	size_t *qs, nq;
 	double *kw_q, *fts_q;
-	uint64_t pick = QB_SEED;
+	uint64_t pick = bench_sample_seed();
 	qgen_set *s = NULL;
 	kw_index *kw;
 	sqlite3 *db;
