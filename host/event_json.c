@@ -12,20 +12,96 @@
 #define SECS_PER_MIN 60
 #define FRACTION_DIGITS_MAX 9
 
-void ej_format_time(int64_t unix_us, char buf[EJ_TIME_LEN])
+/* Civil dates from day counts: Howard Hinnant's civil_from_days, on days
+ * counted from 0000-03-01 in 400-year eras (proleptic Gregorian calendar,
+ * astronomical years: what gmtime_r gives for every int64 time in us). */
+#define SECS_PER_DAY 86400
+#define DAYS_0000_03_01_TO_EPOCH 719468
+#define DAYS_PER_ERA 146097 /* 400 years */
+#define YEARS_PER_ERA 400
+#define DAYS_PER_YEAR 365
+#define DAYS_PER_4_YEARS 1460
+#define DAYS_PER_CENTURY 36524
+#define LEAP_YEARS_EVERY 4
+#define NONLEAP_CENTURIES_EVERY 100
+/* Months from March: (5 * day_of_year + 2) / 153 is the month index,
+ * 153 days being five months from March (31+30+31+30+31). */
+#define MONTH_DAYS_5 153
+#define MONTHS_5 5
+#define MONTH_ROUND 2
+#define MONTHS_MAR_TO_DEC 10
+#define MONTHS_PER_YEAR 12
+#define MARCH 3
+#define FIELD_WIDTH 2 /* months, days, hours, minutes, seconds */
+#define YEAR_WIDTH 4 /* printf "%04d" */
+#define MICROS_DIGITS 6
+#define DECIMAL 10
+
+static char *put_digits(char *p, uint64_t v, int width)
+{
+	char tmp[24];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % DECIMAL);
+		v /= DECIMAL;
+	} while (v);
+	while (n < width)
+		tmp[n++] = '0';
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+size_t ej_format_time(int64_t unix_us, char buf[EJ_TIME_LEN])
 {
 	int64_t secs = unix_us / US_PER_SEC, us = unix_us % US_PER_SEC;
-	time_t t;
-	struct tm tm;
+	int64_t days, sod, era, doe, yoe, doy, mp, year;
+	int month, mday;
+	char *p = buf;
 
 	if (us < 0) {
 		us += US_PER_SEC;
 		secs--;
 	}
-	t = (time_t)secs;
-	gmtime_r(&t, &tm);
-	snprintf(buf, EJ_TIME_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)us);
+	days = secs / SECS_PER_DAY;
+	sod = secs % SECS_PER_DAY;
+	if (sod < 0) {
+		sod += SECS_PER_DAY;
+		days--;
+	}
+	days += DAYS_0000_03_01_TO_EPOCH;
+	era = (days >= 0 ? days : days - (DAYS_PER_ERA - 1)) / DAYS_PER_ERA;
+	doe = days - era * DAYS_PER_ERA;
+	yoe = (doe - doe / DAYS_PER_4_YEARS + doe / DAYS_PER_CENTURY - doe / (DAYS_PER_ERA - 1)) /
+	      DAYS_PER_YEAR;
+	doy = doe - (DAYS_PER_YEAR * yoe + yoe / LEAP_YEARS_EVERY - yoe / NONLEAP_CENTURIES_EVERY);
+	mp = (MONTHS_5 * doy + MONTH_ROUND) / MONTH_DAYS_5;
+	mday = (int)(doy - (MONTH_DAYS_5 * mp + MONTH_ROUND) / MONTHS_5 + 1);
+	month = (int)(mp < MONTHS_MAR_TO_DEC ? mp + MARCH : mp - (MONTHS_PER_YEAR - MARCH));
+	year = yoe + era * YEARS_PER_ERA + (month < MARCH);
+
+	/* "%04d": the width counts a minus sign, zeros go after it. */
+	if (year < 0) {
+		*p++ = '-';
+		p = put_digits(p, (uint64_t)-year, YEAR_WIDTH - 1);
+	} else {
+		p = put_digits(p, (uint64_t)year, YEAR_WIDTH);
+	}
+	*p++ = '-';
+	p = put_digits(p, (uint64_t)month, FIELD_WIDTH);
+	*p++ = '-';
+	p = put_digits(p, (uint64_t)mday, FIELD_WIDTH);
+	*p++ = 'T';
+	p = put_digits(p, (uint64_t)(sod / (SECS_PER_MIN * SECS_PER_MIN)), FIELD_WIDTH);
+	*p++ = ':';
+	p = put_digits(p, (uint64_t)(sod / SECS_PER_MIN % SECS_PER_MIN), FIELD_WIDTH);
+	*p++ = ':';
+	p = put_digits(p, (uint64_t)(sod % SECS_PER_MIN), FIELD_WIDTH);
+	*p++ = '.';
+	p = put_digits(p, (uint64_t)us, MICROS_DIGITS);
+	*p++ = 'Z';
+	*p = '\0';
+	return (size_t)(p - buf);
 }
 
 static int digits(const char *s, int n, int *ret)

@@ -12,9 +12,12 @@
 
 #include "hostsvc.h"
 
-/* RFC 3339 UTC with microseconds, e.g. "2026-11-21T05:04:00.123456Z". */
+/* RFC 3339 UTC with microseconds, e.g. "2026-11-21T05:04:00.123456Z",
+ * NUL-terminated; returns its length. Any int64 is formatted as gmtime_r
+ * and "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ" would (years beyond 9999 or
+ * before 0 included), without either. */
 #define EJ_TIME_LEN 64
-void ej_format_time(int64_t unix_us, char buf[EJ_TIME_LEN]);
+size_t ej_format_time(int64_t unix_us, char buf[EJ_TIME_LEN]);
 /* Parse RFC 3339 ("Z" or +hh:mm offset, optional fraction up to 9 digits)
  * into unix us. 0 or MEMD_EINVAL. */
 int32_t ej_parse_time(const char *text, int64_t *ret_unix_us);

@@ -1,0 +1,1123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * json_out (host/json_out.h) against the jansson path it replaces: for
+ * randomized and hostile events and sessions its output must parse and be
+ * json_equal to ej_event / ej_session (byte for byte when the stored JSON
+ * texts are jansson's own compact dumps), its envelopes equal to the
+ * json_pack ones the facade built before, its validator must accept
+ * exactly what json_loads accepts, and ej_format_time must equal gmtime_r
+ * with snprintf. Randomness is a fixed-seed xorshift: failures reproduce.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "event_json.h"
+#include "json_out.h"
+
+#define SEED 0x9E3779B97F4A7C15ULL
+#define LOAD_FLAGS (JSON_DECODE_ANY | JSON_ALLOW_NUL)
+#define DUMP_FLAGS (JSON_COMPACT | JSON_ENCODE_ANY)
+#define TIME_CASES 200000
+#define VALIDATOR_CASES 6000
+#define MUTATIONS 4
+#define NUMBER_CASES 40000
+#define EVENT_CASES 4000
+#define SESSION_CASES 2000
+#define ENVELOPE_CASES 600
+#define VALUE_DEPTH 4
+#define TEXT_PIECES 24
+
+/* ---- test-side helpers --------------------------------------------------- */
+
+typedef struct rng {
+	uint64_t s;
+} rng;
+
+static uint64_t rnd(rng *r)
+{
+	uint64_t x = r->s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return r->s = x;
+}
+
+static uint64_t below(rng *r, uint64_t n)
+{
+	return rnd(r) % n;
+}
+
+typedef struct sbuf {
+	char *p;
+	size_t n, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const void *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = (b->n + n + 1) * 2;
+		b->p = realloc(b->p, b->cap);
+		cr_assert_not_null(b->p);
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+}
+
+static void sb_putc(sbuf *b, char c)
+{
+	sb_put(b, &c, 1);
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+	sb_put(b, s, strlen(s));
+}
+
+static void sb_cp(sbuf *b, uint32_t cp)
+{
+	char u[4];
+	if (cp < 0x80) {
+		sb_putc(b, (char)cp);
+	} else if (cp < 0x800) {
+		u[0] = (char)(0xC0 | cp >> 6);
+		u[1] = (char)(0x80 | (cp & 0x3F));
+		sb_put(b, u, 2);
+	} else if (cp < 0x10000) {
+		u[0] = (char)(0xE0 | cp >> 12);
+		u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+		u[2] = (char)(0x80 | (cp & 0x3F));
+		sb_put(b, u, 3);
+	} else {
+		u[0] = (char)(0xF0 | cp >> 18);
+		u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+		u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+		u[3] = (char)(0x80 | (cp & 0x3F));
+		sb_put(b, u, 4);
+	}
+}
+
+static char *sb_take(sbuf *b)
+{
+	char *p = b->p ? b->p : strdup("");
+	memset(b, 0, sizeof(*b));
+	return p;
+}
+
+static const uint32_t edge_cps[] = { 0x7F,   0x80,    0x7FF,   0x800,    0xD7FF,  0xE000,
+				     0xFFFD, 0xFFFF,  0x10000, 0x10FFFF, 0x2028,  0x2029,
+				     0xFEFF, 0x1F600, 0xE9,    0x65E5,   0x1D11E, 0xA0 };
+
+static const char *const bad_utf8[] = {
+	"\x80",		"\xBF",		"\xC0\x80",	"\xC1\xBF",	"\xC2",
+	"\xE0\x80\x80", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF", "\xF0\x80\x80\x80",
+	"\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFE", "\xFF",
+	"\xE2\x82",	"\xF0\x9F\x98",
+};
+
+/* Random text: ASCII, every kind of control character, quotes and
+ * backslashes, 2- to 4-byte characters and edge code points; with
+ * bad_every > 0, about one piece in bad_every is an invalid sequence. */
+static void rand_text(rng *r, sbuf *b, size_t max_pieces, unsigned bad_every)
+{
+	size_t n = below(r, max_pieces + 1);
+	for (size_t i = 0; i < n; i++) {
+		switch (below(r, 11)) {
+		case 0:
+		case 1:
+		case 2:
+			sb_putc(b, (char)(0x20 + below(r, 0x5F)));
+			break;
+		case 3:
+			sb_putc(b, (char)(1 + below(r, 0x1F)));
+			break;
+		case 4:
+			sb_putc(b, "\"\\/"[below(r, 3)]);
+			break;
+		case 5:
+			sb_cp(b, (uint32_t)(0x80 + below(r, 0x800 - 0x80)));
+			break;
+		case 6: {
+			uint32_t cp = (uint32_t)(0x800 + below(r, 0x10000 - 0x800));
+			sb_cp(b, cp >= 0xD800 && cp <= 0xDFFF ? 0xFFFD : cp);
+			break;
+		}
+		case 7:
+			sb_cp(b, (uint32_t)(0x10000 + below(r, 0x110000 - 0x10000)));
+			break;
+		case 8:
+			sb_cp(b, edge_cps[below(r, sizeof(edge_cps) / sizeof(edge_cps[0]))]);
+			break;
+		case 9:
+			sb_putc(b, 0x7F);
+			break;
+		default:
+			if (bad_every && below(r, bad_every) == 0)
+				sb_puts(b, bad_utf8[below(r, sizeof(bad_utf8) / sizeof(bad_utf8[0]))]);
+			else
+				sb_putc(b, (char)('a' + below(r, 26)));
+		}
+	}
+}
+
+static char *rand_cstr(rng *r, size_t max_pieces, unsigned bad_every)
+{
+	sbuf b = { 0 };
+	rand_text(r, &b, max_pieces, bad_every);
+	return sb_take(&b);
+}
+
+static const int64_t edge_ints[] = { 0,	      1,	 -1,	    INT64_MAX,	    INT64_MIN,
+				     INT64_MAX - 1, INT64_MIN + 1, 2147483648LL, -2147483649LL,
+				     1000000,	     -999999,	  4294967296LL, 9007199254740993LL };
+
+static int64_t rand_int(rng *r)
+{
+	if (below(r, 3) == 0)
+		return edge_ints[below(r, sizeof(edge_ints) / sizeof(edge_ints[0]))];
+	if (below(r, 2) == 0)
+		return (int64_t)below(r, 100000);
+	return (int64_t)rnd(r);
+}
+
+static const double edge_reals[] = { 0.0,	  -0.0,		   0.1,	    -2.5,
+				     1e308,	  -1.7976931348623157e308, 5e-324, 2.2250738585072014e-308,
+				     1e-7,	  123456789.125,	   1e21,    -1e-300 };
+
+static double rand_real(rng *r)
+{
+	double d;
+	uint64_t bits;
+	if (below(r, 2) == 0)
+		return edge_reals[below(r, sizeof(edge_reals) / sizeof(edge_reals[0]))];
+	do {
+		bits = rnd(r);
+		memcpy(&d, &bits, sizeof(d));
+	} while (!isfinite(d));
+	return d;
+}
+
+/* A random JSON value (strings may hold NUL; keys are valid UTF-8). */
+static json_t *rand_value(rng *r, int depth)
+{
+	sbuf b = { 0 };
+	json_t *v;
+
+	switch (below(r, depth > 0 ? 9 : 6)) {
+	case 0:
+		rand_text(r, &b, 12, 0);
+		if (below(r, 6) == 0)
+			sb_put(&b, "\0x", 2);
+		v = json_stringn(b.p ? b.p : "", b.n);
+		free(b.p);
+		return v;
+	case 1:
+		return json_integer(rand_int(r));
+	case 2:
+		return json_real(rand_real(r));
+	case 3:
+		return json_boolean(below(r, 2));
+	case 4:
+		return json_null();
+	case 5:
+		return json_string("");
+	case 6:
+	case 7: {
+		json_t *a = json_array();
+		size_t n = below(r, 5);
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(a, rand_value(r, depth - 1));
+		return a;
+	}
+	default: {
+		json_t *o = json_object();
+		size_t n = below(r, 5);
+		for (size_t i = 0; i < n; i++) {
+			char *key = rand_cstr(r, 6, 0);
+			json_object_set_new(o, key, rand_value(r, depth - 1));
+			free(key);
+		}
+		return o;
+	}
+	}
+}
+
+static char *dump(const json_t *v, size_t flags)
+{
+	char *s = json_dumps(v, flags);
+	cr_assert_not_null(s);
+	return s;
+}
+
+static int jansson_accepts(const char *text, size_t n)
+{
+	json_t *v = json_loadb(text, n, LOAD_FLAGS, NULL);
+	json_decref(v);
+	return v != NULL;
+}
+
+static void check_valid(const char *text, size_t n)
+{
+	int want, got = jo_valid(text, n);
+
+	/* A NUL byte is never JSON to jo_valid. (json_loadb can lose one that
+	 * follows a token; stored texts are C strings, where json_loads stops
+	 * at the NUL as strlen does.) */
+	if (memchr(text, '\0', n)) {
+		cr_assert_eq(got, 0, "a NUL byte accepted: %.*s", (int)n, text);
+		return;
+	}
+	want = jansson_accepts(text, n);
+	cr_assert_eq(got, want, "jo_valid says %d, jansson %d, for %zu bytes: %.*s", got, want, n,
+		     (int)(n > 300 ? 300 : n), text);
+}
+
+static const char mutation_bytes[] = "\"\\{}[],: 0123456789-+.eEutnfx\x01\x1f\x7f\x80\xc3\xed\xf4\xff";
+
+/* One random edit: replace, insert or delete a byte, or cut the end. */
+static void mutate(rng *r, sbuf *b)
+{
+	size_t at = b->n ? below(r, b->n) : 0;
+	char c = mutation_bytes[below(r, sizeof(mutation_bytes) - 1)];
+
+	switch (below(r, 4)) {
+	case 0:
+		if (b->n)
+			b->p[at] = c;
+		break;
+	case 1:
+		sb_putc(b, 0);
+		memmove(b->p + at + 1, b->p + at, b->n - at - 1);
+		b->p[at] = c;
+		break;
+	case 2:
+		if (b->n) {
+			memmove(b->p + at, b->p + at + 1, b->n - at - 1);
+			b->p[--b->n] = '\0';
+		}
+		break;
+	default:
+		b->n = at;
+		if (b->p)
+			b->p[b->n] = '\0';
+	}
+}
+
+/* A stored JSON text of one of many kinds; *canonical tells whether the
+ * old path would print it byte for byte as it is (or as null); *deep
+ * (when deep is not NULL) that it may be nested at jansson's limit. */
+static char *rand_stored_json(rng *r, int *canonical, int *deep)
+{
+	sbuf b = { 0 };
+	json_t *v;
+	char *s;
+
+	switch (below(r, deep ? 12 : 11)) {
+	case 0:
+		return NULL;
+	case 1:
+	case 2:
+	case 3:
+		v = rand_value(r, VALUE_DEPTH);
+		s = dump(v, DUMP_FLAGS);
+		json_decref(v);
+		return s;
+	case 4:
+		*canonical = 0;
+		v = rand_value(r, VALUE_DEPTH);
+		s = dump(v, JSON_INDENT(1) | JSON_ENCODE_ANY);
+		json_decref(v);
+		return s;
+	case 5:
+		*canonical = 0;
+		v = rand_value(r, VALUE_DEPTH);
+		s = dump(v, DUMP_FLAGS | JSON_ENSURE_ASCII | JSON_ESCAPE_SLASH);
+		json_decref(v);
+		return s;
+	case 6:
+	case 7: /* broken: mutated until jansson refuses it */
+		v = rand_value(r, VALUE_DEPTH);
+		s = dump(v, DUMP_FLAGS);
+		json_decref(v);
+		sb_puts(&b, s);
+		free(s);
+		for (int i = 0; i < 16 && jansson_accepts(b.p, b.n); i++)
+			mutate(r, &b);
+		if (jansson_accepts(b.p, b.n))
+			*canonical = 0;
+		return sb_take(&b);
+	case 8:
+		return strdup(below(r, 2) ? "" : " \n\t ");
+	case 11: { /* nesting at jansson's depth limit, one side or the other */
+		size_t depth = JO_DEPTH_MAX - 1 + below(r, 2);
+		*deep = 1;
+		for (size_t i = 0; i < depth; i++)
+			sb_putc(&b, '[');
+		sb_putc(&b, '1');
+		for (size_t i = 0; i < depth; i++)
+			sb_putc(&b, ']');
+		return sb_take(&b);
+	}
+	case 9:
+		return strdup(below(r, 2) ? "{\"\\u0000\":1}" : "[\"\\ud800\"]");
+	default:
+		return strdup(below(r, 2) ? "{\"a\":\"\\u0000\",\"b\":null}" : "1e400");
+	}
+}
+
+/* ---- ej_format_time ------------------------------------------------------- */
+
+/* The implementation ej_format_time had before json_out. */
+static void ref_time(int64_t unix_us, char buf[EJ_TIME_LEN])
+{
+	int64_t secs = unix_us / 1000000, us = unix_us % 1000000;
+	time_t t;
+	struct tm tm;
+
+	if (us < 0) {
+		us += 1000000;
+		secs--;
+	}
+	t = (time_t)secs;
+	cr_assert_not_null(gmtime_r(&t, &tm));
+	snprintf(buf, EJ_TIME_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)us);
+}
+
+static void check_time(int64_t us)
+{
+	char want[EJ_TIME_LEN], got[EJ_TIME_LEN];
+	size_t n;
+	ref_time(us, want);
+	n = ej_format_time(us, got);
+	cr_assert_str_eq(got, want, "time %lld", (long long)us);
+	cr_assert_eq(n, strlen(want));
+}
+
+Test(json_out, time_matches_gmtime_for_any_int64)
+{
+	static const int64_t edges[] = {
+		0, -1, 1, 999999, 1000000, -1000000, -1000001, 86399999999LL, 86400000000LL,
+		-86400000000LL, -86400000001LL, INT64_MAX, INT64_MIN, INT64_MIN + 1, INT64_MAX - 1,
+		951782400000000LL,   /* 2000-02-29 */
+		-2203891200000000LL, /* 1900-03-01 */
+		253402300799999999LL, 253402300800000000LL, /* 9999-12-31T23:59:59.999999, 10000 */
+		-62167219200000000LL, -62167219200000001LL, /* 0000-01-01, just before */
+		-62198755200000000LL, -30610224000000000LL, 4107542400000000LL,
+	};
+	rng r = { SEED };
+
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		check_time(edges[i]);
+	for (int i = 0; i < TIME_CASES; i++) {
+		check_time((int64_t)rnd(&r));
+		/* Within +-3000 years of 1970, where the calendar details are. */
+		check_time((int64_t)(rnd(&r) % 94670856000000000ULL) - 47335428000000000LL);
+	}
+}
+
+/* ---- strings ------------------------------------------------------------------ */
+
+static void check_string(const char *s, size_t n)
+{
+	json_t *ref = json_stringn(s, n);
+	json_out jo;
+	char *got, *want;
+	int32_t r;
+
+	jo_init(&jo);
+	r = jo_stringn(&jo, s, n);
+	if (!ref) {
+		cr_assert_eq(r, MEMD_EINVAL, "jansson refuses %zu bytes, jo_stringn gave %d", n, r);
+		cr_assert_eq(jo_finish(&jo, &got, NULL), MEMD_EINVAL);
+		return;
+	}
+	cr_assert_eq(r, 0);
+	cr_assert_eq(jo_finish(&jo, &got, NULL), 0);
+	want = dump(ref, DUMP_FLAGS);
+	cr_assert_str_eq(got, want);
+	free(got);
+	free(want);
+	json_decref(ref);
+}
+
+Test(json_out, strings_escape_as_jansson_does)
+{
+	rng r = { SEED };
+	char one[2] = { 0 };
+
+	for (int c = 1; c < 256; c++) {
+		one[0] = (char)c;
+		check_string(one, 1);
+	}
+	for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++) {
+		check_string(bad_utf8[i], strlen(bad_utf8[i]));
+		/* invalid in the middle of escapes and valid text */
+		{
+			sbuf b = { 0 };
+			sb_puts(&b, "a\"\n\x01");
+			sb_puts(&b, bad_utf8[i]);
+			sb_puts(&b, "\xc3\xa9");
+			check_string(b.p, b.n);
+			free(b.p);
+		}
+	}
+	check_string("", 0);
+	check_string("a\0b", 3); /* NUL inside: \u0000 */
+	for (int i = 0; i < EVENT_CASES * 4; i++) {
+		sbuf b = { 0 };
+		rand_text(&r, &b, TEXT_PIECES, 8);
+		check_string(b.p ? b.p : "", b.n);
+		free(b.p);
+	}
+}
+
+/* ---- validator ------------------------------------------------------------------ */
+
+static void check_valid_str(const char *s)
+{
+	check_valid(s, strlen(s));
+}
+
+static void nest(sbuf *b, size_t depth, const char *open, const char *inner, const char *close)
+{
+	for (size_t i = 0; i < depth; i++)
+		sb_puts(b, open);
+	sb_puts(b, inner);
+	for (size_t i = 0; i < depth; i++)
+		sb_puts(b, close);
+}
+
+Test(json_out, validator_hostile_cases)
+{
+	static const char *const cases[] = {
+		"", " ", "1", " 1 ", "\f1", "\v1", "1 2", "[1 2]", "[1,]", "[,1]", "[", "]", "{}", "[]",
+		"[{}]", "{\"a\" 1}", "{1:2}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1 \"b\":2}", "{,}",
+		"nul", "null", "nulll", "True", "true1", "[true1]", "falsey", "\xEF\xBB\xBF{}",
+		"\"abc", "\"\\\"", "\"\\", "\"\\u12\"", "\"\\u12G4\"", "\"\\x\"", "\"\\/\"",
+		"\"\t\"", "\"\x7f\"", "\"\\u0000\"", "{\"\\u0000\":1}", "{\"a\\u0000b\":1}",
+		"{\"a\":\"\\u0000\"}", "\"\\ud83d\\ude00\"", "\"\\uD83D\\uDE00\"", "\"\\ud83d\"",
+		"\"\\ude00\"", "\"\\ud83d\\u0041\"", "\"\\ud83dx\"", "\"\\ud83d\\n\"", "\"\\ud83d\\ud83d\"",
+		"\"\\u00e9\"", "\"\xc3\xa9\"", "\"\xc3\"", "\"\xed\xa0\x80\"", "\"\xf4\x8f\xbf\xbf\"",
+		"\"\xf4\x90\x80\x80\"", "\xc3\xa9", "0", "-0", "-", "-a", "00", "01", "-01", "0.", ".1",
+		"1.", "1.e5", "1e", "1e+", "1E+2", "1e-2", "+1", "0x10", "1.5.3", "1e5.3", "Infinity",
+		"NaN", "-Infinity", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9223372036854775809", "10000000000000000000",
+		"00000000000000000001", "1e-400", "1e400", "-1e400", "1e308", "1.7976931348623157e308",
+		"1.7976931348623158e308", "1.7976931348623159e308", "17976931348623157e292",
+		"0e99999999999999999999", "0.0e400", "0.000e999", "1e-99999999999999999999",
+		"1e99999999999999999999", "100e306", "1000e306", "0.1e310", "0.01e310", "0.001e310",
+		"[1e400]", "{\"a\":1e400}", "[9223372036854775808]", "\"a\"\"b\"", "[]]", "{}}", "[[]",
+		"{\"a\":{\"b\":[1,{\"c\":null}]}}", "[\"\\ud800\"]", "\"\\u0041\\u00DF\\u6771\"",
+	};
+	static const char threshold[] =
+		"17976931348623158079372897140530341507993413271003782693617377898044496829276475094664901"
+		"79775872070963302864166928879109465555478519404026306574886715058206819089020007083836762"
+		"73854845817711531764475730270069855571366959622842914819860834936475292719074168444365510"
+		"704342711559699508093042880177904174497792";
+	sbuf b = { 0 };
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_valid_str(cases[i]);
+	/* Bytes past a NUL count (json_loadb): a NUL is never JSON. */
+	check_valid("1\0", 2);
+	check_valid("\"a\0b\"", 5);
+	check_valid("[1,\0]", 5);
+
+	/* The real overflow threshold 2^1024 - 2^970, written many ways. */
+	{
+		static const struct {
+			const char *pre, *post;
+		} forms[] = { { "", ".0" },	{ "", "0e-1" }, { "0.", "e309" }, { "0.0", "e310" },
+			      { "", "1e0" },	{ "", "000" },	{ "-", ".0" },	  { "-0.", "E+309" },
+			      { "", ".000e0" }, { "", "e-1" } };
+		char text[1024];
+		char below_t[sizeof(threshold)];
+		memcpy(below_t, threshold, sizeof(threshold));
+		below_t[sizeof(threshold) - 2]--; /* ...791 */
+		for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+			snprintf(text, sizeof(text), "%s%s%s", forms[i].pre, threshold, forms[i].post);
+			check_valid_str(text);
+			snprintf(text, sizeof(text), "%s%s%s", forms[i].pre, below_t, forms[i].post);
+			check_valid_str(text);
+		}
+		/* 1.797...792e308, and with a digit changed either way */
+		snprintf(text, sizeof(text), "%c.%se308", threshold[0], threshold + 1);
+		check_valid_str(text);
+		cr_assert_eq(jo_valid(text, strlen(text)), 0, "the threshold itself overflows");
+		snprintf(text, sizeof(text), "%c.%se308", below_t[0], below_t + 1);
+		check_valid_str(text);
+		cr_assert_eq(jo_valid(text, strlen(text)), 1, "just below the threshold is DBL_MAX");
+		snprintf(text, sizeof(text), "%c.%s1e308", below_t[0], below_t + 1);
+		check_valid_str(text);
+		snprintf(text, sizeof(text), "%c.%.20se308", threshold[0], threshold + 1);
+		check_valid_str(text);
+	}
+
+	/* Depth: jansson accepts a value nested in JO_DEPTH_MAX - 1 containers
+	 * and an empty container at depth JO_DEPTH_MAX, nothing deeper. */
+	for (size_t d = JO_DEPTH_MAX - 2; d <= JO_DEPTH_MAX + 1; d++) {
+		static const char *const inners[] = { "1", "[]", "{}", "\"x\"" };
+		for (size_t k = 0; k < sizeof(inners) / sizeof(inners[0]); k++) {
+			b.n = 0;
+			nest(&b, d, "[", inners[k], "]");
+			check_valid(b.p, b.n);
+			b.n = 0;
+			nest(&b, d, "{\"k\":", inners[k], "}");
+			check_valid(b.p, b.n);
+			b.n = 0;
+			nest(&b, d, "[{\"a\":[1,", inners[k], "]}]");
+			check_valid(b.p, b.n);
+		}
+	}
+	b.n = 0;
+	nest(&b, JO_DEPTH_MAX - 1, "[", "1", "]");
+	cr_assert(jo_valid(b.p, b.n));
+	b.n = 0;
+	nest(&b, JO_DEPTH_MAX, "[", "1", "]");
+	cr_assert_not(jo_valid(b.p, b.n));
+	b.n = 0;
+	nest(&b, 100000, "[", "", "]"); /* far past the limit: refused, no deep recursion */
+	cr_assert_not(jo_valid(b.p, b.n));
+	free(b.p);
+}
+
+Test(json_out, validator_agrees_with_jansson_on_random_texts)
+{
+	rng r = { SEED };
+
+	for (int i = 0; i < VALIDATOR_CASES; i++) {
+		json_t *v = rand_value(&r, VALUE_DEPTH);
+		const size_t flags[] = { DUMP_FLAGS, JSON_INDENT(2) | JSON_ENCODE_ANY,
+					 DUMP_FLAGS | JSON_ENSURE_ASCII | JSON_ESCAPE_SLASH };
+		for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++) {
+			char *s = dump(v, flags[f]);
+			sbuf b = { 0 };
+			cr_assert(jo_valid(s, strlen(s)), "jansson's own dump refused: %s", s);
+			sb_puts(&b, s);
+			for (int k = 0; k < MUTATIONS; k++) {
+				mutate(&r, &b);
+				check_valid(b.p ? b.p : "", b.n);
+			}
+			free(b.p);
+			free(s);
+		}
+		json_decref(v);
+	}
+}
+
+Test(json_out, validator_numbers_agree_with_jansson)
+{
+	rng r = { SEED };
+	char text[128];
+
+	for (int i = 0; i < NUMBER_CASES; i++) {
+		size_t n = 0, digits = 1 + below(&r, 25);
+		if (below(&r, 3) == 0)
+			text[n++] = '-';
+		if (below(&r, 8) == 0)
+			text[n++] = '0';
+		for (size_t k = 0; k < digits; k++)
+			text[n++] = (char)('0' + below(&r, 10));
+		if (below(&r, 2)) {
+			size_t fd = below(&r, 6);
+			text[n++] = '.';
+			for (size_t k = 0; k < fd; k++)
+				text[n++] = (char)('0' + below(&r, 10));
+		}
+		if (below(&r, 2)) {
+			size_t ed = below(&r, 5);
+			text[n++] = below(&r, 2) ? 'e' : 'E';
+			if (below(&r, 2))
+				text[n++] = below(&r, 2) ? '-' : '+';
+			if (below(&r, 2)) /* exponents near 308 */
+				n += (size_t)snprintf(text + n, sizeof(text) - n, "%d",
+						      (int)(280 + below(&r, 40)));
+			else
+				for (size_t k = 0; k < ed; k++)
+					text[n++] = (char)('0' + below(&r, 10));
+		}
+		check_valid(text, n);
+	}
+}
+
+/* ---- events and sessions --------------------------------------------------- */
+
+typedef struct rand_event {
+	memd_event e;
+	char *strs[6]; /* id, invocation_id, author, role, branch, text */
+	char *texts[3];
+	int canonical;
+} rand_event;
+
+static char *rand_field(rng *r, unsigned bad_every)
+{
+	switch (below(r, 8)) {
+	case 0:
+		return NULL;
+	case 1:
+		return strdup("");
+	default:
+		return rand_cstr(r, TEXT_PIECES, bad_every);
+	}
+}
+
+/* The three stored texts of an event. A text at the depth limit nests the
+ * output past what jansson parses: then the others are kept canonical, so
+ * the output can be checked byte for byte instead. */
+static void rand_texts(rng *r, char **texts, size_t n, int allow_deep, int *canonical)
+{
+	int deep = 0, c[3] = { 1, 1, 1 };
+
+	for (size_t i = 0; i < n; i++)
+		texts[i] = rand_stored_json(r, &c[i], allow_deep ? &deep : NULL);
+	for (size_t i = 0; deep && i < n; i++)
+		while (!c[i]) {
+			free(texts[i]);
+			c[i] = 1;
+			texts[i] = rand_stored_json(r, &c[i], NULL);
+		}
+	for (size_t i = 0; i < n; i++)
+		*canonical &= c[i];
+}
+
+static void rand_event_make(rng *r, rand_event *re, unsigned bad_every, int small_ints)
+{
+	static const char *const roles[] = { "summary", "user", "assistant", "tool" };
+
+	memset(re, 0, sizeof(*re));
+	re->canonical = 1;
+	for (int i = 0; i < 6; i++)
+		re->strs[i] = rand_field(r, bad_every);
+	if (below(r, 2)) {
+		free(re->strs[3]);
+		re->strs[3] = strdup(roles[below(r, 4)]);
+	}
+	/* small_ints: for envelopes, which are checked by parsing */
+	rand_texts(r, re->texts, 3, !small_ints, &re->canonical);
+	re->e.struct_size = sizeof(re->e);
+	re->e.id = re->strs[0];
+	re->e.invocation_id = re->strs[1];
+	re->e.author = re->strs[2];
+	re->e.role = re->strs[3];
+	re->e.branch = re->strs[4];
+	re->e.text = re->strs[5];
+	re->e.content_json = re->texts[0];
+	re->e.actions_json = re->texts[1];
+	re->e.metadata_json = re->texts[2];
+	re->e.seq = small_ints ? (int64_t)below(r, 1000) : rand_int(r);
+	re->e.tokens = small_ints ? (int64_t)below(r, 1000) : rand_int(r);
+	re->e.covers_seq = small_ints ? (int64_t)below(r, 1000) : rand_int(r);
+	re->e.timestamp_us = rand_int(r);
+}
+
+static void rand_event_free(rand_event *re)
+{
+	for (int i = 0; i < 6; i++)
+		free(re->strs[i]);
+	for (int i = 0; i < 3; i++)
+		free(re->texts[i]);
+}
+
+/* Keys of two objects in the same order. */
+static void assert_same_key_order(json_t *a, json_t *b)
+{
+	void *ia = json_object_iter(a), *ib = json_object_iter(b);
+	for (; ia && ib; ia = json_object_iter_next(a, ia), ib = json_object_iter_next(b, ib))
+		cr_assert_str_eq(json_object_iter_key(ia), json_object_iter_key(ib));
+	cr_assert(!ia && !ib, "different numbers of keys");
+}
+
+/* got (len bytes) must be the JSON of ref; byte for byte when exact. */
+static void assert_same_json(const char *got, size_t len, json_t *ref, int exact)
+{
+	json_error_t jerr;
+	json_t *parsed = json_loadb(got, len, JSON_ALLOW_NUL, &jerr);
+	char *want = dump(ref, JSON_COMPACT);
+
+	if (!parsed && json_error_code(&jerr) == json_error_stack_overflow) {
+		/* Nested past jansson's limit, by a stored text at the limit
+		 * (the old output nested as deep): compare the bytes. */
+		cr_assert(exact, "too deep to parse, and not canonical");
+		cr_assert_str_eq(got, want);
+		free(want);
+		return;
+	}
+	cr_assert_not_null(parsed, "output is not JSON (%s): %.300s", jerr.text, got);
+	cr_assert(json_equal(parsed, ref), "output %.400s\nold     %.400s", got, want);
+	assert_same_key_order(parsed, ref);
+	if (exact)
+		cr_assert_str_eq(got, want);
+	cr_assert_eq(strlen(got), len);
+	json_decref(parsed);
+	free(want);
+}
+
+/* Whether any string field of e is refused by jansson. */
+static int event_has_bad_string(const memd_event *e, const char *field)
+{
+	const char *const names[] = { "id", "invocation_id", "author", "role", "branch", "text" };
+	const char *const vals[] = { e->id, e->invocation_id, e->author, e->role, e->branch, e->text };
+	for (int i = 0; i < 6; i++) {
+		json_t *s;
+		if (!vals[i] || (field && strcmp(field, names[i]) != 0))
+			continue;
+		s = json_string(vals[i]);
+		json_decref(s);
+		if (!s)
+			return 1;
+	}
+	return 0;
+}
+
+Test(json_out, events_equal_the_jansson_path)
+{
+	rng r = { SEED };
+	int bad = 0, summaries = 0;
+
+	for (int i = 0; i < EVENT_CASES; i++) {
+		rand_event re;
+		json_t *ref;
+		json_out jo;
+		char *got;
+		size_t len;
+		int32_t rc;
+
+		rand_event_make(&r, &re, 40, 0);
+		ref = ej_event(&re.e);
+		jo_init(&jo);
+		rc = jo_event(&jo, &re.e);
+		if (!ref) {
+			bad++;
+			cr_assert(event_has_bad_string(&re.e, NULL), "ej_event failed on a valid event");
+			cr_assert_eq(rc, MEMD_EINVAL);
+			cr_assert_not_null(jo.bad_field);
+			cr_assert(event_has_bad_string(&re.e, jo.bad_field), "bad_field %s is valid",
+				  jo.bad_field);
+			cr_assert_eq(jo_finish(&jo, &got, &len), MEMD_EINVAL);
+		} else {
+			summaries += json_object_get(ref, "covers_seq") != NULL;
+			cr_assert_eq(rc, 0);
+			cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+			assert_same_json(got, len, ref, re.canonical);
+			free(got);
+			json_decref(ref);
+		}
+		rand_event_free(&re);
+	}
+	/* The generator reached both sides. */
+	cr_assert_gt(bad, 10);
+	cr_assert_gt(summaries, 100);
+}
+
+static void rand_session(rng *r, memd_session *s, char *strs[5], int *canonical, int allow_deep)
+{
+	memset(s, 0, sizeof(*s));
+	s->struct_size = sizeof(*s);
+	for (int i = 0; i < 4; i++)
+		strs[i] = rand_field(r, 40);
+	rand_texts(r, &strs[4], 1, allow_deep, canonical);
+	s->id = strs[0];
+	s->app = strs[1];
+	s->user = strs[2];
+	s->title = strs[3];
+	s->metadata_json = strs[4];
+	s->flags = below(r, 2) ? MEMD_SESSION_ARCHIVED : 0;
+	s->created_us = rand_int(r);
+	s->updated_us = rand_int(r);
+	s->version = rand_int(r);
+	s->last_seq = rand_int(r);
+	s->summary_seq = below(r, 3) ? rand_int(r) : 0;
+}
+
+Test(json_out, sessions_equal_the_jansson_path)
+{
+	rng r = { SEED };
+	int bad = 0;
+
+	for (int i = 0; i < SESSION_CASES; i++) {
+		memd_session s;
+		char *strs[5];
+		int canonical = 1;
+		json_t *ref;
+		json_out jo;
+		char *got;
+		size_t len;
+		int32_t rc;
+
+		rand_session(&r, &s, strs, &canonical, 1);
+		ref = ej_session(&s);
+		jo_init(&jo);
+		rc = jo_session(&jo, &s);
+		if (!ref) {
+			bad++;
+			cr_assert_eq(rc, MEMD_EINVAL);
+			cr_assert_not_null(jo.bad_field);
+			jo_clear(&jo);
+		} else {
+			cr_assert_eq(rc, 0);
+			cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+			assert_same_json(got, len, ref, canonical);
+			free(got);
+			json_decref(ref);
+		}
+		for (int k = 0; k < 5; k++)
+			free(strs[k]);
+	}
+	cr_assert_gt(bad, 5);
+}
+
+/* ---- envelopes ------------------------------------------------------------- */
+
+Test(json_out, context_envelope_equals_the_json_pack_one)
+{
+	rng r = { SEED };
+
+	for (int i = 0; i < ENVELOPE_CASES; i++) {
+		char *name = rand_cstr(&r, 4, 0);
+		json_t *summary = NULL, *events = json_array(), *ref;
+		int64_t tokens = 0;
+		int exact = 1, failed = 0;
+		size_t n_ops = below(&r, 7);
+		jo_context c;
+		char *got;
+		int32_t rc;
+
+		jo_context_begin(&c, name);
+		for (size_t k = 0; k < n_ops && !failed; k++) {
+			rand_event re;
+			json_t *ev;
+			/* mostly the contract (summary first), sometimes not */
+			int as_summary = below(&r, k == 0 ? 2 : 6) == 0;
+			rand_event_make(&r, &re, 200, 1);
+			exact &= re.canonical;
+			ev = ej_event(&re.e);
+			tokens += re.e.tokens;
+			rc = as_summary ? jo_context_summary(&c, &re.e) : jo_context_event(&c, &re.e);
+			if (!ev) {
+				cr_assert_eq(rc, MEMD_EINVAL);
+				failed = 1;
+			} else if (as_summary) {
+				cr_assert_eq(rc, 0);
+				json_decref(summary);
+				summary = ev;
+			} else {
+				cr_assert_eq(rc, 0);
+				json_array_append_new(events, ev);
+			}
+			rand_event_free(&re);
+		}
+		rc = jo_context_finish(&c, &got);
+		if (failed) {
+			cr_assert_eq(rc, MEMD_EINVAL);
+			json_decref(summary);
+			json_decref(events);
+		} else {
+			cr_assert_eq(rc, 0);
+			ref = json_pack("{s:s,s:o?,s:o,s:I}", "strategy", name, "summary", summary,
+					"events", events, "tokens", (json_int_t)tokens);
+			cr_assert_not_null(ref);
+			assert_same_json(got, strlen(got), ref, exact);
+			json_decref(ref);
+			free(got);
+		}
+		free(name);
+	}
+}
+
+Test(json_out, page_envelope_equals_the_json_pack_one)
+{
+	rng r = { SEED };
+
+	for (int i = 0; i < ENVELOPE_CASES; i++) {
+		uint32_t limit = 1 + (uint32_t)below(&r, 5);
+		size_t delivered = below(&r, limit + 2); /* the store gives at most limit + 1 */
+		json_t *arr = json_array(), *next = NULL, *ref;
+		int exact = 1, failed = 0;
+		jo_page p;
+		char *got;
+		int32_t rc;
+
+		cr_assert_eq(jo_page_begin(&p, limit), 0);
+		for (size_t k = 0; k < delivered && !failed; k++) {
+			rand_event re;
+			json_t *ev;
+			rand_event_make(&r, &re, k < limit ? 200 : 0, 1);
+			ev = ej_event(&re.e);
+			rc = jo_page_event(&p, &re.e);
+			if (!ev) {
+				cr_assert_eq(rc, MEMD_EINVAL);
+				failed = 1;
+			} else {
+				cr_assert_eq(rc, 0);
+				if (k < limit)
+					exact &= re.canonical;
+				json_array_append_new(arr, ev);
+			}
+			rand_event_free(&re);
+		}
+		rc = jo_page_finish(&p, &got);
+		if (failed) {
+			cr_assert_eq(rc, MEMD_EINVAL);
+			json_decref(arr);
+			continue;
+		}
+		cr_assert_eq(rc, 0);
+		/* what memd_events_list did with jansson */
+		if (json_array_size(arr) > limit) {
+			json_array_remove(arr, limit);
+			next = json_object_get(json_array_get(arr, limit - 1), "seq");
+		}
+		ref = json_pack("{s:o,s:O?}", "events", arr, "next_after_seq", next);
+		cr_assert_not_null(ref);
+		assert_same_json(got, strlen(got), ref, exact);
+		json_decref(ref);
+		free(got);
+	}
+	cr_assert_eq(jo_page_begin(&(jo_page){ 0 }, 0), MEMD_EINVAL);
+}
+
+Test(json_out, session_get_envelope_equals_the_jansson_one)
+{
+	rng r = { SEED };
+
+	for (int i = 0; i < ENVELOPE_CASES; i++) {
+		jo_session_get g;
+		memd_session s;
+		char *strs[5];
+		int exact = 1, with_events = (int)below(&r, 3), failed = 0;
+		size_t deliveries = 1 + below(&r, 2), n_events = below(&r, 5);
+		json_t *ref = NULL, *arr = NULL;
+		char *got;
+		int32_t rc;
+
+		jo_session_get_init(&g);
+		for (size_t k = 0; k < deliveries && !failed; k++) {
+			exact = 1; /* only the last delivery is output */
+			rand_session(&r, &s, strs, &exact, 0);
+			json_decref(ref);
+			ref = ej_session(&s);
+			rc = jo_session_get_session(&g, &s);
+			if (!ref) {
+				cr_assert_eq(rc, MEMD_EINVAL);
+				failed = 1;
+			} else {
+				cr_assert_eq(rc, 0);
+			}
+			for (int f = 0; f < 5; f++)
+				free(strs[f]);
+		}
+		if (with_events && !failed) {
+			cr_assert_eq(jo_session_get_events(&g), 0);
+			arr = json_array();
+			json_object_set_new(ref, "events", arr);
+			for (size_t k = 0; k < n_events && !failed; k++) {
+				rand_event re;
+				json_t *ev;
+				rand_event_make(&r, &re, 200, 1);
+				exact &= re.canonical;
+				ev = ej_event(&re.e);
+				rc = jo_session_get_event(&g, &re.e);
+				if (!ev) {
+					cr_assert_eq(rc, MEMD_EINVAL);
+					failed = 1;
+				} else {
+					cr_assert_eq(rc, 0);
+					json_array_append_new(arr, ev);
+				}
+				rand_event_free(&re);
+			}
+		}
+		rc = jo_session_get_finish(&g, &got);
+		if (failed) {
+			cr_assert_eq(rc, MEMD_EINVAL);
+		} else {
+			cr_assert_eq(rc, 0);
+			assert_same_json(got, strlen(got), ref, exact);
+			free(got);
+		}
+		json_decref(ref);
+	}
+}
+
+Test(json_out, misuse_and_sticky_errors)
+{
+	jo_session_get g;
+	memd_session s = { .struct_size = sizeof(s), .id = "s", .app = "a", .user = "u" };
+	memd_event e = { .struct_size = sizeof(e), .id = "e", .role = "user", .text = "\xff" };
+	json_out jo;
+	char *got;
+	size_t len;
+
+	/* no session delivered; events before the session; a session after events */
+	jo_session_get_init(&g);
+	cr_assert_eq(jo_session_get_events(&g), MEMD_EINVAL);
+	cr_assert_eq(jo_session_get_finish(&g, &got), MEMD_EINVAL);
+	jo_session_get_init(&g);
+	cr_assert_eq(jo_session_get_event(&g, &e), MEMD_EINVAL);
+	jo_session_get_clear(&g);
+	jo_session_get_init(&g);
+	cr_assert_eq(jo_session_get_session(&g, &s), 0);
+	cr_assert_eq(jo_session_get_events(&g), 0);
+	cr_assert_eq(jo_session_get_session(&g, &s), MEMD_EINVAL);
+	jo_session_get_clear(&g);
+	jo_session_get_clear(NULL);
+
+	/* the first error sticks: nothing more is written */
+	jo_init(&jo);
+	cr_assert_eq(jo_lit(&jo, "["), 0);
+	cr_assert_eq(jo_event(&jo, &e), MEMD_EINVAL);
+	cr_assert_str_eq(jo.bad_field, "text");
+	cr_assert_eq(jo_lit(&jo, "]"), MEMD_EINVAL);
+	cr_assert_eq(jo_int(&jo, 1), MEMD_EINVAL);
+	cr_assert_eq(jo_finish(&jo, &got, &len), MEMD_EINVAL);
+	cr_assert_null(jo.buf);
+
+	/* replace: bad ranges refused; growing and shrinking ranges */
+	jo_init(&jo);
+	jo_lit(&jo, "[1,2,3]");
+	cr_assert_eq(jo_replace(&jo, 3, 4, "22222", 5), 0);
+	cr_assert_eq(jo_replace(&jo, 1, 2, "", 0), 0);
+	cr_assert_eq(jo_replace(&jo, 0, 0, " ", 1), 0);
+	cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+	cr_assert_str_eq(got, " [,22222,3]");
+	cr_assert_eq(len, strlen(got));
+	free(got);
+	jo_init(&jo);
+	jo_lit(&jo, "[]");
+	cr_assert_eq(jo_replace(&jo, 2, 1, "x", 1), MEMD_EINVAL);
+	jo_clear(&jo);
+	jo_init(&jo);
+	cr_assert_eq(jo_replace(&jo, 0, 3, "x", 1), MEMD_EINVAL);
+	jo_clear(&jo);
+	jo_clear(NULL);
+
+	/* truncate past the end is ignored; an empty writer finishes as "" */
+	jo_init(&jo);
+	jo_lit(&jo, "abc");
+	jo_truncate(&jo, 10);
+	jo_truncate(&jo, 1);
+	jo_lit(&jo, "z");
+	cr_assert_eq(jo_finish(&jo, &got, NULL), 0);
+	cr_assert_str_eq(got, "az");
+	free(got);
+	jo_init(&jo);
+	cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+	cr_assert_str_eq(got, "");
+	cr_assert_eq(len, 0);
+	free(got);
+
+	/* output far past the initial buffer */
+	jo_init(&jo);
+	for (int i = 0; i < 100000; i++)
+		jo_int(&jo, INT64_MIN);
+	cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+	cr_assert_eq(len, 100000 * strlen("-9223372036854775808"));
+	free(got);
+}
+
