@@ -17,6 +17,7 @@
 #include "event_json.h"
 #include "hostsvc.h"
 #include "index/index.h"
+#include "json_out.h"
 #include "loader.h"
 #include "memd-build.h"
 #include "strategy.h"
@@ -244,10 +245,33 @@ static int32_t sink_session_array(void *ud, const memd_session *s)
 	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
 }
 
-static int32_t sink_event_array(void *ud, const memd_event *e)
+/* Sinks of the read path: records written as JSON text (json_out.h). */
+static int32_t sink_page_event(void *ud, const memd_event *e)
 {
-	json_t *o = ej_event(e);
-	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
+	return jo_page_event(ud, e);
+}
+
+static int32_t sink_get_session(void *ud, const memd_session *s)
+{
+	return jo_session_get_session(ud, s);
+}
+
+static int32_t sink_get_event(void *ud, const memd_event *e)
+{
+	return jo_session_get_event(ud, e);
+}
+
+/* A read that failed (r < 0) or whose writer refused a record. A refused
+ * record has a string that is not valid UTF-8: the store returned data
+ * memd cannot put in JSON (jansson refused it too, then as ENOMEM). */
+static int32_t read_failed(memd *m, const json_out *jo, int32_t r, memd_error *err)
+{
+	if (jo->error == MEMD_EINVAL)
+		return memd_error_set(err, MEMD_EIO, 0, "%s: a stored %s is not valid UTF-8",
+				      store_name(m->sessions), jo->bad_field ? jo->bad_field : "string");
+	if (jo->error == MEMD_ENOMEM)
+		return oom(err);
+	return r < 0 ? r : memd_error_set(err, MEMD_EINTERNAL, 0, "read failed");
 }
 
 static int32_t sink_text_json(void *ud, const char *text, size_t len)
@@ -663,7 +687,8 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 {
 	memd_call call = call_new();
 	memd_scope sc;
-	json_t *sess = NULL, *events = NULL;
+	jo_session_get g;
+	memd_session_sink sink = { sizeof(sink), &g, sink_get_session };
 	memd_get_options o = { 0 };
 	int32_t r;
 
@@ -671,8 +696,17 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 		return r;
 	if (opts)
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
-	if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
-		return r;
+	jo_session_get_init(&g);
+	r = store_session_get(m->sessions, &call, &sc, &sink, err);
+	if (r < 0 || g.out.error) {
+		r = read_failed(m, &g.out, r, err);
+		goto fail;
+	}
+	if (!g.has_session) {
+		r = memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
+				   store_name(m->sessions));
+		goto fail;
+	}
 	if (o.flags & MEMD_GET_EVENTS) {
 		memd_event_query q = {
 			.struct_size = sizeof(q),
@@ -681,23 +715,22 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 			.after_time_us = o.after_time_us,
 			.limit = o.events,
 		};
-		memd_event_sink sink;
+		memd_event_sink events = { sizeof(events), &g, sink_get_event };
 		if (o.after_seq < 0) {
-			json_decref(sess);
-			return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
+			r = memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
+			goto fail;
 		}
-		events = json_array();
-		sink = (memd_event_sink){ sizeof(sink), events, sink_event_array };
-		if (!events || json_object_set_new(sess, "events", events) < 0) {
-			json_decref(sess);
-			return oom(err);
-		}
-		if ((r = store_events_load(m->sessions, &call, &sc, &q, &sink, err)) < 0) {
-			json_decref(sess);
-			return r;
+		jo_session_get_events(&g);
+		r = store_events_load(m->sessions, &call, &sc, &q, &events, err);
+		if (r < 0 || g.out.error) {
+			r = read_failed(m, &g.out, r, err);
+			goto fail;
 		}
 	}
-	return finish(sess, ret_json, err);
+	return jo_session_get_finish(&g, ret_json) < 0 ? oom(err) : 0;
+fail:
+	jo_session_get_clear(&g);
+	return r;
 }
 
 /* Cursor text: "<created_us>.<hex of id>". */
@@ -1113,8 +1146,8 @@ int32_t memd_events_list(memd *m, const char *app, const char *user, const char 
 	memd_call call = call_new();
 	memd_scope sc;
 	memd_event_query q = { .struct_size = sizeof(q) };
-	memd_event_sink sink;
-	json_t *arr, *o, *next = NULL;
+	jo_page page;
+	memd_event_sink sink = { sizeof(sink), &page, sink_page_event };
 	int32_t r;
 
 	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
@@ -1126,46 +1159,27 @@ int32_t memd_events_list(memd *m, const char *app, const char *user, const char 
 	if (limit > MEMD_PAGE_LIMIT_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_PAGE_LIMIT_MAX);
 	q.after_seq = after_seq;
-	q.limit = limit + 1;
-	arr = json_array();
-	if (!arr)
-		return oom(err);
-	sink = (memd_event_sink){ sizeof(sink), arr, sink_event_array };
-	if ((r = store_events_load(m->sessions, &call, &sc, &q, &sink, err)) < 0) {
-		json_decref(arr);
+	q.limit = limit + 1; /* one more tells whether there is a next page */
+	jo_page_begin(&page, limit);
+	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
+	if (r < 0 || page.out.error) {
+		r = read_failed(m, &page.out, r, err);
+		jo_page_clear(&page);
 		return r;
 	}
-	if (json_array_size(arr) > limit) {
-		json_array_remove(arr, limit);
-		next = json_object_get(json_array_get(arr, limit - 1), "seq");
-	}
-	o = json_pack("{s:o,s:O?}", "events", arr, "next_after_seq", next);
-	return finish(o, ret_json, err);
+	return jo_page_finish(&page, ret_json) < 0 ? oom(err) : 0;
 }
 
 /* ---- context ----------------------------------------------------------------- */
 
-typedef struct context_acc {
-	json_t *summary;
-	json_t *events;
-	int64_t tokens;
-	int oom;
-} context_acc;
-
 static int32_t ctx_summary(void *ud, const memd_event *e)
 {
-	context_acc *c = ud;
-	json_decref(c->summary);
-	c->summary = ej_event(e);
-	c->tokens += e->tokens;
-	return c->summary ? 0 : MEMD_ENOMEM;
+	return jo_context_summary(ud, e);
 }
 
 static int32_t ctx_event(void *ud, const memd_event *e)
 {
-	context_acc *c = ud;
-	c->tokens += e->tokens;
-	return sink_event_array(c->events, e);
+	return jo_context_event(ud, e);
 }
 
 int32_t memd_context(memd *m, const char *app, const char *user, const char *sid, char **ret_json,
@@ -1179,11 +1193,10 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 			const char *sid, char **ret_json, memd_error *err)
 {
 	memd_scope sc;
-	context_acc c = { 0 };
+	jo_context c;
 	memd_context_sink sink = { sizeof(sink), &c, ctx_summary, ctx_event };
 	const char *app_name;
 	strategy *st;
-	json_t *o;
 	int32_t r;
 
 	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
@@ -1191,19 +1204,14 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 	st = strategy_for(m, app, &app_name);
 	if (!st)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
-	c.events = json_array();
-	if (!c.events)
-		return oom(err);
-	if ((r = strategy_context(st, m->sessions, call, &sc, &sink, err)) < 0) {
-		json_decref(c.events);
-		json_decref(c.summary);
+	jo_context_begin(&c, strategy_plugin_name(st));
+	r = c.out.error ? c.out.error : strategy_context(st, m->sessions, call, &sc, &sink, err);
+	if (r < 0 || c.out.error) {
+		r = read_failed(m, &c.out, r, err);
+		jo_context_clear(&c);
 		return r;
 	}
-	o = json_pack("{s:s,s:o?,s:o,s:I}", "strategy", strategy_plugin_name(st), "summary", c.summary,
-		      "events", c.events, "tokens", (json_int_t)c.tokens);
-	if (!o)
-		json_decref(c.summary);
-	return finish(o, ret_json, err);
+	return jo_context_finish(&c, ret_json) < 0 ? oom(err) : 0;
 }
 
 /* ---- state ------------------------------------------------------------------- */

@@ -18,6 +18,9 @@
 
 #include "event_json.h"
 #include "json_out.h"
+#include "service.h"
+#include "store.h"
+#include "test_util.h"
 
 #define SEED 0x9E3779B97F4A7C15ULL
 #define LOAD_FLAGS (JSON_DECODE_ANY | JSON_ALLOW_NUL)
@@ -31,6 +34,7 @@
 #define ENVELOPE_CASES 600
 #define VALUE_DEPTH 4
 #define TEXT_PIECES 24
+#define FACADE_EVENTS 12
 
 /* ---- test-side helpers --------------------------------------------------- */
 
@@ -1121,3 +1125,255 @@ Test(json_out, misuse_and_sticky_errors)
 	free(got);
 }
 
+/* ---- the facade's read calls over sqlite ------------------------------------ */
+
+static tu_dir dir;
+static memd *m;
+
+static void facade_setup(void)
+{
+	char yaml[TU_PATH_MAX + 256];
+	tu_dir_make(&dir);
+	snprintf(yaml, sizeof(yaml),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n"
+		 "apps:\n  '*': {working_memory: {strategy: all}}\n"
+		 "  sb: {working_memory: {strategy: summary_buffer, max_tokens: 1000000}}\n",
+		 dir.path);
+	m = tu_open(&dir, yaml);
+}
+
+static void facade_teardown(void)
+{
+	memd_close(m);
+	tu_dir_remove(&dir);
+}
+
+TestSuite(read_path, .init = facade_setup, .fini = facade_teardown);
+
+static memd_scope scope_of(const char *app, const char *sid)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = "u", .session = sid };
+	return sc;
+}
+
+/* Append events straight to the store: what it holds is what reads give
+ * back, hostile texts included (the facade's own append would clean them). */
+static void store_put(const char *app, const char *sid, const memd_event *e)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = scope_of(app, sid);
+	const memd_event *one[1] = { e };
+	int64_t seq;
+	memd_append a = { .struct_size = sizeof(a), .events = one, .n_events = 1, .now_us = 1 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	memd_error err = { 0 };
+	cr_assert_eq(store_append(service_session_store(m), &call, &sc, &a, &res, &err), 0, "%s",
+		     err.msg);
+}
+
+/* A session of FACADE_EVENTS hostile events (role summary at index
+ * summary_at, covering the events before it, unless negative); returns
+ * whether all stored texts print canonically (always, with canonical_only:
+ * then the output must be the old one byte for byte). */
+static int fill_session(rng *r, const char *app, const char *sid, int summary_at,
+			int canonical_only)
+{
+	static const char *const roles[] = { "user", "assistant", "tool", "system" };
+	char body[64], id[16];
+	memd_error err = { 0 };
+	char *out = NULL;
+	int canonical = 1;
+
+	snprintf(body, sizeof(body), "{\"id\":\"%s\"}", sid);
+	tu_ok(memd_session_create(m, app, "u", body, &out, &err), &err, &out);
+	for (int i = 0; i < FACADE_EVENTS; i++) {
+		rand_event re;
+		rand_event_make(r, &re, 0, 1);
+		while (canonical_only && !re.canonical) {
+			rand_event_free(&re);
+			rand_event_make(r, &re, 0, 1);
+		}
+		snprintf(id, sizeof(id), "e%d", i);
+		re.e.id = id;
+		re.e.role = i == summary_at ? "summary" : roles[below(r, 4)];
+		re.e.covers_seq = i == summary_at ? i : 0;
+		canonical &= re.canonical;
+		store_put(app, sid, &re.e);
+		rand_event_free(&re);
+	}
+	return canonical;
+}
+
+static int32_t ref_event_sink(void *ud, const memd_event *e)
+{
+	json_t *o = ej_event(e);
+	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
+}
+
+static json_t *ref_events(const char *app, const char *sid, const memd_event_query *q)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = scope_of(app, sid);
+	json_t *arr = json_array();
+	memd_event_sink sink = { sizeof(sink), arr, ref_event_sink };
+	memd_error err = { 0 };
+	cr_assert_eq(store_events_load(service_session_store(m), &call, &sc, q, &sink, &err), 0,
+		     "%s", err.msg);
+	return arr;
+}
+
+static int32_t ref_session_sink(void *ud, const memd_session *s)
+{
+	json_t **slot = ud;
+	json_decref(*slot);
+	*slot = ej_session(s);
+	return *slot ? 0 : MEMD_ENOMEM;
+}
+
+static json_t *ref_session(const char *app, const char *sid)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = scope_of(app, sid);
+	json_t *o = NULL;
+	memd_session_sink sink = { sizeof(sink), &o, ref_session_sink };
+	memd_error err = { 0 };
+	cr_assert_eq(store_session_get(service_session_store(m), &call, &sc, &sink, &err), 0, "%s",
+		     err.msg);
+	cr_assert_not_null(o);
+	return o;
+}
+
+static int64_t sum_tokens(json_t *arr)
+{
+	size_t i;
+	json_t *e;
+	int64_t t = 0;
+	json_array_foreach(arr, i, e)
+		t += json_integer_value(json_object_get(e, "tokens"));
+	return t;
+}
+
+static void check_output(int32_t r, const memd_error *err, char *out, json_t *ref, int exact)
+{
+	cr_assert_eq(r, 0, "%s", err->msg);
+	assert_same_json(out, strlen(out), ref, exact);
+	memd_free(out);
+	json_decref(ref);
+}
+
+Test(read_path, events_pages_equal_the_old_envelope)
+{
+	rng r = { SEED };
+	static const uint32_t limits[] = { 1, 3, FACADE_EVENTS - 1, FACADE_EVENTS, 100 };
+	int exact = fill_session(&r, "app", "s1", 5, 1);
+
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		for (int64_t after = 0; after <= 4; after += 2) {
+			memd_event_query q = { .struct_size = sizeof(q), .after_seq = after,
+					       .limit = limits[i] + 1 };
+			memd_error err = { 0 };
+			char *out = NULL;
+			json_t *arr = ref_events("app", "s1", &q), *next = NULL;
+			int32_t rc = memd_events_list(m, "app", "u", "s1", after, limits[i], &out, &err);
+			if (json_array_size(arr) > limits[i]) {
+				json_array_remove(arr, limits[i]);
+				next = json_object_get(json_array_get(arr, limits[i] - 1), "seq");
+			}
+			check_output(rc, &err, out,
+				     json_pack("{s:o,s:O?}", "events", arr, "next_after_seq", next), exact);
+		}
+	}
+}
+
+Test(read_path, session_get_equals_the_old_object)
+{
+	rng r = { SEED + 1 };
+	int exact = fill_session(&r, "app", "s1", -1, 0);
+	memd_get_options opts[] = {
+		{ .struct_size = sizeof(memd_get_options) },
+		{ .struct_size = sizeof(memd_get_options), .flags = MEMD_GET_EVENTS },
+		{ .struct_size = sizeof(memd_get_options), .flags = MEMD_GET_EVENTS, .events = 3 },
+		{ .struct_size = sizeof(memd_get_options), .flags = MEMD_GET_EVENTS, .after_seq = 4 },
+		{ .struct_size = sizeof(memd_get_options), .flags = MEMD_GET_EVENTS, .events = 2,
+		  .after_seq = 100 },
+	};
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		memd_error err = { 0 };
+		char *out = NULL;
+		json_t *ref = ref_session("app", "s1");
+		int32_t rc = memd_session_get(m, "app", "u", "s1", &opts[i], &out, &err);
+		if (opts[i].flags & MEMD_GET_EVENTS) {
+			memd_event_query q = { .struct_size = sizeof(q),
+					       .flags = opts[i].events ? MEMD_EVQ_NEWEST : 0,
+					       .after_seq = opts[i].after_seq,
+					       .limit = opts[i].events };
+			json_object_set_new(ref, "events", ref_events("app", "s1", &q));
+		}
+		check_output(rc, &err, out, ref, exact);
+	}
+}
+
+Test(read_path, context_equals_the_old_envelope)
+{
+	rng r = { SEED + 2 };
+	memd_event_query all = { .struct_size = sizeof(all), .flags = MEMD_EVQ_NO_SUMMARY };
+	memd_event_query summary = { .struct_size = sizeof(summary), .flags = MEMD_EVQ_ONLY_SUMMARY };
+	int exact_all = fill_session(&r, "app", "s1", 4, 1);
+	int exact_sb = fill_session(&r, "sb", "s2", 6, 0);
+	memd_error err = { 0 };
+	char *out = NULL;
+	json_t *events, *sum, *after;
+	size_t i;
+	json_t *e;
+	int32_t rc;
+
+	/* all: every event but summaries, no summary */
+	events = ref_events("app", "s1", &all);
+	rc = memd_context(m, "app", "u", "s1", &out, &err);
+	check_output(rc, &err, out,
+		     json_pack("{s:s,s:o?,s:O,s:I}", "strategy", "all", "summary", NULL, "events",
+			       events, "tokens", (json_int_t)sum_tokens(events)),
+		     exact_all);
+	json_decref(events);
+
+	/* summary_buffer: the summary, then the events after what it covers */
+	sum = ref_events("sb", "s2", &summary);
+	cr_assert_eq(json_array_size(sum), 1);
+	events = ref_events("sb", "s2", &all);
+	after = json_array();
+	json_array_foreach(events, i, e)
+		if (json_integer_value(json_object_get(e, "seq")) >
+		    json_integer_value(json_object_get(json_array_get(sum, 0), "covers_seq")))
+			json_array_append(after, e);
+	cr_assert_lt(json_array_size(after), json_array_size(events));
+	rc = memd_context(m, "sb", "u", "s2", &out, &err);
+	check_output(rc, &err, out,
+		     json_pack("{s:s,s:O,s:O,s:I}", "strategy", "summary_buffer", "summary",
+			       json_array_get(sum, 0), "events", after, "tokens",
+			       (json_int_t)(sum_tokens(after) + sum_tokens(sum))),
+		     exact_sb);
+	json_decref(after);
+	json_decref(events);
+	json_decref(sum);
+}
+
+Test(read_path, a_stored_string_that_is_not_utf8_fails_the_read_clearly)
+{
+	memd_event e = { .struct_size = sizeof(e), .id = "e1", .role = "user", .author = "user",
+			 .content_json = "{\"parts\":[]}", .text = "broken \xc3(" };
+	memd_get_options with_events = { .struct_size = sizeof(with_events), .flags = MEMD_GET_EVENTS };
+	memd_error err = { 0 };
+	char *out = NULL;
+
+	tu_ok(memd_session_create(m, "app", "u", "{\"id\":\"s1\"}", &out, &err), &err, &out);
+	store_put("app", "s1", &e);
+	cr_assert_eq(memd_context(m, "app", "u", "s1", &out, &err), MEMD_EIO);
+	cr_assert(strstr(err.msg, "text is not valid UTF-8"), "%s", err.msg);
+	cr_assert_eq(memd_events_list(m, "app", "u", "s1", 0, 0, &out, &err), MEMD_EIO);
+	cr_assert(strstr(err.msg, "text is not valid UTF-8"), "%s", err.msg);
+	cr_assert_eq(memd_session_get(m, "app", "u", "s1", &with_events, &out, &err), MEMD_EIO);
+	cr_assert(strstr(err.msg, "text is not valid UTF-8"), "%s", err.msg);
+	/* the session itself is fine */
+	tu_ok(memd_session_get(m, "app", "u", "s1", NULL, &out, &err), &err, &out);
+}
