@@ -1713,3 +1713,27 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 	settings_clear(&set);
 	return d->n ? MEMD_EINVAL : 0;
 }
+
+/* ---- metrics ------------------------------------------------------------------ */
+
+int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
+{
+	prom_buf b = { 0 };
+
+	prom_printf(&b, "# HELP " STORE_METRIC_DURATION " Time in a session store plugin's op.\n"
+			"# TYPE " STORE_METRIC_DURATION " histogram\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_durations(m->stores[i].st, &b);
+	prom_printf(&b, "# HELP " STORE_METRIC_ERRORS " Failed session store plugin ops by error "
+			"code.\n# TYPE " STORE_METRIC_ERRORS " counter\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_errors(m->stores[i].st, &b);
+	if (b.oom) {
+		free(b.p);
+		return oom(err);
+	}
+	*ret_text = b.p;
+	return 0;
+}

@@ -1,9 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 #include "store.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "prom.h"
+
+#define NS_PER_SEC 1000000000LL
+
+/* The plugin ops the wrappers time, by name (STORE_OP_<op> indexes). */
+#define STORE_OPS(X)                                                                      \
+	X(session_create) X(session_get) X(session_list) X(session_update)               \
+	X(session_delete) X(append) X(events_load) X(state_get) X(artifact_put)          \
+	X(artifact_get) X(artifact_list) X(artifact_versions) X(artifact_delete)          \
+	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)
+#define STORE_OP_ENUM(op) STORE_OP_##op,
+#define STORE_OP_NAME(op) #op,
+enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
+static const char *const op_names[STORE_N_OPS] = { STORE_OPS(STORE_OP_NAME) };
+
+/* Error label of each MEMD_E* code (-1 .. -N_ERR_NAMES); any other code
+ * counts as "other". The names are those of the HTTP error bodies. */
+static const char *const err_names[] = {
+	"invalid_request", "not_found", "conflict", "out_of_memory", "storage_error",
+	"not_supported", "unavailable", "timeout", "canceled", "too_large",
+	"plugin_error", "internal", "unauthorized", "forbidden",
+};
+#define N_ERR_NAMES (sizeof(err_names) / sizeof(err_names[0]))
 
 struct store {
 	loader_instance *inst;
@@ -12,7 +38,54 @@ struct store {
 	const char *name;
 	int serialized;
 	pthread_mutex_t lock;
+	prom_histogram calls[STORE_N_OPS];                   /* time in the plugin */
+	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_NAMES + 1]; /* last: other codes */
 };
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+/* Count one call of op that took ns and returned r. */
+static void count_call(store *s, size_t op, int32_t r, int64_t ns)
+{
+	prom_observe(&s->calls[op], ns);
+	if (r < 0) {
+		size_t slot = -(int64_t)r <= (int64_t)N_ERR_NAMES ? (size_t)(-r - 1) : N_ERR_NAMES;
+		atomic_fetch_add_explicit(&s->errors[op][slot], 1, memory_order_relaxed);
+	}
+}
+
+void store_render_durations(const store *s, prom_buf *b)
+{
+	char labels[256];
+
+	for (size_t op = 0; op < STORE_N_OPS; op++) {
+		if (!prom_count(&s->calls[op]))
+			continue;
+		snprintf(labels, sizeof(labels), "store=\"%s\",op=\"%s\"", s->name, op_names[op]);
+		prom_render_histogram(b, STORE_METRIC_DURATION, labels, &s->calls[op]);
+	}
+}
+
+void store_render_errors(const store *s, prom_buf *b)
+{
+	store *m = (store *)s; /* atomic loads take non-const */
+
+	for (size_t op = 0; op < STORE_N_OPS; op++)
+		for (size_t c = 0; c <= N_ERR_NAMES; c++) {
+			uint64_t v = atomic_load_explicit(&m->errors[op][c], memory_order_relaxed);
+			if (v)
+				prom_printf(b,
+					    STORE_METRIC_ERRORS
+					    "{store=\"%s\",op=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+					    s->name, op_names[op],
+					    c < N_ERR_NAMES ? err_names[c] : "other", v);
+		}
+}
 
 int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
 {
@@ -70,20 +143,24 @@ int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error 
 }
 
 /* Forward op to the plugin: ENOTSUP if absent, serialized if needed, err
- * always filled on failure. */
+ * always filled on failure; the call is timed (waiting for the lock of a
+ * serialized plugin included) and counted. */
 #define STORE_FORWARD(s, op, err, ...)                                                    \
 	do {                                                                              \
 		int32_t r_;                                                               \
+		int64_t t0_;                                                              \
 		if (!(s)->ops->op)                                                        \
 			return memd_error_set(err, MEMD_ENOTSUP, 0, "%s: does not support %s", \
 					      (s)->name, #op);                            \
 		if (err)                                                                  \
 			memset(err, 0, sizeof(*err));                                     \
+		t0_ = mono_ns();                                                          \
 		if ((s)->serialized)                                                      \
 			pthread_mutex_lock(&(s)->lock);                                   \
 		r_ = (s)->ops->op((s)->handle, __VA_ARGS__, err);                         \
 		if ((s)->serialized)                                                      \
 			pthread_mutex_unlock(&(s)->lock);                                 \
+		count_call((s), STORE_OP_##op, r_, mono_ns() - t0_);                     \
 		return store_fix_error((s)->name, #op, r_, err);                          \
 	} while (0)
 

@@ -5,7 +5,8 @@
  *  - returns MEMD_ENOTSUP with a message if the plugin lacks the op;
  *  - serializes calls when the plugin is not MEMD_PLUGIN_THREADSAFE;
  *  - guarantees err is filled (code, message prefixed with the instance
- *    name) whenever the result is negative.
+ *    name) whenever the result is negative;
+ *  - times the call and counts failures by code (store_render_metrics).
  * Argument contracts are those of memd_store_ops in api/memd/store.h.
  */
 #ifndef MEMD_HOST_STORE_H
@@ -14,6 +15,11 @@
 #include <memd/plugin.h>
 
 #include "loader.h"
+#include "prom.h"
+
+/* The metrics store_render_metrics writes. */
+#define STORE_METRIC_DURATION "memd_store_call_duration_seconds"
+#define STORE_METRIC_ERRORS "memd_store_call_errors_total"
 
 typedef struct store store;
 
@@ -65,6 +71,15 @@ int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int6
 			 memd_error *err);
 /* A store without ping is taken to be reachable. */
 int32_t store_ping(store *s, const memd_call *call, memd_error *err);
+
+/* Append s's STORE_METRIC_DURATION{store,op} series to b: a histogram of
+ * the time in each plugin op called so far (for ops with a sink, the time
+ * includes the caller's sink). No HELP/TYPE lines: the caller writes them
+ * once for all stores. */
+void store_render_durations(const store *s, prom_buf *b);
+/* Append s's STORE_METRIC_ERRORS{store,op,code} series to b: failed calls
+ * by error name. No HELP/TYPE lines. */
+void store_render_errors(const store *s, prom_buf *b);
 
 /* Fill err for a negative result r from a component named name, keeping a
  * message the callee wrote and prefixing it with name. Returns r. Shared

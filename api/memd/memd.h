@@ -222,6 +222,14 @@ MEMD_API int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err);
 /* Probe every store (ping). 0 when all are reachable. */
 MEMD_API int32_t memd_ready(memd *m, memd_error *err);
 
+/* The facade's own metrics as Prometheus text (exposition format 0.0.4),
+ * malloc'd into *ret_text (memd_free): for every session store instance
+ * and plugin op called so far, memd_store_call_duration_seconds{store,op}
+ * (a histogram of the time in the plugin; for reads that deliver through
+ * a sink, the time includes the facade's handling of each row) and
+ * memd_store_call_errors_total{store,op,code}. MEMD_ENOMEM on failure. */
+MEMD_API int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,10 +5,12 @@
  *   memd_http_requests_total{route,method,status}     counter
  *   memd_http_request_duration_seconds{route,method}  histogram
  *   memd_http_requests_in_flight                      gauge
- *   memd_store_op_duration_seconds{op}                histogram
- *   memd_store_op_errors_total{op,code}               counter
+ *   memd_op_duration_seconds{op}                      histogram
+ *   memd_op_errors_total{op,code}                     counter
  *   memd_build_info{version}                          gauge (1)
- * Requests that matched no route count under route="unmatched".
+ * followed by the facade's own metrics (memd_metrics_text: the store
+ * plugins' calls). Requests that matched no route count under
+ * route="unmatched"; an op is the libmemd facade call behind a request.
  */
 #ifndef MEMD_HTTP_METRICS_H
 #define MEMD_HTTP_METRICS_H
@@ -19,7 +21,7 @@
 typedef struct http_metrics http_metrics;
 
 /* Metrics for n_routes routes (labels: methods[i], patterns[i]) and n_ops
- * store operations (op_names[i]); the arrays must outlive the metrics.
+ * facade operations (op_names[i]); the arrays must outlive the metrics.
  * NULL on ENOMEM. */
 http_metrics *http_metrics_new(size_t n_routes, const char *const *methods,
 			       const char *const *patterns, size_t n_ops,
@@ -30,15 +32,17 @@ void http_metrics_free(http_metrics *mt);
 /* One finished request: route index, or n_routes for "unmatched"; status
  * 0 when no response was sent (client gone, connection closed). */
 void http_metrics_request(http_metrics *mt, size_t route, unsigned status, int64_t duration_ns);
-/* One store operation (facade call) of op index op; rc 0 or a negative
- * code (counted in memd_store_op_errors_total under its error name). */
+/* One facade call of op index op; rc 0 or a negative code (counted in
+ * memd_op_errors_total under its error name). */
 void http_metrics_op(http_metrics *mt, size_t op, int32_t rc, uint32_t err_flags,
 		     int64_t duration_ns);
 /* Requests currently being handled. */
 void http_metrics_in_flight_add(http_metrics *mt, int64_t delta);
 int64_t http_metrics_in_flight(const http_metrics *mt);
 
-/* The text exposition (malloc'd, NUL-terminated) or NULL on ENOMEM. */
-char *http_metrics_render(http_metrics *mt, const char *version, size_t *ret_len);
+/* The text exposition (malloc'd, NUL-terminated), with facade_text (the
+ * facade's own exposition, or NULL) appended; NULL on ENOMEM. */
+char *http_metrics_render(http_metrics *mt, const char *version, const char *facade_text,
+			  size_t *ret_len);
 
 #endif

@@ -24,7 +24,7 @@
 #define HTTP_BODY_JSON 1 /* a JSON object (or empty) */
 #define HTTP_BODY_RAW  2 /* any bytes, with their Content-Type */
 
-/* Store operations timed in memd_store_op_duration_seconds. */
+/* Facade operations timed in memd_op_duration_seconds. */
 enum http_op {
 	HTTP_OP_NONE = -1,
 	HTTP_OP_SESSION_CREATE,

@@ -35,8 +35,16 @@ void http_h_readyz(http_req *rq)
 
 void http_h_metrics(http_req *rq)
 {
+	memd_error err = { .struct_size = sizeof(err) };
+	char *facade = NULL, *text;
 	size_t len = 0;
-	char *text = http_metrics_render(rq->ctx->mt, MEMD_VERSION, &len);
+
+	if (memd_metrics_text(rq->ctx->m, &facade, &err) < 0) {
+		http_reply_memd_error(rq, &err);
+		return;
+	}
+	text = http_metrics_render(rq->ctx->mt, MEMD_VERSION, facade, &len);
+	memd_free(facade);
 	if (!text) {
 		http_reply_error(rq, MEMD_ENOMEM, 0, "out of memory");
 		return;

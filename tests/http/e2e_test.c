@@ -529,13 +529,19 @@ Test(e2e, service_routes)
 	cr_assert(strstr(r.body, "memd_http_requests_total{route=\"/v1/apps/{app}/users/{user}/sessions\",method=\"POST\",status=\"201\"} 1\n"), "%s", r.body);
 	cr_assert(strstr(r.body, "memd_http_requests_total{route=\"unmatched\",method=\"\",status=\"404\"} 1\n"));
 	cr_assert(strstr(r.body, "memd_http_request_duration_seconds_bucket{route=\"/healthz\",method=\"GET\",le=\"+Inf\"}"));
-	cr_assert(strstr(r.body, "memd_store_op_duration_seconds_count{op=\"session_create\"} 1\n"));
+	cr_assert(strstr(r.body, "memd_op_duration_seconds_count{op=\"session_create\"} 1\n"));
+	/* The session store plugin's own op, timed by the host. */
+	cr_assert(strstr(r.body, "# TYPE memd_store_call_duration_seconds histogram\n"), "%s", r.body);
+	cr_assert(strstr(r.body, "memd_store_call_duration_seconds_count{store=\"stores.main\","
+				 "op=\"session_create\"} 1\n"), "%s", r.body);
 	cr_assert(strstr(r.body, "memd_http_requests_in_flight 1\n"), "this request is in flight");
 	hs_resp_clear(&r);
 	/* A failed store op is counted by its error code. */
 	expect_error("GET", U "/sessions/nope", NULL, 404, "not_found");
 	hs_req(&H, "GET", "/metrics", NULL, NULL, 0, &r);
-	cr_assert(strstr(r.body, "memd_store_op_errors_total{op=\"session_get\",code=\"not_found\"} 1\n"), "%s", r.body);
+	cr_assert(strstr(r.body, "memd_op_errors_total{op=\"session_get\",code=\"not_found\"} 1\n"), "%s", r.body);
+	cr_assert(strstr(r.body, "memd_store_call_errors_total{store=\"stores.main\",op=\"session_get\","
+				 "code=\"not_found\"} 1\n"), "%s", r.body);
 	hs_resp_clear(&r);
 }
 

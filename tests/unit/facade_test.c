@@ -343,6 +343,48 @@ Test(facade, plugins_json_and_ready)
 	cr_assert(strstr(memd_version_string(), "ABI 1."));
 }
 
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+Test(facade, metrics_time_and_count_store_calls)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+
+	cr_assert_eq(memd_session_create(m, "app", "alice", "{\"id\":\"s1\"}", &out, &err), 0,
+		     "%s", err.msg);
+	memd_free(out);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(memd_events_append(m, "app", "alice", "s1",
+						"{\"events\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+						&out, &err),
+			     0, "%s", err.msg);
+		memd_free(out);
+	}
+	cr_assert_eq(memd_session_get(m, "app", "alice", "nope", NULL, &out, &err), MEMD_ENOTFOUND);
+
+	cr_assert_eq(memd_metrics_text(m, &out, &err), 0, "%s", err.msg);
+	cr_assert_eq(count_of(out, "# TYPE memd_store_call_duration_seconds histogram\n"), 1, "%s",
+		     out);
+	cr_assert_eq(count_of(out, "# TYPE memd_store_call_errors_total counter\n"), 1, "%s", out);
+	cr_assert(strstr(out, "memd_store_call_duration_seconds_count{store=\"stores.main\","
+			      "op=\"session_create\"} 1\n"), "%s", out);
+	cr_assert(strstr(out, "memd_store_call_duration_seconds_count{store=\"stores.main\","
+			      "op=\"append\"} 3\n"), "%s", out);
+	cr_assert(strstr(out, "memd_store_call_duration_seconds_bucket{store=\"stores.main\","
+			      "op=\"append\",le=\"+Inf\"} 3\n"), "%s", out);
+	cr_assert(strstr(out, "memd_store_call_errors_total{store=\"stores.main\","
+			      "op=\"session_get\",code=\"not_found\"} 1\n"), "%s", out);
+	cr_assert_null(strstr(out, "op=\"append\",code="), "no append failed: %s", out);
+	memd_free(out);
+}
+
 Test(facade, open_refuses_bad_configs_with_location)
 {
 	memd *bad;
