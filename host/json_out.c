@@ -136,7 +136,8 @@ static inline int32_t reserve(json_out *jo, size_t more)
 	return grow(jo, more);
 }
 
-int32_t jo_raw(json_out *jo, const char *s, size_t n)
+/* jo_raw, inlined where it is used here (literals become plain stores). */
+static inline int32_t put(json_out *jo, const char *s, size_t n)
 {
 	int32_t r = reserve(jo, n);
 	if (r < 0)
@@ -144,6 +145,13 @@ int32_t jo_raw(json_out *jo, const char *s, size_t n)
 	memcpy(jo->buf + jo->len, s, n);
 	jo->len += n;
 	return 0;
+}
+
+#define LIT(jo, s) put((jo), "" s "", sizeof(s) - 1)
+
+int32_t jo_raw(json_out *jo, const char *s, size_t n)
+{
+	return put(jo, s, n);
 }
 
 int32_t jo_replace(json_out *jo, size_t start, size_t end, const char *s, size_t n)
@@ -181,8 +189,9 @@ int32_t jo_finish(json_out *jo, char **ret_text, size_t *ret_len)
 
 /* ---- scalars ------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at s (before end), 0 if none. */
-static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
+/* Length of the valid UTF-8 sequence at s (of at most avail bytes), 0 if
+ * none. Bytes are read in order up to the first that does not fit. */
+static size_t utf8_seq(const unsigned char *s, size_t avail)
 {
 	unsigned char c = s[0], lo = UTF8_CONT_MIN, hi = UTF8_CONT_MAX;
 	size_t n;
@@ -195,7 +204,7 @@ static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
 		n = 4;
 	else
 		return 0;
-	if ((size_t)(end - s) < n)
+	if (avail < n)
 		return 0;
 	if (c == UTF8_LEAD3_MIN)
 		lo = UTF8_E0_CONT_MIN;
@@ -213,28 +222,38 @@ static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
 	return n;
 }
 
-int32_t jo_stringn(json_out *jo, const char *str, size_t n)
+/* The string at s, up to end, or up to its NUL when end is NULL (one pass:
+ * C strings need no strlen first). */
+static int32_t put_string(json_out *jo, const unsigned char *s, const unsigned char *end)
 {
-	const unsigned char *s = (const unsigned char *)str, *end = s + n, *run;
+	const unsigned char *run;
 	size_t start = jo->len;
 	int32_t r;
 
-	/* Most strings need no escapes: room for them as they are. */
-	if ((r = reserve(jo, n + 2)) < 0)
+	if ((r = put(jo, "\"", 1)) < 0)
 		return r;
-	jo->buf[jo->len++] = '"';
 	run = s;
-	while (s < end) {
-		unsigned char c = *s;
+	for (;;) {
+		unsigned char c;
 		char esc[JO_ESCAPE_LEN];
 		size_t esc_n = 2;
 
-		if (byte_class[c] == CL_PLAIN) {
-			s++;
-			continue;
+		if (end) {
+			while (s < end && byte_class[*s] == CL_PLAIN)
+				s++;
+			if (s >= end)
+				break;
+		} else {
+			while (byte_class[*s] == CL_PLAIN)
+				s++;
+			if (!*s)
+				break;
 		}
+		c = *s;
 		if (byte_class[c] == CL_UTF8) {
-			size_t k = utf8_seq(s, end);
+			/* Without end, a sequence cut short meets the NUL, which
+			 * fails the continuation check before anything past it. */
+			size_t k = utf8_seq(s, end ? (size_t)(end - s) : SIZE_MAX);
 			if (!k) {
 				jo->len = start;
 				return fail(jo, MEMD_EINVAL);
@@ -242,7 +261,7 @@ int32_t jo_stringn(json_out *jo, const char *str, size_t n)
 			s += k;
 			continue;
 		}
-		if ((r = jo_raw(jo, (const char *)run, (size_t)(s - run))) < 0)
+		if ((r = put(jo, (const char *)run, (size_t)(s - run))) < 0)
 			return r;
 		esc[0] = '\\';
 		switch (c) {
@@ -273,23 +292,25 @@ int32_t jo_stringn(json_out *jo, const char *str, size_t n)
 			esc[5] = hex_upper[c & HEX_NIBBLE_MASK];
 			esc_n = JO_ESCAPE_LEN;
 		}
-		if ((r = jo_raw(jo, esc, esc_n)) < 0)
+		if ((r = put(jo, esc, esc_n)) < 0)
 			return r;
 		run = ++s;
 	}
-	if ((r = reserve(jo, (size_t)(end - run) + 1)) < 0)
+	if ((r = put(jo, (const char *)run, (size_t)(s - run))) < 0)
 		return r;
-	memcpy(jo->buf + jo->len, run, (size_t)(end - run));
-	jo->len += (size_t)(end - run);
-	jo->buf[jo->len++] = '"';
-	return 0;
+	return put(jo, "\"", 1);
+}
+
+int32_t jo_stringn(json_out *jo, const char *s, size_t n)
+{
+	return put_string(jo, (const unsigned char *)s, (const unsigned char *)s + n);
 }
 
 int32_t jo_string(json_out *jo, const char *s)
 {
 	if (!s)
-		return jo_lit(jo, "null");
-	return jo_stringn(jo, s, strlen(s));
+		return LIT(jo, "null");
+	return put_string(jo, (const unsigned char *)s, NULL);
 }
 
 int32_t jo_int(json_out *jo, int64_t v)
@@ -304,12 +325,12 @@ int32_t jo_int(json_out *jo, int64_t v)
 	} while (u);
 	if (v < 0)
 		*--p = '-';
-	return jo_raw(jo, p, (size_t)(tmp + sizeof(tmp) - p));
+	return put(jo, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 int32_t jo_bool(json_out *jo, int v)
 {
-	return v ? jo_lit(jo, "true") : jo_lit(jo, "false");
+	return v ? LIT(jo, "true") : LIT(jo, "false");
 }
 
 int32_t jo_time(json_out *jo, int64_t unix_us)
@@ -333,9 +354,9 @@ int32_t jo_json_text(json_out *jo, const char *text, const char *fallback)
 	if (text) {
 		n = strlen(text);
 		if (jo_valid(text, n))
-			return jo_raw(jo, text, n);
+			return put(jo, text, n);
 	}
-	return jo_raw(jo, fallback, strlen(fallback));
+	return put(jo, fallback, strlen(fallback));
 }
 
 /* ---- validator ------------------------------------------------------------ */
@@ -392,7 +413,7 @@ static int jv_string(jv *v, int is_key)
 			return 1;
 		}
 		if (c >= ASCII_END) {
-			size_t k = utf8_seq(p, end);
+			size_t k = utf8_seq(p, (size_t)(end - p));
 			if (!k)
 				return 0;
 			p += k;
@@ -638,67 +659,67 @@ static int32_t str_value(json_out *jo, const char *field, const char *s)
 
 int32_t jo_event(json_out *jo, const memd_event *e)
 {
-	jo_lit(jo, "{" KEY("id"));
+	LIT(jo, "{" KEY("id"));
 	str_value(jo, "id", e->id);
-	jo_lit(jo, "," KEY("seq"));
+	LIT(jo, "," KEY("seq"));
 	jo_int(jo, e->seq);
-	jo_lit(jo, "," KEY("invocation_id"));
+	LIT(jo, "," KEY("invocation_id"));
 	str_value(jo, "invocation_id", e->invocation_id);
-	jo_lit(jo, "," KEY("author"));
+	LIT(jo, "," KEY("author"));
 	str_value(jo, "author", e->author);
-	jo_lit(jo, "," KEY("role"));
+	LIT(jo, "," KEY("role"));
 	str_value(jo, "role", e->role);
-	jo_lit(jo, "," KEY("branch"));
+	LIT(jo, "," KEY("branch"));
 	str_value(jo, "branch", e->branch);
-	jo_lit(jo, "," KEY("content"));
+	LIT(jo, "," KEY("content"));
 	jo_json_text(jo, e->content_json, "null");
-	jo_lit(jo, "," KEY("actions"));
+	LIT(jo, "," KEY("actions"));
 	jo_json_text(jo, e->actions_json, "null");
-	jo_lit(jo, "," KEY("metadata"));
+	LIT(jo, "," KEY("metadata"));
 	jo_json_text(jo, e->metadata_json, "null");
-	jo_lit(jo, "," KEY("timestamp"));
+	LIT(jo, "," KEY("timestamp"));
 	jo_time(jo, e->timestamp_us);
-	jo_lit(jo, "," KEY("text"));
+	LIT(jo, "," KEY("text"));
 	str_value(jo, "text", e->text ? e->text : "");
-	jo_lit(jo, "," KEY("tokens"));
+	LIT(jo, "," KEY("tokens"));
 	jo_int(jo, e->tokens);
 	if (e->role && strcmp(e->role, "summary") == 0) {
-		jo_lit(jo, "," KEY("covers_seq"));
+		LIT(jo, "," KEY("covers_seq"));
 		jo_int(jo, e->covers_seq);
 	}
-	return jo_lit(jo, "}");
+	return LIT(jo, "}");
 }
 
 int32_t jo_session_open(json_out *jo, const memd_session *s)
 {
-	jo_lit(jo, "{" KEY("id"));
+	LIT(jo, "{" KEY("id"));
 	str_value(jo, "id", s->id);
-	jo_lit(jo, "," KEY("app"));
+	LIT(jo, "," KEY("app"));
 	str_value(jo, "app", s->app);
-	jo_lit(jo, "," KEY("user"));
+	LIT(jo, "," KEY("user"));
 	str_value(jo, "user", s->user);
-	jo_lit(jo, "," KEY("title"));
+	LIT(jo, "," KEY("title"));
 	str_value(jo, "title", s->title);
-	jo_lit(jo, "," KEY("metadata"));
+	LIT(jo, "," KEY("metadata"));
 	jo_json_text(jo, s->metadata_json, "{}");
-	jo_lit(jo, "," KEY("archived"));
+	LIT(jo, "," KEY("archived"));
 	jo_bool(jo, (s->flags & MEMD_SESSION_ARCHIVED) != 0);
-	jo_lit(jo, "," KEY("created"));
+	LIT(jo, "," KEY("created"));
 	jo_time(jo, s->created_us);
-	jo_lit(jo, "," KEY("updated"));
+	LIT(jo, "," KEY("updated"));
 	jo_time(jo, s->updated_us);
-	jo_lit(jo, "," KEY("version"));
+	LIT(jo, "," KEY("version"));
 	jo_int(jo, s->version);
-	jo_lit(jo, "," KEY("last_seq"));
+	LIT(jo, "," KEY("last_seq"));
 	jo_int(jo, s->last_seq);
-	jo_lit(jo, "," KEY("summary_seq"));
-	return s->summary_seq ? jo_int(jo, s->summary_seq) : jo_lit(jo, "null");
+	LIT(jo, "," KEY("summary_seq"));
+	return s->summary_seq ? jo_int(jo, s->summary_seq) : LIT(jo, "null");
 }
 
 int32_t jo_session(json_out *jo, const memd_session *s)
 {
 	jo_session_open(jo, s);
-	return jo_lit(jo, "}");
+	return LIT(jo, "}");
 }
 
 /* ---- envelopes ---------------------------------------------------------------- */
@@ -707,9 +728,9 @@ int32_t jo_context_begin(jo_context *c, const char *strategy)
 {
 	memset(c, 0, sizeof(*c));
 	jo_init(&c->out);
-	jo_lit(&c->out, "{" KEY("strategy"));
+	LIT(&c->out, "{" KEY("strategy"));
 	str_value(&c->out, "strategy", strategy);
-	jo_lit(&c->out, "," KEY("summary"));
+	LIT(&c->out, "," KEY("summary"));
 	c->summary_at = c->out.len;
 	return c->out.error;
 }
@@ -745,9 +766,9 @@ int32_t jo_context_summary(jo_context *c, const memd_event *e)
 static int32_t context_open_events(jo_context *c)
 {
 	if (!c->has_summary)
-		jo_lit(&c->out, "null");
+		LIT(&c->out, "null");
 	c->summary_end = c->out.len;
-	return jo_lit(&c->out, "," KEY("events") "[");
+	return LIT(&c->out, "," KEY("events") "[");
 }
 
 int32_t jo_context_event(jo_context *c, const memd_event *e)
@@ -756,7 +777,7 @@ int32_t jo_context_event(jo_context *c, const memd_event *e)
 	if (!c->n_events)
 		context_open_events(c);
 	else
-		jo_lit(&c->out, ",");
+		LIT(&c->out, ",");
 	c->n_events++;
 	return jo_event(&c->out, e);
 }
@@ -767,9 +788,9 @@ int32_t jo_context_finish(jo_context *c, char **ret_json)
 
 	if (!c->n_events)
 		context_open_events(c);
-	jo_lit(&c->out, "]," KEY("tokens"));
+	LIT(&c->out, "]," KEY("tokens"));
 	jo_int(&c->out, c->tokens);
-	jo_lit(&c->out, "}");
+	LIT(&c->out, "}");
 	r = jo_finish(&c->out, ret_json, NULL);
 	jo_context_clear(c);
 	return r;
@@ -790,7 +811,7 @@ int32_t jo_page_begin(jo_page *p, uint32_t limit)
 	if (!limit)
 		return fail(&p->out, MEMD_EINVAL);
 	p->limit = limit;
-	return jo_lit(&p->out, "{" KEY("events") "[");
+	return LIT(&p->out, "{" KEY("events") "[");
 }
 
 int32_t jo_page_event(jo_page *p, const memd_event *e)
@@ -800,7 +821,7 @@ int32_t jo_page_event(jo_page *p, const memd_event *e)
 		return p->out.error;
 	}
 	if (p->n_events++)
-		jo_lit(&p->out, ",");
+		LIT(&p->out, ",");
 	p->last_seq = e->seq;
 	return jo_event(&p->out, e);
 }
@@ -809,12 +830,12 @@ int32_t jo_page_finish(jo_page *p, char **ret_json)
 {
 	int32_t r;
 
-	jo_lit(&p->out, "]," KEY("next_after_seq"));
+	LIT(&p->out, "]," KEY("next_after_seq"));
 	if (p->more)
 		jo_int(&p->out, p->last_seq);
 	else
-		jo_lit(&p->out, "null");
-	jo_lit(&p->out, "}");
+		LIT(&p->out, "null");
+	LIT(&p->out, "}");
 	r = jo_finish(&p->out, ret_json, NULL);
 	jo_page_clear(p);
 	return r;
@@ -848,7 +869,7 @@ int32_t jo_session_get_events(jo_session_get *g)
 	if (!g->has_session || g->events_open)
 		return fail(&g->out, MEMD_EINVAL);
 	g->events_open = 1;
-	return jo_lit(&g->out, "," KEY("events") "[");
+	return LIT(&g->out, "," KEY("events") "[");
 }
 
 int32_t jo_session_get_event(jo_session_get *g, const memd_event *e)
@@ -856,7 +877,7 @@ int32_t jo_session_get_event(jo_session_get *g, const memd_event *e)
 	if (!g->events_open)
 		return fail(&g->out, MEMD_EINVAL);
 	if (g->n_events++)
-		jo_lit(&g->out, ",");
+		LIT(&g->out, ",");
 	return jo_event(&g->out, e);
 }
 
@@ -867,8 +888,8 @@ int32_t jo_session_get_finish(jo_session_get *g, char **ret_json)
 	if (!g->has_session)
 		fail(&g->out, MEMD_EINVAL);
 	if (g->events_open)
-		jo_lit(&g->out, "]");
-	jo_lit(&g->out, "}");
+		LIT(&g->out, "]");
+	LIT(&g->out, "}");
 	r = jo_finish(&g->out, ret_json, NULL);
 	jo_session_get_clear(g);
 	return r;

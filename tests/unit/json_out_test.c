@@ -450,6 +450,30 @@ static void check_string(const char *s, size_t n)
 	json_decref(ref);
 }
 
+/* jo_string (up to the NUL) as jo_stringn of the same bytes. */
+static void check_cstring(const char *s)
+{
+	json_out a, b;
+	char *got, *want;
+	int32_t ra, rb;
+
+	jo_init(&a);
+	jo_init(&b);
+	ra = jo_string(&a, s);
+	rb = jo_stringn(&b, s, strlen(s));
+	cr_assert_eq(ra, rb);
+	if (ra < 0) {
+		jo_clear(&a);
+		jo_clear(&b);
+		return;
+	}
+	cr_assert_eq(jo_finish(&a, &got, NULL), 0);
+	cr_assert_eq(jo_finish(&b, &want, NULL), 0);
+	cr_assert_str_eq(got, want);
+	free(got);
+	free(want);
+}
+
 Test(json_out, strings_escape_as_jansson_does)
 {
 	rng r = { SEED };
@@ -458,6 +482,7 @@ Test(json_out, strings_escape_as_jansson_does)
 	for (int c = 1; c < 256; c++) {
 		one[0] = (char)c;
 		check_string(one, 1);
+		check_cstring(one);
 	}
 	for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++) {
 		check_string(bad_utf8[i], strlen(bad_utf8[i]));
@@ -468,6 +493,8 @@ Test(json_out, strings_escape_as_jansson_does)
 			sb_puts(&b, bad_utf8[i]);
 			sb_puts(&b, "\xc3\xa9");
 			check_string(b.p, b.n);
+			check_cstring(b.p);
+			check_cstring(bad_utf8[i]);
 			free(b.p);
 		}
 	}
@@ -477,6 +504,7 @@ Test(json_out, strings_escape_as_jansson_does)
 		sbuf b = { 0 };
 		rand_text(&r, &b, TEXT_PIECES, 8);
 		check_string(b.p ? b.p : "", b.n);
+		check_cstring(b.p ? b.p : "");
 		free(b.p);
 	}
 }
