@@ -80,6 +80,15 @@ static void raw_run(MYSQL_STMT *st, const char *what)
 		bench_die(what, mysql_stmt_error(st));
 }
 
+/* Prepare, run and close sql (a statement without a result). */
+static void raw_run_once(raw_conn *c, const char *sql, const char *what)
+{
+	MYSQL_STMT *st = raw_prepare(c, sql);
+
+	raw_run(st, what);
+	mysql_stmt_close(st);
+}
+
 static raw_conn *raw_open(const char *ns)
 {
 	const char *port = getenv("MEMD_MYSQL_PORT");
@@ -93,8 +102,8 @@ static raw_conn *raw_open(const char *ns)
 				getenv("MEMD_MYSQL_PASSWORD"), ns,
 				port ? (unsigned)atoi(port) : 0, NULL, CLIENT_FOUND_ROWS))
 		bench_die("connect", c->m ? mysql_error(c->m) : "out of memory");
-	raw_run(raw_prepare(c, SQL_SETUP), "setup");
-	raw_run(raw_prepare(c, SQL_ISOLATION), "isolation");
+	raw_run_once(c, SQL_SETUP, "setup");
+	raw_run_once(c, SQL_ISOLATION, "isolation");
 	c->begin = raw_prepare(c, SQL_BEGIN);
 	c->commit = raw_prepare(c, SQL_COMMIT);
 	c->lock = raw_prepare(c, SQL_LOCK);
