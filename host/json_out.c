@@ -164,6 +164,8 @@ int32_t jo_replace(json_out *jo, size_t start, size_t end, const char *s, size_t
 	if (start > end || end > jo->len)
 		return fail(jo, MEMD_EINVAL);
 	old_n = end - start;
+	if (!n && !old_n)
+		return 0;
 	if (n > old_n && (r = reserve(jo, n - old_n)) < 0)
 		return r;
 	memmove(jo->buf + start + n, jo->buf + end, jo->len - end);

@@ -1125,6 +1125,7 @@ Test(json_out, misuse_and_sticky_errors)
 	cr_assert_eq(jo_replace(&jo, 2, 1, "x", 1), MEMD_EINVAL);
 	jo_clear(&jo);
 	jo_init(&jo);
+	cr_assert_eq(jo_replace(&jo, 0, 0, "", 0), 0); /* nothing for nothing, nothing allocated */
 	cr_assert_eq(jo_replace(&jo, 0, 3, "x", 1), MEMD_EINVAL);
 	jo_clear(&jo);
 	jo_clear(NULL);
