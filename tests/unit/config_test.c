@@ -466,7 +466,8 @@ Test(settings, zero_config_defaults)
 	cr_assert_str_eq(s.sessions_store, "main");
 	cr_assert_eq(s.keyword_enabled, 1);
 	cr_assert_float_eq(s.keyword_k1, 1.2, 1e-12);
-	cr_assert_float_eq(s.keyword_b, 0.75, 1e-12);
+	cr_assert_float_eq(s.keyword_b, SETTINGS_KEYWORD_B_DEFAULT, 1e-12);
+	cr_assert_float_eq(s.keyword_b, 0.3, 1e-12);
 	cr_assert_eq(s.vector_enabled, 0);
 	cr_assert_null(s.vector_store);
 	cr_assert_null(s.embedder);
