@@ -92,9 +92,27 @@ static void *reader_main(void *arg)
 	}
 }
 
-Test(feed_order, stalled_commit_is_never_skipped, .timeout = 60)
+/* Two instances of the store over namespace name (as two memd
+ * processes), with extra_yaml (may be NULL), and sessions s1 and s2. */
+static void open_two(const char *name, const char *extra_yaml, const memd_scope *s1,
+		     const memd_scope *s2, stress_store **ret_a, stress_store **ret_b)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	stress_store *a, *b;
+
+	cr_assert_not_null(name);
+	a = stress_open(NULL, name, extra_yaml, &err);
+	cr_assert_not_null(a, "open: %s", err.msg);
+	b = stress_open(NULL, name, extra_yaml, &err);
+	cr_assert_not_null(b, "open: %s", err.msg);
+	cr_assert_eq(stress_session_ensure(a, s1, &err), 0, "%s", err.msg);
+	cr_assert_eq(stress_session_ensure(a, s2, &err), 0, "%s", err.msg);
+	*ret_a = a;
+	*ret_b = b;
+}
+
+Test(feed_order, stalled_commit_is_never_skipped, .timeout = 60)
+{
 	char *name = stress_unique_name("order");
 	stress_store *a, *b;
 	appender slow, fast;
@@ -102,16 +120,9 @@ Test(feed_order, stalled_commit_is_never_skipped, .timeout = 60)
 	pthread_t ts, tf, tr;
 	memd_scope s1 = stress_scope(APP, USER, "s1"), s2 = stress_scope(APP, USER, "s2");
 
-	cr_assert_not_null(name);
-	/* Two instances, as two memd processes; no group commit, so the two
-	 * appends are separate transactions. */
-	a = stress_open(NULL, name, "group_commit: 1", &err);
-	cr_assert_not_null(a, "open: %s", err.msg);
-	b = stress_open(NULL, name, "group_commit: 1", &err);
-	cr_assert_not_null(b, "open: %s", err.msg);
+	/* No group commit, so the two appends are separate transactions. */
+	open_two(name, "group_commit: 1", &s1, &s2, &a, &b);
 	feed_order_install_stall(name);
-	cr_assert_eq(stress_session_ensure(a, &s1, &err), 0, "%s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &s2, &err), 0, "%s", err.msg);
 
 	rd.s = a;
 	cr_assert_eq(pthread_create(&tr, NULL, reader_main, &rd), 0);
@@ -194,13 +205,7 @@ Test(feed_order, delete_record_follows_the_events, .timeout = 60)
 	int64_t delete_pos = 0;
 	int kept = 0;
 
-	cr_assert_not_null(name);
-	a = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(a, "open: %s", err.msg);
-	b = stress_open(NULL, name, NULL, &err);
-	cr_assert_not_null(b, "open: %s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &sk, &err), 0, "%s", err.msg);
-	cr_assert_eq(stress_session_ensure(a, &sg, &err), 0, "%s", err.msg);
+	open_two(name, NULL, &sk, &sg, &a, &b);
 
 	rd.s = a;
 	cr_assert_eq(pthread_create(&tr, NULL, reader_main, &rd), 0);
