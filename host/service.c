@@ -27,6 +27,8 @@
 #include "worker.h"
 
 #define US_PER_SEC 1000000LL
+#define US_PER_MS 1000LL
+#define NS_PER_US 1000
 #define PATH_ENV "MEMD_PLUGIN_PATH"
 #define TEMP_PREFIX "temp:"
 #define STATE_KEY_MAX 1024
@@ -75,9 +77,25 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
 }
 
+/* A call for background work (strategies' after_append): no deadline. */
 static memd_call call_new(void)
 {
 	memd_call c = { .struct_size = sizeof(c) };
+	return c;
+}
+
+/* A call for one facade request: the plugins it reaches get the deadline
+ * server.request_timeout_ms from now, so a store that cannot answer in
+ * time (a queue behind a stuck writer, an exhausted pool) fails the
+ * request with MEMD_ETIMEDOUT (retryable) instead of holding it. */
+static memd_call call_for_request(const memd *m)
+{
+	struct timespec ts;
+	memd_call c = { .struct_size = sizeof(c) };
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c.deadline_us = (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US +
+			m->set.request_timeout_ms * US_PER_MS;
 	return c;
 }
 
@@ -621,7 +639,7 @@ static const char *const create_fields[] = { "id", "title", "metadata", "state",
 int32_t memd_session_create(memd *m, const char *app, const char *user, const char *body_json,
 			    char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	json_t *body = NULL, *meta, *state, *keep = NULL, *temp = NULL, *out = NULL;
 	const char *id, *title;
@@ -685,7 +703,7 @@ out:
 int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
 			 const memd_get_options *opts, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	jo_session_get g;
 	memd_session_sink sink = { sizeof(sink), &g, sink_get_session };
@@ -794,7 +812,7 @@ bad:
 int32_t memd_session_list(memd *m, const char *app, const char *user, const char *cursor,
 			  uint32_t limit, uint32_t flags, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	memd_session_query q = { .struct_size = sizeof(q) };
 	json_t *arr = NULL, *o;
@@ -845,7 +863,7 @@ static const char *const patch_fields[] = { "title", "metadata", "archived", NUL
 int32_t memd_session_patch(memd *m, const char *app, const char *user, const char *sid,
 			   const char *body_json, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	memd_session_update p = { .struct_size = sizeof(p) };
 	json_t *body = NULL, *v, *out = NULL;
@@ -900,7 +918,7 @@ out:
 int32_t memd_session_delete(memd *m, const char *app, const char *user, const char *sid,
 			    memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
@@ -1025,7 +1043,7 @@ static void append_req_clear(append_req *q)
 static int32_t do_append(memd *m, const memd_scope *sc, append_req *q, const char *inv,
 			 int has_version, int64_t expected, json_t **ret, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_append a = { .struct_size = sizeof(a) };
 	memd_append_result res = { .struct_size = sizeof(res) };
 	json_t *seqs;
@@ -1143,7 +1161,7 @@ out:
 int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
 			 int64_t after_seq, uint32_t limit, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	memd_event_query q = { .struct_size = sizeof(q) };
 	jo_page page;
@@ -1185,7 +1203,7 @@ static int32_t ctx_event(void *ud, const memd_event *e)
 int32_t memd_context(memd *m, const char *app, const char *user, const char *sid, char **ret_json,
 		     memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	return service_context(m, &call, app, user, sid, ret_json, err);
 }
 
@@ -1218,7 +1236,7 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 
 static int32_t state_json(memd *m, const memd_scope *sc, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	json_t *st = NULL;
 	memd_text_sink sink = { sizeof(sink), &st, sink_text_json };
 	int32_t r;
@@ -1253,7 +1271,7 @@ int32_t memd_state_get(memd *m, const char *app, const char *user, const char *s
 int32_t memd_state_patch(memd *m, const char *app, const char *user, const char *sid,
 			 const char *body_json, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	append_req q = { 0 };
 	int32_t r;
@@ -1291,7 +1309,7 @@ out:
 int32_t memd_invocation_end(memd *m, const char *app, const char *user, const char *sid,
 			    const char *invocation_id, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	json_t *sess = NULL;
 	int32_t r;
@@ -1375,7 +1393,7 @@ int32_t memd_artifact_put(memd *m, const char *app, const char *user, const char
 			  const char *name, const char *mime_type, const void *data, size_t size,
 			  char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	memd_artifact a = { .struct_size = sizeof(a) };
 	int64_t version;
@@ -1404,7 +1422,7 @@ int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char
 			  const char *name, int64_t version, char **ret_json, void **ret_data,
 			  size_t *ret_size, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	artifact_acc acc = { .want_data = 1 };
 	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
@@ -1433,7 +1451,7 @@ int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char
 static int32_t artifact_listing(memd *m, const char *app, const char *user, const char *sid,
 				const char *name, char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	artifact_acc acc = { 0 };
 	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
@@ -1471,7 +1489,7 @@ int32_t memd_artifact_versions(memd *m, const char *app, const char *user, const
 int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const char *sid,
 			     const char *name, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
@@ -1484,7 +1502,7 @@ int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const c
 
 int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
@@ -1502,7 +1520,7 @@ int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error 
 int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
 		    char **ret_json, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
@@ -1583,7 +1601,7 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 
 int32_t memd_ready(memd *m, memd_error *err)
 {
-	memd_call call = call_new();
+	memd_call call = call_for_request(m);
 	for (size_t i = 0; i < m->n_stores; i++) {
 		int32_t r;
 		if (m->stores[i].st && (r = store_ping(m->stores[i].st, &call, err)) < 0)

@@ -15,6 +15,11 @@
  *  - Ids (app, user, session, event, invocation) are 1..255 bytes of UTF-8
  *    without control characters or '/'; anything else is MEMD_EINVAL.
  *  - A memd handle is thread-safe: call it from as many threads as you like.
+ *  - A call gives the plugins it reaches a deadline of
+ *    server.request_timeout_ms (default 30 s) from its start: a store that
+ *    cannot serve it by then (a queue behind a stuck writer, an exhausted
+ *    connection pool) fails it with MEMD_ETIMEDOUT, retryable. Background
+ *    work (strategies' after_append, indexing) has no such deadline.
  */
 #ifndef MEMD_MEMD_H
 #define MEMD_MEMD_H

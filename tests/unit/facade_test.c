@@ -6,9 +6,12 @@
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <memd/memd.h>
@@ -382,6 +385,96 @@ Test(facade, metrics_time_and_count_store_calls)
 	cr_assert(strstr(out, "memd_store_call_errors_total{store=\"stores.main\","
 			      "op=\"session_get\",code=\"not_found\"} 1\n"), "%s", out);
 	cr_assert_null(strstr(out, "op=\"append\",code="), "no append failed: %s", out);
+	memd_free(out);
+}
+
+/* An append run on a thread of its own. */
+typedef struct blocked_append {
+	memd *m;
+	int32_t rc;
+} blocked_append;
+
+static void *append_behind_lock(void *p)
+{
+	blocked_append *b = p;
+	memd_error err = { 0 };
+	char *out = NULL;
+
+	b->rc = memd_events_append(b->m, "app", "alice", "s1",
+				   "{\"events\":[{\"role\":\"user\",\"content\":\"first\"}]}", &out,
+				   &err);
+	memd_free(out);
+	return NULL;
+}
+
+#define DEADLINE_MS 300
+#define BUSY_MS 20000
+#define LEADER_HEAD_START_US 1000000 /* ample, even under valgrind */
+
+/* A facade call carries server.request_timeout_ms as its deadline: an
+ * append queued behind a writer that cannot get the database gives up
+ * at the deadline (retryable) instead of waiting out the store's busy
+ * timeout; nothing of a timed-out append is stored. */
+Test(facade, calls_give_up_at_the_request_deadline)
+{
+	char yaml[TU_PATH_MAX + 256], db_path[TU_PATH_MAX + 32];
+	memd_error err = { 0 };
+	blocked_append lead;
+	pthread_t t;
+	sqlite3 *db = NULL;
+	char *out = NULL;
+	struct timespec t0, t1;
+	double waited_ms;
+	memd_get_options all_events = { .struct_size = sizeof(all_events), .flags = MEMD_GET_EVENTS };
+	json_t *s;
+
+	memd_close(m);
+	snprintf(db_path, sizeof(db_path), "%s/memd.db", dir.path);
+	snprintf(yaml, sizeof(yaml),
+		 "server: {request_timeout_ms: %d}\n"
+		 "stores:\n  main: {plugin: sqlite, path: %s, busy_timeout_ms: %d}\n",
+		 DEADLINE_MS, db_path, BUSY_MS);
+	m = tu_open(&dir, yaml);
+	cr_assert_eq(memd_session_create(m, "app", "alice", "{\"id\":\"s1\"}", &out, &err), 0,
+		     "%s", err.msg);
+	memd_free(out);
+
+	/* Another connection takes the write lock and keeps it. */
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	/* The first append leads the store's write queue and waits for the
+	 * lock (the store's busy timeout); the second queues behind it. */
+	lead = (blocked_append){ .m = m };
+	cr_assert_eq(pthread_create(&t, NULL, append_behind_lock, &lead), 0);
+	usleep(LEADER_HEAD_START_US);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(memd_events_append(m, "app", "alice", "s1",
+					"{\"events\":[{\"role\":\"user\",\"content\":\"second\"}]}",
+					&out, &err),
+		     MEMD_ETIMEDOUT, "%s", err.msg);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert(err.flags & MEMD_ERROR_RETRYABLE);
+	waited_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	cr_assert_lt(waited_ms, BUSY_MS / 2, "waited %.0f ms: the deadline was not honoured",
+		     waited_ms);
+
+	/* The leader gets the lock once it is free, past its own deadline:
+	 * it fails too, and stores nothing. */
+	cr_assert_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	pthread_join(t, NULL);
+	cr_assert_eq(lead.rc, MEMD_ETIMEDOUT, "the leader: rc %d", lead.rc);
+	cr_assert_eq(memd_session_get(m, "app", "alice", "s1", &all_events, &out, &err), 0, "%s",
+		     err.msg);
+	s = tu_json(out);
+	cr_assert_eq(json_array_size(json_object_get(s, "events")), 0, "a timed-out append stored");
+	json_decref(s);
+	/* In time, the same append goes through. */
+	cr_assert_eq(memd_events_append(m, "app", "alice", "s1",
+					"{\"events\":[{\"role\":\"user\",\"content\":\"second\"}]}",
+					&out, &err),
+		     0, "%s", err.msg);
 	memd_free(out);
 }
 
