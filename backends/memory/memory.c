@@ -1350,15 +1350,10 @@ static int32_t mem_events_load(void *inst, const memd_call *call, const memd_sco
 	int64_t lo, hi;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_event_query(scope, q, out, err)) < 0)
 		return r;
-	if (!q || !MEM_HAS(q, limit))
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query is missing or too small");
-	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event query cannot ask for NO_SUMMARY and ONLY_SUMMARY");
-	if (!out || !out->event)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no event sink");
+	if (!MEM_HAS(q, limit))
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query is too small");
 	pthread_mutex_lock(&st->lock);
 	if ((r = mem_session_require(st, scope, &s, err)) < 0)
 		goto out;

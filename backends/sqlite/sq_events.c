@@ -508,24 +508,13 @@ out:
 int32_t sq_events_load(void *inst, const memd_call *call, const memd_scope *scope,
 		       const memd_event_query *q, const memd_event_sink *out, memd_error *err)
 {
-	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
 	sq_store *store = inst;
 	sq_session_head head;
 	load_ctx x;
-	int32_t r = pu_check_scope(scope, 1, err);
+	int32_t r = pu_check_event_query(scope, q, out, err);
 
 	if (r < 0)
 		return r;
-	if (!q || !out || !out->event)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query or sink is missing");
-	if (q->flags & ~known)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown flags 0x%x",
-				      (unsigned)q->flags);
-	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && (q->flags & MEMD_EVQ_ONLY_SUMMARY))
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "event query cannot ask for no summaries and only summaries");
-	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
 	x = (load_ctx){ .store = store, .call = call, .scope = scope, .q = q, .out = out,
 			.err = err, .before = q->before_seq ? q->before_seq : SEQ_UNBOUNDED };
 	r = sq_read_begin(store, call, &x.c, err);

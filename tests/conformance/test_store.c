@@ -12,6 +12,8 @@
 
 #include "store_harness.h"
 
+/* A query flag no version of store.h defines. */
+#define UNKNOWN_EVQ_FLAG 0x80000000u
 #define APP "app1"
 #define USER "u1"
 #define T0 1700000000000000LL /* a plausible unix time in us */
@@ -866,6 +868,22 @@ Test(store, events_load_queries)
 		s = get_ok(APP, USER, "empty");
 		cr_assert_eq(s.summary_seq, 0);
 		conf_session_clear(&s);
+	}
+
+	/* Queries every store refuses (MEMD_EINVAL) before reading. */
+	{
+		r = conf_events_load(st, &sc, MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY, 0, 0, 0, 0,
+				     &l);
+		cr_assert_eq(r, MEMD_EINVAL, "no summaries and only summaries: got %d", r);
+		r = conf_events_load(st, &sc, UNKNOWN_EVQ_FLAG, 0, 0, 0, 0, &l);
+		cr_assert_eq(r, MEMD_EINVAL, "an unknown flag: got %d", r);
+		r = conf_events_load(st, &sc, 0, -1, 0, 0, 0, &l);
+		cr_assert_eq(r, MEMD_EINVAL, "a negative after_seq: got %d", r);
+		r = conf_events_load(st, &sc, 0, 0, -1, 0, 0, &l);
+		cr_assert_eq(r, MEMD_EINVAL, "a negative before_seq: got %d", r);
+		r = conf_events_load(st, &sc, 0, 0, 0, -1, 0, &l);
+		cr_assert_eq(r, MEMD_EINVAL, "a negative after_time: got %d", r);
+		cr_assert_eq(l.n, 0, "a refused query delivered events");
 	}
 	free_events(evs, QN);
 }
