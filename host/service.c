@@ -1426,7 +1426,7 @@ int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char
 	memd_scope sc;
 	artifact_acc acc = { .want_data = 1 };
 	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
-	char *meta;
+	char *meta = NULL;
 	int32_t r;
 
 	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
