@@ -123,7 +123,12 @@ static void reply_error_text(http_req *rq, int32_t code, uint32_t flags, const c
 	http_reply_clear(rq);
 	rq->status = k->status;
 	rq->error_name = k->name;
-	snprintf(rq->error_msg, sizeof(rq->error_msg), "%s", msg);
+	{
+		/* Kept for the log line; a longer message is cut. */
+		size_t n = strnlen(msg, sizeof(rq->error_msg) - 1);
+		memcpy(rq->error_msg, msg, n);
+		rq->error_msg[n] = '\0';
+	}
 	if (body) {
 		rq->out = body;
 		rq->out_len = strlen(body);

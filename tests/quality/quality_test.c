@@ -88,8 +88,8 @@ typedef struct answers {
 
 static void answers_of(const qgen_set *s, const qgen_question *q, answers *a)
 {
-	a->n = q->n_answers;
-	for (uint32_t i = 0; i < q->n_answers; i++)
+	a->n = q->n_answers < QGEN_ANSWERS_MAX ? q->n_answers : QGEN_ANSWERS_MAX;
+	for (uint32_t i = 0; i < a->n; i++)
 		qgen_event_id(&s->events[q->answers[i]], a->ids[i]);
 }
 
