@@ -544,17 +544,9 @@ int32_t my_group_init(my_store *s, memd_error *err)
 
 void my_group_free(my_store *s)
 {
-	pu_group_stats st;
-
 	if (!s || !s->group)
 		return;
-	st = pu_group_get_stats(s->group);
-	if (st.n_appends && s->host && s->host->log)
-		s->host->log(s->host, MEMD_LOG_DEBUG,
-			     "group commit: %llu appends written in %llu transactions "
-			     "(at most %u in one)",
-			     (unsigned long long)st.n_appends, (unsigned long long)st.n_txns,
-			     (unsigned)st.max_batch);
+	pu_group_log_stats(s->group, s->host);
 	pu_group_free(s->group);
 	s->group = NULL;
 }

@@ -264,9 +264,11 @@ static int32_t send_inserts(pg_conn *c, pg_append_req *m, int64_t *back, memd_er
 }
 
 /* One try of a group on c: members sorted by session (the lock order).
- * Returns 0 when every member has its answer (m->rc), or the error of the
- * group's transaction (nothing of it committed unless c->commit_sent). */
-static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, memd_error *err)
+ * Returns 0 when every member has its answer (m->rc), with *ret_written
+ * the appends its transaction committed, or the error of the group's
+ * transaction (nothing of it committed unless c->commit_sent). */
+static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, size_t *ret_written,
+			  memd_error *err)
 {
 	pg_state_list writes = { 0 };
 	int64_t total = 0, back;
@@ -293,6 +295,7 @@ static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, memd_error *er
 	pg_reset(c);
 	if (n_write == 0) {
 		(void)pg_exec1(c, &SQL_ROLLBACK, NULL, NULL);
+		*ret_written = 0;
 		return 0;
 	}
 
@@ -328,6 +331,7 @@ static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, memd_error *er
 			m[i]->version = req_of(m[i])->head.version + 1;
 			m[i]->status = PU_GROUP_DONE;
 		}
+	*ret_written = n_write;
 	return 0;
 }
 
@@ -346,6 +350,7 @@ static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pu_group
 		      size_t n)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	size_t written = 0;
 	int32_t r = 0;
 
 	for (int attempt = 1;; attempt++) {
@@ -354,10 +359,12 @@ static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pu_group
 			if (r < 0)
 				break;
 		}
-		r = group_once(*cp, m, n, &err);
+		r = group_once(*cp, m, n, &written, &err);
 		pg_reset(*cp);
-		if (r == 0)
+		if (r == 0) {
+			pu_group_note_written(s->group, written);
 			return;
+		}
 		if (attempt < PG_ATTEMPTS && pg_should_retry(*cp, r)) {
 			pg_give(s, *cp);
 			*cp = NULL;
@@ -419,6 +426,7 @@ void pg_group_free(pg_store *s)
 {
 	if (!s)
 		return;
+	pu_group_log_stats(s->group, s->host);
 	pu_group_free(s->group);
 	s->group = NULL;
 }

@@ -292,3 +292,17 @@ int32_t pu_group_append(pu_group *g, pu_group_req *req, memd_append_result *res,
 	req->seqs = NULL;
 	return r;
 }
+
+void pu_group_log_stats(pu_group *g, const memd_host *host)
+{
+	pu_group_stats st;
+
+	if (!g || !host || !host->log)
+		return;
+	st = pu_group_get_stats(g);
+	if (st.n_appends)
+		host->log(host, MEMD_LOG_DEBUG,
+			  "group commit: %llu appends written in %llu transactions (at most %u in one)",
+			  (unsigned long long)st.n_appends, (unsigned long long)st.n_txns,
+			  (unsigned)st.max_batch);
+}

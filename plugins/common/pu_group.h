@@ -115,5 +115,9 @@ void pu_group_fail(pu_group_req **m, size_t n, int32_t r, const memd_error *err)
 void pu_group_note_written(pu_group *g, size_t n_write);
 /* The statistics so far. */
 pu_group_stats pu_group_get_stats(pu_group *g);
+/* Log the statistics (one debug line through host->log, "group commit: N
+ * appends written in T transactions (at most M in one)") if any append
+ * was written. Accepts a NULL g or host. */
+void pu_group_log_stats(pu_group *g, const memd_host *host);
 
 #endif
