@@ -20,6 +20,8 @@
 #define KW_KEY_SEP '\x01'     /* ids never contain control characters */
 #define KW_HASH_MUL 0x9E3779B97F4A7C15ULL
 #define KW_HASH_SHIFT 32
+/* How texts and queries are analyzed (text.h). */
+#define KW_TEXT_FLAGS (TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF)
 
 /* ---- documents and postings lists ------------------------------------------ */
 
@@ -597,7 +599,7 @@ int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 	kw_part *pt;
 	int32_t r = MEMD_ENOMEM;
 
-	text_terms(d->text, d->text_len, TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF, collect_term, &tl);
+	text_terms(d->text, d->text_len, KW_TEXT_FLAGS, collect_term, &tl);
 	if (tl.oom)
 		goto out;
 	if (!tl.n) {
@@ -921,7 +923,9 @@ static int filter_prepare(const kw_part *pt, const kw_filter *f, doc_filter *df,
 	return 1;
 }
 
-/* Score pt for the distinct term ids (sorted) into the best k. */
+/* Score pt for the distinct term ids into the best k. A document's score
+ * is summed in the order of ids, so that order must not depend on the
+ * index's history (see query_order). */
 static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t *ids, size_t n_ids,
 			  const doc_filter *f, uint32_t k, cand **ret, size_t *ret_n,
 			  uint64_t *rows_read)
@@ -1021,6 +1025,43 @@ nomem:
 	return MEMD_ENOMEM;
 }
 
+typedef struct qterm {
+	const char *s;
+	uint32_t len, id;
+} qterm;
+
+static int cmp_qterm(const void *a, const void *b)
+{
+	const qterm *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The distinct known terms of tl (ids from resolve_terms) into
+ * ids[0..*ret_n), ordered by their text. Term ids are handed out in the
+ * order terms first appear, which differs between an index that lived
+ * through deletes and one rebuilt (or restored) without them; summing a
+ * score in text order keeps every score bit for bit the same in both.
+ * 0 or -1 on ENOMEM. */
+static int query_order(const term_list *tl, uint32_t *ids, size_t *ret_n)
+{
+	qterm *q = malloc(tl->n * sizeof(*q));
+	size_t nq = 0, n = 0;
+
+	if (!q)
+		return -1;
+	for (size_t i = 0; i < tl->n; i++)
+		if (ids[i] != STRTAB_NONE)
+			q[nq++] = (qterm){ tl->bytes + tl->offs[i], tl->offs[i + 1] - tl->offs[i], ids[i] };
+	qsort(q, nq, sizeof(*q), cmp_qterm);
+	for (size_t i = 0; i < nq; i++)
+		if (n == 0 || ids[n - 1] != q[i].id)
+			ids[n++] = q[i].id;
+	free(q);
+	*ret_n = n;
+	return 0;
+}
+
 void kw_hits_free(kw_hit *hits, size_t n)
 {
 	for (size_t i = 0; hits && i < n; i++)
@@ -1043,17 +1084,13 @@ int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *q
 
 	if (k == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "k: must be at least 1");
-	text_terms(query, strlen(query), TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF, collect_term, &tl);
+	text_terms(query, strlen(query), KW_TEXT_FLAGS, collect_term, &tl);
 	if (tl.oom)
 		goto out;
 	if (tl.n) {
 		ids = malloc(tl.n * sizeof(*ids));
-		if (!ids || resolve_terms(kw, &tl, ids, 0) < 0)
+		if (!ids || resolve_terms(kw, &tl, ids, 0) < 0 || query_order(&tl, ids, &n_ids) < 0)
 			goto out;
-		sort_ids(ids, tl.n);
-		for (size_t i = 0; i < tl.n; i++) /* distinct, known terms */
-			if (ids[i] != STRTAB_NONE && (n_ids == 0 || ids[n_ids - 1] != ids[i]))
-				ids[n_ids++] = ids[i];
 	}
 	if (f && f->n_authors && !(authors = malloc(f->n_authors * sizeof(*authors))))
 		goto out;
@@ -1124,4 +1161,568 @@ void kw_get_stats(kw_index *kw, kw_stats *ret)
 	}
 	pthread_rwlock_unlock(&kw->parts_lock);
 	*ret = s;
+}
+
+/* ---- snapshots: dump ---------------------------------------------------------------- */
+
+/* Bytes kw_dump encodes before handing them to the sink. */
+#define KW_DUMP_BUF 65536
+#define KW_ZIGZAG_SHIFT 63
+
+static uint64_t zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> KW_ZIGZAG_SHIFT);
+}
+
+static int64_t unzigzag(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+typedef struct enc {
+	const kw_sink *out;
+	memd_error *err;
+	int32_t r;         /* the first failure; later writes are dropped */
+	size_t n;
+	uint8_t buf[KW_DUMP_BUF];
+} enc;
+
+static void enc_flush(enc *e)
+{
+	if (!e->r && e->n)
+		e->r = e->out->write(e->out->userdata, e->buf, e->n, e->err);
+	e->n = 0;
+}
+
+static void enc_bytes(enc *e, const void *p, size_t n)
+{
+	if (n > sizeof(e->buf) - e->n) {
+		enc_flush(e);
+		if (n > sizeof(e->buf) / 2) {
+			if (!e->r)
+				e->r = e->out->write(e->out->userdata, p, n, e->err);
+			return;
+		}
+	}
+	memcpy(e->buf + e->n, p, n);
+	e->n += n;
+}
+
+static void enc_uv(enc *e, uint64_t v)
+{
+	if (sizeof(e->buf) - e->n < KW_VARINT_MAX)
+		enc_flush(e);
+	e->n += varint_put(e->buf + e->n, v);
+}
+
+static void enc_str(enc *e, const char *s, size_t len)
+{
+	enc_uv(e, len);
+	enc_bytes(e, s, len);
+}
+
+static void enc_strtab(enc *e, const strtab *t)
+{
+	enc_uv(e, t->n);
+	for (uint32_t i = 0; i < t->n; i++) {
+		const char *x = strtab_get(t, i);
+		enc_str(e, x, strlen(x));
+	}
+}
+
+static void enc_begin(enc *e, uint32_t kind)
+{
+	if (!e->r)
+		e->r = e->out->begin(e->out->userdata, kind, e->err);
+}
+
+static void enc_end(enc *e)
+{
+	enc_flush(e);
+	if (!e->r)
+		e->r = e->out->end(e->out->userdata, e->err);
+}
+
+static void dump_part(enc *e, const char *key, const kw_part *pt)
+{
+	uint32_t lists = 0;
+
+	enc_begin(e, KW_SECTION_PARTITION);
+	enc_str(e, key, strlen(key));
+	enc_strtab(e, &pt->sessions);
+	enc_strtab(e, &pt->authors);
+	enc_uv(e, pt->n_docs);
+	for (uint32_t i = 0; i < pt->n_docs && !e->r; i++) {
+		const kw_doc *d = &pt->docs[i];
+		enc_uv(e, zigzag(d->timestamp_us));
+		enc_uv(e, zigzag(d->seq));
+		enc_uv(e, d->session);
+		enc_uv(e, d->author);
+		enc_uv(e, d->len);
+	}
+	for (uint32_t i = 0; i < pt->tab_cap; i++)
+		lists += pt->tab[i].term && pt->tab[i].len;
+	enc_uv(e, lists);
+	for (uint32_t i = 0; i < pt->tab_cap && !e->r; i++) {
+		const kw_plist *p = &pt->tab[i];
+		if (!p->term || !p->len)
+			continue; /* a term left behind by a failed add */
+		enc_uv(e, p->term - 1);
+		enc_uv(e, p->len);
+		enc_bytes(e, plist_data(p), p->len);
+	}
+	enc_end(e);
+}
+
+int32_t kw_dump(kw_index *kw, const kw_sink *out, uint64_t *ret_documents, memd_error *err)
+{
+	enc *e = malloc(sizeof(*e));
+	uint64_t docs = 0;
+	int32_t r;
+
+	if (!e)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+	e->out = out;
+	e->err = err;
+	e->r = 0;
+	e->n = 0;
+	pthread_rwlock_rdlock(&kw->terms_lock);
+	pthread_rwlock_rdlock(&kw->parts_lock);
+	enc_begin(e, KW_SECTION_TERMS);
+	enc_strtab(e, &kw->terms);
+	enc_end(e);
+	for (uint32_t i = 0; i < kw->part_keys.n && !e->r; i++) {
+		kw_part *pt = kw->parts[i];
+		if (!pt)
+			continue;
+		pthread_rwlock_rdlock(&pt->lock);
+		dump_part(e, strtab_get(&kw->part_keys, i), pt);
+		docs += pt->n_docs;
+		pthread_rwlock_unlock(&pt->lock);
+	}
+	pthread_rwlock_unlock(&kw->parts_lock);
+	pthread_rwlock_unlock(&kw->terms_lock);
+	r = e->r;
+	free(e);
+	if (r == 0 && ret_documents)
+		*ret_documents = docs;
+	return r;
+}
+
+/* ---- snapshots: restore ------------------------------------------------------------- */
+
+/* A payload being read; every read is bounds-checked. */
+typedef struct dec {
+	const uint8_t *p;
+	size_t n, pos;
+} dec;
+
+/* Bytes each item of a list takes at least (to bound counts before
+ * allocating for them): a string is its length; a document five
+ * varints; a postings list its term, length and one byte. */
+#define KW_MIN_STR 1
+#define KW_MIN_DOC 5
+#define KW_MIN_LIST 3
+#define KW_VARINT_LAST_MAX 1 /* the 10th byte of a uint64 holds its top bit only */
+
+static int dec_uv(dec *d, uint64_t *ret)
+{
+	uint64_t v = 0;
+	for (unsigned i = 0; i < KW_VARINT_MAX; i++) {
+		uint8_t byte;
+		if (d->pos >= d->n)
+			return -1;
+		byte = d->p[d->pos++];
+		if (i == KW_VARINT_MAX - 1 && byte > KW_VARINT_LAST_MAX)
+			return -1;
+		v |= (uint64_t)(byte & 0x7F) << (7 * i);
+		if (!(byte & 0x80)) {
+			*ret = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int dec_u32(dec *d, uint32_t *ret)
+{
+	uint64_t v;
+	if (dec_uv(d, &v) < 0 || v > UINT32_MAX)
+		return -1;
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+/* A count of items taking at least min bytes each. */
+static int dec_count(dec *d, size_t min, uint32_t *ret)
+{
+	if (dec_u32(d, ret) < 0 || (uint64_t)*ret * min > d->n - d->pos)
+		return -1;
+	return 0;
+}
+
+static int dec_str(dec *d, const char **ret, uint32_t *ret_len)
+{
+	uint32_t len;
+	if (dec_u32(d, &len) < 0 || len > d->n - d->pos)
+		return -1;
+	*ret = (const char *)d->p + d->pos;
+	*ret_len = len;
+	d->pos += len;
+	return 0;
+}
+
+/* Nonzero if the len bytes at s hold a NUL (strtab keeps C strings). */
+static int has_nul(const char *s, size_t len)
+{
+	return memchr(s, '\0', len) != NULL;
+}
+
+static int32_t bad(memd_error *err, const char *what, const char *detail)
+{
+	return memd_error_set(err, MEMD_EINVAL, 0, "keyword snapshot: %s: %s", what, detail);
+}
+
+static int32_t restore_terms(kw_index *kw, const uint8_t *p, size_t n, memd_error *err)
+{
+	dec d = { p, n, 0 };
+	uint32_t count;
+	int32_t r = 0;
+
+	if (dec_count(&d, KW_MIN_STR, &count) < 0)
+		return bad(err, "terms", "malformed count");
+	pthread_rwlock_wrlock(&kw->terms_lock);
+	for (uint32_t i = 0; i < count; i++) {
+		const char *s;
+		uint32_t len, id;
+		if (dec_str(&d, &s, &len) < 0 || len == 0 || len > TEXT_TERM_MAX || has_nul(s, len)) {
+			r = bad(err, "terms", "malformed term");
+			break;
+		}
+		if (strtab_intern(&kw->terms, s, len, &id) < 0) {
+			r = memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+			break;
+		}
+		if (id != i) {
+			r = bad(err, "terms", "a term is listed twice");
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&kw->terms_lock);
+	if (r == 0 && d.pos != d.n)
+		r = bad(err, "terms", "bytes after the last term");
+	return r;
+}
+
+/* A table of count strings into t (empty); what: for messages; entries
+ * are min_len..max_len bytes. */
+static int32_t restore_strtab(dec *d, strtab *t, const char *what, uint32_t min_len,
+			      uint32_t max_len, memd_error *err)
+{
+	uint32_t count;
+
+	if (dec_count(d, KW_MIN_STR, &count) < 0)
+		return bad(err, what, "malformed count");
+	for (uint32_t i = 0; i < count; i++) {
+		const char *s;
+		uint32_t len, id;
+		if (dec_str(d, &s, &len) < 0 || len < min_len || len > max_len || has_nul(s, len))
+			return bad(err, what, "malformed entry");
+		if (strtab_intern(t, s, len, &id) < 0)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+		if (id != i)
+			return bad(err, what, "an entry is listed twice");
+	}
+	return 0;
+}
+
+/* Check one encoded postings list against the partition's documents,
+ * adding each document's term frequency to tf_sum; its df and last
+ * document into *ret_df, *ret_last. 0 or -1. */
+static int check_postings(const uint8_t *p, uint32_t len, uint32_t n_docs, uint32_t *tf_sum,
+			  const kw_doc *docs, uint32_t *ret_df, uint32_t *ret_last)
+{
+	dec d = { p, len, 0 };
+	uint64_t doc = 0;
+	uint32_t df = 0;
+
+	while (d.pos < d.n) {
+		uint64_t code, tf = 1;
+		if (dec_uv(&d, &code) < 0)
+			return -1;
+		doc = df ? doc + (code >> 1) + 1 : code >> 1;
+		if (doc >= n_docs)
+			return -1;
+		if (code & 1) {
+			if (dec_uv(&d, &tf) < 0 || tf > UINT32_MAX - 2)
+				return -1;
+			tf += 2;
+		}
+		if (tf > docs[doc].len - tf_sum[doc])
+			return -1;
+		tf_sum[doc] += (uint32_t)tf;
+		df++;
+	}
+	*ret_df = df;
+	*ret_last = (uint32_t)doc;
+	return 0;
+}
+
+/* The postings lists of a partition into pt (its documents read). */
+static int32_t restore_lists(dec *d, kw_part *pt, uint32_t n_terms, const char *what,
+			     memd_error *err)
+{
+	uint32_t count, *tf_sum = calloc(pt->n_docs ? pt->n_docs : 1, sizeof(*tf_sum));
+	int32_t r = 0;
+
+	if (!tf_sum)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+	if (dec_count(d, KW_MIN_LIST, &count) < 0) {
+		r = bad(err, what, "malformed list count");
+		goto out;
+	}
+	if (tab_reserve(pt, count) < 0) {
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t term, len, df, last;
+		const char *data;
+		kw_plist *slot;
+
+		if (dec_u32(d, &term) < 0 || term >= n_terms || dec_str(d, &data, &len) < 0 ||
+		    len == 0 || len > UINT32_MAX / 2) {
+			r = bad(err, what, "malformed postings list");
+			goto out;
+		}
+		slot = tab_slot_for(pt->tab, pt->tab_cap, term + 1);
+		if (slot->term) {
+			r = bad(err, what, "a term has two postings lists");
+			goto out;
+		}
+		if (check_postings((const uint8_t *)data, len, pt->n_docs, tf_sum, pt->docs, &df,
+				   &last) < 0) {
+			r = bad(err, what, "postings out of order, out of range or malformed");
+			goto out;
+		}
+		if (len <= KW_INLINE) {
+			memcpy(slot->u.inl, data, len);
+		} else {
+			uint32_t cap = len < KW_HEAP_MIN ? KW_HEAP_MIN : len;
+			kw_heap *h = malloc(heap_size(cap));
+			if (!h) {
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+				goto out;
+			}
+			memcpy(h->data, data, len);
+			h->df = df;
+			h->last = last;
+			h->cap = cap;
+			h->reserved = 0;
+			slot->u.heap = h;
+			pt->heap_bytes += heap_size(cap);
+		}
+		slot->term = term + 1;
+		slot->len = len;
+		pt->n_terms++;
+		pt->n_postings += df;
+		pt->posting_bytes += len;
+	}
+	for (uint32_t i = 0; i < pt->n_docs; i++)
+		if (tf_sum[i] != pt->docs[i].len) {
+			r = bad(err, what, "a document's length does not match its postings");
+			goto out;
+		}
+out:
+	free(tf_sum);
+	return r;
+}
+
+/* Hang pt into kw under key; -1 if the key is there already, -2 on
+ * ENOMEM. */
+static int parts_put(kw_index *kw, const char *key, size_t kl, kw_part *pt)
+{
+	uint32_t id;
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&kw->parts_lock);
+	if (strtab_find(&kw->part_keys, key, kl) != STRTAB_NONE) {
+		rc = -1;
+	} else if (strtab_intern(&kw->part_keys, key, kl, &id) < 0) {
+		rc = -2;
+	} else {
+		if (id >= kw->parts_cap) {
+			uint32_t cap = kw->parts_cap ? kw->parts_cap * 2 : KW_TAB_MIN;
+			kw_part **grown = realloc(kw->parts, (size_t)cap * sizeof(*grown));
+			if (grown) {
+				memset(grown + kw->parts_cap, 0,
+				       (size_t)(cap - kw->parts_cap) * sizeof(*grown));
+				kw->parts = grown;
+				kw->parts_cap = cap;
+			}
+		}
+		if (id < kw->parts_cap)
+			kw->parts[id] = pt;
+		else
+			rc = -2; /* the key stays, without a partition: as after a delete */
+	}
+	pthread_rwlock_unlock(&kw->parts_lock);
+	return rc;
+}
+
+/* Nonzero if key is "app\1user" with two valid ids. */
+static int key_ok(const char *key, uint32_t kl)
+{
+	const char *sep = memchr(key, KW_KEY_SEP, kl);
+	size_t la, lu;
+
+	if (!sep || has_nul(key, kl))
+		return 0;
+	la = (size_t)(sep - key);
+	lu = kl - la - 1;
+	return la >= 1 && la <= MEMD_ID_MAX && lu >= 1 && lu <= MEMD_ID_MAX &&
+	       !memchr(sep + 1, KW_KEY_SEP, lu);
+}
+
+static int32_t restore_part(kw_index *kw, uint32_t n_terms, uint32_t index, const uint8_t *p,
+			    size_t n, memd_error *err)
+{
+	char what[64];
+	dec d = { p, n, 0 };
+	kw_part *pt = part_new();
+	const char *key;
+	uint32_t kl, count;
+	int32_t r;
+	int rc;
+
+	snprintf(what, sizeof(what), "partition %u", index);
+	if (!pt)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+	if (dec_str(&d, &key, &kl) < 0 || !key_ok(key, kl)) {
+		r = bad(err, what, "malformed key");
+		goto fail;
+	}
+	/* Sessions are ids; authors are free text ("" when none). */
+	if ((r = restore_strtab(&d, &pt->sessions, what, 1, MEMD_ID_MAX, err)) < 0 ||
+	    (r = restore_strtab(&d, &pt->authors, what, 0, UINT32_MAX, err)) < 0)
+		goto fail;
+	if (dec_count(&d, KW_MIN_DOC, &count) < 0 || count >= UINT32_MAX - 1) {
+		r = bad(err, what, "malformed document count");
+		goto fail;
+	}
+	pt->cap_docs = count ? count : KW_DOCS_MIN;
+	if (!(pt->docs = malloc((size_t)pt->cap_docs * sizeof(*pt->docs)))) {
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		uint64_t ts, seq;
+		kw_doc *doc = &pt->docs[i];
+		if (dec_uv(&d, &ts) < 0 || dec_uv(&d, &seq) < 0 || dec_u32(&d, &doc->session) < 0 ||
+		    dec_u32(&d, &doc->author) < 0 || dec_u32(&d, &doc->len) < 0 ||
+		    doc->session >= pt->sessions.n || doc->author >= pt->authors.n || doc->len == 0) {
+			r = bad(err, what, "malformed document");
+			goto fail;
+		}
+		doc->timestamp_us = unzigzag(ts);
+		doc->seq = unzigzag(seq);
+		doc->reserved = 0;
+		pt->sum_len += doc->len;
+		pt->n_docs++;
+	}
+	if ((r = restore_lists(&d, pt, n_terms, what, err)) < 0)
+		goto fail;
+	if (d.pos != d.n) {
+		r = bad(err, what, "bytes after the last postings list");
+		goto fail;
+	}
+	rc = parts_put(kw, key, kl, pt);
+	if (rc == 0)
+		return 0;
+	r = rc == -1 ? bad(err, what, "a second partition of the same user")
+		     : memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+fail:
+	part_free(pt);
+	return r;
+}
+
+int32_t kw_restore(kw_index *kw, const kw_source *in, memd_error *err)
+{
+	const uint8_t *data;
+	uint32_t kind, n_terms, index = 0;
+	size_t len;
+	int empty;
+	int32_t r;
+
+	pthread_rwlock_rdlock(&kw->terms_lock);
+	pthread_rwlock_rdlock(&kw->parts_lock);
+	empty = kw->terms.n == 0 && kw->part_keys.n == 0;
+	pthread_rwlock_unlock(&kw->parts_lock);
+	pthread_rwlock_unlock(&kw->terms_lock);
+	if (!empty)
+		return memd_error_set(err, MEMD_EINVAL, 0, "keyword snapshot: the index is not empty");
+	r = in->next(in->userdata, &kind, &data, &len, err);
+	if (r == 0 || (r > 0 && kind != KW_SECTION_TERMS)) {
+		r = bad(err, "sections", "the terms do not come first");
+		goto fail;
+	}
+	if (r < 0 || (r = restore_terms(kw, data, len, err)) < 0)
+		goto fail;
+	/* Terms only grow while partitions are read: their count is fixed. */
+	n_terms = kw->terms.n;
+	while ((r = in->next(in->userdata, &kind, &data, &len, err)) > 0) {
+		if (kind != KW_SECTION_PARTITION) {
+			r = bad(err, "sections", "unknown section");
+			goto fail;
+		}
+		if ((r = restore_part(kw, n_terms, index++, data, len, err)) < 0)
+			goto fail;
+	}
+	if (r == 0)
+		return 0;
+fail:
+	kw_clear(kw);
+	return r;
+}
+
+/* ---- analyzer fingerprint ------------------------------------------------------------- */
+
+/* Exercises what the analyzer does: case folding (Latin, Greek, Cyrillic,
+ * fullwidth, "ß"), diacritics, possessives and apostrophes, stop words
+ * and the kept first-person pronouns, Porter stemming, CJK and kana
+ * single tokens, numbers, invalid UTF-8, and a word over TEXT_TERM_MAX. */
+static const char kw_probe[] =
+	"The QUICK runners weren't running; I told my sister about John's "
+	"caf\xc3\xa9 in Stra\xc3\x9f" "e. Na\xc3\xafve co-operation, generalizations, "
+	"relational hopefulness, ponies and caresses. \xce\xa3\xce\x8a\xce\xa3\xce\xa5\xce\xa6"
+	"\xce\x9f\xce\xa3 \xd0\x9c\xd0\xbe\xd1\x81\xd0\xba\xd0\xb2\xd0\xb0 \xe6\x9d\xb1\xe4\xba\xac"
+	"\xe3\x82\xbf\xe3\x83\xaf\xe3\x83\xbc \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3 2024-05-01 "
+	"v3.14 e-mail \xff\xfe broken "
+	"pneumonoultramicroscopicsilicovolcanoconiosispneumonoultramicroscopicsilicovolcano "
+	"myself me i am we you they";
+
+/* Term separator in the fingerprint's hash input (terms hold no NUL). */
+#define KW_PROBE_SEP '\0'
+
+uint64_t kw_analyzer_fingerprint(void)
+{
+	term_list tl = { 0 };
+	uint64_t h = 0;
+	char *flat;
+
+	text_terms(kw_probe, sizeof(kw_probe) - 1, KW_TEXT_FLAGS, collect_term, &tl);
+	flat = tl.oom ? NULL : malloc(tl.len + tl.n + 1);
+	if (flat) {
+		size_t n = 0;
+		for (size_t i = 0; i < tl.n; i++) {
+			memcpy(flat + n, tl.bytes + tl.offs[i], tl.offs[i + 1] - tl.offs[i]);
+			n += tl.offs[i + 1] - tl.offs[i];
+			flat[n++] = KW_PROBE_SEP;
+		}
+		h = strtab_hash(flat, n) ^ ((uint64_t)KW_ANALYZER_VERSION << KW_HASH_SHIFT);
+	}
+	free(flat);
+	term_list_clear(&tl);
+	/* 0 (out of memory) matches no snapshot: the index is rebuilt. */
+	return h;
 }

@@ -94,6 +94,72 @@ int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *q
 /* Free hits from kw_search; accepts NULL. */
 void kw_hits_free(kw_hit *hits, size_t n);
 
+/* ---- snapshots ------------------------------------------------------------
+ * The index as a sequence of sections, for kw_snapshot.h's file (which
+ * frames and checksums them). kw_dump writes, kw_restore reads:
+ *   KW_SECTION_TERMS      varint n, then n times (varint len, bytes): the
+ *                         interned terms in id order
+ *   KW_SECTION_PARTITION  one per (app, user): varint len + "app\1user";
+ *                         sessions and authors (varint n, then n times
+ *                         varint len + bytes, in id order); documents
+ *                         (varint n, then per document zigzag-varint
+ *                         timestamp_us and seq, varint session, author
+ *                         and len); postings lists (varint n, then per
+ *                         list varint term id, varint byte length, the
+ *                         encoded postings as kept in memory)
+ * Unsigned varints are LEB128; signed ones zigzag-mapped first. The
+ * sections hold what the index holds, so a restored index answers every
+ * search exactly as the dumped one did. BM25's k1 and b are not part of
+ * it: they are applied at search time. */
+#define KW_SECTION_TERMS 1u
+#define KW_SECTION_PARTITION 2u
+
+/* Bump when the analyzer (text.c, porter.c, the flags above) changes the
+ * terms a text yields: snapshots of an older analyzer are then refused. */
+#define KW_ANALYZER_VERSION 1u
+
+/* Where kw_dump writes. Each op returns 0 or a negative MEMD_E* with err
+ * filled (kw_dump then stops and returns it). */
+typedef struct kw_sink {
+	void *userdata;
+	/* A section of kind KW_SECTION_* begins; its payload follows. */
+	int32_t (*begin)(void *userdata, uint32_t kind, memd_error *err);
+	int32_t (*write)(void *userdata, const void *p, size_t n, memd_error *err);
+	/* The section's payload is complete. */
+	int32_t (*end)(void *userdata, memd_error *err);
+} kw_sink;
+
+/* Write the whole index to out: one KW_SECTION_TERMS, then one
+ * KW_SECTION_PARTITION per partition. A reader: searches may run
+ * alongside, but the caller must keep writers (kw_add, kw_delete_*,
+ * kw_clear) out for the dump to be of one moment. *ret_documents (may be
+ * NULL) gets the documents written. 0, MEMD_ENOMEM, or what out
+ * returned. */
+int32_t kw_dump(kw_index *kw, const kw_sink *out, uint64_t *ret_documents, memd_error *err);
+
+/* Where kw_restore reads. next delivers the next section: returns 1 with
+ * its kind and payload (borrowed until the next call), 0 after the last
+ * one, or a negative MEMD_E* with err filled. */
+typedef struct kw_source {
+	void *userdata;
+	int32_t (*next)(void *userdata, uint32_t *ret_kind, const uint8_t **ret_data,
+			size_t *ret_len, memd_error *err);
+} kw_source;
+
+/* Fill the empty index kw (a writer) from sections kw_dump wrote. Every
+ * section is checked before it is used (ids in range, postings well
+ * formed and ascending, each document's term frequencies summing to its
+ * length), so a damaged or forged payload is refused, never trusted.
+ * 0; MEMD_EINVAL (a malformed payload, or kw not empty; the message says
+ * what), MEMD_ENOMEM, or what in returned. On failure kw is left empty. */
+int32_t kw_restore(kw_index *kw, const kw_source *in, memd_error *err);
+
+/* A fingerprint of the analyzer: a hash of the terms it yields for a
+ * fixed text exercising folding, diacritics, stop words, stemming, CJK
+ * and long words. A snapshot records it; a change of text.c or porter.c
+ * that changes any of those terms changes it. */
+uint64_t kw_analyzer_fingerprint(void);
+
 /* Size of the index, for benchmarks and /metrics. */
 typedef struct kw_stats {
 	uint64_t partitions;
