@@ -605,10 +605,58 @@ static void load_embedder(ctx *c, const config_node *vector, settings *s)
 	get_text(c, m, m, path, "api_key", 0, NULL);
 }
 
+/* The default of index.keyword.snapshot (settings.h); NULL = none. */
+static char *snapshot_default(ctx *c, const settings *s)
+{
+	const settings_store *st = settings_store_get(s, s->sessions_store);
+	const char *db = SETTINGS_SQLITE_PATH_DEFAULT, *slash;
+	const config_node *p;
+	char *out;
+	size_t dl;
+
+	if (st && st->plugin && strcmp(st->plugin, "memory") == 0)
+		return NULL;
+	if (!st || !st->plugin || strcmp(st->plugin, "sqlite") != 0)
+		return dup_or_flag(c, SETTINGS_KEYWORD_SNAPSHOT_DEFAULT);
+	p = get(st->node, "path");
+	if (p && config_node_type(p) == CONFIG_SCALAR && *config_scalar(p))
+		db = config_scalar(p);
+	slash = strrchr(db, '/');
+	dl = slash ? (size_t)(slash - db) + 1 : 0;
+	out = malloc(dl + sizeof(SETTINGS_KEYWORD_SNAPSHOT_FILE));
+	if (!out) {
+		c->nomem = 1;
+		return NULL;
+	}
+	memcpy(out, db, dl);
+	memcpy(out + dl, SETTINGS_KEYWORD_SNAPSHOT_FILE, sizeof(SETTINGS_KEYWORD_SNAPSHOT_FILE));
+	return out;
+}
+
+static void load_snapshot(ctx *c, const config_node *kw, settings *s)
+{
+	const char *path = "index.keyword.snapshot";
+	const config_node *v = get(kw, "snapshot");
+	int32_t on;
+
+	if (v && config_node_type(v) != CONFIG_SCALAR) {
+		problem(c, v, path, "expected a file path, true or false, got %s", kind_of(v));
+		return;
+	}
+	if (v && !*config_scalar(v)) {
+		problem(c, v, path, "must not be empty (false: no snapshot)");
+		return;
+	}
+	if (!v || (config_as_bool(v, &on) == 0 && on))
+		s->keyword_snapshot = snapshot_default(c, s);
+	else if (config_as_bool(v, &on) != 0)
+		s->keyword_snapshot = dup_or_flag(c, config_scalar(v));
+}
+
 static void load_index(ctx *c, const config_node *root, settings *s)
 {
 	static const char *const known[] = {"keyword", "vector", "default_mode", NULL};
-	static const char *const kw_known[] = {"enabled", "k1", "b", NULL};
+	static const char *const kw_known[] = {"enabled", "k1", "b", "snapshot", NULL};
 	static const char *const vec_known[] = {"enabled", "store", "embedder", NULL};
 	enum { SEARCH_KEYWORD, SEARCH_VECTOR, SEARCH_HYBRID };
 	static const char *const modes[] = {[SEARCH_KEYWORD] = "keyword", [SEARCH_VECTOR] = "vector",
@@ -622,6 +670,7 @@ static void load_index(ctx *c, const config_node *root, settings *s)
 	get_double(c, kw, "index.keyword", "k1", SETTINGS_KEYWORD_K1_DEFAULT, 0, 1, DBL_MAX,
 		   &s->keyword_k1);
 	get_double(c, kw, "index.keyword", "b", SETTINGS_KEYWORD_B_DEFAULT, 0, 1, 1, &s->keyword_b);
+	load_snapshot(c, kw, s);
 
 	const config_node *vec = get_map(c, m, "index", "vector");
 	check_keys(c, vec, "index.vector", vec_known);
@@ -786,6 +835,7 @@ void settings_clear(settings *s)
 	}
 	free(s->stores);
 	free(s->sessions_store);
+	free(s->keyword_snapshot);
 	free(s->vector_store);
 	free(s->search_mode_default);
 	for (size_t i = 0; i < s->n_apps; i++) {

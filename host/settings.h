@@ -35,6 +35,16 @@
  * the textbook 0.75 (FTS5: 0.912/0.890/0.903), and tests/quality is the
  * same with both. */
 #define SETTINGS_KEYWORD_B_DEFAULT 0.3
+/* index.keyword.snapshot: where the keyword index is saved so a restart
+ * loads it instead of replaying the whole feed (host/index/kw_snapshot.h).
+ * A file path (relative paths are taken from the working directory, as
+ * the sqlite store's path is), true for the default, false for none.
+ * The default: SETTINGS_KEYWORD_SNAPSHOT_FILE in the directory of the
+ * sqlite session store's file (so ./data/keyword.snapshot with zero
+ * config); SETTINGS_KEYWORD_SNAPSHOT_DEFAULT for other session stores;
+ * none for the memory store, whose feed does not outlive the process. */
+#define SETTINGS_KEYWORD_SNAPSHOT_FILE "keyword.snapshot"
+#define SETTINGS_KEYWORD_SNAPSHOT_DEFAULT "./data/" SETTINGS_KEYWORD_SNAPSHOT_FILE
 #define SETTINGS_SEARCH_MODE_DEFAULT "keyword"
 #define SETTINGS_EMBEDDER_TYPE_DEFAULT "hash"
 #define SETTINGS_EMBEDDER_DIM_DEFAULT 256
@@ -98,6 +108,7 @@ typedef struct settings {
 	int32_t keyword_enabled;
 	double keyword_k1;
 	double keyword_b;
+	char *keyword_snapshot;     /* file path, or NULL: no snapshot */
 	int32_t vector_enabled;
 	char *vector_store;         /* name in stores:, or NULL */
 	const config_node *embedder;/* index.vector.embedder map, or NULL */
