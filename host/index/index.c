@@ -4,15 +4,23 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "embed.h"
 #include "feed.h"
+#include "kw_snapshot.h"
 #include "search.h"
 #include "vector.h"
 
 #define US_PER_MS 1000
+#define US_PER_SEC 1000000
+#define NS_PER_US 1000
+#define BYTES_PER_MIB (1024.0 * 1024.0)
 #define LOG_KEYWORD "index.keyword"
 #define LOG_VECTOR "index.vector"
+/* Store ids are positive int64s (cursor values). */
+#define SNAPSHOT_ID_MASK 0x7FFFFFFFFFFFFFFFULL
 
 struct indexer {
 	store *sessions;
@@ -25,6 +33,23 @@ struct indexer {
 	vec_index *vec;
 	feed_tailer *vec_tail;
 	pthread_mutex_t rebuild_lock;
+
+	/* Keyword snapshots; snap_path NULL = none. The anchors (the newest
+	 * events applied, a ring) are the tailer's like kw_applied. */
+	char *snap_path;
+	volatile int32_t closing;  /* index_close began: a load gives up */
+	kws_anchor anchors[KWS_ANCHORS];
+	uint32_t n_anchors, next_anchor;
+	pthread_t snap_thread;
+	int snap_running;
+	pthread_mutex_t snap_mu;   /* guards what follows */
+	pthread_cond_t snap_cond;  /* CLOCK_MONOTONIC */
+	int snap_stop;
+	uint64_t kw_records;       /* feed records applied by the tailer */
+	uint64_t snap_records;     /* kw_records at the last snapshot */
+	int64_t snap_last_us;      /* monotonic time of the last snapshot (or open) */
+	int64_t snap_pos;          /* feed position of the file as last known; a
+				    * snapshot is written only when ahead of it */
 };
 
 /* ---- the keyword consumer ------------------------------------------------------- */
@@ -65,19 +90,338 @@ static int32_t kw_apply_one(indexer *ix, const feed_rec *r, memd_error *err)
 	return 0;
 }
 
+/* Remember an applied event as one of the newest (a snapshot's anchors). */
+static void anchor_push(indexer *ix, const feed_rec *r)
+{
+	kws_anchor *a = &ix->anchors[ix->next_anchor];
+	size_t len = strlen(r->event_id);
+
+	if (!len || len > MEMD_ID_MAX)
+		return;
+	a->position = r->position;
+	memcpy(a->event_id, r->event_id, len + 1);
+	ix->next_anchor = (ix->next_anchor + 1) % KWS_ANCHORS;
+	if (ix->n_anchors < KWS_ANCHORS)
+		ix->n_anchors++;
+}
+
 /* kw_add is not idempotent: a batch retried after a failure skips the
  * records it already applied. */
 static int32_t kw_apply(void *ud, const feed_rec *recs, size_t n, memd_error *err)
 {
 	indexer *ix = ud;
+	uint64_t applied = 0;
+	int32_t r = 0;
+
 	for (size_t i = 0; i < n; i++) {
-		int32_t r;
 		if (recs[i].position <= ix->kw_applied)
 			continue;
 		if ((r = kw_apply_one(ix, &recs[i], err)) < 0)
-			return r;
+			break;
 		ix->kw_applied = recs[i].position;
+		if (recs[i].kind == MEMD_FEED_EVENT && recs[i].event_id)
+			anchor_push(ix, &recs[i]);
+		applied++;
 	}
+	pthread_mutex_lock(&ix->snap_mu);
+	ix->kw_records += applied;
+	pthread_mutex_unlock(&ix->snap_mu);
+	return r;
+}
+
+/* ---- keyword snapshots ----------------------------------------------------------------- */
+
+static int64_t unix_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US;
+}
+
+/* The store's snapshot id; the first snapshot of a store sets a random
+ * one. Two processes racing here both end up with the one stored last
+ * (or one writes a snapshot the next start refuses and rebuilds). */
+static int32_t snapshot_store_id(indexer *ix, const memd_call *call, int64_t *ret, memd_error *err)
+{
+	uint64_t rnd = 0;
+	int64_t id = 0;
+	int32_t r;
+
+	if ((r = store_cursor_get(ix->sessions, call, INDEX_SNAPSHOT_ID_CURSOR, &id, err)) < 0)
+		return r;
+	if (id > 0) {
+		*ret = id;
+		return 0;
+	}
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return memd_error_set(err, MEMD_EIO, 0, "keyword snapshot: no random numbers for the store id");
+	rnd &= SNAPSHOT_ID_MASK;
+	if ((r = store_cursor_set(ix->sessions, call, INDEX_SNAPSHOT_ID_CURSOR,
+				  rnd ? (int64_t)rnd : 1, err)) < 0 ||
+	    (r = store_cursor_get(ix->sessions, call, INDEX_SNAPSHOT_ID_CURSOR, &id, err)) < 0)
+		return r;
+	if (id <= 0)
+		return memd_error_set(err, MEMD_EIO, 0,
+				      "keyword snapshot: the store did not keep cursor %s",
+				      INDEX_SNAPSHOT_ID_CURSOR);
+	*ret = id;
+	return 0;
+}
+
+/* Save the keyword index. tailer_running: pause the tailer while the
+ * index is copied (else the caller has stopped it). Returns 0 when
+ * written, 1 when the file is as new as the index (nothing written), or
+ * a negative MEMD_E* with err. */
+static int32_t snapshot_write(indexer *ix, int tailer_running, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	kws_meta meta = { 0 };
+	kws_writer *w = NULL;
+	uint64_t records, bytes = 0, docs = 0;
+	int64_t id = 0, t0 = feed_monotonic_us(), t_paused, t_resumed;
+	int32_t r;
+
+	if ((r = snapshot_store_id(ix, &call, &id, err)) < 0 ||
+	    (r = kws_writer_open(ix->snap_path, &w, err)) < 0)
+		return r;
+	if (tailer_running)
+		feed_tailer_pause(ix->kw_tail);
+	t_paused = feed_monotonic_us();
+	pthread_mutex_lock(&ix->snap_mu);
+	records = ix->kw_records;
+	r = ix->kw_applied > ix->snap_pos ? 0 : 1;
+	pthread_mutex_unlock(&ix->snap_mu);
+	if (r == 0) {
+		meta.store_id = (uint64_t)id;
+		meta.position = ix->kw_applied;
+		meta.analyzer_version = KW_ANALYZER_VERSION;
+		meta.analyzer = kw_analyzer_fingerprint();
+		meta.written_us = unix_us();
+		meta.n_anchors = ix->n_anchors;
+		for (uint32_t i = 0; i < ix->n_anchors; i++) /* oldest first */
+			meta.anchors[i] = ix->anchors[(ix->next_anchor + KWS_ANCHORS - ix->n_anchors + i) %
+						      KWS_ANCHORS];
+		r = kws_writer_dump(w, &meta, ix->kw, &bytes, &docs, err);
+	}
+	if (tailer_running)
+		feed_tailer_resume(ix->kw_tail);
+	t_resumed = feed_monotonic_us();
+	if (r != 0) {
+		kws_writer_abort(w);
+		return r;
+	}
+	if ((r = kws_writer_commit(w, err)) < 0)
+		return r;
+	pthread_mutex_lock(&ix->snap_mu);
+	ix->snap_records = records;
+	ix->snap_pos = meta.position;
+	pthread_mutex_unlock(&ix->snap_mu);
+	hostsvc_log(ix->svc, MEMD_LOG_INFO, LOG_KEYWORD,
+		    "snapshot written to %s: feed position %lld, %llu documents, %.1f MiB; indexing paused %lld ms, %lld ms in all",
+		    ix->snap_path, (long long)meta.position, (unsigned long long)docs,
+		    (double)bytes / BYTES_PER_MIB, (long long)((t_resumed - t_paused) / US_PER_MS),
+		    (long long)((feed_monotonic_us() - t0) / US_PER_MS));
+	return 0;
+}
+
+/* A periodic snapshot, unless a rebuild is running (then later). */
+static void snapshot_periodic(indexer *ix)
+{
+	memd_error err = { 0 };
+	int32_t r;
+
+	if (pthread_mutex_trylock(&ix->rebuild_lock) != 0)
+		return;
+	r = snapshot_write(ix, 1, &err);
+	pthread_mutex_unlock(&ix->rebuild_lock);
+	if (r < 0)
+		hostsvc_log(ix->svc, MEMD_LOG_WARN, LOG_KEYWORD, "cannot write the snapshot (retrying later): %s",
+			    err.msg);
+}
+
+static void *snapshot_run(void *arg)
+{
+	indexer *ix = arg;
+
+	pthread_mutex_lock(&ix->snap_mu);
+	while (!ix->snap_stop) {
+		int64_t now = feed_monotonic_us(), wake;
+		uint64_t pending = ix->kw_records - ix->snap_records;
+		int64_t age_ms = (now - ix->snap_last_us) / US_PER_MS;
+		struct timespec ts;
+
+		if ((pending >= INDEX_SNAPSHOT_RECORDS && age_ms >= INDEX_SNAPSHOT_MIN_INTERVAL_MS) ||
+		    (pending > 0 && age_ms >= INDEX_SNAPSHOT_MAX_AGE_MS)) {
+			pthread_mutex_unlock(&ix->snap_mu);
+			snapshot_periodic(ix);
+			pthread_mutex_lock(&ix->snap_mu);
+			/* Written, skipped or failed: not again before the
+			 * interval is over. */
+			ix->snap_last_us = feed_monotonic_us();
+			continue;
+		}
+		wake = now + (int64_t)INDEX_SNAPSHOT_CHECK_MS * US_PER_MS;
+		ts.tv_sec = wake / US_PER_SEC;
+		ts.tv_nsec = (wake % US_PER_SEC) * NS_PER_US;
+		pthread_cond_timedwait(&ix->snap_cond, &ix->snap_mu, &ts);
+	}
+	pthread_mutex_unlock(&ix->snap_mu);
+	return NULL;
+}
+
+static int32_t anchor_record(void *ud, const memd_feed_record *r)
+{
+	return feed_batch_add(ud, r);
+}
+
+/* Why meta does not fit this store, into why; 1 if it does not, 0 if it
+ * does, or a negative MEMD_E* (the store failed: try again later). */
+static int32_t snapshot_fits(indexer *ix, const memd_call *call, const kws_meta *meta, char *why,
+			     size_t cap, memd_error *err)
+{
+	feed_batch *b = NULL;
+	int64_t id = 0, head = 0;
+	memd_error e2 = { 0 };
+	int32_t r;
+
+	if (meta->analyzer_version != KW_ANALYZER_VERSION || meta->analyzer != kw_analyzer_fingerprint()) {
+		snprintf(why, cap, "written by another analyzer (version %u, this memd has %u)",
+			 meta->analyzer_version, KW_ANALYZER_VERSION);
+		return 1;
+	}
+	if (meta->position < 0) {
+		snprintf(why, cap, "a negative feed position");
+		return 1;
+	}
+	if ((r = store_cursor_get(ix->sessions, call, INDEX_SNAPSHOT_ID_CURSOR, &id, err)) < 0)
+		return r;
+	if (id <= 0) {
+		snprintf(why, cap, "the session store has no snapshot id (a new or replaced database)");
+		return 1;
+	}
+	if ((uint64_t)id != meta->store_id) {
+		snprintf(why, cap, "written for another database (store id %llx, this one is %llx)",
+			 (unsigned long long)meta->store_id, (unsigned long long)id);
+		return 1;
+	}
+	r = store_feed_head(ix->sessions, call, &head, &e2);
+	if (r < 0 && r != MEMD_ENOTSUP) {
+		*err = e2;
+		return r;
+	}
+	if (r == 0 && meta->position > head) {
+		snprintf(why, cap, "covers feed position %lld, past the store's feed head %lld (a restored database?)",
+			 (long long)meta->position, (long long)head);
+		return 1;
+	}
+	if (!(b = feed_batch_new()))
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	for (uint32_t i = 0; i < meta->n_anchors; i++) {
+		const kws_anchor *a = &meta->anchors[i];
+		memd_feed_sink sink = { sizeof(sink), b, anchor_record };
+		const feed_rec *rec;
+
+		if (a->position <= 0 || a->position > meta->position) {
+			snprintf(why, cap, "an anchor at feed position %lld is out of range",
+				 (long long)a->position);
+			r = 1;
+			break;
+		}
+		feed_batch_reset(b);
+		if ((r = store_feed_read(ix->sessions, call, a->position - 1, 1, &sink, err)) < 0)
+			break;
+		rec = feed_batch_records(b);
+		/* Gone (its session was deleted since): nothing to compare. */
+		if (!feed_batch_count(b) || rec->position != a->position)
+			continue;
+		if (rec->kind != MEMD_FEED_EVENT || !rec->event_id || strcmp(rec->event_id, a->event_id) != 0) {
+			snprintf(why, cap, "feed position %lld holds another record than the snapshot's event %.64s (a restored or replaced database?)",
+				 (long long)a->position, a->event_id);
+			r = 1;
+			break;
+		}
+	}
+	feed_batch_free(b);
+	return r;
+}
+
+static void snapshot_refused(indexer *ix, const char *why)
+{
+	hostsvc_log(ix->svc, MEMD_LOG_WARN, LOG_KEYWORD,
+		    "snapshot %s not used (%s): rebuilding the keyword index from the feed", ix->snap_path,
+		    why);
+}
+
+/* The tailer's start: load the snapshot if there is one that fits.
+ * Fails only when the store cannot be asked (the tailer retries);
+ * anything wrong with the file means a rebuild from the feed. */
+static int32_t kw_start(void *ud, memd_error *err)
+{
+	indexer *ix = ud;
+	memd_call call = { .struct_size = sizeof(call), .cancel = &ix->closing };
+	memd_error e = { 0 };
+	kws_reader *rd = NULL;
+	kws_meta meta;
+	char why[MEMD_ERROR_MSG_MAX];
+	uint64_t docs = 0;
+	int64_t t0 = feed_monotonic_us();
+	int32_t r;
+
+	if (!ix->snap_path)
+		return 0;
+	kws_remove_stale(ix->snap_path);
+	r = kws_reader_open(ix->snap_path, &rd, &meta, &e);
+	if (r == MEMD_ENOTFOUND) {
+		hostsvc_log(ix->svc, MEMD_LOG_INFO, LOG_KEYWORD,
+			    "no snapshot at %s yet: building the keyword index from the feed", ix->snap_path);
+		return 0;
+	}
+	if (r < 0) {
+		snapshot_refused(ix, e.msg);
+		return 0;
+	}
+	r = snapshot_fits(ix, &call, &meta, why, sizeof(why), err);
+	if (r == 1)
+		snapshot_refused(ix, why);
+	if (r != 0)
+		goto out;
+	/* The file stays the better one until the index passes it, even if
+	 * this load is cut short. */
+	pthread_mutex_lock(&ix->snap_mu);
+	ix->snap_pos = meta.position;
+	pthread_mutex_unlock(&ix->snap_mu);
+	r = kws_reader_load(rd, ix->kw, &ix->closing, &docs, &e);
+	if (r == MEMD_ECANCELED) {
+		r = 0;
+		goto out;
+	}
+	if (r < 0) {
+		snapshot_refused(ix, e.msg);
+		pthread_mutex_lock(&ix->snap_mu);
+		ix->snap_pos = 0;
+		pthread_mutex_unlock(&ix->snap_mu);
+		r = 0;
+		goto out;
+	}
+	ix->kw_applied = meta.position;
+	memcpy(ix->anchors, meta.anchors, sizeof(ix->anchors));
+	ix->n_anchors = meta.n_anchors;
+	ix->next_anchor = meta.n_anchors % KWS_ANCHORS;
+	hostsvc_log(ix->svc, MEMD_LOG_INFO, LOG_KEYWORD,
+		    "loaded the snapshot %s (feed position %lld, %llu documents) in %lld ms; catching up from the feed",
+		    ix->snap_path, (long long)meta.position, (unsigned long long)docs,
+		    (long long)((feed_monotonic_us() - t0) / US_PER_MS));
+out:
+	kws_reader_close(rd);
+	return r;
+}
+
+/* The tailer's starting position: the snapshot's, or 0. */
+static int32_t kw_load(void *ud, int64_t *ret, memd_error *err)
+{
+	indexer *ix = ud;
+	(void)err;
+	*ret = ix->kw_applied;
 	return 0;
 }
 
@@ -89,7 +433,23 @@ static void free_parts(indexer *ix)
 	embedder_free(ix->emb);
 	kw_free(ix->kw);
 	pthread_mutex_destroy(&ix->rebuild_lock);
+	pthread_cond_destroy(&ix->snap_cond);
+	pthread_mutex_destroy(&ix->snap_mu);
+	free(ix->snap_path);
 	free(ix);
+}
+
+/* Stop the snapshot thread; accepts one that never started. */
+static void snapshot_stop(indexer *ix)
+{
+	if (!ix->snap_running)
+		return;
+	pthread_mutex_lock(&ix->snap_mu);
+	ix->snap_stop = 1;
+	pthread_cond_broadcast(&ix->snap_cond);
+	pthread_mutex_unlock(&ix->snap_mu);
+	pthread_join(ix->snap_thread, NULL);
+	ix->snap_running = 0;
 }
 
 int32_t index_open(const settings *set, store *sessions, const loader_instance *vector_store,
@@ -98,15 +458,25 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 	indexer *ix = calloc(1, sizeof(*ix));
 	int32_t r;
 
+	pthread_condattr_t cattr;
+
 	if (!ix)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	pthread_mutex_init(&ix->rebuild_lock, NULL);
+	pthread_mutex_init(&ix->snap_mu, NULL);
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&ix->snap_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
+	ix->snap_last_us = feed_monotonic_us();
 	ix->sessions = sessions;
 	ix->svc = svc;
 	ix->default_mode = set->search_mode_default ? search_mode(set->search_mode_default) : 0;
 	if (!ix->default_mode)
 		ix->default_mode = SEARCH_KEYWORD;
-	if (set->keyword_enabled && !(ix->kw = kw_new(set->keyword_k1, set->keyword_b))) {
+	if (set->keyword_enabled && (!(ix->kw = kw_new(set->keyword_k1, set->keyword_b)) ||
+				     (set->keyword_snapshot &&
+				      !(ix->snap_path = strdup(set->keyword_snapshot))))) {
 		free_parts(ix);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
@@ -124,7 +494,7 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 		}
 	}
 	if (ix->kw) {
-		feed_consumer c = { .userdata = ix, .apply = kw_apply };
+		feed_consumer c = { .userdata = ix, .apply = kw_apply, .start = kw_start, .load = kw_load };
 		if ((r = feed_tailer_start(sessions, svc, LOG_KEYWORD, INDEX_KEYWORD_BATCH, &c,
 					   &ix->kw_tail, err)) < 0) {
 			free_parts(ix);
@@ -141,6 +511,18 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 			free_parts(ix);
 			return r;
 		}
+	}
+	if (ix->kw && ix->snap_path) {
+		int rc = pthread_create(&ix->snap_thread, NULL, snapshot_run, ix);
+		if (rc != 0) {
+			ix->closing = 1;
+			feed_tailer_stop(ix->vec_tail);
+			feed_tailer_stop(ix->kw_tail);
+			free_parts(ix);
+			return memd_error_set(err, MEMD_EIO, 0, "%s: cannot start a thread: %s",
+					      LOG_KEYWORD, strerror(rc));
+		}
+		ix->snap_running = 1;
 	}
 	*ret = ix;
 	return 0;
@@ -183,11 +565,22 @@ void index_close(indexer *ix)
 				    "closing before the vector index caught up (it will go on at the next start): %s",
 				    err.msg);
 	}
+	/* A snapshot still loading gives up (the file stays for the next
+	 * start); a periodic one being written is finished first. */
+	ix->closing = 1;
+	snapshot_stop(ix);
 	/* What is still in flight (a hanging embeddings endpoint) gives up
 	 * now; it is done again at the next start. */
 	vec_stop(ix->vec);
 	feed_tailer_stop(ix->vec_tail);
 	feed_tailer_stop(ix->kw_tail);
+	if (ix->kw && ix->snap_path) {
+		memd_error err = { 0 };
+		if (snapshot_write(ix, 0, &err) < 0)
+			hostsvc_log(ix->svc, MEMD_LOG_WARN, LOG_KEYWORD,
+				    "cannot write the snapshot at close (the next start replays more of the feed): %s",
+				    err.msg);
+	}
 	free_parts(ix);
 }
 
@@ -289,6 +682,7 @@ static int32_t rebuild_all(indexer *ix, progress *p, memd_error *err)
 		feed_tailer_pause(ix->kw_tail);
 		kw_clear(ix->kw);
 		ix->kw_applied = 0;
+		ix->n_anchors = ix->next_anchor = 0;
 		feed_tailer_reset(ix->kw_tail, 0, head);
 		feed_tailer_resume(ix->kw_tail);
 	}
@@ -480,6 +874,7 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 		 * (in-memory) keyword index from the feed instead. */
 		kw_clear(ix->kw);
 		ix->kw_applied = 0;
+		ix->n_anchors = ix->next_anchor = 0;
 		feed_tailer_reset(ix->kw_tail, 0, 0);
 		hostsvc_log(ix->svc, MEMD_LOG_WARN, "index",
 			    "rebuild of %.64s/%.64s failed (%s): replaying the keyword index; the vector index of this user is incomplete until a rebuild succeeds",

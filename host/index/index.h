@@ -7,8 +7,16 @@
  * have caught up with the feed head as it was when the search began (so
  * a client reads its own writes); rebuilds.
  *
- * The keyword index lives in memory and is rebuilt from the feed at every
- * start; the vector index keeps its position in the session store's
+ * The keyword index lives in memory. With index.keyword.snapshot set it
+ * is saved to that file (kw_snapshot.h) in the background and at close,
+ * and a start loads the file and replays only the feed after it; without
+ * a usable snapshot it is rebuilt from the whole feed. A snapshot is used
+ * only if it fits the store: the store's id (durable cursor
+ * INDEX_SNAPSHOT_ID_CURSOR, a random number set by the first snapshot)
+ * matches, its feed position is not past the store's feed head, the
+ * events it names as anchors are where it says in the feed, and the
+ * analyzer is the same; otherwise one line is logged and the index is
+ * rebuilt. The vector index keeps its position in the session store's
  * durable cursor "vector:<store>". Indexing never fails an append: a
  * failing indexer retries with backoff, and searches that need it report
  * MEMD_EUNAVAIL (retryable) meanwhile.
@@ -40,6 +48,20 @@
 #define INDEX_REBUILD_PAGE 256
 #define INDEX_REBUILD_SESSIONS 1000
 
+/* Keyword snapshots. The background writer saves the index when at
+ * least INDEX_SNAPSHOT_RECORDS feed records were applied since the last
+ * snapshot and INDEX_SNAPSHOT_MIN_INTERVAL_MS passed since it, or when
+ * any were and INDEX_SNAPSHOT_MAX_AGE_MS passed; it looks every
+ * INDEX_SNAPSHOT_CHECK_MS. Indexing (not searching) pauses while the
+ * index is copied to the file; the fsyncs happen after. Closing saves
+ * it when it is ahead of the file. */
+#define INDEX_SNAPSHOT_RECORDS 100000
+#define INDEX_SNAPSHOT_MIN_INTERVAL_MS 30000
+#define INDEX_SNAPSHOT_MAX_AGE_MS 600000
+#define INDEX_SNAPSHOT_CHECK_MS 1000
+/* The session store's durable cursor holding its snapshot identity. */
+#define INDEX_SNAPSHOT_ID_CURSOR "keyword:snapshot-id"
+
 typedef struct indexer indexer;
 
 /* Open the indexes set configures and start their tailers. vector_store
@@ -51,7 +73,8 @@ typedef struct indexer indexer;
 int32_t index_open(const settings *set, store *sessions, const loader_instance *vector_store,
 		   hostsvc *svc, indexer **ret, memd_error *err);
 /* Let the vector index catch up (at most INDEX_CLOSE_FLUSH_MS), stop the
- * tailers, free. Accepts NULL. */
+ * tailers, save the keyword snapshot (when configured and the index is
+ * ahead of the file; a failure is logged), free. Accepts NULL. */
 void index_close(indexer *ix);
 /* Something was written: wake the tailers. Accepts NULL. */
 void index_notify(indexer *ix);
