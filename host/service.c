@@ -5,319 +5,27 @@
  * over the store and strategy wrappers, with request validation in one
  * place so the HTTP server and the CLI stay thin.
  */
-#include "service.h"
+#include "service_int.h"
 
 #include <inttypes.h>
-#include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "event_json.h"
-#include "hostsvc.h"
-#include "index/index.h"
-#include "json_out.h"
-#include "loader.h"
 #include "memd-build.h"
-#include "strategy.h"
-#include "temp_state.h"
+#include "prom.h"
 #include "title.h"
 #include "uuid.h"
-#include "worker.h"
 
-#define US_PER_SEC 1000000LL
-#define US_PER_MS 1000LL
-#define NS_PER_US 1000
 #define PATH_ENV "MEMD_PLUGIN_PATH"
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 #define TEMP_PREFIX "temp:"
 #define STATE_KEY_MAX 1024
 #define MIME_MAX 255
 #define MIME_DEFAULT "application/octet-stream"
-#define SLOT_NAME_MAX 600
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-
-typedef struct app_strategy {
-	char *app;
-	strategy *st;
-	const loader_instance *inst; /* borrowed from st, for listings */
-} app_strategy;
-
-typedef struct named_store {
-	char *name;
-	store *st;                   /* session stores */
-	loader_instance *other;      /* instances of other kinds, kept for later use */
-	const loader_instance *inst; /* borrowed: st's or other */
-} named_store;
-
-struct memd {
-	settings set;
-	hostsvc *svc;
-	temp_state *temp;
-	char **search;          /* NULL-terminated plugin search path */
-	/* registry of loaded plugins: each .so once, closed last */
-	loader_plugin **plugins;
-	size_t n_plugins;
-	named_store *stores;
-	size_t n_stores;
-	store *sessions;
-	app_strategy *apps;
-	size_t n_apps;
-	indexer *index;         /* search indexes (host/index/) */
-	worker *worker;         /* strategies' after_append, after the append */
-};
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
-}
-
-/* A call for background work (strategies' after_append): no deadline. */
-static memd_call call_new(void)
-{
-	memd_call c = { .struct_size = sizeof(c) };
-	return c;
-}
-
-/* A call for one facade request: the plugins it reaches get the deadline
- * server.request_timeout_ms from now, so a store that cannot answer in
- * time (a queue behind a stuck writer, an exhausted pool) fails the
- * request with MEMD_ETIMEDOUT (retryable) instead of holding it. */
-static memd_call call_for_request(const memd *m)
-{
-	struct timespec ts;
-	memd_call c = { .struct_size = sizeof(c) };
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	c.deadline_us = (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US +
-			m->set.request_timeout_ms * US_PER_MS;
-	return c;
-}
-
-static int32_t oom(memd_error *err)
-{
-	return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-}
-
-static int32_t check_scope(const char *app, const char *user, const char *sid, memd_scope *ret,
-			   memd_error *err)
-{
-	int32_t r;
-	if ((r = ej_check_id(app, "app", err)) < 0 || (r = ej_check_id(user, "user", err)) < 0)
-		return r;
-	if (sid && (r = ej_check_id(sid, "session id", err)) < 0)
-		return r;
-	*ret = (memd_scope){ .struct_size = sizeof(*ret), .app = app, .user = user, .session = sid };
-	return 0;
-}
-
-/* Hand o (consumed) to the caller as JSON text. */
-static int32_t finish(json_t *o, char **ret_json, memd_error *err)
-{
-	char *text;
-	if (!o)
-		return oom(err);
-	text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (!text)
-		return oom(err);
-	*ret_json = text;
-	return 0;
-}
-
-/* Parse a request body: an object, or {} for NULL/empty. */
-static int32_t parse_body(const char *body, json_t **ret, memd_error *err)
-{
-	json_error_t jerr;
-	json_t *o;
-
-	if (!body || !*body) {
-		o = json_object();
-		if (!o)
-			return oom(err);
-		*ret = o;
-		return 0;
-	}
-	o = json_loads(body, JSON_REJECT_DUPLICATES, &jerr);
-	if (!o)
-		return memd_error_set(err, MEMD_EINVAL, 0, "body is not valid JSON: %s (at %d:%d)",
-				      jerr.text, jerr.line, jerr.column);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return memd_error_set(err, MEMD_EINVAL, 0, "body must be a JSON object");
-	}
-	*ret = o;
-	return 0;
-}
-
-static int32_t check_fields(json_t *o, const char *const *allowed, memd_error *err)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach(o, key, v) {
-		size_t i;
-		for (i = 0; allowed[i]; i++)
-			if (strcmp(key, allowed[i]) == 0)
-				break;
-		if (!allowed[i])
-			return memd_error_set(err, MEMD_EINVAL, 0, "unknown field '%.64s'", key);
-	}
-	return 0;
-}
-
-static int32_t opt_string_field(json_t *o, const char *key, const char **ret, memd_error *err)
-{
-	json_t *v = json_object_get(o, key);
-	*ret = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v))
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be a string", key);
-	*ret = json_string_value(v);
-	return 0;
-}
-
-static int32_t opt_object_field(json_t *o, const char *key, json_t **ret, memd_error *err)
-{
-	json_t *v = json_object_get(o, key);
-	*ret = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_object(v))
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be an object", key);
-	*ret = v;
-	return 0;
-}
-
-/* Split a state delta object into what the store keeps and temp: keys.
- * Both outputs are new objects (caller decrefs). */
-static int32_t split_delta(json_t *delta, json_t **ret_store, json_t **ret_temp, memd_error *err)
-{
-	json_t *keep = json_object(), *temp = json_object(), *v;
-	const char *key;
-
-	if (!keep || !temp)
-		goto nomem;
-	json_object_foreach(delta, key, v) {
-		size_t len = strlen(key);
-		if (!len || len > STATE_KEY_MAX || !ej_utf8_valid(key, len)) {
-			json_decref(keep);
-			json_decref(temp);
-			return memd_error_set(err, MEMD_EINVAL, 0,
-					      "state key '%.64s': must be 1..%d bytes of UTF-8", key,
-					      STATE_KEY_MAX);
-		}
-		if (strncmp(key, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0) {
-			if (len == strlen(TEMP_PREFIX)) {
-				json_decref(keep);
-				json_decref(temp);
-				return memd_error_set(err, MEMD_EINVAL, 0,
-						      "state key 'temp:' has a prefix but no name");
-			}
-			if (json_object_set(temp, key, v) < 0)
-				goto nomem;
-		} else if (json_object_set(keep, key, v) < 0) {
-			goto nomem;
-		}
-	}
-	*ret_store = keep;
-	*ret_temp = temp;
-	return 0;
-nomem:
-	json_decref(keep);
-	json_decref(temp);
-	return oom(err);
-}
-
-static int32_t apply_temp(memd *m, const memd_scope *sc, const char *inv, json_t *temp,
-			  memd_error *err)
-{
-	const char *key;
-	json_t *v;
-	int64_t now = now_us();
-	json_object_foreach(temp, key, v) {
-		if (temp_state_set(m->temp, sc->app, sc->user, sc->session, inv, key, v, now) < 0)
-			return oom(err);
-	}
-	return 0;
-}
-
-/* ---- sinks into JSON ----------------------------------------------------- */
-
-static int32_t sink_session_json(void *ud, const memd_session *s)
-{
-	json_t **slot = ud;
-	json_decref(*slot);
-	*slot = ej_session(s);
-	return *slot ? 0 : MEMD_ENOMEM;
-}
-
-static int32_t sink_session_array(void *ud, const memd_session *s)
-{
-	json_t *o = ej_session(s);
-	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
-}
-
-/* Sinks of the read path: records written as JSON text (json_out.h). */
-static int32_t sink_page_event(void *ud, const memd_event *e)
-{
-	return jo_page_event(ud, e);
-}
-
-static int32_t sink_get_session(void *ud, const memd_session *s)
-{
-	return jo_session_get_session(ud, s);
-}
-
-static int32_t sink_get_event(void *ud, const memd_event *e)
-{
-	return jo_session_get_event(ud, e);
-}
-
-/* A read that failed (r < 0) or whose writer refused a record. A refused
- * record has a string that is not valid UTF-8: the store returned data
- * memd cannot put in JSON (jansson refused it too, then as ENOMEM). */
-static int32_t read_failed(memd *m, const json_out *jo, int32_t r, memd_error *err)
-{
-	if (jo->error == MEMD_EINVAL)
-		return memd_error_set(err, MEMD_EIO, 0, "%s: a stored %s is not valid UTF-8",
-				      store_name(m->sessions), jo->bad_field ? jo->bad_field : "string");
-	if (jo->error == MEMD_ENOMEM)
-		return oom(err);
-	return r < 0 ? r : memd_error_set(err, MEMD_EINTERNAL, 0, "read failed");
-}
-
-static int32_t sink_text_json(void *ud, const char *text, size_t len)
-{
-	json_t **slot = ud;
-	json_decref(*slot);
-	*slot = json_loadb(text, len, 0, NULL);
-	return *slot ? 0 : MEMD_EIO;
-}
-
-static int32_t get_session_json(memd *m, const memd_call *call, const memd_scope *sc,
-				json_t **ret, memd_error *err)
-{
-	json_t *o = NULL;
-	memd_session_sink sink = { sizeof(sink), &o, sink_session_json };
-	int32_t r = store_session_get(m->sessions, call, sc, &sink, err);
-	if (r < 0) {
-		json_decref(o);
-		return r;
-	}
-	if (!o)
-		return memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
-				      store_name(m->sessions));
-	*ret = o;
-	return 0;
-}
-
-/* ---- open / close ---------------------------------------------------------- */
 
 static void log_to_svc(memd *m, int32_t level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -329,7 +37,7 @@ static void log_to_svc(memd *m, int32_t level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void free_strv(char **v)
+void service_free_strv(char **v)
 {
 	if (!v)
 		return;
@@ -338,8 +46,7 @@ static void free_strv(char **v)
 	free(v);
 }
 
-/* MEMD_PLUGIN_PATH entries, then extra, then config's, then the install dir. */
-static char **build_search(const char *const *extra, const char *const *configured)
+char **service_build_search(const char *const *extra, const char *const *configured)
 {
 	const char *env = getenv(PATH_ENV);
 	size_t cap = 2, n = 0;
@@ -377,7 +84,7 @@ static char **build_search(const char *const *extra, const char *const *configur
 		goto nomem;
 	return v;
 nomem:
-	free_strv(v);
+	service_free_strv(v);
 	return NULL;
 }
 
@@ -408,7 +115,7 @@ static int32_t registry_open(memd *m, const char *name, loader_plugin **ret, mem
 	grown = realloc(m->plugins, (m->n_plugins + 1) * sizeof(*grown));
 	if (!grown) {
 		loader_close(p);
-		return oom(err);
+		return service_oom(err);
 	}
 	m->plugins = grown;
 	m->plugins[m->n_plugins++] = p;
@@ -423,7 +130,7 @@ static int32_t open_stores(memd *m, memd_error *err)
 {
 	m->stores = calloc(m->set.n_stores ? m->set.n_stores : 1, sizeof(*m->stores));
 	if (!m->stores)
-		return oom(err);
+		return service_oom(err);
 	for (size_t i = 0; i < m->set.n_stores; i++) {
 		const settings_store *ss = &m->set.stores[i];
 		named_store *ns = &m->stores[m->n_stores];
@@ -443,7 +150,7 @@ static int32_t open_stores(memd *m, memd_error *err)
 		ns->name = strdup(ss->name);
 		if (!ns->name) {
 			loader_instance_destroy(inst);
-			return oom(err);
+			return service_oom(err);
 		}
 		ns->inst = inst;
 		m->n_stores++;
@@ -468,7 +175,7 @@ static int32_t open_strategies(memd *m, memd_error *err)
 {
 	m->apps = calloc(m->set.n_apps ? m->set.n_apps : 1, sizeof(*m->apps));
 	if (!m->apps)
-		return oom(err);
+		return service_oom(err);
 	for (size_t i = 0; i < m->set.n_apps; i++) {
 		const settings_app *sa = &m->set.apps[i];
 		char slot[SLOT_NAME_MAX];
@@ -491,7 +198,7 @@ static int32_t open_strategies(memd *m, memd_error *err)
 		m->apps[m->n_apps].app = strdup(sa->name);
 		m->n_apps++;
 		if (!m->apps[m->n_apps - 1].app)
-			return oom(err);
+			return service_oom(err);
 	}
 	return 0;
 }
@@ -527,14 +234,12 @@ static int32_t load_settings(const char *path, settings *ret, memd_error *err)
 		return r;
 	r = settings_load(root, ret, &d);
 	if (r == MEMD_ENOMEM)
-		r = oom(err);
+		r = service_oom(err);
 	else if (r < 0)
 		r = diag_error(&d, err);
 	config_diag_clear(&d);
 	return r;
 }
-
-static void after_append_job(void *userdata, const memd_scope *sc);
 
 int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 {
@@ -546,23 +251,24 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
 	m = calloc(1, sizeof(*m));
 	if (!m)
-		return oom(err);
+		return service_oom(err);
 	if ((r = load_settings(o.config_path, &m->set, err)) < 0) {
 		free(m);
 		return r;
 	}
 	m->svc = hostsvc_new(o.log, o.log_userdata, o.log_level);
 	m->temp = temp_state_new(m->set.temp_ttl_seconds * US_PER_SEC);
-	m->search = build_search(o.plugin_path, (const char *const *)m->set.plugin_path);
+	m->search = service_build_search(o.plugin_path, (const char *const *)m->set.plugin_path);
 	if (!m->svc || !m->temp || !m->search) {
-		r = oom(err);
+		r = service_oom(err);
 		goto fail;
 	}
 	if ((r = hostsvc_configure(m->svc, m->set.tokenizer, m->set.summarizer, err)) < 0)
 		goto fail;
 	if ((r = open_stores(m, err)) < 0 || (r = open_strategies(m, err)) < 0)
 		goto fail;
-	if ((r = worker_new(WORKER_THREADS_DEFAULT, after_append_job, m, &m->worker, err)) < 0)
+	if ((r = worker_new(WORKER_THREADS_DEFAULT, service_after_append_job, m, &m->worker,
+			    err)) < 0)
 		goto fail;
 	if ((r = open_index(m, err)) < 0)
 		goto fail;
@@ -595,7 +301,7 @@ void memd_close(memd *m)
 	for (size_t i = 0; i < m->n_plugins; i++)
 		loader_close(m->plugins[i]);
 	free(m->plugins);
-	free_strv(m->search);
+	service_free_strv(m->search);
 	temp_state_free(m->temp);
 	hostsvc_free(m->svc);
 	settings_clear(&m->set);
@@ -617,7 +323,7 @@ store *service_session_store(memd *m)
 	return m->sessions;
 }
 
-static strategy *strategy_for(memd *m, const char *app, const char **ret_app)
+strategy *service_strategy_for(memd *m, const char *app, const char **ret_app)
 {
 	strategy *fallback = NULL;
 	for (size_t i = 0; i < m->n_apps; i++) {
@@ -632,14 +338,54 @@ static strategy *strategy_for(memd *m, const char *app, const char **ret_app)
 	return fallback;
 }
 
-/* ---- sessions --------------------------------------------------------------- */
+static int32_t sink_session_json(void *ud, const memd_session *s)
+{
+	json_t **slot = ud;
+	json_decref(*slot);
+	*slot = ej_session(s);
+	return *slot ? 0 : MEMD_ENOMEM;
+}
+
+static int32_t sink_session_array(void *ud, const memd_session *s)
+{
+	json_t *o = ej_session(s);
+	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
+}
+
+/* Sinks of the read path: records written as JSON text (json_out.h). */
+static int32_t sink_get_session(void *ud, const memd_session *s)
+{
+	return jo_session_get_session(ud, s);
+}
+
+static int32_t sink_get_event(void *ud, const memd_event *e)
+{
+	return jo_session_get_event(ud, e);
+}
+
+int32_t service_session_json(memd *m, const memd_call *call, const memd_scope *sc, json_t **ret,
+			     memd_error *err)
+{
+	json_t *o = NULL;
+	memd_session_sink sink = { sizeof(sink), &o, sink_session_json };
+	int32_t r = store_session_get(m->sessions, call, sc, &sink, err);
+	if (r < 0) {
+		json_decref(o);
+		return r;
+	}
+	if (!o)
+		return memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
+				      store_name(m->sessions));
+	*ret = o;
+	return 0;
+}
 
 static const char *const create_fields[] = { "id", "title", "metadata", "state", NULL };
 
 int32_t memd_session_create(memd *m, const char *app, const char *user, const char *body_json,
 			    char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	json_t *body = NULL, *meta, *state, *keep = NULL, *temp = NULL, *out = NULL;
 	const char *id, *title;
@@ -648,13 +394,14 @@ int32_t memd_session_create(memd *m, const char *app, const char *user, const ch
 	memd_session_sink sink = { sizeof(sink), &out, sink_session_json };
 	int32_t r;
 
-	if ((r = check_scope(app, user, NULL, &sc, err)) < 0 || (r = parse_body(body_json, &body, err)) < 0)
+	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &body, err)) < 0)
 		return r;
-	if ((r = check_fields(body, create_fields, err)) < 0 ||
-	    (r = opt_string_field(body, "id", &id, err)) < 0 ||
-	    (r = opt_string_field(body, "title", &title, err)) < 0 ||
-	    (r = opt_object_field(body, "metadata", &meta, err)) < 0 ||
-	    (r = opt_object_field(body, "state", &state, err)) < 0)
+	if ((r = service_check_fields(body, create_fields, err)) < 0 ||
+	    (r = service_opt_string_field(body, "id", &id, err)) < 0 ||
+	    (r = service_opt_string_field(body, "title", &title, err)) < 0 ||
+	    (r = service_opt_object_field(body, "metadata", &meta, err)) < 0 ||
+	    (r = service_opt_object_field(body, "state", &state, err)) < 0)
 		goto out;
 	if (id && (r = ej_check_id(id, "id", err)) < 0)
 		goto out;
@@ -669,12 +416,12 @@ int32_t memd_session_create(memd *m, const char *app, const char *user, const ch
 		r = memd_error_set(err, MEMD_EINVAL, 0, "title: not valid UTF-8");
 		goto out;
 	}
-	if (state && (r = split_delta(state, &keep, &temp, err)) < 0)
+	if (state && (r = service_split_delta(state, &keep, &temp, err)) < 0)
 		goto out;
 	meta_text = meta ? ej_dump(meta) : strdup("{}");
 	state_text = keep && json_object_size(keep) ? ej_dump(keep) : NULL;
 	if (!meta_text || (keep && json_object_size(keep) && !state_text)) {
-		r = oom(err);
+		r = service_oom(err);
 		goto out;
 	}
 	s.app = app;
@@ -682,13 +429,13 @@ int32_t memd_session_create(memd *m, const char *app, const char *user, const ch
 	s.id = id;
 	s.title = title;
 	s.metadata_json = meta_text;
-	s.created_us = s.updated_us = now_us();
+	s.created_us = s.updated_us = service_now_us();
 	if ((r = store_session_create(m->sessions, &call, &s, state_text, &sink, err)) < 0)
 		goto out;
 	sc.session = id;
-	if (temp && (r = apply_temp(m, &sc, NULL, temp, err)) < 0)
+	if (temp && (r = service_apply_temp(m, &sc, NULL, temp, err)) < 0)
 		goto out;
-	r = finish(out, ret_json, err);
+	r = service_finish(out, ret_json, err);
 	out = NULL;
 out:
 	json_decref(out);
@@ -703,21 +450,21 @@ out:
 int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
 			 const memd_get_options *opts, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	jo_session_get g;
 	memd_session_sink sink = { sizeof(sink), &g, sink_get_session };
 	memd_get_options o = { 0 };
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
 		return r;
 	if (opts)
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
 	jo_session_get_init(&g);
 	r = store_session_get(m->sessions, &call, &sc, &sink, err);
 	if (r < 0 || g.out.error) {
-		r = read_failed(m, &g.out, r, err);
+		r = service_read_failed(m, &g.out, r, err);
 		goto fail;
 	}
 	if (!g.has_session) {
@@ -741,11 +488,11 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 		jo_session_get_events(&g);
 		r = store_events_load(m->sessions, &call, &sc, &q, &events, err);
 		if (r < 0 || g.out.error) {
-			r = read_failed(m, &g.out, r, err);
+			r = service_read_failed(m, &g.out, r, err);
 			goto fail;
 		}
 	}
-	return jo_session_get_finish(&g, ret_json) < 0 ? oom(err) : 0;
+	return jo_session_get_finish(&g, ret_json) < 0 ? service_oom(err) : 0;
 fail:
 	jo_session_get_clear(&g);
 	return r;
@@ -792,7 +539,7 @@ static int32_t cursor_decode(const char *c, int64_t *ret_created, char **ret_id,
 		goto bad;
 	id = malloc(hexlen / 2 + 1);
 	if (!id)
-		return oom(err);
+		return service_oom(err);
 	for (size_t i = 0; i < hexlen / 2; i++) {
 		int hi = hexval(end[2 * i]), lo = hexval(end[2 * i + 1]);
 		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
@@ -812,7 +559,7 @@ bad:
 int32_t memd_session_list(memd *m, const char *app, const char *user, const char *cursor,
 			  uint32_t limit, uint32_t flags, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	memd_session_query q = { .struct_size = sizeof(q) };
 	json_t *arr = NULL, *o;
@@ -820,7 +567,7 @@ int32_t memd_session_list(memd *m, const char *app, const char *user, const char
 	memd_session_sink sink;
 	int32_t r;
 
-	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
 		return r;
 	if (limit == 0)
 		limit = MEMD_LIST_LIMIT_DEFAULT;
@@ -833,7 +580,7 @@ int32_t memd_session_list(memd *m, const char *app, const char *user, const char
 	q.flags = flags & MEMD_LIST_INCLUDE_ARCHIVED ? MEMD_SQ_INCLUDE_ARCHIVED : 0;
 	arr = json_array();
 	if (!arr) {
-		r = oom(err);
+		r = service_oom(err);
 		goto out;
 	}
 	sink = (memd_session_sink){ sizeof(sink), arr, sink_session_array };
@@ -845,12 +592,12 @@ int32_t memd_session_list(memd *m, const char *app, const char *user, const char
 		json_array_remove(arr, limit);
 		if (ej_parse_time(json_string_value(json_object_get(last, "created")), &created) < 0 ||
 		    !(next = cursor_encode(created, json_string_value(json_object_get(last, "id"))))) {
-			r = oom(err);
+			r = service_oom(err);
 			goto out;
 		}
 	}
 	o = json_pack("{s:O,s:s?}", "sessions", arr, "next_cursor", next);
-	r = finish(o, ret_json, err);
+	r = service_finish(o, ret_json, err);
 out:
 	json_decref(arr);
 	free(after_id);
@@ -863,7 +610,7 @@ static const char *const patch_fields[] = { "title", "metadata", "archived", NUL
 int32_t memd_session_patch(memd *m, const char *app, const char *user, const char *sid,
 			   const char *body_json, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	memd_session_update p = { .struct_size = sizeof(p) };
 	json_t *body = NULL, *v, *out = NULL;
@@ -871,9 +618,10 @@ int32_t memd_session_patch(memd *m, const char *app, const char *user, const cha
 	char *meta = NULL;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = parse_body(body_json, &body, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &body, err)) < 0)
 		return r;
-	if ((r = check_fields(body, patch_fields, err)) < 0)
+	if ((r = service_check_fields(body, patch_fields, err)) < 0)
 		goto out;
 	if ((v = json_object_get(body, "title"))) {
 		if (!json_is_string(v) || !ej_utf8_valid(json_string_value(v), json_string_length(v))) {
@@ -889,7 +637,7 @@ int32_t memd_session_patch(memd *m, const char *app, const char *user, const cha
 			goto out;
 		}
 		if (!(meta = ej_dump(v))) {
-			r = oom(err);
+			r = service_oom(err);
 			goto out;
 		}
 		p.fields |= MEMD_PATCH_METADATA;
@@ -903,10 +651,10 @@ int32_t memd_session_patch(memd *m, const char *app, const char *user, const cha
 		p.fields |= MEMD_PATCH_ARCHIVED;
 		p.archived = json_is_true(v);
 	}
-	p.now_us = now_us();
+	p.now_us = service_now_us();
 	if ((r = store_session_update(m->sessions, &call, &sc, &p, &sink, err)) < 0)
 		goto out;
-	r = finish(out, ret_json, err);
+	r = service_finish(out, ret_json, err);
 	out = NULL;
 out:
 	json_decref(out);
@@ -918,11 +666,11 @@ out:
 int32_t memd_session_delete(memd *m, const char *app, const char *user, const char *sid,
 			    memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
 		return r;
 	if ((r = store_session_delete(m->sessions, &call, &sc, err)) < 0)
 		return r;
@@ -931,7 +679,183 @@ int32_t memd_session_delete(memd *m, const char *app, const char *user, const ch
 	return 0;
 }
 
-/* ---- events ------------------------------------------------------------------ */
+/* A sink of the read path: records written as JSON text (json_out.h). */
+static int32_t sink_page_event(void *ud, const memd_event *e)
+{
+	return jo_page_event(ud, e);
+}
+
+static const char *const append_fields[] = { "events", "state_delta", "expected_version",
+					     "invocation_id", NULL };
+
+void service_append_req_clear(service_append_req *q)
+{
+	for (size_t i = 0; q->in && i < q->n; i++)
+		ej_event_in_clear(&q->in[i]);
+	free(q->in);
+	free(q->evp);
+	free(q->seqs);
+	free(q->delta_text);
+	free(q->title);
+	json_decref(q->keep);
+	json_decref(q->temp);
+	json_decref(q->body);
+}
+
+int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, const char *inv,
+		       int has_version, int64_t expected, json_t **ret, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	memd_append a = { .struct_size = sizeof(a) };
+	memd_append_result res = { .struct_size = sizeof(res) };
+	json_t *seqs;
+	int32_t r;
+
+	q->seqs = calloc(q->n ? q->n : 1, sizeof(*q->seqs));
+	if (!q->seqs)
+		return service_oom(err);
+	a.flags = has_version ? MEMD_APPEND_EXPECT_VERSION : 0;
+	a.expected_version = expected;
+	a.events = q->evp;
+	a.n_events = (uint32_t)q->n;
+	a.state_delta_json = q->delta_text;
+	a.title_if_unset = q->title;
+	a.now_us = service_now_us();
+	res.seqs = q->seqs;
+	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
+		return r;
+	if (q->temp && (r = service_apply_temp(m, sc, inv, q->temp, err)) < 0)
+		return r;
+	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+		index_notify(m->index);
+	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+		service_run_after_append(m, sc);
+	seqs = json_array();
+	for (size_t i = 0; seqs && i < q->n; i++)
+		if (json_array_append_new(seqs, json_integer(q->seqs[i])) < 0) {
+			json_decref(seqs);
+			seqs = NULL;
+		}
+	if (!seqs)
+		return service_oom(err);
+	*ret = json_pack("{s:I,s:o,s:b}", "version", (json_int_t)res.version, "seqs", seqs,
+			 "replayed", (res.flags & MEMD_APPEND_REPLAYED) != 0);
+	return *ret ? 0 : service_oom(err);
+}
+
+int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
+			   const char *body_json, char **ret_json, memd_error *err)
+{
+	memd_scope sc;
+	service_append_req q = { 0 };
+	json_t *events, *delta, *ver, *out = NULL;
+	const char *inv;
+	int64_t now = service_now_us();
+	int32_t r;
+
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &q.body, err)) < 0)
+		return r;
+	if ((r = service_check_fields(q.body, append_fields, err)) < 0 ||
+	    (r = service_opt_object_field(q.body, "state_delta", &delta, err)) < 0 ||
+	    (r = service_opt_string_field(q.body, "invocation_id", &inv, err)) < 0)
+		goto out;
+	if (inv && (r = ej_check_id(inv, "invocation_id", err)) < 0)
+		goto out;
+	events = json_object_get(q.body, "events");
+	if (events && !json_is_array(events)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "events: must be an array");
+		goto out;
+	}
+	if (!events && !delta) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "events: required (or a state_delta)");
+		goto out;
+	}
+	ver = json_object_get(q.body, "expected_version");
+	if (ver && !json_is_null(ver) && (!json_is_integer(ver) || json_integer_value(ver) < 0)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "expected_version: must be a non-negative integer");
+		goto out;
+	}
+	q.n = events ? json_array_size(events) : 0;
+	if (m->set.max_batch_events && q.n > (size_t)m->set.max_batch_events) {
+		r = memd_error_set(err, MEMD_ETOOBIG, 0, "events: %zu in one batch, the limit is %" PRId64,
+				   q.n, m->set.max_batch_events);
+		goto out;
+	}
+	q.in = calloc(q.n ? q.n : 1, sizeof(*q.in));
+	q.evp = calloc(q.n ? q.n : 1, sizeof(*q.evp));
+	if (!q.in || !q.evp) {
+		r = service_oom(err);
+		goto out;
+	}
+	for (size_t i = 0; i < q.n; i++) {
+		if ((r = ej_event_parse(json_array_get(events, i), i, inv, now, m->svc, &q.in[i], err)) < 0)
+			goto out;
+		q.evp[i] = &q.in[i].ev;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(q.in[j].ev.id, q.in[i].ev.id) == 0) {
+				r = memd_error_set(err, MEMD_EINVAL, 0, "events[%zu].id: repeats events[%zu].id",
+						   i, j);
+				goto out;
+			}
+		if (!inv)
+			inv = q.in[i].ev.invocation_id;
+		if (!q.title && strcmp(q.in[i].ev.role, "user") == 0)
+			q.title = title_from_text(q.in[i].ev.text);
+	}
+	if (delta) {
+		if ((r = service_split_delta(delta, &q.keep, &q.temp, err)) < 0)
+			goto out;
+		if (json_object_size(q.keep) && !(q.delta_text = ej_dump(q.keep))) {
+			r = service_oom(err);
+			goto out;
+		}
+	}
+	r = service_append(m, &sc, &q, inv, ver && !json_is_null(ver),
+			   ver ? json_integer_value(ver) : 0, &out, err);
+	if (r == 0)
+		r = service_finish(out, ret_json, err);
+out:
+	service_append_req_clear(&q);
+	return r;
+}
+
+int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
+			 int64_t after_seq, uint32_t limit, char **ret_json, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	memd_scope sc;
+	memd_event_query q = { .struct_size = sizeof(q) };
+	jo_page page;
+	memd_event_sink sink = { sizeof(sink), &page, sink_page_event };
+	int32_t r;
+
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
+		return r;
+	if (after_seq < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
+	if (limit == 0)
+		limit = MEMD_PAGE_LIMIT_DEFAULT;
+	if (limit > MEMD_PAGE_LIMIT_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_PAGE_LIMIT_MAX);
+	q.after_seq = after_seq;
+	q.limit = limit + 1; /* one more tells whether there is a next page */
+	jo_page_begin(&page, limit);
+	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
+	if (r < 0 || page.out.error) {
+		r = service_read_failed(m, &page.out, r, err);
+		jo_page_clear(&page);
+		return r;
+	}
+	return jo_page_finish(&page, ret_json) < 0 ? service_oom(err) : 0;
+}
+
+/* A call for background work (strategies' after_append): no deadline. */
+static memd_call call_new(void)
+{
+	memd_call c = { .struct_size = sizeof(c) };
+	return c;
+}
 
 /* Events a strategy's after_append asks to persist, appended one by one. */
 typedef struct persist_ctx {
@@ -965,7 +889,7 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	}
 	if (!e.author)
 		e.author = e.role;
-	a.now_us = now_us();
+	a.now_us = service_now_us();
 	if (!e.timestamp_us)
 		e.timestamp_us = a.now_us;
 	if (!e.tokens && e.text)
@@ -977,14 +901,11 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	return r;
 }
 
-/* The strategy's hook for one session, on a worker thread (single-flight
- * per session). Failures are logged and lose nothing: the append is
- * already durable, and the next append runs the hook again. */
-static void after_append_job(void *userdata, const memd_scope *sc)
+void service_after_append_job(void *userdata, const memd_scope *sc)
 {
 	memd *m = userdata;
 	const char *app_name;
-	strategy *st = strategy_for(m, sc->app, &app_name);
+	strategy *st = service_strategy_for(m, sc->app, &app_name);
 	memd_call call = call_new();
 	persist_ctx pc = { m, sc };
 	memd_event_sink persist = { sizeof(persist), &pc, persist_event };
@@ -996,12 +917,10 @@ static void after_append_job(void *userdata, const memd_scope *sc)
 		hostsvc_log(m->svc, MEMD_LOG_WARN, "memd", "after_append: %s", err.msg);
 }
 
-/* After an acknowledged append: queue the strategy's hook (it runs after
- * the caller has its answer). */
-static void run_after_append(memd *m, const memd_scope *sc)
+void service_run_after_append(memd *m, const memd_scope *sc)
 {
 	const char *app_name;
-	strategy *st = strategy_for(m, sc->app, &app_name);
+	strategy *st = service_strategy_for(m, sc->app, &app_name);
 	int32_t r;
 
 	if (!st || !strategy_has_after_append(st))
@@ -1010,185 +929,6 @@ static void run_after_append(memd *m, const memd_scope *sc)
 		hostsvc_log(m->svc, MEMD_LOG_WARN, "memd",
 			    "after_append not queued (%d): the next append catches up", (int)r);
 }
-
-static const char *const append_fields[] = { "events", "state_delta", "expected_version",
-					     "invocation_id", NULL };
-
-/* Everything an append request owns while it runs. */
-typedef struct append_req {
-	json_t *body;
-	json_t *keep, *temp;
-	ej_event_in *in;
-	const memd_event **evp;
-	size_t n;
-	char *delta_text;
-	char *title;
-	int64_t *seqs;
-} append_req;
-
-static void append_req_clear(append_req *q)
-{
-	for (size_t i = 0; q->in && i < q->n; i++)
-		ej_event_in_clear(&q->in[i]);
-	free(q->in);
-	free(q->evp);
-	free(q->seqs);
-	free(q->delta_text);
-	free(q->title);
-	json_decref(q->keep);
-	json_decref(q->temp);
-	json_decref(q->body);
-}
-
-static int32_t do_append(memd *m, const memd_scope *sc, append_req *q, const char *inv,
-			 int has_version, int64_t expected, json_t **ret, memd_error *err)
-{
-	memd_call call = call_for_request(m);
-	memd_append a = { .struct_size = sizeof(a) };
-	memd_append_result res = { .struct_size = sizeof(res) };
-	json_t *seqs;
-	int32_t r;
-
-	q->seqs = calloc(q->n ? q->n : 1, sizeof(*q->seqs));
-	if (!q->seqs)
-		return oom(err);
-	a.flags = has_version ? MEMD_APPEND_EXPECT_VERSION : 0;
-	a.expected_version = expected;
-	a.events = q->evp;
-	a.n_events = (uint32_t)q->n;
-	a.state_delta_json = q->delta_text;
-	a.title_if_unset = q->title;
-	a.now_us = now_us();
-	res.seqs = q->seqs;
-	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
-		return r;
-	if (q->temp && (r = apply_temp(m, sc, inv, q->temp, err)) < 0)
-		return r;
-	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
-		index_notify(m->index);
-	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
-		run_after_append(m, sc);
-	seqs = json_array();
-	for (size_t i = 0; seqs && i < q->n; i++)
-		if (json_array_append_new(seqs, json_integer(q->seqs[i])) < 0) {
-			json_decref(seqs);
-			seqs = NULL;
-		}
-	if (!seqs)
-		return oom(err);
-	*ret = json_pack("{s:I,s:o,s:b}", "version", (json_int_t)res.version, "seqs", seqs,
-			 "replayed", (res.flags & MEMD_APPEND_REPLAYED) != 0);
-	return *ret ? 0 : oom(err);
-}
-
-int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
-			   const char *body_json, char **ret_json, memd_error *err)
-{
-	memd_scope sc;
-	append_req q = { 0 };
-	json_t *events, *delta, *ver, *out = NULL;
-	const char *inv;
-	int64_t now = now_us();
-	int32_t r;
-
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
-	    (r = parse_body(body_json, &q.body, err)) < 0)
-		return r;
-	if ((r = check_fields(q.body, append_fields, err)) < 0 ||
-	    (r = opt_object_field(q.body, "state_delta", &delta, err)) < 0 ||
-	    (r = opt_string_field(q.body, "invocation_id", &inv, err)) < 0)
-		goto out;
-	if (inv && (r = ej_check_id(inv, "invocation_id", err)) < 0)
-		goto out;
-	events = json_object_get(q.body, "events");
-	if (events && !json_is_array(events)) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "events: must be an array");
-		goto out;
-	}
-	if (!events && !delta) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "events: required (or a state_delta)");
-		goto out;
-	}
-	ver = json_object_get(q.body, "expected_version");
-	if (ver && !json_is_null(ver) && (!json_is_integer(ver) || json_integer_value(ver) < 0)) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "expected_version: must be a non-negative integer");
-		goto out;
-	}
-	q.n = events ? json_array_size(events) : 0;
-	if (m->set.max_batch_events && q.n > (size_t)m->set.max_batch_events) {
-		r = memd_error_set(err, MEMD_ETOOBIG, 0, "events: %zu in one batch, the limit is %" PRId64,
-				   q.n, m->set.max_batch_events);
-		goto out;
-	}
-	q.in = calloc(q.n ? q.n : 1, sizeof(*q.in));
-	q.evp = calloc(q.n ? q.n : 1, sizeof(*q.evp));
-	if (!q.in || !q.evp) {
-		r = oom(err);
-		goto out;
-	}
-	for (size_t i = 0; i < q.n; i++) {
-		if ((r = ej_event_parse(json_array_get(events, i), i, inv, now, m->svc, &q.in[i], err)) < 0)
-			goto out;
-		q.evp[i] = &q.in[i].ev;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(q.in[j].ev.id, q.in[i].ev.id) == 0) {
-				r = memd_error_set(err, MEMD_EINVAL, 0, "events[%zu].id: repeats events[%zu].id",
-						   i, j);
-				goto out;
-			}
-		if (!inv)
-			inv = q.in[i].ev.invocation_id;
-		if (!q.title && strcmp(q.in[i].ev.role, "user") == 0)
-			q.title = title_from_text(q.in[i].ev.text);
-	}
-	if (delta) {
-		if ((r = split_delta(delta, &q.keep, &q.temp, err)) < 0)
-			goto out;
-		if (json_object_size(q.keep) && !(q.delta_text = ej_dump(q.keep))) {
-			r = oom(err);
-			goto out;
-		}
-	}
-	r = do_append(m, &sc, &q, inv, ver && !json_is_null(ver), ver ? json_integer_value(ver) : 0,
-		      &out, err);
-	if (r == 0)
-		r = finish(out, ret_json, err);
-out:
-	append_req_clear(&q);
-	return r;
-}
-
-int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
-			 int64_t after_seq, uint32_t limit, char **ret_json, memd_error *err)
-{
-	memd_call call = call_for_request(m);
-	memd_scope sc;
-	memd_event_query q = { .struct_size = sizeof(q) };
-	jo_page page;
-	memd_event_sink sink = { sizeof(sink), &page, sink_page_event };
-	int32_t r;
-
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
-		return r;
-	if (after_seq < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
-	if (limit == 0)
-		limit = MEMD_PAGE_LIMIT_DEFAULT;
-	if (limit > MEMD_PAGE_LIMIT_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_PAGE_LIMIT_MAX);
-	q.after_seq = after_seq;
-	q.limit = limit + 1; /* one more tells whether there is a next page */
-	jo_page_begin(&page, limit);
-	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
-	if (r < 0 || page.out.error) {
-		r = read_failed(m, &page.out, r, err);
-		jo_page_clear(&page);
-		return r;
-	}
-	return jo_page_finish(&page, ret_json) < 0 ? oom(err) : 0;
-}
-
-/* ---- context ----------------------------------------------------------------- */
 
 static int32_t ctx_summary(void *ud, const memd_event *e)
 {
@@ -1203,7 +943,7 @@ static int32_t ctx_event(void *ud, const memd_event *e)
 int32_t memd_context(memd *m, const char *app, const char *user, const char *sid, char **ret_json,
 		     memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	return service_context(m, &call, app, user, sid, ret_json, err);
 }
 
@@ -1217,26 +957,83 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 	strategy *st;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
 		return r;
-	st = strategy_for(m, app, &app_name);
+	st = service_strategy_for(m, app, &app_name);
 	if (!st)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
 	jo_context_begin(&c, strategy_plugin_name(st));
 	r = c.out.error ? c.out.error : strategy_context(st, m->sessions, call, &sc, &sink, err);
 	if (r < 0 || c.out.error) {
-		r = read_failed(m, &c.out, r, err);
+		r = service_read_failed(m, &c.out, r, err);
 		jo_context_clear(&c);
 		return r;
 	}
-	return jo_context_finish(&c, ret_json) < 0 ? oom(err) : 0;
+	return jo_context_finish(&c, ret_json) < 0 ? service_oom(err) : 0;
 }
 
-/* ---- state ------------------------------------------------------------------- */
+int32_t service_split_delta(json_t *delta, json_t **ret_store, json_t **ret_temp, memd_error *err)
+{
+	json_t *keep = json_object(), *temp = json_object(), *v;
+	const char *key;
+
+	if (!keep || !temp)
+		goto nomem;
+	json_object_foreach(delta, key, v) {
+		size_t len = strlen(key);
+		if (!len || len > STATE_KEY_MAX || !ej_utf8_valid(key, len)) {
+			json_decref(keep);
+			json_decref(temp);
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "state key '%.64s': must be 1..%d bytes of UTF-8", key,
+					      STATE_KEY_MAX);
+		}
+		if (strncmp(key, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0) {
+			if (len == strlen(TEMP_PREFIX)) {
+				json_decref(keep);
+				json_decref(temp);
+				return memd_error_set(err, MEMD_EINVAL, 0,
+						      "state key 'temp:' has a prefix but no name");
+			}
+			if (json_object_set(temp, key, v) < 0)
+				goto nomem;
+		} else if (json_object_set(keep, key, v) < 0) {
+			goto nomem;
+		}
+	}
+	*ret_store = keep;
+	*ret_temp = temp;
+	return 0;
+nomem:
+	json_decref(keep);
+	json_decref(temp);
+	return service_oom(err);
+}
+
+int32_t service_apply_temp(memd *m, const memd_scope *sc, const char *inv, json_t *temp,
+			   memd_error *err)
+{
+	const char *key;
+	json_t *v;
+	int64_t now = service_now_us();
+	json_object_foreach(temp, key, v) {
+		if (temp_state_set(m->temp, sc->app, sc->user, sc->session, inv, key, v, now) < 0)
+			return service_oom(err);
+	}
+	return 0;
+}
+
+static int32_t sink_text_json(void *ud, const char *text, size_t len)
+{
+	json_t **slot = ud;
+	json_decref(*slot);
+	*slot = json_loadb(text, len, 0, NULL);
+	return *slot ? 0 : MEMD_EIO;
+}
 
 static int32_t state_json(memd *m, const memd_scope *sc, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	json_t *st = NULL;
 	memd_text_sink sink = { sizeof(sink), &st, sink_text_json };
 	int32_t r;
@@ -1250,11 +1047,11 @@ static int32_t state_json(memd *m, const memd_scope *sc, char **ret_json, memd_e
 		return memd_error_set(err, MEMD_EIO, 0, "%s: state is not a JSON object",
 				      store_name(m->sessions));
 	}
-	if (temp_state_merge(m->temp, sc->app, sc->user, sc->session, st, now_us()) < 0) {
+	if (temp_state_merge(m->temp, sc->app, sc->user, sc->session, st, service_now_us()) < 0) {
 		json_decref(st);
-		return oom(err);
+		return service_oom(err);
 	}
-	return finish(st, ret_json, err);
+	return service_finish(st, ret_json, err);
 }
 
 int32_t memd_state_get(memd *m, const char *app, const char *user, const char *sid,
@@ -1263,7 +1060,7 @@ int32_t memd_state_get(memd *m, const char *app, const char *user, const char *s
 	memd_scope sc;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
 		return r;
 	return state_json(m, &sc, ret_json, err);
 }
@@ -1271,60 +1068,58 @@ int32_t memd_state_get(memd *m, const char *app, const char *user, const char *s
 int32_t memd_state_patch(memd *m, const char *app, const char *user, const char *sid,
 			 const char *body_json, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	append_req q = { 0 };
+	service_append_req q = { 0 };
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
-	    (r = parse_body(body_json, &q.body, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &q.body, err)) < 0)
 		return r;
-	if ((r = split_delta(q.body, &q.keep, &q.temp, err)) < 0)
+	if ((r = service_split_delta(q.body, &q.keep, &q.temp, err)) < 0)
 		goto out;
 	if (json_object_size(q.keep)) {
 		json_t *ignored = NULL;
 		if (!(q.delta_text = ej_dump(q.keep))) {
-			r = oom(err);
+			r = service_oom(err);
 			goto out;
 		}
-		r = do_append(m, &sc, &q, NULL, 0, 0, &ignored, err);
+		r = service_append(m, &sc, &q, NULL, 0, 0, &ignored, err);
 		json_decref(ignored);
 		if (r < 0)
 			goto out;
 	} else {
 		/* temp: keys only: nothing to persist, but the session must exist. */
 		json_t *sess = NULL;
-		if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
+		if ((r = service_session_json(m, &call, &sc, &sess, err)) < 0)
 			goto out;
 		json_decref(sess);
-		if ((r = apply_temp(m, &sc, NULL, q.temp, err)) < 0)
+		if ((r = service_apply_temp(m, &sc, NULL, q.temp, err)) < 0)
 			goto out;
 	}
 	r = state_json(m, &sc, ret_json, err);
 out:
-	append_req_clear(&q);
+	service_append_req_clear(&q);
 	return r;
 }
 
 int32_t memd_invocation_end(memd *m, const char *app, const char *user, const char *sid,
 			    const char *invocation_id, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	json_t *sess = NULL;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 ||
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
 	    (r = ej_check_id(invocation_id, "invocation id", err)) < 0)
 		return r;
-	if ((r = get_session_json(m, &call, &sc, &sess, err)) < 0)
+	if ((r = service_session_json(m, &call, &sc, &sess, err)) < 0)
 		return r;
 	json_decref(sess);
 	temp_state_end_invocation(m->temp, app, user, sid, invocation_id);
 	return 0;
 }
-
-/* ---- artifacts --------------------------------------------------------------- */
 
 static int mime_char(unsigned char c)
 {
@@ -1393,13 +1188,14 @@ int32_t memd_artifact_put(memd *m, const char *app, const char *user, const char
 			  const char *name, const char *mime_type, const void *data, size_t size,
 			  char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	memd_artifact a = { .struct_size = sizeof(a) };
 	int64_t version;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = ej_check_name(name, err)) < 0)
 		return r;
 	if (!mime_type || !*mime_type)
 		mime_type = MIME_DEFAULT;
@@ -1411,32 +1207,33 @@ int32_t memd_artifact_put(memd *m, const char *app, const char *user, const char
 	a.mime_type = mime_type;
 	a.data = data ? data : "";
 	a.size = size;
-	a.created_us = now_us();
+	a.created_us = service_now_us();
 	if ((r = store_artifact_put(m->sessions, &call, &sc, &a, &version, err)) < 0)
 		return r;
 	a.version = version;
-	return finish(ej_artifact(&a), ret_json, err);
+	return service_finish(ej_artifact(&a), ret_json, err);
 }
 
 int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char *sid,
 			  const char *name, int64_t version, char **ret_json, void **ret_data,
 			  size_t *ret_size, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	artifact_acc acc = { .want_data = 1 };
 	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
 	char *meta = NULL;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = ej_check_name(name, err)) < 0)
 		return r;
 	if (version < 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "version: must be positive");
 	r = store_artifact_get(m->sessions, &call, &sc, name, version, &sink, err);
 	if (r == 0 && !acc.meta)
 		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' not found", name);
-	if (r == 0 && (r = finish(acc.meta, &meta, err)) == 0) {
+	if (r == 0 && (r = service_finish(acc.meta, &meta, err)) == 0) {
 		acc.meta = NULL;
 		*ret_json = meta;
 		*ret_data = acc.data;
@@ -1451,16 +1248,17 @@ int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char
 static int32_t artifact_listing(memd *m, const char *app, const char *user, const char *sid,
 				const char *name, char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	artifact_acc acc = { 0 };
 	memd_artifact_sink sink = { sizeof(sink), &acc, sink_artifact };
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (name && (r = ej_check_name(name, err)) < 0))
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (name && (r = ej_check_name(name, err)) < 0))
 		return r;
 	if (!(acc.list = json_array()))
-		return oom(err);
+		return service_oom(err);
 	r = name ? store_artifact_versions(m->sessions, &call, &sc, name, &sink, err)
 		 : store_artifact_list(m->sessions, &call, &sc, &sink, err);
 	if (r == 0 && name && json_array_size(acc.list) == 0)
@@ -1469,7 +1267,8 @@ static int32_t artifact_listing(memd *m, const char *app, const char *user, cons
 		json_decref(acc.list);
 		return r;
 	}
-	return finish(json_pack("{s:o}", name ? "versions" : "artifacts", acc.list), ret_json, err);
+	return service_finish(json_pack("{s:o}", name ? "versions" : "artifacts", acc.list),
+			      ret_json, err);
 }
 
 int32_t memd_artifact_list(memd *m, const char *app, const char *user, const char *sid,
@@ -1489,42 +1288,24 @@ int32_t memd_artifact_versions(memd *m, const char *app, const char *user, const
 int32_t memd_artifact_delete(memd *m, const char *app, const char *user, const char *sid,
 			     const char *name, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
-	if ((r = check_scope(app, user, sid, &sc, err)) < 0 || (r = ej_check_name(name, err)) < 0)
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = ej_check_name(name, err)) < 0)
 		return r;
 	return store_artifact_delete(m->sessions, &call, &sc, name, err);
 }
 
-/* ---- users, plugins, readiness ----------------------------------------------- */
-
-int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err)
-{
-	memd_call call = call_for_request(m);
-	memd_scope sc;
-	int32_t r;
-
-	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
-		return r;
-	if ((r = store_user_delete(m->sessions, &call, &sc, err)) < 0)
-		return r;
-	index_notify(m->index);
-	temp_state_drop(m->temp, app, user, NULL);
-	return 0;
-}
-
-/* ---- search (host/index/) ------------------------------------------------------ */
-
 int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
 		    char **ret_json, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	int32_t r;
 
-	if ((r = check_scope(app, user, NULL, &sc, err)) < 0)
+	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
 		return r;
 	return index_search(m->index, &call, app, user, body_json, ret_json, err);
 }
@@ -1535,9 +1316,25 @@ int32_t memd_index_rebuild(memd *m, const char *app, const char *user, memd_prog
 	memd_scope sc;
 	int32_t r;
 
-	if ((app || user) && (r = check_scope(app ? app : "", user ? user : "", NULL, &sc, err)) < 0)
+	if ((app || user) &&
+	    (r = service_check_scope(app ? app : "", user ? user : "", NULL, &sc, err)) < 0)
 		return r;
 	return index_rebuild(m->index, app, user, progress, userdata, err);
+}
+
+int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
+		return r;
+	if ((r = store_user_delete(m->sessions, &call, &sc, err)) < 0)
+		return r;
+	index_notify(m->index);
+	temp_state_drop(m->temp, app, user, NULL);
+	return 0;
 }
 
 static json_t *kinds_json(uint32_t kind)
@@ -1569,7 +1366,7 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 	char abi[32];
 
 	if (!list)
-		return oom(err);
+		return service_oom(err);
 	for (size_t i = 0; i < m->n_plugins; i++) {
 		const loader_plugin *p = m->plugins[i];
 		const memd_plugin *d = loader_descriptor(p);
@@ -1591,17 +1388,17 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 			       insts ? insts : json_array());
 		if (!po || json_array_append_new(list, po) < 0) {
 			json_decref(list);
-			return oom(err);
+			return service_oom(err);
 		}
 	}
 	snprintf(abi, sizeof(abi), "%d.%d", MEMD_HOST_ABI_MAJOR, MEMD_HOST_ABI_MINOR);
 	o = json_pack("{s:s,s:s,s:o}", "version", MEMD_VERSION, "abi", abi, "plugins", list);
-	return finish(o, ret_json, err);
+	return service_finish(o, ret_json, err);
 }
 
 int32_t memd_ready(memd *m, memd_error *err)
 {
-	memd_call call = call_for_request(m);
+	memd_call call = service_call_for_request(m);
 	for (size_t i = 0; i < m->n_stores; i++) {
 		int32_t r;
 		if (m->stores[i].st && (r = store_ping(m->stores[i].st, &call, err)) < 0)
@@ -1610,7 +1407,27 @@ int32_t memd_ready(memd *m, memd_error *err)
 	return 0;
 }
 
-/* ---- config check -------------------------------------------------------------- */
+int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
+{
+	prom_buf b = { 0 };
+
+	prom_printf(&b, "# HELP " STORE_METRIC_DURATION " Time in a session store plugin's op.\n"
+			"# TYPE " STORE_METRIC_DURATION " histogram\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_durations(m->stores[i].st, &b);
+	prom_printf(&b, "# HELP " STORE_METRIC_ERRORS " Failed session store plugin ops by error "
+			"code.\n# TYPE " STORE_METRIC_ERRORS " counter\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_errors(m->stores[i].st, &b);
+	if (b.oom) {
+		free(b.p);
+		return service_oom(err);
+	}
+	*ret_text = b.p;
+	return 0;
+}
 
 static void check_plugin_slot(char **search, const char *plugin, const char *slot, uint32_t kind,
 			      const config_node *node, const char *skip, config_diag *d)
@@ -1648,7 +1465,7 @@ static void check_raw_plugin_slots(const char *config_path, const char *const *e
 	pp = config_map_get(config_map_get(root, "plugins"), "path");
 	if (pp && config_node_type(pp) == CONFIG_SCALAR)
 		configured[0] = config_scalar(pp);
-	search = build_search(extra_path, configured);
+	search = service_build_search(extra_path, configured);
 	stores = config_map_get(root, "stores");
 	apps = config_map_get(root, "apps");
 	for (size_t i = 0; search && config_node_type(stores) == CONFIG_MAP && i < config_len(stores); i++) {
@@ -1669,7 +1486,7 @@ static void check_raw_plugin_slots(const char *config_path, const char *const *e
 		snprintf(slot, sizeof(slot), "apps.%s.working_memory", config_map_key_at(apps, i));
 		check_plugin_slot(search, strategy_name, slot, MEMD_KIND_STRATEGY, node, "strategy", d);
 	}
-	free_strv(search);
+	service_free_strv(search);
 	config_free(root);
 }
 
@@ -1695,7 +1512,7 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 			check_raw_plugin_slots(config_path, extra_path, d);
 		return r;
 	}
-	search = build_search(extra_path, (const char *const *)set.plugin_path);
+	search = service_build_search(extra_path, (const char *const *)set.plugin_path);
 	if (!search) {
 		settings_clear(&set);
 		return MEMD_ENOMEM;
@@ -1705,7 +1522,7 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 	{
 		hostsvc *svc = hostsvc_new(NULL, NULL, MEMD_LOG_ERROR);
 		if (!svc) {
-			free_strv(search);
+			service_free_strv(search);
 			settings_clear(&set);
 			return MEMD_ENOMEM;
 		}
@@ -1727,31 +1544,7 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 		check_plugin_slot(search, set.apps[i].strategy, slot, MEMD_KIND_STRATEGY,
 				  set.apps[i].node, "strategy", d);
 	}
-	free_strv(search);
+	service_free_strv(search);
 	settings_clear(&set);
 	return d->n ? MEMD_EINVAL : 0;
-}
-
-/* ---- metrics ------------------------------------------------------------------ */
-
-int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
-{
-	prom_buf b = { 0 };
-
-	prom_printf(&b, "# HELP " STORE_METRIC_DURATION " Time in a session store plugin's op.\n"
-			"# TYPE " STORE_METRIC_DURATION " histogram\n");
-	for (size_t i = 0; i < m->n_stores; i++)
-		if (m->stores[i].st)
-			store_render_durations(m->stores[i].st, &b);
-	prom_printf(&b, "# HELP " STORE_METRIC_ERRORS " Failed session store plugin ops by error "
-			"code.\n# TYPE " STORE_METRIC_ERRORS " counter\n");
-	for (size_t i = 0; i < m->n_stores; i++)
-		if (m->stores[i].st)
-			store_render_errors(m->stores[i].st, &b);
-	if (b.oom) {
-		free(b.p);
-		return oom(err);
-	}
-	*ret_text = b.p;
-	return 0;
 }
