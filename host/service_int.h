@@ -6,6 +6,11 @@
  *   service.c               memd_open / memd_close, plugin registry, wiring,
  *                           and the calls not in a file of their own yet
  *   service_request.c       request plumbing (deadline, scope, body, answer)
+ *   service_sessions.c      sessions
+ *   service_events.c        event append and list
+ *   service_after_append.c  strategies' after_append hook, on the worker
+ *   service_context.c       working memory (memd_context)
+ *   service_state.c         state, temp: keys, invocation end
  *
  * Errors follow the facade's rule: a negative MEMD_E* code, with err
  * filled (memd_error_set); outputs ret_* are written only on success.
