@@ -3,14 +3,17 @@
  * service_int: what the files of the libmemd facade share, and nobody
  * else uses: the memd handle itself and the helpers every memd_* call is
  * built from. The files, one a resource:
- *   service.c               memd_open / memd_close, plugin registry, wiring,
- *                           and the calls not in a file of their own yet
+ *   service.c               memd_open / memd_close, plugin registry, wiring
  *   service_request.c       request plumbing (deadline, scope, body, answer)
  *   service_sessions.c      sessions
  *   service_events.c        event append and list
  *   service_after_append.c  strategies' after_append hook, on the worker
  *   service_context.c       working memory (memd_context)
  *   service_state.c         state, temp: keys, invocation end
+ *   service_artifacts.c     artifacts
+ *   service_search.c        search and index rebuild
+ *   service_admin.c         user delete, plugin listing, readiness, metrics
+ *   service_config_check.c  `memd config check`
  *
  * Errors follow the facade's rule: a negative MEMD_E* code, with err
  * filled (memd_error_set); outputs ret_* are written only on success.

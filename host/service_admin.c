@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * service_admin: forgetting a user (memd_user_delete), the plugin listing
+ * (memd_plugins_json), readiness (memd_ready) and the store metrics
+ * (memd_metrics_text).
+ */
+#include "service_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "memd-build.h"
+#include "prom.h"
+
+int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	memd_scope sc;
+	int32_t r;
+
+	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
+		return r;
+	if ((r = store_user_delete(m->sessions, &call, &sc, err)) < 0)
+		return r;
+	index_notify(m->index);
+	temp_state_drop(m->temp, app, user, NULL);
+	return 0;
+}
+
+static json_t *kinds_json(uint32_t kind)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} kinds[] = {
+		{ MEMD_KIND_STORE, "store" },
+		{ MEMD_KIND_VECTOR, "vector" },
+		{ MEMD_KIND_STRATEGY, "strategy" },
+		{ MEMD_KIND_EMBEDDER, "embedder" },
+	};
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind & kinds[i].bit)
+			json_array_append_new(a, json_string(kinds[i].name));
+	return a;
+}
+
+static int instance_of(const loader_instance *inst, const loader_plugin *p)
+{
+	return inst && loader_instance_plugin(inst) == p;
+}
+
+int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
+{
+	json_t *list = json_array(), *o;
+	char abi[32];
+
+	if (!list)
+		return service_oom(err);
+	for (size_t i = 0; i < m->n_plugins; i++) {
+		const loader_plugin *p = m->plugins[i];
+		const memd_plugin *d = loader_descriptor(p);
+		json_t *insts = json_array(), *po;
+
+		snprintf(abi, sizeof(abi), "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
+		for (size_t k = 0; insts && k < m->n_stores; k++) {
+			const named_store *ns = &m->stores[k];
+			if (instance_of(ns->inst, p))
+				json_array_append_new(insts, json_sprintf("stores.%s", ns->name));
+		}
+		for (size_t k = 0; insts && k < m->n_apps; k++)
+			if (instance_of(m->apps[k].inst, p))
+				json_array_append_new(insts, json_sprintf("apps.%s", m->apps[k].app));
+		po = json_pack("{s:s,s:s?,s:s?,s:o,s:s,s:s,s:b,s:o}", "name", d->name, "version",
+			       d->version, "description", d->description, "kinds", kinds_json(d->kind),
+			       "path", loader_path(p), "abi", abi, "threadsafe",
+			       (d->flags & MEMD_PLUGIN_THREADSAFE) != 0, "instances",
+			       insts ? insts : json_array());
+		if (!po || json_array_append_new(list, po) < 0) {
+			json_decref(list);
+			return service_oom(err);
+		}
+	}
+	snprintf(abi, sizeof(abi), "%d.%d", MEMD_HOST_ABI_MAJOR, MEMD_HOST_ABI_MINOR);
+	o = json_pack("{s:s,s:s,s:o}", "version", MEMD_VERSION, "abi", abi, "plugins", list);
+	return service_finish(o, ret_json, err);
+}
+
+int32_t memd_ready(memd *m, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	for (size_t i = 0; i < m->n_stores; i++) {
+		int32_t r;
+		if (m->stores[i].st && (r = store_ping(m->stores[i].st, &call, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
+{
+	prom_buf b = { 0 };
+
+	prom_printf(&b, "# HELP " STORE_METRIC_DURATION " Time in a session store plugin's op.\n"
+			"# TYPE " STORE_METRIC_DURATION " histogram\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_durations(m->stores[i].st, &b);
+	prom_printf(&b, "# HELP " STORE_METRIC_ERRORS " Failed session store plugin ops by error "
+			"code.\n# TYPE " STORE_METRIC_ERRORS " counter\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_errors(m->stores[i].st, &b);
+	if (b.oom) {
+		free(b.p);
+		return service_oom(err);
+	}
+	*ret_text = b.p;
+	return 0;
+}
