@@ -373,11 +373,17 @@ static void group_run(pg_store *s, const memd_call *call, pg_conn **cp, pu_group
 		break;
 	}
 	if (r < 0 && n > 1 && *cp && data_failure(*cp, r)) {
-		/* Roll back the shared transaction, then one by one. */
+		/* Roll back the shared transaction, then one by one. A member
+		 * that fails alone leaves its transaction aborted on the
+		 * connection: giving the connection back after each member
+		 * rolls that back, so the next one starts clean. */
 		pg_give(s, *cp);
 		*cp = NULL;
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			group_run(s, call, cp, &m[i], 1);
+			pg_give(s, *cp);
+			*cp = NULL;
+		}
 		return;
 	}
 	pu_group_fail(m, n, r, &err);
