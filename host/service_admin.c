@@ -40,8 +40,10 @@ static json_t *kinds_json(uint32_t kind)
 	};
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (kind & kinds[i].bit)
-			json_array_append_new(a, json_string(kinds[i].name));
+		if ((kind & kinds[i].bit) && json_array_append_new(a, json_string(kinds[i].name)) < 0) {
+			json_decref(a);
+			a = NULL; /* out of memory: json_pack below fails on it */
+		}
 	return a;
 }
 
@@ -65,17 +67,22 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 		snprintf(abi, sizeof(abi), "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
 		for (size_t k = 0; insts && k < m->n_stores; k++) {
 			const named_store *ns = &m->stores[k];
-			if (instance_of(ns->inst, p))
-				json_array_append_new(insts, json_sprintf("stores.%s", ns->name));
+			if (instance_of(ns->inst, p) &&
+			    json_array_append_new(insts, json_sprintf("stores.%s", ns->name)) < 0) {
+				json_decref(insts);
+				insts = NULL;
+			}
 		}
 		for (size_t k = 0; insts && k < m->n_apps; k++)
-			if (instance_of(m->apps[k].inst, p))
-				json_array_append_new(insts, json_sprintf("apps.%s", m->apps[k].app));
+			if (instance_of(m->apps[k].inst, p) &&
+			    json_array_append_new(insts, json_sprintf("apps.%s", m->apps[k].app)) < 0) {
+				json_decref(insts);
+				insts = NULL;
+			}
 		po = json_pack("{s:s,s:s?,s:s?,s:o,s:s,s:s,s:b,s:o}", "name", d->name, "version",
 			       d->version, "description", d->description, "kinds", kinds_json(d->kind),
 			       "path", loader_path(p), "abi", abi, "threadsafe",
-			       (d->flags & MEMD_PLUGIN_THREADSAFE) != 0, "instances",
-			       insts ? insts : json_array());
+			       (d->flags & MEMD_PLUGIN_THREADSAFE) != 0, "instances", insts);
 		if (!po || json_array_append_new(list, po) < 0) {
 			json_decref(list);
 			return service_oom(err);

@@ -121,7 +121,7 @@ int32_t memd_artifact_get(memd *m, const char *app, const char *user, const char
 	    (r = ej_check_name(name, err)) < 0)
 		return r;
 	if (version < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "version: must be positive");
+		return memd_error_set(err, MEMD_EINVAL, 0, "version: must not be negative (0: the latest)");
 	r = store_artifact_get(m->sessions, &call, &sc, name, version, &sink, err);
 	if (r == 0 && !acc.meta)
 		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "artifact '%.64s' not found", name);

@@ -58,8 +58,17 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	res.seqs = q->seqs;
 	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
 		return r;
-	if (q->temp && (r = service_apply_temp(m, sc, inv, q->temp, err)) < 0)
-		return r;
+	/* The append is durable now: failing the call would make a client
+	 * resend it (and, with ids memd made, store it twice). temp: keys
+	 * are scratch of the invocation; losing them (out of memory) is
+	 * logged, and the index and the strategy still hear of the append. */
+	if (q->temp) {
+		memd_error terr = { .struct_size = sizeof(terr) };
+		if (service_apply_temp(m, sc, inv, q->temp, &terr) < 0)
+			hostsvc_log(m->svc, MEMD_LOG_WARN, "memd",
+				    "append to '%.64s' stored, its temp: state not kept: %s",
+				    sc->session, terr.msg);
+	}
 	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
 		index_notify(m->index);
 	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)

@@ -18,7 +18,7 @@ int64_t service_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
+	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US;
 }
 
 memd_call service_call_for_request(const memd *m)
