@@ -1243,9 +1243,24 @@ static void enc_end(enc *e)
 		e->r = e->out->end(e->out->userdata, e->err);
 }
 
+/* Slots of a table in term order. qsort has no context argument, so the
+ * slots are sorted as (term, slot) pairs. */
+typedef struct slot_ref {
+	uint32_t term, slot;
+} slot_ref;
+
+static int cmp_slot(const void *a, const void *b)
+{
+	const slot_ref *x = a, *y = b;
+	return (x->term > y->term) - (x->term < y->term);
+}
+
+/* Lists in term order: the dump of an index does not depend on the
+ * history of its hash table. */
 static void dump_part(enc *e, const char *key, const kw_part *pt)
 {
 	uint32_t lists = 0;
+	slot_ref *order;
 
 	enc_begin(e, KW_SECTION_PARTITION);
 	enc_str(e, key, strlen(key));
@@ -1260,17 +1275,24 @@ static void dump_part(enc *e, const char *key, const kw_part *pt)
 		enc_uv(e, d->author);
 		enc_uv(e, d->len);
 	}
-	for (uint32_t i = 0; i < pt->tab_cap; i++)
-		lists += pt->tab[i].term && pt->tab[i].len;
+	order = malloc((pt->n_terms ? pt->n_terms : 1) * sizeof(*order));
+	if (!order) {
+		if (!e->r)
+			e->r = memd_error_set(e->err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < pt->tab_cap && lists < pt->n_terms; i++)
+		if (pt->tab[i].term && pt->tab[i].len) /* else left behind by a failed add */
+			order[lists++] = (slot_ref){ pt->tab[i].term, i };
+	qsort(order, lists, sizeof(*order), cmp_slot);
 	enc_uv(e, lists);
-	for (uint32_t i = 0; i < pt->tab_cap && !e->r; i++) {
-		const kw_plist *p = &pt->tab[i];
-		if (!p->term || !p->len)
-			continue; /* a term left behind by a failed add */
+	for (uint32_t i = 0; i < lists && !e->r; i++) {
+		const kw_plist *p = &pt->tab[order[i].slot];
 		enc_uv(e, p->term - 1);
 		enc_uv(e, p->len);
 		enc_bytes(e, plist_data(p), p->len);
 	}
+	free(order);
 	enc_end(e);
 }
 

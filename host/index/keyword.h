@@ -104,9 +104,10 @@ void kw_hits_free(kw_hit *hits, size_t n);
  *                         varint len + bytes, in id order); documents
  *                         (varint n, then per document zigzag-varint
  *                         timestamp_us and seq, varint session, author
- *                         and len); postings lists (varint n, then per
- *                         list varint term id, varint byte length, the
- *                         encoded postings as kept in memory)
+ *                         and len); postings lists in term id order
+ *                         (varint n, then per list varint term id,
+ *                         varint byte length, the encoded postings as
+ *                         kept in memory)
  * Unsigned varints are LEB128; signed ones zigzag-mapped first. The
  * sections hold what the index holds, so a restored index answers every
  * search exactly as the dumped one did. BM25's k1 and b are not part of
