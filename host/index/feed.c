@@ -372,7 +372,7 @@ int32_t feed_tailer_start(store *s, hostsvc *svc, const char *name, uint32_t bat
 	return 0;
 }
 
-void feed_tailer_stop(feed_tailer *t)
+void feed_tailer_cancel(feed_tailer *t)
 {
 	if (!t)
 		return;
@@ -381,6 +381,13 @@ void feed_tailer_stop(feed_tailer *t)
 	t->cancel = 1;
 	pthread_cond_broadcast(&t->cond);
 	pthread_mutex_unlock(&t->mu);
+}
+
+void feed_tailer_stop(feed_tailer *t)
+{
+	if (!t)
+		return;
+	feed_tailer_cancel(t);
 	pthread_join(t->thread, NULL);
 	pthread_cond_destroy(&t->cond);
 	pthread_mutex_destroy(&t->mu);

@@ -93,6 +93,11 @@ int32_t feed_tailer_start(store *s, hostsvc *svc, const char *name, uint32_t bat
 			  const feed_consumer *c, feed_tailer **ret, memd_error *err);
 /* Stop the thread (it finishes the batch in hand) and free; accepts NULL. */
 void feed_tailer_stop(feed_tailer *t);
+/* The first half of feed_tailer_stop, without waiting: the batch in hand
+ * gives up (its store calls see the cancel flag) and no other starts, so
+ * a feed_tailer_pause waiting for it returns soon. The tailer must still
+ * be stopped. Accepts NULL. */
+void feed_tailer_cancel(feed_tailer *t);
 /* Wake the tailer: something was written. */
 void feed_tailer_kick(feed_tailer *t);
 

@@ -174,7 +174,9 @@ static int32_t snapshot_store_id(indexer *ix, const memd_call *call, int64_t *re
  * a negative MEMD_E* with err. */
 static int32_t snapshot_write(indexer *ix, int tailer_running, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	/* In the background, closing cuts the store calls short. */
+	memd_call call = { .struct_size = sizeof(call),
+			   .cancel = tailer_running ? &ix->closing : NULL };
 	kws_meta meta = { 0 };
 	kws_writer *w = NULL;
 	uint64_t records, bytes = 0, docs = 0;
@@ -566,8 +568,11 @@ void index_close(indexer *ix)
 				    err.msg);
 	}
 	/* A snapshot still loading gives up (the file stays for the next
-	 * start); a periodic one being written is finished first. */
+	 * start); a periodic one being written is finished first, and the
+	 * keyword tailer's batch in hand is cut short so that its pause does
+	 * not wait on a slow store. */
 	ix->closing = 1;
+	feed_tailer_cancel(ix->kw_tail);
 	snapshot_stop(ix);
 	/* What is still in flight (a hanging embeddings endpoint) gives up
 	 * now; it is done again at the next start. */
