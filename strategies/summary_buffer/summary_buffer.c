@@ -122,7 +122,7 @@ static int32_t sb_context(void *inst, const memd_call *call, const memd_reader *
 	win_event summary = { 0 };
 	win_list events = { 0 };
 	win_opts o = { .budget = b->max_tokens };
-	int64_t summary_seq, last_seq;
+	int64_t summary_seq = 0, last_seq = 0;
 	int32_t rc;
 
 	if ((rc = read_session(reader, call, &summary_seq, &last_seq, err)) < 0)
@@ -397,7 +397,7 @@ static int32_t fold_once(const sb *b, const memd_call *call, const memd_reader *
 	text_acc acc = { 0 };
 	memd_text_sink sink = { sizeof(sink), &acc, got_text };
 	const memd_event **evp = NULL;
-	int64_t summary_seq, last_seq, covers = 0, prev_tokens = 0;
+	int64_t summary_seq = 0, last_seq = 0, covers = 0, prev_tokens = 0;
 	int32_t rc;
 
 	*ret_folded = 0;
@@ -439,7 +439,7 @@ static int32_t fold_once(const sb *b, const memd_call *call, const memd_reader *
 	/* Another memd process over the same store may have folded meanwhile
 	 * (the host's single-flight is per process): then this fold is stale. */
 	{
-		int64_t now_summary, now_last;
+		int64_t now_summary = 0, now_last = 0;
 		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0)
 			goto out;
 		if (now_summary != summary_seq)

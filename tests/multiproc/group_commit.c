@@ -706,7 +706,7 @@ static void job_init(job *j, gc_inst *in, const char *session, const char *id,
 	j->evs[0] = &j->ev[0];
 	j->evs[1] = &j->ev[1];
 	j->n_events = 1;
-	snprintf(j->delta_buf, sizeof(j->delta_buf), "{\"last\":\"%s\"}", id);
+	snprintf(j->delta_buf, sizeof(j->delta_buf), "{\"last\":\"%.*s\"}", ID_MAX - 1, id);
 	j->delta = j->delta_buf;
 	j->queues = 1;
 }

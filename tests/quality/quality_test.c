@@ -89,8 +89,11 @@ typedef struct answers {
 static void answers_of(const qgen_set *s, const qgen_question *q, answers *a)
 {
 	a->n = q->n_answers < QGEN_ANSWERS_MAX ? q->n_answers : QGEN_ANSWERS_MAX;
-	for (uint32_t i = 0; i < a->n; i++)
-		qgen_event_id(&s->events[q->answers[i]], a->ids[i]);
+	for (uint32_t i = 0; i < a->n; i++) {
+		char id[QGEN_ID_MAX];
+		qgen_event_id(&s->events[q->answers[i]], id);
+		memcpy(a->ids[i], id, sizeof(id));
+	}
 }
 
 /* Count answers at ranks < Q_K_SHORT and < Q_K given ranked ids. */
