@@ -617,7 +617,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	assert_prefix(&d, "t.yaml:4: server.treads: unknown key (known: listen, api_keys,");
 	assert_line(&d, "t.yaml:6: server.api_keys[0].scop: unknown key (known: key, scope)");
 	assert_prefix(&d, "t.yaml:9: index.vector.embedder.dims: unknown key (known: type, dim,");
-	assert_line(&d, "t.yaml:10: index.keyword.k2: unknown key (known: enabled, k1, b)");
+	assert_line(&d, "t.yaml:10: index.keyword.k2: unknown key (known: enabled, k1, b, snapshot)");
 	assert_prefix(&d, "t.yaml:11: summarizer.typ: unknown key");
 	assert_line(&d, "t.yaml:12: tokenizer.rank: unknown key (known: type, ranks, encoding)");
 	assert_line(&d, "t.yaml:13: state.ttl: unknown key (known: temp_ttl_seconds)");
