@@ -50,6 +50,8 @@ struct indexer {
 	int64_t snap_last_us;      /* monotonic time of the last snapshot (or open) */
 	int64_t snap_pos;          /* feed position of the file as last known; a
 				    * snapshot is written only when ahead of it */
+	uint64_t sched_records;    /* the schedule (INDEX_SNAPSHOT_* by default) */
+	int64_t sched_min_ms, sched_max_ms, sched_check_ms;
 };
 
 /* ---- the keyword consumer ------------------------------------------------------- */
@@ -252,8 +254,8 @@ static void *snapshot_run(void *arg)
 		int64_t age_ms = (now - ix->snap_last_us) / US_PER_MS;
 		struct timespec ts;
 
-		if ((pending >= INDEX_SNAPSHOT_RECORDS && age_ms >= INDEX_SNAPSHOT_MIN_INTERVAL_MS) ||
-		    (pending > 0 && age_ms >= INDEX_SNAPSHOT_MAX_AGE_MS)) {
+		if ((pending >= ix->sched_records && age_ms >= ix->sched_min_ms) ||
+		    (pending > 0 && age_ms >= ix->sched_max_ms)) {
 			pthread_mutex_unlock(&ix->snap_mu);
 			snapshot_periodic(ix);
 			pthread_mutex_lock(&ix->snap_mu);
@@ -262,7 +264,7 @@ static void *snapshot_run(void *arg)
 			ix->snap_last_us = feed_monotonic_us();
 			continue;
 		}
-		wake = now + (int64_t)INDEX_SNAPSHOT_CHECK_MS * US_PER_MS;
+		wake = now + ix->sched_check_ms * US_PER_MS;
 		ts.tv_sec = wake / US_PER_SEC;
 		ts.tv_nsec = (wake % US_PER_SEC) * NS_PER_US;
 		pthread_cond_timedwait(&ix->snap_cond, &ix->snap_mu, &ts);
@@ -471,6 +473,10 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 	pthread_cond_init(&ix->snap_cond, &cattr);
 	pthread_condattr_destroy(&cattr);
 	ix->snap_last_us = feed_monotonic_us();
+	ix->sched_records = INDEX_SNAPSHOT_RECORDS;
+	ix->sched_min_ms = INDEX_SNAPSHOT_MIN_INTERVAL_MS;
+	ix->sched_max_ms = INDEX_SNAPSHOT_MAX_AGE_MS;
+	ix->sched_check_ms = INDEX_SNAPSHOT_CHECK_MS;
 	ix->sessions = sessions;
 	ix->svc = svc;
 	ix->default_mode = set->search_mode_default ? search_mode(set->search_mode_default) : 0;
@@ -597,6 +603,20 @@ void index_notify(indexer *ix)
 		feed_tailer_kick(ix->kw_tail);
 	if (ix->vec_tail)
 		feed_tailer_kick(ix->vec_tail);
+}
+
+void index_snapshot_schedule(indexer *ix, uint64_t records, int64_t min_interval_ms,
+			     int64_t max_age_ms, int64_t check_ms)
+{
+	if (!ix || check_ms <= 0)
+		return;
+	pthread_mutex_lock(&ix->snap_mu);
+	ix->sched_records = records;
+	ix->sched_min_ms = min_interval_ms;
+	ix->sched_max_ms = max_age_ms;
+	ix->sched_check_ms = check_ms;
+	pthread_cond_broadcast(&ix->snap_cond);
+	pthread_mutex_unlock(&ix->snap_mu);
 }
 
 void index_keyword_stats(indexer *ix, kw_stats *ret)

@@ -89,6 +89,15 @@ int32_t index_search(indexer *ix, const memd_call *call, const char *app, const 
 int32_t index_rebuild(indexer *ix, const char *app, const char *user, memd_progress_fn progress,
 		      void *userdata, memd_error *err);
 
+/* Change the background snapshot schedule (for tests and benchmarks; the
+ * defaults are the INDEX_SNAPSHOT_* above): a snapshot is due when at
+ * least records feed records were applied since the last one and
+ * min_interval_ms passed, or when any were and max_age_ms passed; the
+ * writer looks every check_ms (> 0). Accepts NULL (and an indexer
+ * without snapshots: nothing to do). */
+void index_snapshot_schedule(indexer *ix, uint64_t records, int64_t min_interval_ms,
+			     int64_t max_age_ms, int64_t check_ms);
+
 /* Keyword index size (zeros when keyword search is disabled). */
 void index_keyword_stats(indexer *ix, kw_stats *ret);
 
