@@ -15,6 +15,10 @@
  *    written;
  *  - SIGKILL while the snapshot is written never leaves a file that loads
  *    wrong, and the temporary files of dead writers are removed;
+ *  - background snapshots (an indexer of the test's own, its schedule
+ *    shortened) are taken while events are appended, deleted and
+ *    searched, and catch up with the feed head;
+ *  - kw_dump/kw_restore directly: exact round trips, damaged payloads;
  *  - the setting's defaults and refusals.
  *
  * Whether a start used the snapshot is seen with a marker: the test
@@ -39,10 +43,14 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "hostsvc.h"
+#include "index/index.h"
 #include "index/keyword.h"
 #include "index/kw_snapshot.h"
 #include "index_util.h"
+#include "loader.h"
 #include "settings.h"
+#include "store.h"
 
 #define APP "a"
 #define APP2 "b"
@@ -1135,4 +1143,143 @@ Test(kw_snapshot, damaged_payloads_are_refused_or_consistent)
 	ms_clear(&good);
 	kw_free(kw);
 	free(out);
+}
+
+/* ---- background snapshots ---------------------------------------------------------- */
+
+#define BG_ROUNDS 12
+#define BG_CHECK_MS 5
+#define BG_BIG_MS 3600000
+#define BG_WAIT_ROUNDS 500
+#define BG_SLEEP_US 10000
+#define SEARCH_PATHS_MAX 16
+
+/* An indexer of its own on the test's database (what memd_open builds),
+ * so its snapshot schedule can be shortened. */
+typedef struct direct {
+	settings set;
+	hostsvc *svc;
+	loader_plugin *plugin;
+	store *st;
+	indexer *ix;
+	char *paths;
+} direct;
+
+static void direct_open(direct *d, logbuf *lb)
+{
+	const char *search[SEARCH_PATHS_MAX + 1];
+	char yaml[IX_CONFIG_MAX];
+	config_node *tree = NULL;
+	config_diag diag = { 0 };
+	memd_error err = { 0 };
+	loader_instance *inst = NULL;
+	size_t n = 0;
+
+	memset(d, 0, sizeof(*d));
+	d->paths = strdup(getenv("MEMD_PLUGIN_PATH") ? getenv("MEMD_PLUGIN_PATH") : "");
+	cr_assert_not_null(d->paths);
+	for (char *save = NULL, *p = strtok_r(d->paths, ":", &save); p && n < SEARCH_PATHS_MAX;
+	     p = strtok_r(NULL, ":", &save))
+		search[n++] = p;
+	search[n] = NULL;
+	snprintf(yaml, sizeof(yaml), "stores:\n  main: {plugin: sqlite, path: \"%s/memd.db\"}\n",
+		 env.dir);
+	cr_assert_eq(config_parse_string(yaml, strlen(yaml), "direct", &tree, &err), 0, "%s", err.msg);
+	cr_assert_eq(settings_load(tree, &d->set, &diag), 0);
+	config_diag_clear(&diag);
+	d->svc = hostsvc_new(log_line, lb, MEMD_LOG_INFO);
+	cr_assert_not_null(d->svc);
+	cr_assert_eq(loader_open("sqlite", search, &d->plugin, &err), 0, "%s", err.msg);
+	cr_assert_eq(loader_instance_create(d->plugin, "stores.main", d->set.stores[0].node, "plugin",
+					    d->svc, &inst, &err),
+		     0, "%s", err.msg);
+	cr_assert_eq(store_new(inst, &d->st, &err), 0, "%s", err.msg);
+	cr_assert_eq(index_open(&d->set, d->st, NULL, d->svc, &d->ix, &err), 0, "%s", err.msg);
+}
+
+static void direct_close(direct *d)
+{
+	index_close(d->ix);
+	store_free(d->st);
+	loader_close(d->plugin);
+	hostsvc_free(d->svc);
+	settings_clear(&d->set);
+	free(d->paths);
+}
+
+/* A search through the indexer: it waits until the feed is indexed. */
+static void direct_search(direct *d, const char *user)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	cr_assert_eq(index_search(d->ix, NULL, APP, user, "{\"query\":\"marathon\"}", &out, &err), 0,
+		     "%s", err.msg);
+	free(out);
+}
+
+static int64_t feed_head_of(direct *d)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_error err = { 0 };
+	int64_t head = 0;
+	cr_assert_eq(store_feed_head(d->st, &call, &head, &err), 0, "%s", err.msg);
+	return head;
+}
+
+Test(snapshot, background_snapshots_while_indexing)
+{
+	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	uint64_t rng = 0x1234123412341234ULL;
+	int64_t ts = TS_BASE_US, head, pos = 0;
+	char path[IX_PATH_MAX], *ref;
+	direct d;
+	memd *w;
+
+	/* Data first, written by a memd without snapshots. */
+	write_config(&env, "false");
+	w = ix_open(&env);
+	fill_user(w, APP, "u1", &rng, &ts);
+	fill_user(w, APP, "u2", &rng, &ts);
+	snap_path(&env, path);
+
+	direct_open(&d, &lb);
+	index_snapshot_schedule(d.ix, 1, 0, BG_BIG_MS, BG_CHECK_MS);
+	/* Writes, deletes and searches while snapshots are taken. */
+	for (int round = 0; round < BG_ROUNDS; round++) {
+		char sid[16];
+		snprintf(sid, sizeof(sid), "s%d", round % SESSIONS + 1);
+		append_batch(w, APP, round % 2 ? "u1" : "u4", sid, EVENTS_PER_BATCH, &rng, &ts);
+		if (round == BG_ROUNDS / 2)
+			delete_session(w, APP, "u2", "s1");
+		index_notify(d.ix);
+		direct_search(&d, "u1");
+		usleep(BG_SLEEP_US);
+	}
+	memd_close(w);
+	head = feed_head_of(&d);
+	direct_search(&d, "u1");
+	/* The background writer catches up with the head, the indexer still
+	 * running. */
+	for (int i = 0; i < BG_WAIT_ROUNDS && pos < head; i++) {
+		kws_reader *rd = NULL;
+		kws_meta meta;
+		memd_error err = { 0 };
+		if (kws_reader_open(path, &rd, &meta, &err) == 0) {
+			pos = meta.position;
+			kws_reader_close(rd);
+		}
+		if (pos < head)
+			usleep(BG_SLEEP_US);
+	}
+	cr_assert_eq(pos, head, "no background snapshot at the feed head (%lld of %lld)",
+		     (long long)pos, (long long)head);
+	pthread_mutex_lock(&lb.mu);
+	cr_assert_geq(count_lines(lb.text, "snapshot written"), 2, "log:\n%s", lb.text);
+	pthread_mutex_unlock(&lb.mu);
+	cr_assert_eq(check_loads(path), head);
+	direct_close(&d);
+
+	ref = reference();
+	expect_start(ref, 0, NULL);
+	free(ref);
 }
