@@ -185,6 +185,15 @@ static int32_t snapshot_write(indexer *ix, int tailer_running, memd_error *err)
 	int64_t id = 0, t0 = feed_monotonic_us(), t_paused, t_resumed;
 	int32_t r;
 
+	if (!tailer_running) {
+		/* Stopped: kw_applied can be read now; most closes of a memd
+		 * that changed nothing end here. */
+		pthread_mutex_lock(&ix->snap_mu);
+		r = ix->kw_applied > ix->snap_pos ? 0 : 1;
+		pthread_mutex_unlock(&ix->snap_mu);
+		if (r)
+			return r;
+	}
 	if ((r = snapshot_store_id(ix, &call, &id, err)) < 0 ||
 	    (r = kws_writer_open(ix->snap_path, &w, err)) < 0)
 		return r;
