@@ -91,6 +91,8 @@ static const char *const queries[] = {
 #define N_QUERIES (sizeof(queries) / sizeof(queries[0]))
 
 static ix_env env;
+static ix_env other_env; /* a second database, for some tests */
+static ix_env saved_env;  /* env while other_env stands in for it */
 
 static void setup(void)
 {
@@ -100,6 +102,8 @@ static void setup(void)
 static void teardown(void)
 {
 	ix_env_remove(&env);
+	ix_env_remove(&other_env);
+	ix_env_remove(&saved_env);
 }
 
 TestSuite(snapshot, .init = setup, .fini = teardown, .timeout = 120);
@@ -636,22 +640,22 @@ Test(snapshot, store_without_id_is_refused)
 Test(snapshot, snapshot_of_another_database_is_refused)
 {
 	char path[IX_PATH_MAX], other[IX_PATH_MAX], *ref;
-	ix_env keep = env;
 	uint64_t rng = 0x0123456789abcdefULL;
 	int64_t ts = TS_BASE_US;
 
 	/* The same writes into another database: its snapshot looks alike
 	 * (same positions, same texts) but belongs to another store. */
-	ix_env_make(&env);
+	ix_env_make(&other_env);
+	saved_env = env;
+	env = other_env;
 	build_base(&rng, &ts);
 	snap_path(&env, other);
 	forge(other, NULL);
-	ix_env e2 = env;
-	env = keep;
+	env = saved_env;
+	saved_env.dir[0] = '\0';
 	ref = prepared(path, NULL);
 	cr_assert_eq(rename(other, path), 0);
 	expect_start(ref, 0, "another database");
-	ix_env_remove(&e2);
 	free(ref);
 }
 
