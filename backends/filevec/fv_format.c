@@ -4,7 +4,7 @@
 #include <memd/abi.h>
 #include <string.h>
 
-#include "fv_crc.h"
+#include "pu_crc32c.h"
 #include "fv_kernel.h"
 
 /* Segment header offsets. */
@@ -99,7 +99,7 @@ void fv_seg_header_encode(const fv_seg_header *h, unsigned char out[FV_SEG_HEADE
 	put64(out + SH_SUPERSEDES, h->supersedes);
 	put32(out + SH_FLAGS, h->flags);
 	put32(out + SH_SIZE, FV_SEG_HEADER_SIZE);
-	put32(out + SH_CRC, fv_crc32c(0, out, SH_CRC));
+	put32(out + SH_CRC, pu_crc32c(0, out, SH_CRC));
 }
 
 int fv_seg_header_decode(const unsigned char *in, size_t len, fv_seg_header *ret)
@@ -107,7 +107,7 @@ int fv_seg_header_decode(const unsigned char *in, size_t len, fv_seg_header *ret
 	fv_seg_header h;
 
 	if (len < FV_SEG_HEADER_SIZE || memcmp(in, FV_SEG_MAGIC, FV_SEG_MAGIC_LEN) != 0 ||
-	    get32(in + SH_CRC) != fv_crc32c(0, in, SH_CRC))
+	    get32(in + SH_CRC) != pu_crc32c(0, in, SH_CRC))
 		return FV_DECODE_BAD;
 	h.version = get32(in + SH_VERSION);
 	h.dim = get32(in + SH_DIM);
@@ -196,7 +196,7 @@ size_t fv_rec_encode(const fv_rec *r, const float *vector, unsigned char *out)
 	put32(out + RH_LEN, (uint32_t)body);
 	out[RH_TYPE] = (unsigned char)r->type;
 	out[RH_FLAGS] = flags;
-	put32(out + RH_CRC, fv_crc32c(0, out + RH_CRC_FROM, total - RH_CRC_FROM));
+	put32(out + RH_CRC, pu_crc32c(0, out + RH_CRC_FROM, total - RH_CRC_FROM));
 	return total;
 }
 
@@ -284,7 +284,7 @@ int fv_rec_decode(const unsigned char *p, size_t avail, uint32_t dim, fv_rec *re
 	if (len % FV_REC_ALIGN || len > avail - FV_REC_HEADER_SIZE || get16(p + RH_ZERO) != 0)
 		return FV_DECODE_BAD;
 	total = FV_REC_HEADER_SIZE + len;
-	if (get32(p + RH_CRC) != fv_crc32c(0, p + RH_CRC_FROM, total - RH_CRC_FROM))
+	if (get32(p + RH_CRC) != pu_crc32c(0, p + RH_CRC_FROM, total - RH_CRC_FROM))
 		return FV_DECODE_BAD;
 	memset(&r, 0, sizeof(r));
 	r.type = p[RH_TYPE];

@@ -106,8 +106,5 @@ int32_t kws_reader_load(kws_reader *r, kw_index *kw, const volatile int32_t *can
 /* Accepts NULL. */
 void kws_reader_close(kws_reader *r);
 
-/* CRC-32C (Castagnoli) of n bytes at p, continuing from crc (0 to
- * start): kws_crc32c(0, "123456789", 9) == 0xe3069283. */
-uint32_t kws_crc32c(uint32_t crc, const void *p, size_t n);
 
 #endif

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fv_crc.h"
+#include "pu_crc32c.h"
 #include "fv_format.h"
 #include "fv_kernel.h"
 
@@ -52,23 +52,23 @@ static void *zalloc(size_t n)
 
 /* ---- CRC-32C ---------------------------------------------------------- */
 
-Test(fv_crc, known_answer_and_pieces)
+Test(pu_crc32c, known_answer_and_pieces)
 {
 	static const char check[] = "123456789";
-	uint32_t c = fv_crc32c(0, check, 9);
+	uint32_t c = pu_crc32c(0, check, 9);
 
 	cr_assert_eq(c, CRC_CHECK, "crc32c(123456789) = %08x", c);
-	cr_assert_eq(fv_crc32c_sw(0, check, 9), CRC_CHECK);
-	cr_assert_eq(fv_crc32c(fv_crc32c(0, check, 4), check + 4, 5), CRC_CHECK,
+	cr_assert_eq(pu_crc32c_sw(0, check, 9), CRC_CHECK);
+	cr_assert_eq(pu_crc32c(pu_crc32c(0, check, 4), check + 4, 5), CRC_CHECK,
 		     "crc in two pieces");
-	cr_assert_eq(fv_crc32c(0, NULL, 0), 0);
+	cr_assert_eq(pu_crc32c(0, NULL, 0), 0);
 }
 
-Test(fv_crc, hardware_matches_table)
+Test(pu_crc32c, hardware_matches_table)
 {
 	unsigned char *buf = malloc(CRC_BUF + 8);
 
-	if (!fv_crc32c_hw_available())
+	if (!pu_crc32c_hw_available())
 		cr_skip_test("no SSE4.2 on this CPU");
 	cr_assert_not_null(buf);
 	for (size_t i = 0; i < CRC_BUF + 8; i++)
@@ -76,7 +76,7 @@ Test(fv_crc, hardware_matches_table)
 	for (int t = 0; t < CRC_TRIES; t++) {
 		size_t off = rnd() % 8, len = rnd() % CRC_BUF;
 		uint32_t seed = t % 2 ? rnd() : 0;
-		cr_assert_eq(fv_crc32c_hw(seed, buf + off, len), fv_crc32c_sw(seed, buf + off, len),
+		cr_assert_eq(pu_crc32c_hw(seed, buf + off, len), pu_crc32c_sw(seed, buf + off, len),
 			     "offset %zu, length %zu", off, len);
 	}
 	free(buf);

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-#include "fv_crc.h"
+#include "pu_crc32c.h"
 
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FV_CRC_X86 1
+#define PU_CRC_X86 1
 #include <nmmintrin.h>
 #else
-#define FV_CRC_X86 0
+#define PU_CRC_X86 0
 #endif
 
 /* Byte-wise table for the reflected polynomial 0x82f63b78. */
@@ -57,27 +57,27 @@ static const uint32_t crc_table[256] = {
 	0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u,
 };
 
-#define FV_CRC_BYTE_MASK 0xffu
-#define FV_CRC_BYTE_BITS 8
+#define PU_CRC_BYTE_MASK 0xffu
+#define PU_CRC_BYTE_BITS 8
 
-uint32_t fv_crc32c_sw(uint32_t crc, const void *p, size_t n)
+uint32_t pu_crc32c_sw(uint32_t crc, const void *p, size_t n)
 {
 	const unsigned char *b = p;
 
 	crc = ~crc;
 	while (n--)
-		crc = crc_table[(crc ^ *b++) & FV_CRC_BYTE_MASK] ^ (crc >> FV_CRC_BYTE_BITS);
+		crc = crc_table[(crc ^ *b++) & PU_CRC_BYTE_MASK] ^ (crc >> PU_CRC_BYTE_BITS);
 	return ~crc;
 }
 
-#if FV_CRC_X86
-int fv_crc32c_hw_available(void)
+#if PU_CRC_X86
+int pu_crc32c_hw_available(void)
 {
 	return __builtin_cpu_supports("sse4.2");
 }
 
 __attribute__((target("sse4.2")))
-uint32_t fv_crc32c_hw(uint32_t crc, const void *p, size_t n)
+uint32_t pu_crc32c_hw(uint32_t crc, const void *p, size_t n)
 {
 	const unsigned char *b = p;
 	uint64_t c = ~crc;
@@ -98,20 +98,20 @@ uint32_t fv_crc32c_hw(uint32_t crc, const void *p, size_t n)
 	return ~(uint32_t)c;
 }
 #else
-int fv_crc32c_hw_available(void)
+int pu_crc32c_hw_available(void)
 {
 	return 0;
 }
 
-uint32_t fv_crc32c_hw(uint32_t crc, const void *p, size_t n)
+uint32_t pu_crc32c_hw(uint32_t crc, const void *p, size_t n)
 {
-	return fv_crc32c_sw(crc, p, n);
+	return pu_crc32c_sw(crc, p, n);
 }
 #endif
 
-uint32_t fv_crc32c(uint32_t crc, const void *p, size_t n)
+uint32_t pu_crc32c(uint32_t crc, const void *p, size_t n)
 {
-	if (fv_crc32c_hw_available())
-		return fv_crc32c_hw(crc, p, n);
-	return fv_crc32c_sw(crc, p, n);
+	if (pu_crc32c_hw_available())
+		return pu_crc32c_hw(crc, p, n);
+	return pu_crc32c_sw(crc, p, n);
 }
