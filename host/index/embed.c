@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "embed.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,8 @@
 #include "embed_openai.h"
 #include "settings.h"
 #include "strtab.h"
+
+#define EMBED_LOG "index.vector"
 
 /* The built-in embedders, by index.vector.embedder.type. */
 static const embed_builtin *const builtins[] = {
@@ -19,17 +23,21 @@ static const embed_builtin *const builtins[] = {
 struct embedder {
 	const embed_builtin *b;
 	void *inst;
-	uint32_t dim;
 	uint32_t batch;
+	/* Written once, before known is set (release); read after it is seen
+	 * set (acquire). learn_lock serializes the learning. */
+	uint32_t dim;
 	char identity[EMBED_IDENTITY_MAX + 1];
+	char *model; /* index.vector.embedder.model, or NULL */
+	pthread_mutex_t learn_lock;
+	atomic_int known;
 };
 
 #define HASH_HEX_MASK 0xffffffffu
 
-static void make_identity(embedder *e, const config_node *node)
+static void make_identity(embedder *e)
 {
-	const config_node *mn = node ? config_map_get(node, "model") : NULL;
-	const char *model = mn ? config_scalar(mn) : NULL;
+	const char *model = e->model;
 	char rev[16] = "";
 	size_t n;
 
@@ -63,6 +71,7 @@ int32_t embedder_open(const config_node *node, hostsvc *svc, embedder **ret, mem
 {
 	const config_node *tn = node ? config_map_get(node, "type") : NULL;
 	const char *type = tn && config_scalar(tn) ? config_scalar(tn) : SETTINGS_EMBEDDER_TYPE_DEFAULT;
+	const config_node *mn = node ? config_map_get(node, "model") : NULL;
 	const embed_builtin *b = NULL;
 	memd_error derr = { 0 };
 	int64_t batch = SETTINGS_EMBEDDER_BATCH_DEFAULT;
@@ -82,26 +91,68 @@ int32_t embedder_open(const config_node *node, hostsvc *svc, embedder **ret, mem
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	e->b = b;
 	e->batch = (uint32_t)batch;
+	pthread_mutex_init(&e->learn_lock, NULL);
+	atomic_init(&e->known, 0);
+	if (mn && config_scalar(mn) && !(e->model = strdup(config_scalar(mn)))) {
+		embedder_free(e);
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
 	if ((r = b->create(node, svc, &e->inst, err)) < 0) {
-		free(e);
+		embedder_free(e);
 		return r;
 	}
-	if ((r = b->ops->dimension(e->inst, &e->dim, &derr)) < 0 || e->dim == 0) {
-		b->destroy(e->inst);
-		free(e);
-		return memd_error_set(err, r < 0 ? r : MEMD_EINTERNAL, 0, "embedder %s: no dimension: %s",
-				      type, derr.msg);
+	if ((r = embedder_learn_dim(e, &derr)) < 0) {
+		if (!(derr.flags & MEMD_ERROR_RETRYABLE) && r != MEMD_EUNAVAIL) {
+			embedder_free(e);
+			return memd_error_set(err, r, derr.flags, "%s", derr.msg);
+		}
+		hostsvc_log(svc, MEMD_LOG_WARN, EMBED_LOG,
+			    "%s; vector indexing waits for the endpoint and starts by itself when it answers",
+			    derr.msg);
 	}
-	make_identity(e, node);
 	*ret = e;
 	return 0;
+}
+
+int32_t embedder_learn_dim(embedder *e, memd_error *err)
+{
+	memd_error derr = { 0 };
+	uint32_t dim = 0;
+	int32_t r = 0;
+
+	if (atomic_load_explicit(&e->known, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&e->learn_lock);
+	if (!atomic_load_explicit(&e->known, memory_order_relaxed)) {
+		r = e->b->ops->dimension(e->inst, &dim, &derr);
+		if (r == 0 && dim == 0)
+			r = memd_error_set(&derr, MEMD_EINTERNAL, 0, "it reported 0 dimensions");
+		if (r < 0) {
+			r = memd_error_set(err, r, derr.flags, "embedder %s: no dimension: %s", e->b->type,
+					   derr.msg);
+		} else {
+			e->dim = dim;
+			make_identity(e);
+			atomic_store_explicit(&e->known, 1, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&e->learn_lock);
+	return r;
+}
+
+int embedder_dim_known(const embedder *e)
+{
+	return atomic_load_explicit(&((embedder *)e)->known, memory_order_acquire);
 }
 
 void embedder_free(embedder *e)
 {
 	if (!e)
 		return;
-	e->b->destroy(e->inst);
+	if (e->inst)
+		e->b->destroy(e->inst);
+	pthread_mutex_destroy(&e->learn_lock);
+	free(e->model);
 	free(e);
 }
 
@@ -112,12 +163,12 @@ const char *embedder_type(const embedder *e)
 
 const char *embedder_identity(const embedder *e)
 {
-	return e->identity;
+	return embedder_dim_known(e) ? e->identity : "";
 }
 
 uint32_t embedder_dim(const embedder *e)
 {
-	return e->dim;
+	return embedder_dim_known(e) ? e->dim : 0;
 }
 
 uint32_t embedder_batch(const embedder *e)
@@ -128,7 +179,13 @@ uint32_t embedder_batch(const embedder *e)
 int32_t embedder_embed(embedder *e, const memd_call *call, const char *const *texts, uint32_t n,
 		       float *ret_vectors, memd_error *err)
 {
-	int32_t r = e->b->ops->embed(e->inst, call, texts, n, ret_vectors, err);
+	int32_t r;
+
+	if (!embedder_dim_known(e))
+		return memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+				      "embedder %s: the dimension is not known yet (its endpoint has "
+				      "not answered)", e->b->type);
+	r = e->b->ops->embed(e->inst, call, texts, n, ret_vectors, err);
 	if (r < 0 && err && err->code != r)
 		memd_error_set(err, r, 0, "embedder %s: failed (error %d)", e->b->type, (int)r);
 	return r;

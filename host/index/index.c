@@ -661,6 +661,12 @@ int32_t index_search(indexer *ix, const memd_call *call, const char *app, const 
 				   search_mode_name(q.mode));
 		goto out;
 	}
+	/* The embedder's endpoint has not answered since start: there is no
+	 * vector index to wait for yet (keyword searches are unaffected). */
+	if (q.mode != SEARCH_KEYWORD && !vec_ready(ix->vec)) {
+		r = vec_not_ready(ix->vec, err);
+		goto out;
+	}
 	if ((r = read_head(ix, &c, &head, err)) < 0)
 		goto out;
 	deadline = c.deadline_us ? c.deadline_us

@@ -2,6 +2,7 @@
 #include "vector.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,17 @@ struct vec_index {
 	int serialized;
 	pthread_mutex_t lock;
 	char *store_name;
-	char cursor[VEC_CURSOR_MAX];
 	store *sessions;
 	embedder *emb;
 	hostsvc *svc;
+	/* Set up once the embedder's dimension is known (at open, or before
+	 * the tailer's first batch when the endpoint was down at open):
+	 * written under prepare_lock before ready is set (release), read only
+	 * after ready is seen set (acquire). */
 	uint32_t dim;
-	pthread_mutex_t prepare_lock; /* prepare runs once, from any thread */
+	char cursor[VEC_CURSOR_MAX];
+	atomic_int ready;
+	pthread_mutex_t prepare_lock; /* set-up and prepare run once, from any thread */
 	int prepared;
 	/* Scratch for apply (one applier at a time, see feed.h). */
 	float *vectors;
@@ -83,6 +89,75 @@ static int32_t do_prepare(vec_index *v, memd_error *err)
 	return r;
 }
 
+/* Everything that needs the dimension: the cursor name (the embedder
+ * identity carries it) and the batch buffers. Called under prepare_lock. */
+static int32_t set_up(vec_index *v, memd_error *err)
+{
+	v->dim = embedder_dim(v->emb);
+	if ((size_t)snprintf(v->cursor, sizeof(v->cursor), VEC_CURSOR_PREFIX "%s:%s", v->store_name,
+			     embedder_identity(v->emb)) >= sizeof(v->cursor))
+		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.store: name '%.64s' is too long",
+				      v->store_name);
+	v->vectors = malloc((size_t)v->batch * v->dim * sizeof(float));
+	v->recs = calloc(v->batch, sizeof(*v->recs));
+	v->rec_ptrs = calloc(v->batch, sizeof(*v->rec_ptrs));
+	v->texts = calloc(v->batch, sizeof(*v->texts));
+	v->pending = calloc(v->batch, sizeof(*v->pending));
+	if (!v->vectors || !v->recs || !v->rec_ptrs || !v->texts || !v->pending) {
+		free(v->vectors);
+		free(v->recs);
+		free(v->rec_ptrs);
+		free(v->texts);
+		free(v->pending);
+		v->vectors = NULL;
+		v->recs = NULL;
+		v->rec_ptrs = NULL;
+		v->texts = NULL;
+		v->pending = NULL;
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	return 0;
+}
+
+/* Make sure the dimension is known and everything that needs it is set up
+ * (asking the embedder if not: an endpoint still down gives its retryable
+ * error), then prepare the vector store. */
+static int32_t ensure_ready(vec_index *v, memd_error *err)
+{
+	int32_t r = 0;
+
+	if (!atomic_load_explicit(&v->ready, memory_order_acquire)) {
+		if ((r = embedder_learn_dim(v->emb, err)) < 0)
+			return r;
+		pthread_mutex_lock(&v->prepare_lock);
+		if (!atomic_load_explicit(&v->ready, memory_order_relaxed) &&
+		    (r = set_up(v, err)) == 0) {
+			atomic_store_explicit(&v->ready, 1, memory_order_release);
+			hostsvc_log(v->svc, MEMD_LOG_INFO, "index.vector",
+				    "embedder %s: %u dimensions; indexing into cursor %s",
+				    embedder_type(v->emb), v->dim, v->cursor);
+		}
+		pthread_mutex_unlock(&v->prepare_lock);
+		if (r < 0)
+			return r;
+	}
+	return do_prepare(v, err);
+}
+
+int32_t vec_not_ready(const vec_index *v, memd_error *err)
+{
+	return memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+			      "vector search is not available yet: the %s embedder's dimension is "
+			      "not known (its endpoint has not answered since start; indexing begins "
+			      "when it does)",
+			      embedder_type(v->emb));
+}
+
+int vec_ready(const vec_index *v)
+{
+	return atomic_load_explicit(&((vec_index *)v)->ready, memory_order_acquire);
+}
+
 int32_t vec_open(const loader_instance *inst, const char *store_name, store *sessions, embedder *emb,
 		 hostsvc *svc, vec_index **ret, memd_error *err)
 {
@@ -92,6 +167,10 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 	if ((r = loader_require_kind(loader_instance_plugin(inst), MEMD_KIND_VECTOR,
 				     "index.vector.store", err)) < 0)
 		return r;
+	if (!embedder_dim_known(emb) &&
+	    strlen(VEC_CURSOR_PREFIX) + strlen(store_name) + 1 + EMBED_IDENTITY_MAX >= VEC_CURSOR_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.store: name '%.64s' is too long",
+				      store_name);
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
@@ -101,28 +180,26 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 	v->serialized = loader_instance_serialized(inst);
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_mutex_init(&v->prepare_lock, NULL);
+	atomic_init(&v->ready, 0);
 	v->sessions = sessions;
 	v->emb = emb;
 	v->svc = svc;
-	v->dim = embedder_dim(emb);
 	v->batch = embedder_batch(emb);
 	v->store_name = strdup(store_name);
-	if ((size_t)snprintf(v->cursor, sizeof(v->cursor), VEC_CURSOR_PREFIX "%s:%s", store_name,
-			     embedder_identity(emb)) >= sizeof(v->cursor)) {
-		vec_free(v);
-		return memd_error_set(err, MEMD_EINVAL, 0, "index.vector.store: name '%.64s' is too long",
-				      store_name);
-	}
-	v->vectors = malloc((size_t)v->batch * v->dim * sizeof(float));
-	v->recs = calloc(v->batch, sizeof(*v->recs));
-	v->rec_ptrs = calloc(v->batch, sizeof(*v->rec_ptrs));
-	v->texts = calloc(v->batch, sizeof(*v->texts));
-	v->pending = calloc(v->batch, sizeof(*v->pending));
-	if (!v->store_name || !v->vectors || !v->recs || !v->rec_ptrs || !v->texts || !v->pending) {
+	if (!v->store_name) {
 		vec_free(v);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
-	r = do_prepare(v, err);
+	if (!embedder_dim_known(emb)) {
+		/* The endpoint is down: the tailer sets up before its first batch. */
+		*ret = v;
+		return 0;
+	}
+	r = ensure_ready(v, err);
+	if (r < 0 && !vec_ready(v)) {
+		vec_free(v);
+		return r;
+	}
 	if (r < 0 && !(err->flags & MEMD_ERROR_RETRYABLE) && r != MEMD_EUNAVAIL) {
 		vec_free(v);
 		return r;
@@ -150,7 +227,7 @@ void vec_free(vec_index *v)
 
 const char *vec_cursor_name(const vec_index *v)
 {
-	return v->cursor;
+	return vec_ready(v) ? v->cursor : "";
 }
 
 const char *vec_store_name(const vec_index *v)
@@ -247,7 +324,7 @@ int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
 	int32_t r;
 
 	v->n_pending = 0;
-	if ((r = do_prepare(v, err)) < 0)
+	if ((r = ensure_ready(v, err)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		const feed_rec *rec = &recs[i];
@@ -284,20 +361,22 @@ static int32_t c_apply(void *ud, const feed_rec *recs, size_t n, memd_error *err
 
 static int32_t c_start(void *ud, memd_error *err)
 {
-	return do_prepare(ud, err);
+	return ensure_ready(ud, err);
 }
 
 static int32_t c_load(void *ud, int64_t *ret, memd_error *err)
 {
 	vec_index *v = ud;
 	memd_call call = vec_call_ctx(v);
-	return store_cursor_get(v->sessions, &call, v->cursor, ret, err);
+	int32_t r = ensure_ready(v, err);
+	return r < 0 ? r : store_cursor_get(v->sessions, &call, v->cursor, ret, err);
 }
 
 int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err)
 {
 	memd_call call = vec_call_ctx(v);
-	return store_cursor_set(v->sessions, &call, v->cursor, position, err);
+	int32_t r = ensure_ready(v, err);
+	return r < 0 ? r : store_cursor_set(v->sessions, &call, v->cursor, position, err);
 }
 
 static int32_t c_save(void *ud, int64_t position, memd_error *err)
@@ -338,6 +417,8 @@ static int32_t c_skip(void *ud, int64_t position, int64_t *ret, memd_error *err)
 	memd_feed_sink sink = { sizeof(sink), &s, skip_record };
 	int32_t r;
 
+	if ((r = ensure_ready(v, err)) < 0)
+		return r;
 	if ((r = store_cursor_get(v->sessions, &call, v->cursor, &durable, err)) < 0)
 		return r;
 	if (durable <= position) {
@@ -444,12 +525,15 @@ int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
 		   const memd_vector_filter *f, uint32_t k, vec_hit **ret_hits, size_t *ret_n,
 		   memd_error *err)
 {
-	float *q = malloc((size_t)v->dim * sizeof(*q));
 	hit_acc a = { f, NULL, 0, 0, 0 };
 	memd_vector_hit_sink sink = { sizeof(sink), &a, sink_hit };
 	const char *texts[1] = { query };
+	float *q;
 	int32_t r;
 
+	if (!vec_ready(v))
+		return vec_not_ready(v, err);
+	q = malloc((size_t)v->dim * sizeof(*q));
 	if (!q)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	if (!f->app || !f->user) {

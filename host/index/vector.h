@@ -35,9 +35,15 @@ typedef struct vec_index vec_index;
 
 /* An indexer over inst (a vector store instance, borrowed; MEMD_EABI if
  * it is not one) named store_name in config, feeding from sessions, with
- * embedder emb (borrowed). Calls the plugin's prepare(dim) now: a
- * MEMD_ECONFLICT (another dimension stored) or other non-retryable
- * failure is returned; a retryable one is retried by vec_start later. */
+ * embedder emb (borrowed). If emb's dimension is known, calls the
+ * plugin's prepare(dim) now: a MEMD_ECONFLICT (another dimension stored)
+ * or other non-retryable failure is returned; a retryable one is retried
+ * by the consumer's start later. If it is not known (the endpoint was
+ * down at open), the indexer opens without it: the consumer learns it
+ * before the first batch (each retryable failure makes the tailer back
+ * off and retry), then names the cursor, allocates its batches and calls
+ * prepare; until then vec_ready is 0 and vec_search fails with
+ * MEMD_EUNAVAIL (retryable). */
 int32_t vec_open(const loader_instance *inst, const char *store_name, store *sessions, embedder *emb,
 		 hostsvc *svc, vec_index **ret, memd_error *err);
 /* Accepts NULL. */
@@ -48,14 +54,23 @@ void vec_free(vec_index *v);
 void vec_stop(vec_index *v);
 /* The consumer ops for a feed tailer (userdata = v). */
 void vec_consumer(vec_index *v, feed_consumer *ret);
+/* The durable cursor's name; "" until vec_ready. */
 const char *vec_cursor_name(const vec_index *v);
+/* Nonzero once the dimension is known and the indexer set up (from then
+ * on for good). Thread-safe. */
+int vec_ready(const vec_index *v);
+/* Set err to the retryable MEMD_EUNAVAIL a search gets before vec_ready
+ * and return that code. */
+int32_t vec_not_ready(const vec_index *v, memd_error *err);
 const char *vec_store_name(const vec_index *v);
 
-/* Apply feed records (also used by rebuilds). */
+/* Apply feed records (also used by rebuilds; learns the dimension
+ * first if needed, as vec_cursor_save). */
 int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err);
 /* Remove every record of (app, user). */
 int32_t vec_remove_user(vec_index *v, const char *app, const char *user, memd_error *err);
-/* Set the durable cursor. */
+/* Set the durable cursor (learning the dimension first if needed: the
+ * embedder's retryable error while its endpoint is down). */
 int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err);
 
 typedef struct vec_hit {
