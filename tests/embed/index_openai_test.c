@@ -12,6 +12,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <memd/memd.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +79,13 @@ static void it_open(it_env *e)
 	it_open_with(e, IT_EMBED_TIMEOUT_MS);
 }
 
-static void it_open_with(it_env *e, int embed_timeout_ms)
+/* Write the config (keyword index on or off; the embeddings stand-in's
+ * model set to model_members first) and call memd_open: its code. */
+static int32_t it_try_open(it_env *e, int embed_timeout_ms, int keyword, const char *model_members,
+			   memd_error *err)
 {
 	const char *tmp = getenv("TMPDIR");
 	memd_options o = { .struct_size = sizeof(o) };
-	memd_error err = { 0 };
 	FILE *f;
 
 	memset(e, 0, sizeof(*e));
@@ -91,7 +94,7 @@ static void it_open_with(it_env *e, int embed_timeout_ms)
 	snprintf(e->config, sizeof(e->config), "%s/memd.yaml", e->dir);
 	it_name("m", e->model);
 	it_name("c", e->coll);
-	it_model(e, "\"dim\": 64");
+	it_model(e, model_members);
 	f = fopen(e->config, "w");
 	cr_assert_not_null(f);
 	fprintf(f,
@@ -100,16 +103,24 @@ static void it_open_with(it_env *e, int embed_timeout_ms)
 		"  qd: {plugin: qdrant, url: \"%s\", api_key: \"${QDRANT_API_KEY}\", "
 		"collection: %s, timeout_ms: 2000}\n"
 		"index:\n"
-		"  keyword: {enabled: false}\n"
+		"  keyword: {enabled: %s}\n"
 		"  vector:\n"
 		"    enabled: true\n"
 		"    store: qd\n"
 		"    embedder: {type: openai, url: \"%s\", model: %s, batch: 4, timeout_ms: %d}\n",
-		e->dir, sc_env("MEMD_QDRANT_STANDIN_URL"), e->coll, sc_env("MEMD_OPENAI_STANDIN_URL"),
-		e->model, embed_timeout_ms);
+		e->dir, sc_env("MEMD_QDRANT_STANDIN_URL"), e->coll, keyword ? "true" : "false",
+		sc_env("MEMD_OPENAI_STANDIN_URL"), e->model, embed_timeout_ms);
 	cr_assert_eq(fclose(f), 0);
 	o.config_path = e->config;
-	cr_assert_eq(memd_open(&o, &e->m, &err), 0, "memd_open: %s", err.msg);
+	return memd_open(&o, &e->m, err);
+}
+
+static void it_open_with(it_env *e, int embed_timeout_ms)
+{
+	memd_error err = { 0 };
+
+	cr_assert_eq(it_try_open(e, embed_timeout_ms, 0, "\"dim\": 64", &err), 0, "memd_open: %s",
+		     err.msg);
 }
 
 static int it_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -148,15 +159,25 @@ static void it_append(it_env *e, const char *user, const char *sid, const char *
 	free(body);
 }
 
+static int32_t it_search_mode(it_env *e, const char *user, const char *query, const char *mode,
+			      json_t **ret, memd_error *err);
+
 /* memd_search in vector mode: the code; *ret the parsed result on success. */
 static int32_t it_search(it_env *e, const char *user, const char *query, json_t **ret,
 			 memd_error *err)
 {
+	return it_search_mode(e, user, query, "vector", ret, err);
+}
+
+/* memd_search in the given mode: the code; *ret the parsed result on success. */
+static int32_t it_search_mode(it_env *e, const char *user, const char *query, const char *mode,
+			      json_t **ret, memd_error *err)
+{
 	char *body, *out = NULL;
 	int32_t r;
 
-	cr_assert(asprintf(&body, "{\"query\": \"%s\", \"mode\": \"vector\", \"k\": 50}", query) >=
-		  0);
+	cr_assert(asprintf(&body, "{\"query\": \"%s\", \"mode\": \"%s\", \"k\": 50}", query,
+			   mode) >= 0);
 	memset(err, 0, sizeof(*err));
 	r = memd_search(e->m, "app", user, body, &out, err);
 	free(body);
@@ -360,5 +381,120 @@ Test(index_openai, close_does_not_wait_for_a_hanging_embedder, .timeout = 120)
 	e.m = NULL;
 	cr_expect_lt(t1.tv_sec - t0.tv_sec, IT_CLOSE_BOUND_S,
 		     "memd_close took %ld s with a hanging embedder", (long)(t1.tv_sec - t0.tv_sec));
+	it_close(&e);
+}
+
+/* The durable vector cursors in the test's SQLite session store: their
+ * number, and the first one's name in name (sized IT_PATH_MAX). */
+static int it_vector_cursors(const it_env *e, char name[IT_PATH_MAX])
+{
+	char path[IT_PATH_MAX + 16];
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int n = 0;
+
+	name[0] = '\0';
+	snprintf(path, sizeof(path), "%s/memd.db", e->dir);
+	cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, IT_EMBED_TIMEOUT_MS);
+	cr_assert_eq(sqlite3_prepare_v2(db,
+					"SELECT name FROM cursors WHERE name LIKE 'vector:%' ORDER BY name",
+					-1, &st, NULL),
+		     SQLITE_OK, "%s", sqlite3_errmsg(db));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == 0)
+			snprintf(name, IT_PATH_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+#define IT_DOWN_EVENTS 5
+
+/* The embeddings endpoint is down when memd starts and no dim is
+ * configured: memd opens anyway, sessions and keyword search work, vector
+ * and hybrid searches say "unavailable, retry", and once the endpoint
+ * answers the indexer learns the dimension and indexes every event once. */
+Test(index_openai, starts_without_the_endpoint_and_learns_the_dimension_later, .timeout = 90)
+{
+	static const char *const ids[IT_DOWN_EVENTS] = { "d1", "d2", "d3", "d4", "d5" };
+	char cursor[IT_PATH_MAX];
+	memd_error err = { 0 };
+	json_t *res = NULL;
+	size_t i;
+	it_env e;
+	int32_t r;
+
+	r = it_try_open(&e, IT_EMBED_TIMEOUT_MS, 1,
+			"\"dim\": 64, \"mode\": \"fail\", \"status\": 503", &err);
+	cr_assert_eq(r, 0, "memd_open while the endpoint is down: %d %s", r, err.msg);
+	for (i = 0; i < IT_DOWN_EVENTS; i++)
+		it_append(&e, "u", i % 2 ? "s2" : "s1", ids[i], "words about a down endpoint");
+
+	r = it_search_mode(&e, "u", "words", "keyword", &res, &err);
+	cr_assert_eq(r, 0, "keyword search while the endpoint is down: %s", err.msg);
+	cr_expect_eq(it_hits(res), IT_DOWN_EVENTS);
+	json_decref(res);
+	res = NULL;
+
+	r = it_search_mode(&e, "u", "words", "vector", &res, &err);
+	cr_assert_eq(r, MEMD_EUNAVAIL, "vector search before the dimension is known: %d %s", r,
+		     err.msg);
+	cr_expect(err.flags & MEMD_ERROR_RETRYABLE, "retryable: %s", err.msg);
+	cr_expect(strstr(err.msg, "dimension"), "says why: %s", err.msg);
+	r = it_search_mode(&e, "u", "words", "hybrid", &res, &err);
+	cr_assert_eq(r, MEMD_EUNAVAIL, "hybrid search before the dimension is known: %d %s", r,
+		     err.msg);
+	cr_expect(err.flags & MEMD_ERROR_RETRYABLE);
+	cr_expect_gt(it_failed_embeds(&e), 1, "the indexer kept asking the endpoint");
+	cr_expect_eq(it_vector_cursors(&e, cursor), 0, "no cursor before the dimension: %s", cursor);
+
+	it_model(&e, "\"mode\": \"ok\"");
+	res = it_search_until_ok(&e, "u", "words");
+	cr_expect_eq(it_hits(res), IT_DOWN_EVENTS, "every event once");
+	for (i = 0; i < IT_DOWN_EVENTS; i++) {
+		json_t *h;
+		size_t j, seen = 0;
+		json_array_foreach(json_object_get(res, "results"), j, h)
+			seen += strcmp(json_string_value(json_object_get(h, "event_id")), ids[i]) == 0;
+		cr_expect_eq(seen, 1, "%s found %zu times", ids[i], seen);
+	}
+	json_decref(res);
+	cr_expect_eq(it_points(&e), IT_DOWN_EVENTS, "one point per event");
+
+	r = it_search_mode(&e, "u", "words", "hybrid", &res, &err);
+	cr_expect_eq(r, 0, "hybrid search once indexed: %s", err.msg);
+	if (r == 0)
+		json_decref(res);
+
+	/* Later appends are indexed as usual. */
+	it_append(&e, "u", "s1", "d6", "more words");
+	res = it_search_until_ok(&e, "u", "more");
+	cr_expect(it_has(res, "d6"));
+	json_decref(res);
+
+	cr_expect_eq(it_vector_cursors(&e, cursor), 1, "one vector cursor");
+	cr_expect(strncmp(cursor, "vector:qd:openai-64-", strlen("vector:qd:openai-64-")) == 0,
+		  "the cursor carries the learned dimension: %s", cursor);
+	it_close(&e);
+}
+
+/* A dimension probe the endpoint refuses for good (HTTP 400) still fails
+ * memd_open, and not as retryable. */
+Test(index_openai, a_non_retryable_dimension_failure_fails_open, .timeout = 60)
+{
+	memd_error err = { 0 };
+	it_env e;
+	int32_t r;
+
+	r = it_try_open(&e, IT_EMBED_TIMEOUT_MS, 1, "\"dim\": 64, \"mode\": \"fail\", \"status\": 400",
+			&err);
+	cr_expect_neq(r, 0, "memd_open must fail");
+	cr_expect(!(err.flags & MEMD_ERROR_RETRYABLE), "not retryable: %d %s", r, err.msg);
+	cr_expect(strstr(err.msg, "dimension"), "says what failed: %s", err.msg);
+	if (r == 0)
+		memd_close(e.m);
+	e.m = NULL;
 	it_close(&e);
 }
