@@ -15,8 +15,6 @@
 #include "my_schema.h"
 #include "plugin_util.h"
 
-#define MY_US_PER_SEC 1000000
-#define MY_NS_PER_US 1000
 #define MY_MS_PER_SEC 1000
 #define MY_RESULT_INITIAL 256          /* first size of a text/blob result buffer */
 #define MY_IO_GRACE_S 5                /* read/write timeout beyond the statement timeout */
@@ -833,19 +831,11 @@ static int32_t pool_take(my_store *s, const memd_call *call, my_conn **ret, memd
 
 	pthread_mutex_lock(&s->pool_lock);
 	while (s->n_idle == 0) {
-		if (call && call->deadline_us) {
-			struct timespec ts = {
-				.tv_sec = call->deadline_us / MY_US_PER_SEC,
-				.tv_nsec = (call->deadline_us % MY_US_PER_SEC) * MY_NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&s->pool_cond, &s->pool_lock, &ts) == ETIMEDOUT &&
-			    s->n_idle == 0) {
-				r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-						   "mysql: deadline passed waiting for a connection");
-				break;
-			}
-		} else {
-			pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+		if (pu_cond_wait_call(&s->pool_cond, &s->pool_lock, call) == ETIMEDOUT &&
+		    s->n_idle == 0) {
+			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+					   "mysql: deadline passed waiting for a connection");
+			break;
 		}
 	}
 	if (r == 0)

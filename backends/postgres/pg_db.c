@@ -13,8 +13,6 @@
 #include "pg_schema.h"
 #include "plugin_util.h"
 
-#define PG_US_PER_SEC 1000000
-#define PG_NS_PER_US 1000
 #define PG_STMT_NAME_MAX 32
 #define PG_ITEMS_INITIAL 16
 #define PG_KEEPALIVES_IDLE_S "10"
@@ -491,19 +489,11 @@ int32_t pg_take(pg_store *s, const memd_call *call, pg_conn **ret, memd_error *e
 		return r;
 	pthread_mutex_lock(&s->pool_lock);
 	while (s->n_idle == 0) {
-		if (call && call->deadline_us) {
-			struct timespec ts = {
-				.tv_sec = call->deadline_us / PG_US_PER_SEC,
-				.tv_nsec = (call->deadline_us % PG_US_PER_SEC) * PG_NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&s->pool_cond, &s->pool_lock, &ts) == ETIMEDOUT &&
-			    s->n_idle == 0) {
-				r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-						   "postgres: deadline passed waiting for a connection");
-				break;
-			}
-		} else {
-			pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+		if (pu_cond_wait_call(&s->pool_cond, &s->pool_lock, call) == ETIMEDOUT &&
+		    s->n_idle == 0) {
+			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+					   "postgres: deadline passed waiting for a connection");
+			break;
 		}
 	}
 	if (r == 0)

@@ -462,19 +462,11 @@ static int32_t pool_take(sq_store *s, const memd_call *call, sq_conn **ret, memd
 
 	pthread_mutex_lock(&s->pool_lock);
 	while (s->n_idle == 0) {
-		if (call && call->deadline_us) {
-			struct timespec ts = {
-				.tv_sec = call->deadline_us / SQ_US_PER_SEC,
-				.tv_nsec = (call->deadline_us % SQ_US_PER_SEC) * SQ_NS_PER_US,
-			};
-			if (pthread_cond_timedwait(&s->pool_cond, &s->pool_lock, &ts) == ETIMEDOUT &&
-			    s->n_idle == 0) {
-				r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-						   "sqlite: deadline passed waiting for a reader");
-				break;
-			}
-		} else {
-			pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+		if (pu_cond_wait_call(&s->pool_cond, &s->pool_lock, call) == ETIMEDOUT &&
+		    s->n_idle == 0) {
+			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+					   "sqlite: deadline passed waiting for a reader");
+			break;
 		}
 	}
 	if (r == 0)

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "plugin_util.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PU_US_PER_SEC 1000000
+#define PU_NS_PER_US 1000
 
 static const char *const scope_prefix[PU_SCOPE_COUNT] = { "", "app:", "user:" };
 
@@ -326,4 +330,17 @@ int32_t pu_err_version(const memd_scope *scope, int64_t version, int64_t expecte
 	return memd_error_set(err, MEMD_ECONFLICT, 0,
 			      "session '%.64s' is at version %lld, not the expected %lld",
 			      scope->session, (long long)version, (long long)expected);
+}
+
+int pu_cond_wait_call(pthread_cond_t *cond, pthread_mutex_t *mutex, const memd_call *call)
+{
+	struct timespec ts;
+
+	if (!call || !call->deadline_us) {
+		pthread_cond_wait(cond, mutex);
+		return 0;
+	}
+	ts.tv_sec = call->deadline_us / PU_US_PER_SEC;
+	ts.tv_nsec = (call->deadline_us % PU_US_PER_SEC) * PU_NS_PER_US;
+	return pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
 }

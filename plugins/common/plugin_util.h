@@ -8,6 +8,7 @@
 #define MEMD_PLUGIN_UTIL_H
 
 #include <memd/plugin.h>
+#include <pthread.h>
 
 /* Where a state key lives. */
 #define PU_SCOPE_SESSION 0 /* plain key */
@@ -84,6 +85,13 @@ int32_t pu_err_version(const memd_scope *scope, int64_t version, int64_t expecte
 
 /* True when a call's deadline has passed or it was cancelled; fills err. */
 int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err);
+
+/* Wait on cond (created with CLOCK_MONOTONIC; mutex held by the caller)
+ * until it is signalled or, when call has a deadline, until that deadline
+ * (memd_call.deadline_us, CLOCK_MONOTONIC). Returns ETIMEDOUT when the
+ * deadline passed, 0 otherwise (woken: the caller re-checks what it
+ * waits for, wake-ups may be spurious). */
+int pu_cond_wait_call(pthread_cond_t *cond, pthread_mutex_t *mutex, const memd_call *call);
 
 /* Add n to call->rows_read if the caller asked for it. */
 static inline void pu_rows_read(const memd_call *call, uint64_t n)

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "pu_group.h"
 
+#include "plugin_util.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define PU_US_PER_SEC 1000000
-#define PU_NS_PER_US 1000
 
 struct pu_group {
 	const pu_group_ops *ops;
@@ -190,22 +190,11 @@ static void run_group(pu_group *g, const memd_call *call, void *conn, pu_group_r
  * still queued, answer it MEMD_ETIMEDOUT. */
 static void wait_turn(pu_group *g, pu_group_req *me)
 {
-	const memd_call *call = me->call;
-
-	if (call && call->deadline_us) {
-		struct timespec ts = {
-			.tv_sec = call->deadline_us / PU_US_PER_SEC,
-			.tv_nsec = (call->deadline_us % PU_US_PER_SEC) * PU_NS_PER_US,
-		};
-		if (pthread_cond_timedwait(&g->cond, &g->lock, &ts) == ETIMEDOUT && me->queued) {
-			queue_remove(g, me);
-			me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-						"%s: deadline passed waiting for a connection",
-						g->ops->name);
-			me->finished = 1;
-		}
-	} else {
-		pthread_cond_wait(&g->cond, &g->lock);
+	if (pu_cond_wait_call(&g->cond, &g->lock, me->call) == ETIMEDOUT && me->queued) {
+		queue_remove(g, me);
+		me->rc = memd_error_set(&me->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+					"%s: deadline passed waiting for a connection", g->ops->name);
+		me->finished = 1;
 	}
 }
 
