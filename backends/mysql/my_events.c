@@ -595,52 +595,12 @@ static const my_sql *pick_query(const memd_event_query *q)
 		    : (newest ? &SQL_EVENTS_NEWEST : &SQL_EVENTS_ASC);
 }
 
-/* An event copied out of a row (NEWEST rows arrive newest first and are
- * delivered after the read, oldest first). */
-typedef struct event_copy {
-	memd_event e;
-	char *buf;
-} event_copy;
-
-static const char **string_slot(memd_event *e, size_t k)
-{
-	const char **slots[] = { &e->app, &e->user, &e->session, &e->id, &e->invocation_id,
-				 &e->author, &e->role, &e->branch, &e->content_json,
-				 &e->actions_json, &e->metadata_json, &e->text };
-	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
-}
-
-static int32_t event_copy_make(const memd_event *src, event_copy *dst, memd_error *err)
-{
-	size_t total = 0;
-	const char **slot;
-	char *p;
-
-	dst->e = *src;
-	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++)
-		total += *slot ? strlen(*slot) + 1 : 0;
-	dst->buf = malloc(total ? total : 1);
-	if (!dst->buf)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	p = dst->buf;
-	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++) {
-		size_t n;
-		if (!*slot)
-			continue;
-		n = strlen(*slot) + 1;
-		memcpy(p, *slot, n);
-		*slot = p;
-		p += n;
-	}
-	return 0;
-}
-
 static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 {
 	load_ctx *x = arg;
 	const memd_event_query *q = x->q;
 	int newest = is_newest(q);
-	event_copy *kept = NULL;
+	pu_event_copy *kept = NULL;
 	uint32_t n_kept = 0;
 	uint64_t n = 0;
 	my_stmt *s = NULL;
@@ -666,7 +626,7 @@ static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 		memd_event e;
 		my_event_from_row(s, 0, &e);
 		if (newest && n_kept < q->limit)
-			r = event_copy_make(&e, &kept[n_kept++], err);
+			r = pu_event_copy_make(&e, &kept[n_kept++], err);
 		else
 			r = my_sink_result(x->out->event(x->out->userdata, &e), "event", err);
 		if (r == 0 && ++n % MY_CHECK_EVERY == 0)

@@ -282,44 +282,6 @@ int32_t sq_append(void *inst, const memd_call *call, const memd_scope *scope,
 
 /* ---- events_load ---------------------------------------------------- */
 
-/* An event copied out of a statement row (for delivery after the scan). */
-typedef struct event_copy {
-	memd_event e;
-	char *buf;
-} event_copy;
-
-static const char **string_slot(memd_event *e, size_t k)
-{
-	const char **slots[] = { &e->app, &e->user, &e->session, &e->id, &e->invocation_id,
-				 &e->author, &e->role, &e->branch, &e->content_json,
-				 &e->actions_json, &e->metadata_json, &e->text };
-	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
-}
-
-static int32_t event_copy_make(const memd_event *src, event_copy *dst, memd_error *err)
-{
-	size_t total = 0;
-	const char **slot;
-	char *p;
-
-	dst->e = *src;
-	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++)
-		total += *slot ? strlen(*slot) + 1 : 0;
-	dst->buf = malloc(total ? total : 1);
-	if (!dst->buf)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	p = dst->buf;
-	for (size_t k = 0; (slot = string_slot(&dst->e, k)); k++) {
-		if (!*slot)
-			continue;
-		size_t n = strlen(*slot) + 1;
-		memcpy(p, *slot, n);
-		*slot = p;
-		p += n;
-	}
-	return 0;
-}
-
 typedef struct load_ctx {
 	sq_store *store;
 	sq_conn *c;
@@ -365,7 +327,7 @@ static int32_t load_by_seq(load_ctx *x)
 	int only_summary = (q->flags & MEMD_EVQ_ONLY_SUMMARY) != 0;
 	const sq_sql *sql = only_summary ? (newest ? &SQL_SUMMARIES_DESC : &SQL_SUMMARIES_ASC)
 					 : (newest ? &SQL_EVENTS_DESC : &SQL_EVENTS_ASC);
-	event_copy *kept = NULL;
+	pu_event_copy *kept = NULL;
 	uint32_t n_kept = 0, n_matched = 0;
 	uint64_t stepped = 0;
 	sqlite3_stmt *st = NULL;
@@ -398,7 +360,7 @@ static int32_t load_by_seq(load_ctx *x)
 			continue;
 		n_matched++;
 		if (newest) {
-			r = event_copy_make(&e, &kept[n_kept], x->err);
+			r = pu_event_copy_make(&e, &kept[n_kept], x->err);
 			if (r < 0)
 				goto out;
 			n_kept++;

@@ -344,3 +344,36 @@ int pu_cond_wait_call(pthread_cond_t *cond, pthread_mutex_t *mutex, const memd_c
 	ts.tv_nsec = (call->deadline_us % PU_US_PER_SEC) * PU_NS_PER_US;
 	return pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
 }
+
+static const char **event_string_slot(memd_event *e, size_t k)
+{
+	const char **slots[] = { &e->app, &e->user, &e->session, &e->id, &e->invocation_id,
+				 &e->author, &e->role, &e->branch, &e->content_json,
+				 &e->actions_json, &e->metadata_json, &e->text };
+	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
+}
+
+int32_t pu_event_copy_make(const memd_event *src, pu_event_copy *dst, memd_error *err)
+{
+	size_t total = 0;
+	const char **slot;
+	char *p;
+
+	dst->e = *src;
+	for (size_t k = 0; (slot = event_string_slot(&dst->e, k)); k++)
+		total += *slot ? strlen(*slot) + 1 : 0;
+	dst->buf = malloc(total ? total : 1);
+	if (!dst->buf)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	p = dst->buf;
+	for (size_t k = 0; (slot = event_string_slot(&dst->e, k)); k++) {
+		size_t n;
+		if (!*slot)
+			continue;
+		n = strlen(*slot) + 1;
+		memcpy(p, *slot, n);
+		*slot = p;
+		p += n;
+	}
+	return 0;
+}

@@ -86,6 +86,17 @@ int32_t pu_err_version(const memd_scope *scope, int64_t version, int64_t expecte
 /* True when a call's deadline has passed or it was cancelled; fills err. */
 int32_t pu_call_check(const memd_call *call, int64_t now_monotonic_us, memd_error *err);
 
+/* An event copied out of a statement row, to deliver after the read
+ * (NEWEST reads meet rows newest first and deliver them oldest first). */
+typedef struct pu_event_copy {
+	memd_event e;  /* its strings point into buf */
+	char *buf;     /* owned: free() it */
+} pu_event_copy;
+
+/* Copy src and every string it points to into *dst (dst->buf holds the
+ * strings; free it with free()). MEMD_ENOMEM leaves dst->buf NULL. */
+int32_t pu_event_copy_make(const memd_event *src, pu_event_copy *dst, memd_error *err);
+
 /* Wait on cond (created with CLOCK_MONOTONIC; mutex held by the caller)
  * until it is signalled or, when call has a deadline, until that deadline
  * (memd_call.deadline_us, CLOCK_MONOTONIC). Returns ETIMEDOUT when the
