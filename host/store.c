@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "errname.h"
 #include "prom.h"
 
 #define NS_PER_SEC 1000000000LL
@@ -22,14 +23,9 @@
 enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
 static const char *const op_names[STORE_N_OPS] = { STORE_OPS(STORE_OP_NAME) };
 
-/* Error label of each MEMD_E* code (-1 .. -N_ERR_NAMES); any other code
- * counts as "other". The names are those of the HTTP error bodies. */
-static const char *const err_names[] = {
-	"invalid_request", "not_found", "conflict", "out_of_memory", "storage_error",
-	"not_supported", "unavailable", "timeout", "canceled", "too_large",
-	"plugin_error", "internal", "unauthorized", "forbidden",
-};
-#define N_ERR_NAMES (sizeof(err_names) / sizeof(err_names[0]))
+/* Failed calls are counted per MEMD_E* code, -1 .. -N_ERR_SLOTS, any
+ * other code in one more slot; labelled by errname(). */
+#define N_ERR_SLOTS (-MEMD_EFORBIDDEN)
 
 struct store {
 	loader_instance *inst;
@@ -39,7 +35,7 @@ struct store {
 	int serialized;
 	pthread_mutex_t lock;
 	prom_histogram calls[STORE_N_OPS];                   /* time in the plugin */
-	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_NAMES + 1]; /* last: other codes */
+	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_SLOTS + 1]; /* last: other codes */
 };
 
 static int64_t mono_ns(void)
@@ -54,7 +50,7 @@ static void count_call(store *s, size_t op, int32_t r, int64_t ns)
 {
 	prom_observe(&s->calls[op], ns);
 	if (r < 0) {
-		size_t slot = -(int64_t)r <= (int64_t)N_ERR_NAMES ? (size_t)(-r - 1) : N_ERR_NAMES;
+		size_t slot = -(int64_t)r <= (int64_t)N_ERR_SLOTS ? (size_t)(-r - 1) : N_ERR_SLOTS;
 		atomic_fetch_add_explicit(&s->errors[op][slot], 1, memory_order_relaxed);
 	}
 }
@@ -76,14 +72,14 @@ void store_render_errors(const store *s, prom_buf *b)
 	store *m = (store *)s; /* atomic loads take non-const */
 
 	for (size_t op = 0; op < STORE_N_OPS; op++)
-		for (size_t c = 0; c <= N_ERR_NAMES; c++) {
+		for (size_t c = 0; c <= N_ERR_SLOTS; c++) {
 			uint64_t v = atomic_load_explicit(&m->errors[op][c], memory_order_relaxed);
 			if (v)
 				prom_printf(b,
 					    STORE_METRIC_ERRORS
 					    "{store=\"%s\",op=\"%s\",code=\"%s\"} %" PRIu64 "\n",
 					    s->name, op_names[op],
-					    c < N_ERR_NAMES ? err_names[c] : "other", v);
+					    c < N_ERR_SLOTS ? errname(-(int32_t)c - 1) : "other", v);
 		}
 }
 

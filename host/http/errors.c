@@ -5,34 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errname.h"
 #include "event_json.h"
 
 #define HTTP_MSG_MAX 1024
 
 static const http_error_kind table[] = {
-	{ MEMD_EINVAL, 400, "invalid_request", 0 },
-	{ MEMD_EAUTH, 401, "unauthorized", 0 },
-	{ MEMD_EFORBIDDEN, 403, "forbidden", 0 },
-	{ MEMD_ENOTFOUND, 404, "not_found", 0 },
+	{ MEMD_EINVAL, 400, ERRNAME_EINVAL, 0 },
+	{ MEMD_EAUTH, 401, ERRNAME_EAUTH, 0 },
+	{ MEMD_EFORBIDDEN, 403, ERRNAME_EFORBIDDEN, 0 },
+	{ MEMD_ENOTFOUND, 404, ERRNAME_ENOTFOUND, 0 },
 	{ HTTP_E_NOROUTE, 404, "no_route", 0 },
 	{ HTTP_E_METHOD, 405, "method_not_allowed", 0 },
 	{ HTTP_E_TIMEOUT, 408, "request_timeout", 0 },
-	{ MEMD_ECONFLICT, 409, "conflict", 0 },
-	{ MEMD_ETOOBIG, 413, "too_large", 0 },
+	{ MEMD_ECONFLICT, 409, ERRNAME_ECONFLICT, 0 },
+	{ MEMD_ETOOBIG, 413, ERRNAME_ETOOBIG, 0 },
 	{ HTTP_E_HEADERS, 431, "headers_too_large", 0 },
-	{ MEMD_ENOMEM, 500, "out_of_memory", 0 },
-	{ MEMD_EIO, 500, "storage_error", 0 },
-	{ MEMD_ECANCELED, 500, "canceled", 0 },
-	{ MEMD_EABI, 500, "plugin_error", 0 },
-	{ MEMD_EINTERNAL, 500, "internal", 0 },
-	{ MEMD_ENOTSUP, 501, "not_supported", 0 },
-	{ MEMD_EUNAVAIL, 503, "unavailable", 1 },
-	{ MEMD_ETIMEDOUT, 503, "timeout", 1 },
+	{ MEMD_ENOMEM, 500, ERRNAME_ENOMEM, 0 },
+	{ MEMD_EIO, 500, ERRNAME_EIO, 0 },
+	{ MEMD_ECANCELED, 500, ERRNAME_ECANCELED, 0 },
+	{ MEMD_EABI, 500, ERRNAME_EABI, 0 },
+	{ MEMD_EINTERNAL, 500, ERRNAME_EINTERNAL, 0 },
+	{ MEMD_ENOTSUP, 501, ERRNAME_ENOTSUP, 0 },
+	{ MEMD_EUNAVAIL, 503, ERRNAME_EUNAVAIL, 1 },
+	{ MEMD_ETIMEDOUT, 503, ERRNAME_ETIMEDOUT, 1 },
 	{ HTTP_E_DRAINING, 503, "shutting_down", 1 },
 };
 
-static const http_error_kind internal = { MEMD_EINTERNAL, 500, "internal", 0 };
-static const http_error_kind retry = { MEMD_EUNAVAIL, 503, "unavailable", 1 };
+static const http_error_kind internal = { MEMD_EINTERNAL, 500, ERRNAME_EINTERNAL, 0 };
+static const http_error_kind retry = { MEMD_EUNAVAIL, 503, ERRNAME_EUNAVAIL, 1 };
 
 const http_error_kind *http_error_lookup(int32_t code, uint32_t flags)
 {
