@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * loader: finds, dlopens and validates plugins, and creates plugin
- * instances with their memd_host table (DESIGN.md §3).
+ * instances with their memd_host table (api/README.md).
  *
  * Nothing a plugin hands over is trusted blindly: every struct is read only
  * up to the struct_size it states, copied into a zeroed host-sized struct,

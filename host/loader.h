@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loader: finds, dlopens and validates plugins (DESIGN.md §3), and creates
+ * loader: finds, dlopens and validates plugins (api/README.md), and creates
  * plugin instances with their host-services table.
  *
  * A loader_plugin is a validated .so: the host-sized copies of its

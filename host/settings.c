@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * settings: memd's config schema (DESIGN.md §8). Every section is checked
+ * settings: memd's config schema (config/memd.yaml documents every key;
+ * docs/architecture.md, Configuration). Every section is checked
  * even after a problem was found, so one run reports every mistake.
  */
 #include "settings.h"

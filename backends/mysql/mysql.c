@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mysql: memd's MariaDB session store (DESIGN.md §4, §9), for running
+ * mysql: memd's MariaDB session store (semantics in api/memd/store.h,
+ * storage rules in docs/architecture.md, Stores), for running
  * several memd processes over one database. The plugin's descriptor and
  * instance life cycle; config in my_config.c, connections in my_db.c,
  * the ops in the my_*.c files named after what they store.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * postgres: the PostgreSQL session store (DESIGN.md §4, §9), for running
+ * postgres: the PostgreSQL session store (semantics in api/memd/store.h,
+ * storage rules in docs/architecture.md, Stores), for running
  * several memd processes over one database. The plugin's descriptor,
  * config keys and instance life cycle; the ops live in the pg_*.c files
  * named after what they store.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sqlite: memd's embedded session store (DESIGN.md §4, §9). The plugin's
+ * sqlite: memd's embedded session store (semantics in api/memd/store.h,
+ * storage rules in docs/architecture.md, Stores and Durability). The plugin's
  * descriptor, config keys and instance life cycle; the ops live in the
  * sq_*.c files named after what they store.
  */

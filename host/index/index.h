@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index: the search indexes of one memd (DESIGN.md §6). Owns the keyword
- * index (keyword.h) and the vector indexer (vector.h) as configured, each
- * fed by its own feed tailer thread (feed.h) from the session store's
- * change feed; answers searches (search.h) after making sure the indexes
- * have caught up with the feed head as it was when the search began (so
- * a client reads its own writes); rebuilds.
+ * index: the search indexes of one memd (docs/architecture.md, Search). Owns
+ * the keyword index (keyword.h) and the vector indexer (vector.h) as
+ * configured, each fed by its own feed tailer thread (feed.h) from the
+ * session store's change feed; answers searches (search.h) after making sure
+ * the indexes have caught up with the feed head as it was when the search
+ * began (so a client reads its own writes); rebuilds.
  *
  * The keyword index lives in memory. With index.keyword.snapshot set it
  * is saved to that file (kw_snapshot.h) in the background and at close,

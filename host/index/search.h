@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * search: the search request (DESIGN.md §6, api/openapi.yaml
+ * search: the search request (docs/architecture.md, Search; api/openapi.yaml
  * SearchRequest) and its execution: keyword, vector, or hybrid by
  * reciprocal-rank fusion (score = sum over lists of 1 / (SEARCH_RRF_K +
- * rank), rank from 1), then each hit's event fetched from the session
- * store (text, role, author, timestamp) in its own (app, user, session)
- * scope. A hit whose event is gone (deleted since it was indexed) is
- * dropped and the next candidate takes its place.
+ * rank), rank from 1), then each hit's event fetched from the session store
+ * (text, role, author, timestamp) in its own (app, user, session) scope. A
+ * hit whose event is gone (deleted since it was indexed) is dropped and the
+ * next candidate takes its place.
  */
 #ifndef MEMD_INDEX_SEARCH_H
 #define MEMD_INDEX_SEARCH_H

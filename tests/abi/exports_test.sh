@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Every plugin exports exactly one dynamic symbol, the function
-# memd_plugin_entry_v1 (DESIGN.md §3, rule 1: hidden visibility plus the
-# plugin version script).
+# memd_plugin_entry_v1 (api/README.md, Entry point and descriptor: hidden
+# visibility plus the plugin version script).
 #
 # usage: exports_test.sh DIR|FILE...
 #   DIR: every *.so under it (recursively); FILE: that .so.

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The loader against tests/fixtures/ (DESIGN.md §3): every broken plugin is
- * refused with its own message, in process and in the isolated check; a
- * crashing or hanging init only takes the check's child down; files that
- * are not plugins are refused; names resolve through the search path; a
- * good plugin's tables are copied and zero-extended; the memd_host config
- * accessors return values, defaults and type errors as host.h says.
+ * The loader against tests/fixtures/ (api/README.md, Entry point and
+ * descriptor): every broken plugin is refused with its own message, in
+ * process and in the isolated check; a crashing or hanging init only takes
+ * the check's child down; files that are not plugins are refused; names
+ * resolve through the search path; a good plugin's tables are copied and
+ * zero-extended; the memd_host config accessors return values, defaults and
+ * type errors as host.h says.
  */
 #include <criterion/criterion.h>
 
