@@ -127,6 +127,53 @@ close:
 
 /* ---- before the body -------------------------------------------------------- */
 
+/* Does the request announce a body (chunked, or a Content-Length above 0)? */
+static int has_body(struct MHD_Connection *conn)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return 1;
+	return cl && strspn(cl, "0") != strlen(cl);
+}
+
+/* Is the Content-Type value v application/json, in any case, with or
+ * without parameters ("application/json; charset=utf-8")? */
+static int is_json_type(const char *v)
+{
+	size_t n = strlen(HTTP_JSON_TYPE);
+
+	v += strspn(v, " \t");
+	if (strncasecmp(v, HTTP_JSON_TYPE, n) != 0)
+		return 0;
+	v += n;
+	v += strspn(v, " \t");
+	return *v == '\0' || *v == ';';
+}
+
+/* Cross-site requests: a web page can make the browser POST to memd
+ * without asking first (no CORS preflight) only with a body of type
+ * text/plain, application/x-www-form-urlencoded or multipart/form-data,
+ * or with no type at all. Every route that writes takes JSON, so a
+ * request that may change something (any method but GET, HEAD and
+ * DELETE, which a page cannot send with a body or at all cross-site)
+ * must say application/json when it carries a type or a body. Artifact
+ * bodies are any bytes with their own type; PUT is never sent
+ * cross-site without a preflight, which memd does not answer. */
+static int media_type_ok(const http_req *rq, struct MHD_Connection *conn)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_CONTENT_TYPE);
+
+	if (rq->route->body == HTTP_BODY_RAW || strcmp(rq->route->method, "GET") == 0 ||
+	    strcmp(rq->route->method, "DELETE") == 0)
+		return 1;
+	if (v)
+		return is_json_type(v);
+	return !has_body(conn);
+}
+
+
 typedef struct query_ctx {
 	http_req *rq;
 	memd_error *err;
@@ -239,6 +286,12 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
 			return -1;
 		}
 	}
+	if (!media_type_ok(rq, conn)) {
+		http_reply_error(rq, HTTP_E_MEDIA, 0,
+				 "%s %s takes a body of Content-Type: " HTTP_JSON_TYPE, rq->method,
+				 rq->route->pattern);
+		return -1;
+	}
 	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (v) {
 		char *end;
@@ -341,16 +394,6 @@ static void run(http_req *rq)
 }
 
 /* ---- MHD callbacks ------------------------------------------------------------ */
-
-/* Does the request announce a body (chunked, or a Content-Length above 0)? */
-static int has_body(struct MHD_Connection *conn)
-{
-	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-		return 1;
-	return cl && strspn(cl, "0") != strlen(cl);
-}
 
 static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char *url,
 			 const char *method)

@@ -18,6 +18,7 @@
 #define HTTP_E_TIMEOUT   (-1003) /* request not received within the timeout: 408 */
 #define HTTP_E_HEADERS   (-1004) /* request headers over the limit: 431 */
 #define HTTP_E_DRAINING  (-1005) /* shutting down: 503, retryable */
+#define HTTP_E_MEDIA     (-1006) /* a body that is not application/json: 415 */
 
 /* Seconds sent in Retry-After with every retryable (503) error. */
 #define HTTP_RETRY_AFTER_SECONDS 1

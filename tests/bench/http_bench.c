@@ -361,7 +361,7 @@ static void start_memd(void)
 {
 	char cfg[PATH_MAX + 64], log[PATH_MAX + 64];
 	conn c = { .fd = -1 };
-	const char *probe = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *probe = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
 	port = free_port();
 	write_config("http.yaml", "http.db");

@@ -239,22 +239,22 @@ Test(fuzz, malformed_requests_change_nothing)
 			n += 4;
 			break;
 		case 1: /* a body shorter than its Content-Length, then close */
-			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
 						       "Content-Length: 500\r\n\r\n{\"events\":[{\"role\":\"user\"");
 			break;
 		case 2: /* broken chunking */
-			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
 						       "Transfer-Encoding: chunked\r\n\r\nZZZ\r\nabc\r\n0\r\n\r\n");
 			break;
 		case 3: /* a request line without a version */
 			n = (size_t)snprintf(raw, sizeof(raw), "GET " S1 "\r\n\r\n");
 			break;
 		case 4: /* a bad Content-Length */
-			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			n = (size_t)snprintf(raw, sizeof(raw), "POST " S1 "/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
 						       "Content-Length: -5\r\n\r\n{}");
 			break;
 		default: /* binary body with a lying Content-Length, sent in full */
-			n = (size_t)snprintf(raw, sizeof(raw), "PATCH " S1 "/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			n = (size_t)snprintf(raw, sizeof(raw), "PATCH " S1 "/state HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
 						       "Content-Length: 40\r\n\r\n");
 			for (int k = 0; k < 40; k++)
 				raw[n++] = (char)(0x80 | pick(0x80));

@@ -155,7 +155,7 @@ Test(shutdown, sigint_too)
 Test(shutdown, request_in_flight_is_finished)
 {
 	char raw[4096], *log;
-	const char *head = "POST " U "/sessions/s1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 64\r\n\r\n";
+	const char *head = "POST " U "/sessions/s1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n";
 	char body[65];
 	int fd, status, late;
 	json_t *s;
