@@ -2,7 +2,8 @@
 /*
  * plugin_util: helpers shared by memd's own store plugins (linked
  * statically into each; not part of the ABI). State-delta parsing and the
- * merged-state view, so every store applies §4's key rules identically.
+ * merged-state view, so every store applies api/memd/store.h's key rules
+ * identically.
  */
 #ifndef MEMD_PLUGIN_UTIL_H
 #define MEMD_PLUGIN_UTIL_H
