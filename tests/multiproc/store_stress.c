@@ -11,13 +11,15 @@
  *    version, every 409 lost a real race, and the indexer saw every event
  *    exactly once, in increasing positions. The processes also start at
  *    once on a fresh schema, so they race to run the migrations.
- *  - outage: a private server is stopped (immediate shutdown) during a
- *    write load and started again: calls fail fast with retryable errors,
- *    the same store instance recovers by itself, no acknowledged batch is
- *    lost and no batch is partly there.
+ *  - outage: a private server is killed while writers append without
+ *    pause, and started again: calls fail fast with retryable errors, the
+ *    same store instance recovers by itself, no acknowledged batch is
+ *    lost and no batch is partly there. Each phase waits for what it
+ *    needs (acks before, failures during, acks after), never for a time.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,28 +337,54 @@ Test(stress, multiproc, .timeout = 120)
 
 /* ---- outage --------------------------------------------------------- */
 
+/* The writers append until the test tells them to stop, so the load is
+ * there for as long as the test needs it, however fast or slow the machine
+ * is; every phase waits for what it checks (bounded by OUT_WAIT_S), never
+ * for a fixed time:
+ *   1. every writer has OUT_ACKS_BEFORE acknowledged batches;
+ *   2. the server is killed; every writer has seen a retryable failure;
+ *   3. the server is started again; every writer gets OUT_AFTER_ACKS
+ *      batches acknowledged after the restart, through the same instance. */
 #define OUT_THREADS 4
 #define OUT_BATCH 3
-#define OUT_MAX_BATCHES 400
 #define OUT_RETRY_MS 20
-#define OUT_LOAD_BEFORE_MS 500
-#define OUT_DOWN_MS 1500
-#define OUT_AFTER_ACKS 5        /* acks each thread needs after the restart */
-#define OUT_RECOVER_S 30
+#define OUT_ACKS_BEFORE 3       /* acks each writer has before the outage */
+#define OUT_AFTER_ACKS 5        /* acks each writer needs after the restart */
+#define OUT_WAIT_S 30           /* bound on each phase */
+#define OUT_POLL_MS 10
 #define OUT_FAIL_FAST_US 5000000 /* a failing call returns within 5 s */
 
 typedef struct out_worker {
 	stress_store *s;
 	int thread;
-	volatile int *stop;
-	int64_t acked_seq0[OUT_MAX_BATCHES]; /* 0 = not acknowledged */
-	int n_batches;                       /* batches tried */
-	volatile int n_acked;
-	int retryable_errors;
+	atomic_int *stop;
+	int64_t *acked_seq0;            /* per batch tried; 0 = not acknowledged */
+	int n_batches, cap_batches;     /* batches tried; written by the writer only */
+	atomic_int n_acked;
+	atomic_int retryable_errors;
+	atomic_int done;                /* the writer has returned */
 	int64_t slowest_failure_us;
 	int fatal;
 	memd_error err;
 } out_worker;
+
+/* Room for one more batch in w->acked_seq0; 0 or -1 (out of memory). */
+static int out_grow(out_worker *w)
+{
+	int64_t *v;
+	int cap;
+
+	if (w->n_batches < w->cap_batches)
+		return 0;
+	cap = w->cap_batches ? 2 * w->cap_batches : 256;
+	v = realloc(w->acked_seq0, (size_t)cap * sizeof(*v));
+	if (!v)
+		return -1;
+	memset(v + w->cap_batches, 0, (size_t)(cap - w->cap_batches) * sizeof(*v));
+	w->acked_seq0 = v;
+	w->cap_batches = cap;
+	return 0;
+}
 
 static void *out_main(void *arg)
 {
@@ -366,12 +394,17 @@ static void *out_main(void *arg)
 
 	snprintf(session, sizeof(session), "o%d", w->thread);
 	sc = stress_scope(APP, USER, session);
-	for (int b = 0; b < OUT_MAX_BATCHES && !*w->stop && !w->fatal; b++) {
+	for (int b = 0; !atomic_load(w->stop) && !w->fatal; b++) {
 		char ids[OUT_BATCH][ID_MAX];
 		memd_event evs[OUT_BATCH];
 		const memd_event *ptrs[OUT_BATCH];
 		int64_t seqs[OUT_BATCH];
 
+		if (out_grow(w) < 0) {
+			snprintf(w->err.msg, sizeof(w->err.msg), "out of memory");
+			w->fatal = 1;
+			break;
+		}
 		w->n_batches = b + 1;
 		for (int j = 0; j < OUT_BATCH; j++) {
 			snprintf(ids[j], ID_MAX, "b%d-%d", b, j);
@@ -380,7 +413,7 @@ static void *out_main(void *arg)
 		}
 		/* Retry the same batch (same ids) until it is acknowledged: a
 		 * retry after an unknown outcome is answered as a replay. */
-		while (!*w->stop) {
+		while (!atomic_load(w->stop)) {
 			memd_append a = { .struct_size = sizeof(a), .n_events = OUT_BATCH,
 					  .events = ptrs, .now_us = T0 + b };
 			memd_append_result res = { .struct_size = sizeof(res), .seqs = seqs };
@@ -392,7 +425,7 @@ static void *out_main(void *arg)
 
 			if (r == 0) {
 				w->acked_seq0[b] = seqs[0];
-				w->n_acked++;
+				atomic_fetch_add(&w->n_acked, 1);
 				break;
 			}
 			if (!(err.flags & MEMD_ERROR_RETRYABLE) ||
@@ -401,13 +434,44 @@ static void *out_main(void *arg)
 				w->fatal = 1;
 				break;
 			}
-			w->retryable_errors++;
+			atomic_fetch_add(&w->retryable_errors, 1);
 			if (took > w->slowest_failure_us)
 				w->slowest_failure_us = took;
 			stress_sleep_ms(OUT_RETRY_MS);
 		}
 	}
+	atomic_store(&w->done, 1);
 	return NULL;
+}
+
+static int out_acks(out_worker *w)
+{
+	return atomic_load(&w->n_acked);
+}
+
+static int out_failures(out_worker *w)
+{
+	return atomic_load(&w->retryable_errors);
+}
+
+/* Waits (bounded by OUT_WAIT_S) until every writer t has count(t) >=
+ * want[t], or has returned (it failed: the caller's checks say why).
+ * Returns 1 if every writer got there, 0 on time-out. */
+static int out_wait_all(out_worker *w, int (*count)(out_worker *), const int *want)
+{
+	int64_t deadline = stress_now_us() + (int64_t)OUT_WAIT_S * 1000000;
+
+	for (;;) {
+		int all = 1;
+		for (int t = 0; t < OUT_THREADS; t++)
+			if (count(&w[t]) < want[t] && !atomic_load(&w[t].done))
+				all = 0;
+		if (all)
+			return 1;
+		if (stress_now_us() > deadline)
+			return 0;
+		stress_sleep_ms(OUT_POLL_MS);
+	}
 }
 
 static char out_dir[] = "/tmp/memd-outage-XXXXXX";
@@ -419,17 +483,17 @@ static void out_teardown(void)
 		stress_service(getenv("MEMD_STRESS_SERVICE"), "stop", out_dir);
 }
 
-Test(stress, outage, .timeout = 120, .fini = out_teardown)
+Test(stress, outage, .timeout = 150, .fini = out_teardown)
 {
 	const char *service = getenv("MEMD_STRESS_SERVICE");
 	memd_error err = { .struct_size = sizeof(err) };
 	char env_file[sizeof(out_dir) + 8];
 	out_worker *w;
 	pthread_t th[OUT_THREADS];
-	volatile int stop = 0;
+	atomic_int stop = 0;
 	stress_store *s;
-	int errors_while_down = 0, before[OUT_THREADS];
-	int64_t deadline;
+	int want[OUT_THREADS], at_resume[OUT_THREADS];
+	int started, down_seen, recovered;
 
 	cr_assert(service && service[0], "MEMD_STRESS_SERVICE is not set");
 	cr_assert_not_null(mkdtemp(out_dir));
@@ -448,44 +512,57 @@ Test(stress, outage, .timeout = 120, .fini = out_teardown)
 		snprintf(session, sizeof(session), "o%d", t);
 		sc = stress_scope(APP, USER, session);
 		cr_assert_eq(stress_session_ensure(s, &sc, &err), 0, "%s", err.msg);
-		w[t] = (out_worker){ .s = s, .thread = t, .stop = &stop };
+		w[t].s = s;
+		w[t].thread = t;
+		w[t].stop = &stop;
 		cr_assert_eq(pthread_create(&th[t], NULL, out_main, &w[t]), 0);
 	}
 
-	stress_sleep_ms(OUT_LOAD_BEFORE_MS);
-	cr_assert_eq(stress_service(service, "halt", out_dir), 0, "could not stop the server");
-	stress_sleep_ms(OUT_DOWN_MS);
+	/* 1. Load before the outage: every writer has acknowledged writes. */
 	for (int t = 0; t < OUT_THREADS; t++)
-		errors_while_down += w[t].retryable_errors;
-	cr_assert_eq(stress_service(service, "resume", out_dir), 0, "could not restart the server");
-	for (int t = 0; t < OUT_THREADS; t++)
-		before[t] = w[t].n_acked;
+		want[t] = OUT_ACKS_BEFORE;
+	started = out_wait_all(w, out_acks, want);
 
-	/* Recovery without a new instance: every writer gets acks again. */
-	deadline = stress_now_us() + (int64_t)OUT_RECOVER_S * 1000000;
-	for (;;) {
-		int done = 1;
+	/* 2. The outage, while the writers are writing: it lasts until every
+	 * writer has seen a call fail. */
+	down_seen = 0;
+	if (started) {
+		cr_assert_eq(stress_service(service, "halt", out_dir), 0,
+			     "could not stop the server");
 		for (int t = 0; t < OUT_THREADS; t++)
-			if (w[t].n_acked < before[t] + OUT_AFTER_ACKS && !w[t].fatal &&
-			    w[t].n_batches < OUT_MAX_BATCHES)
-				done = 0;
-		if (done || stress_now_us() > deadline)
-			break;
-		stress_sleep_ms(IDLE_POLL_MS * 10);
+			want[t] = atomic_load(&w[t].retryable_errors) + 1;
+		down_seen = out_wait_all(w, out_failures, want);
+		cr_assert_eq(stress_service(service, "resume", out_dir), 0,
+			     "could not restart the server");
 	}
-	stop = 1;
+
+	/* 3. Recovery without a new instance: every writer gets acks after
+	 * the restart (nothing could be acknowledged while the server was
+	 * down, so every ack counted from here came after it). */
+	for (int t = 0; t < OUT_THREADS; t++) {
+		at_resume[t] = atomic_load(&w[t].n_acked);
+		want[t] = at_resume[t] + OUT_AFTER_ACKS;
+	}
+	recovered = started && out_wait_all(w, out_acks, want);
+	atomic_store(&stop, 1);
 	for (int t = 0; t < OUT_THREADS; t++)
 		pthread_join(th[t], NULL);
 
-	cr_assert_gt(errors_while_down, 0, "no call failed while the server was down");
 	for (int t = 0; t < OUT_THREADS; t++) {
 		cr_assert_not(w[t].fatal, "writer %d: a non-retryable error: %s", t, w[t].err.msg);
-		cr_assert_geq(w[t].n_acked, before[t] + OUT_AFTER_ACKS,
-			      "writer %d did not recover: %d acks before the restart, %d after", t,
-			      before[t], w[t].n_acked);
 		cr_assert_lt(w[t].slowest_failure_us, OUT_FAIL_FAST_US,
 			     "a failing call took %lld us", (long long)w[t].slowest_failure_us);
 	}
+	cr_assert(started, "the writers did not get %d acks each within %d s before the outage",
+		  OUT_ACKS_BEFORE, OUT_WAIT_S);
+	cr_assert(down_seen, "not every writer saw a call fail within %d s of the server's stop",
+		  OUT_WAIT_S);
+	for (int t = 0; t < OUT_THREADS; t++)
+		cr_assert_geq(atomic_load(&w[t].n_acked), at_resume[t] + OUT_AFTER_ACKS,
+			      "writer %d did not recover within %d s: %d acks before the restart, "
+			      "%d after", t, OUT_WAIT_S, at_resume[t],
+			      atomic_load(&w[t].n_acked) - at_resume[t]);
+	cr_assert(recovered);
 
 	/* Every acknowledged batch whole at its seqs, no partial batch,
 	 * gapless seqs. */
@@ -504,16 +581,18 @@ Test(stress, outage, .timeout = 120, .fini = out_teardown)
 			cr_assert_eq(sscanf(evs.v[i].id, "b%d-%d", &b, &j), 2);
 			cr_assert_eq(j, (int)(i % OUT_BATCH), "batch %d split at seq %lld", b,
 				     (long long)evs.v[i].seq);
-			if (j == 0 && b < OUT_MAX_BATCHES && w[t].acked_seq0[b])
+			cr_assert(b >= 0 && b < w[t].n_batches, "batch %d was never written", b);
+			if (j == 0 && w[t].acked_seq0[b])
 				cr_assert_eq(w[t].acked_seq0[b], evs.v[i].seq,
 					     "batch %d acknowledged at seq %lld, stored at %lld", b,
 					     (long long)w[t].acked_seq0[b], (long long)evs.v[i].seq);
 		}
-		for (int b = 0; b < OUT_MAX_BATCHES; b++)
+		for (int b = 0; b < w[t].n_batches; b++)
 			if (w[t].acked_seq0[b])
 				cr_assert_leq(w[t].acked_seq0[b] + OUT_BATCH - 1, (int64_t)evs.n,
 					      "acknowledged batch %d of writer %d is lost", b, t);
 		stress_evs_clear(&evs);
+		free(w[t].acked_seq0);
 	}
 	free(w);
 	stress_close(s);
