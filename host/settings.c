@@ -401,7 +401,9 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 {
 	static const char *const known[] = {"listen", "api_keys", "threads", "max_body_bytes",
 					    "max_batch_events", "max_header_bytes",
-					    "request_timeout_ms", "log_level", NULL};
+					    "request_timeout_ms", "header_timeout_s",
+					    "max_connections", "max_connections_per_ip",
+					    "log_level", NULL};
 	static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 	static const int32_t level_values[] = {MEMD_LOG_ERROR, MEMD_LOG_WARN, MEMD_LOG_INFO,
 					       MEMD_LOG_DEBUG};
@@ -433,6 +435,12 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 		SETTINGS_INT_MAX, &s->max_header_bytes);
 	get_int(c, m, path, "request_timeout_ms", SETTINGS_REQUEST_TIMEOUT_MS_DEFAULT, 1,
 		SETTINGS_INT_MAX, &s->request_timeout_ms);
+	get_int(c, m, path, "header_timeout_s", SETTINGS_HEADER_TIMEOUT_S_DEFAULT, 1,
+		SETTINGS_HEADER_TIMEOUT_S_MAX, &s->header_timeout_s);
+	get_int(c, m, path, "max_connections", SETTINGS_MAX_CONNECTIONS_DEFAULT, 1,
+		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections);
+	get_int(c, m, path, "max_connections_per_ip", SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT, 0,
+		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections_per_ip);
 	size_t level;
 	get_enum(c, m, path, "log_level", levels, MEMD_LOG_INFO, &level);
 	s->log_level = level_values[level];

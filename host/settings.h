@@ -27,6 +27,16 @@
 #define SETTINGS_MAX_BATCH_EVENTS_DEFAULT 1000
 #define SETTINGS_MAX_HEADER_BYTES_DEFAULT 16384
 #define SETTINGS_REQUEST_TIMEOUT_MS_DEFAULT 30000
+/* A request line and headers must arrive within this many seconds of the
+ * connection's start (or of its previous request's end). */
+#define SETTINGS_HEADER_TIMEOUT_S_DEFAULT 10
+#define SETTINGS_HEADER_TIMEOUT_S_MAX 3600
+/* Open client connections, at most (lowered at start to what the process
+ * may open: see host/http/server.c), and per client address (0: no
+ * per-address limit). */
+#define SETTINGS_MAX_CONNECTIONS_DEFAULT 4096
+#define SETTINGS_MAX_CONNECTIONS_MAX 1000000
+#define SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT 256
 #define SETTINGS_KEYWORD_K1_DEFAULT 1.2
 /* BM25's length normalisation. Conversation turns are short texts, where
  * normalising by length hurts ranking (as measured for microblog search);
@@ -94,6 +104,9 @@ typedef struct settings {
 	int64_t max_batch_events;
 	int64_t max_header_bytes;
 	int64_t request_timeout_ms;
+	int64_t header_timeout_s;
+	int64_t max_connections;
+	int64_t max_connections_per_ip; /* 0 = no limit */
 	int32_t log_level;          /* MEMD_LOG_* */
 
 	/* plugins: */

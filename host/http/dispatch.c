@@ -13,6 +13,7 @@
 #include <memd/plugin.h>
 
 #include "auth.h"
+#include "conns.h"
 #include "errors.h"
 #include "event_json.h"
 #include "uuid.h"
@@ -434,6 +435,7 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 
 	(void)version;
 	if (!rq) {
+		http_conns_head_done(ctx->conns, conn);
 		rq = req_new(ctx, conn, url, method);
 		if (!rq)
 			return MHD_NO;
@@ -540,6 +542,7 @@ void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_
 	unsigned status;
 	int64_t duration;
 
+	http_conns_head_next(ctx->conns, conn);
 	if (!rq)
 		return;
 	*con_cls = NULL;

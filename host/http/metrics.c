@@ -27,6 +27,8 @@ struct http_metrics {
 	prom_histogram *ops;         /* n_ops */
 	_Atomic uint64_t *op_errors;  /* n_ops * (n_codes + 1) */
 	_Atomic int64_t in_flight;
+	_Atomic int64_t connections;
+	_Atomic uint64_t head_timeouts;
 };
 
 http_metrics *http_metrics_new(size_t n_routes, const char *const *methods,
@@ -111,6 +113,16 @@ int64_t http_metrics_in_flight(const http_metrics *mt)
 	return atomic_load(&((http_metrics *)mt)->in_flight);
 }
 
+void http_metrics_connections_add(http_metrics *mt, int64_t delta)
+{
+	atomic_fetch_add(&mt->connections, delta);
+}
+
+void http_metrics_head_timeout(http_metrics *mt)
+{
+	atomic_fetch_add_explicit(&mt->head_timeouts, 1, memory_order_relaxed);
+}
+
 /* ---- rendering ------------------------------------------------------------- */
 
 static void route_labels(const http_metrics *mt, size_t r, char *buf, size_t cap)
@@ -161,6 +173,15 @@ char *http_metrics_render(http_metrics *mt, const char *version, const char *fac
 	prom_printf(&b, "# HELP memd_http_requests_in_flight Requests being handled now.\n"
 			"# TYPE memd_http_requests_in_flight gauge\n");
 	prom_printf(&b, "memd_http_requests_in_flight %" PRId64 "\n", http_metrics_in_flight(mt));
+
+	prom_printf(&b, "# HELP memd_http_connections Client connections open now.\n"
+			"# TYPE memd_http_connections gauge\n");
+	prom_printf(&b, "memd_http_connections %" PRId64 "\n", atomic_load(&mt->connections));
+	prom_printf(&b, "# HELP memd_http_header_timeouts_total Connections closed because a "
+			"request line and headers did not arrive within server.header_timeout_s.\n"
+			"# TYPE memd_http_header_timeouts_total counter\n");
+	prom_printf(&b, "memd_http_header_timeouts_total %" PRIu64 "\n",
+		    atomic_load_explicit(&mt->head_timeouts, memory_order_relaxed));
 
 	prom_printf(&b, "# HELP memd_op_duration_seconds Time in the libmemd facade call behind a "
 			"request (parsing, strategy, store calls, rendering).\n"

@@ -5,6 +5,8 @@
  *   memd_http_requests_total{route,method,status}     counter
  *   memd_http_request_duration_seconds{route,method}  histogram
  *   memd_http_requests_in_flight                      gauge
+ *   memd_http_connections                             gauge
+ *   memd_http_header_timeouts_total                   counter
  *   memd_op_duration_seconds{op}                      histogram
  *   memd_op_errors_total{op,code}                     counter
  *   memd_build_info{version}                          gauge (1)
@@ -39,6 +41,10 @@ void http_metrics_op(http_metrics *mt, size_t op, int32_t rc, uint32_t err_flags
 /* Requests currently being handled. */
 void http_metrics_in_flight_add(http_metrics *mt, int64_t delta);
 int64_t http_metrics_in_flight(const http_metrics *mt);
+/* Client connections open now (accepted, not yet closed). */
+void http_metrics_connections_add(http_metrics *mt, int64_t delta);
+/* One connection closed for not sending a request head in time. */
+void http_metrics_head_timeout(http_metrics *mt);
 
 /* The text exposition (malloc'd, NUL-terminated), with facade_text (the
  * facade's own exposition, or NULL) appended; NULL on ENOMEM. */

@@ -37,6 +37,7 @@ typedef struct http_ctx {
 	size_t openapi_len;
 	atomic_int draining;           /* nonzero once shutdown began */
 	struct http_watchdog *wd;      /* receive deadlines (watchdog.h) */
+	struct http_conns *conns;      /* request head deadlines (conns.h) */
 } http_ctx;
 
 typedef struct http_header {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <memd/plugin.h>
 
 #include "config.h"
+#include "conns.h"
 #include "dispatch.h"
 #include "listen.h"
 #include "log.h"
@@ -35,6 +37,13 @@
 #define CONN_MEMORY_FACTOR 2
 #define CONN_MEMORY_EXTRA (32 * 1024)
 #define LISTEN_NAME_MAX 128
+#define NS_PER_SEC (NS_PER_MS * MS_PER_SEC)
+/* How often request heads are checked against server.header_timeout_s. */
+#define HEAD_TICK_NS (100 * NS_PER_MS)
+/* File descriptors kept for everything but client connections: the
+ * listening socket, stores (database files, WAL, connections to a
+ * server), plugins, logs, outgoing HTTP to an embedder or summarizer. */
+#define FD_RESERVE 256
 
 typedef struct server {
 	settings set;
@@ -44,6 +53,7 @@ typedef struct server {
 	const char **methods, **patterns;
 	http_ctx ctx;
 	int fd;
+	unsigned max_connections;   /* server.max_connections, fitted to the fd limit */
 	struct MHD_Daemon *daemon;
 } server;
 
@@ -94,6 +104,37 @@ static unsigned pool_size(const settings *set)
 	if (n > SETTINGS_THREADS_MAX)
 		n = SETTINGS_THREADS_MAX;
 	return (unsigned)n;
+}
+
+/* Raise the soft open-file limit to the hard one, and fit max_connections
+ * in what is left after FD_RESERVE (a connection is one descriptor; one
+ * that cannot be opened makes libmicrohttpd stop accepting until another
+ * closes). Logs when the configured value had to be lowered. */
+static void fit_connections(server *s)
+{
+	struct rlimit rl;
+	int64_t want = s->set.max_connections, budget;
+
+	s->max_connections = (unsigned)want;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = { rl.rlim_max, rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)INT64_MAX / 2)
+		return;
+	budget = (int64_t)rl.rlim_cur - FD_RESERVE;
+	if (budget < 1)
+		budget = 1;
+	if (want > budget) {
+		http_log_printf(s->log, MEMD_LOG_WARN,
+				"server.max_connections %" PRId64 " lowered to %" PRId64
+				": the open-file limit is %" PRId64 " (raise it with ulimit -n / LimitNOFILE)",
+				want, budget, (int64_t)rl.rlim_cur);
+		s->max_connections = (unsigned)budget;
+	}
 }
 
 static int32_t route_labels(server *s)
@@ -159,7 +200,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	s->ctx.openapi_json = http_openapi_json;
 	s->ctx.openapi_len = http_openapi_json_len;
 	s->ctx.wd = http_watchdog_start(WATCHDOG_TICK_NS, http_dispatch_timeout, NULL);
-	if (!s->ctx.wd) {
+	s->ctx.conns = http_conns_start(s->set.header_timeout_s * NS_PER_SEC, HEAD_TICK_NS, s->mt);
+	if (!s->ctx.wd || !s->ctx.conns) {
 		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: cannot create a thread");
 		return MEMD_ENOMEM;
 	}
@@ -167,6 +209,7 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	 * watchdog answers 408 first for requests whose body stalls. */
 	timeout_s = (unsigned)((s->set.request_timeout_ms + MS_PER_SEC - 1) / MS_PER_SEC) + 1;
 	memory = (size_t)s->set.max_header_bytes * CONN_MEMORY_FACTOR + CONN_MEMORY_EXTRA;
+	fit_connections(s);
 	s->daemon = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		http_dispatch_access, &s->ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s->log,
@@ -174,17 +217,23 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_NOTIFY_COMPLETED,
 		http_dispatch_completed, &s->ctx, MHD_OPTION_UNESCAPE_CALLBACK,
-		http_dispatch_unescape, NULL, MHD_OPTION_END);
+		http_dispatch_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, http_conns_notify,
+		s->ctx.conns, MHD_OPTION_CONNECTION_LIMIT, s->max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->set.max_connections_per_ip,
+		MHD_OPTION_END);
 	if (!s->daemon) {
 		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start the HTTP server on %s", name);
 		return MEMD_EIO;
 	}
 	http_log_write(s->log, MEMD_LOG_INFO, "listening",
-		       json_pack("{s:s,s:s,s:i,s:b,s:I,s:I,s:I}", "address", name, "version",
+		       json_pack("{s:s,s:s,s:i,s:b,s:I,s:I,s:I,s:I,s:I,s:I}", "address", name, "version",
 				 MEMD_VERSION, "threads", (int)threads, "auth", s->set.n_api_keys > 0,
 				 "max_body_bytes", (json_int_t)s->set.max_body_bytes,
 				 "max_header_bytes", (json_int_t)s->set.max_header_bytes,
-				 "request_timeout_ms", (json_int_t)s->set.request_timeout_ms));
+				 "request_timeout_ms", (json_int_t)s->set.request_timeout_ms,
+				 "header_timeout_s", (json_int_t)s->set.header_timeout_s,
+				 "max_connections", (json_int_t)s->max_connections,
+				 "max_connections_per_ip", (json_int_t)s->set.max_connections_per_ip));
 	return 0;
 }
 
@@ -227,6 +276,7 @@ static void stop(server *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	http_watchdog_stop(s->ctx.wd);
+	http_conns_stop(s->ctx.conns);
 	memd_close(s->m); /* finishes background work, flushes the stores */
 	http_metrics_free(s->mt);
 	free(s->methods);

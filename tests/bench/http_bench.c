@@ -338,7 +338,9 @@ static void write_config(const char *name, const char *db)
 	f = fopen(path, "w");
 	if (!f)
 		die(path, strerror(errno));
+	/* Every connection comes from 127.0.0.1: no per-address limit. */
 	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n  log_level: warn\n  threads: %d\n"
+		   "  max_connections_per_ip: 0\n"
 		   "stores:\n  main: {plugin: sqlite, path: %s/%s, busy_timeout_ms: %d, readers: %d}\n",
 		port, server_threads, work_dir, db, BUSY_TIMEOUT_MS, conns);
 	fclose(f);

@@ -441,6 +441,22 @@ Test(config, check_plugin_null_counts_as_absent)
 
 /* ---- settings ---------------------------------------------------------- */
 
+Test(settings, connection_limits_out_of_range)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("server:\n"                                /* 1 */
+			  "  header_timeout_s: 0\n"                 /* 2 */
+			  "  max_connections: 0\n"                  /* 3 */
+			  "  max_connections_per_ip: -1\n",         /* 4 */
+			  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:2: server.header_timeout_s: must be between 1 and 3600, got 0");
+	assert_line(&d, "t.yaml:3: server.max_connections: must be between 1 and 1000000, got 0");
+	assert_line(&d, "t.yaml:4: server.max_connections_per_ip: must be between 0 and 1000000, got -1");
+	config_diag_clear(&d);
+}
+
 Test(settings, zero_config_defaults)
 {
 	settings s;
@@ -454,6 +470,9 @@ Test(settings, zero_config_defaults)
 	cr_assert_eq(s.max_batch_events, 1000);
 	cr_assert_eq(s.max_header_bytes, 16384);
 	cr_assert_eq(s.request_timeout_ms, 30000);
+	cr_assert_eq(s.header_timeout_s, 10);
+	cr_assert_eq(s.max_connections, 4096);
+	cr_assert_eq(s.max_connections_per_ip, 256);
 	cr_assert_eq(s.log_level, MEMD_LOG_INFO);
 	cr_assert_not_null(s.plugin_path);
 	cr_assert_null(s.plugin_path[0]);
