@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fv_kernel.h"
+#include "pu_storage.h"
 
 #define FV_LOCK_NAME "LOCK"
 #define FV_SEG_PREFIX "seg-"
@@ -78,10 +79,15 @@ static void log_msg(const fv_log *l, int32_t level, const char *fmt, ...)
 	l->host->log(l->host, level, "%s", line);
 }
 
+/* A failed system call's errno e as the store's error: its kind (full,
+ * read-only, I/O error) through pu_storage.h. */
 static int32_t io_error(memd_error *err, const fv_log *l, const char *what, const char *name,
 			int e)
 {
-	return memd_error_set(err, MEMD_EIO, 0, "filevec: %s %s/%s: %s", what, l->path, name,
+	uint32_t flags;
+	int32_t code = pu_storage_code(pu_storage_errno_kind(e), &flags);
+
+	return memd_error_set(err, code, flags, "filevec: %s %s/%s: %s", what, l->path, name,
 			      strerror(e));
 }
 
@@ -756,9 +762,14 @@ static int32_t writer_flush(fv_log_writer *w, memd_error *err)
 {
 	if (!w->used)
 		return 0;
-	if (write_all(w->fd, w->buf, w->used, w->size) != 0)
-		return memd_error_set(err, MEMD_EIO, 0, "filevec: cannot write a compacted segment: %s",
-				      strerror(errno));
+	if (write_all(w->fd, w->buf, w->used, w->size) != 0) {
+		int e = errno;
+		uint32_t flags;
+		int32_t code = pu_storage_code(pu_storage_errno_kind(e), &flags);
+
+		return memd_error_set(err, code, flags,
+				      "filevec: cannot write a compacted segment: %s", strerror(e));
+	}
 	w->size += w->used;
 	w->used = 0;
 	return 0;

@@ -307,8 +307,21 @@ int32_t my_fail(my_conn *c, const my_stmt *s, memd_error *err, const char *what_
  * number of the last failure during an op is also kept in c->last_errno. */
 unsigned my_errno(const my_conn *c, const my_stmt *s);
 
-/* Map an error number to a MEMD_E* code and flags; *ret_lost is set when
- * the connection cannot be used any more. */
+/* Map a server or client error number to a MEMD_E* code and flags
+ * (*ret_flags, if not NULL), through pu_storage.h for every kind of
+ * storage failure: ER_RECORD_FILE_FULL (a table cannot grow: disk full),
+ * ER_DISK_FULL -> full; ER_OPTION_PREVENTS_STATEMENT (--read-only),
+ * ER_READ_ONLY_MODE -> read-only; ER_ERROR_ON_READ/WRITE, ER_GET_ERRNO
+ * (the engine's errno), ER_CRASHED_ON_USAGE, ER_NOT_KEYFILE -> I/O
+ * error; ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, a query interrupted,
+ * a statement to prepare again -> busy; a lost or refused connection,
+ * too many connections, the server out of memory (ER_OUTOFMEMORY,
+ * ER_OUT_OF_RESOURCES) -> unreachable. ER_STATEMENT_TIMEOUT ->
+ * MEMD_ETIMEDOUT retryable, ER_DUP_ENTRY -> MEMD_ECONFLICT, packets
+ * too large -> MEMD_ETOOBIG, bad values -> MEMD_EINVAL, the client out of
+ * memory -> MEMD_ENOMEM, anything else -> MEMD_EIO. *ret_lost (if not
+ * NULL) is set when the connection cannot be used any more. In
+ * my_errmap.c (no client call, for the unit test). */
 int32_t my_map_errno(unsigned e, uint32_t *ret_flags, int *ret_lost);
 
 /* ---- checks shared by every op (same rules as the sqlite store) ----- */

@@ -26,50 +26,6 @@ static const pg_sql SQL_ROLLBACK_CLEANUP = { PG_ST_ROLLBACK, 0, "ROLLBACK" };
 
 /* ---- errors --------------------------------------------------------- */
 
-int32_t pg_map_sqlstate(const char *sqlstate, uint32_t *ret_flags)
-{
-	uint32_t flags = 0;
-	int32_t code;
-
-	if (!sqlstate || strlen(sqlstate) != 5) {
-		code = MEMD_EUNAVAIL; /* no answer from the server */
-		flags = MEMD_ERROR_RETRYABLE;
-	} else if (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0 ||
-		   strcmp(sqlstate, "55P03") == 0) {
-		/* serialization failure, deadlock, lock not available */
-		code = MEMD_EUNAVAIL;
-		flags = MEMD_ERROR_RETRYABLE;
-	} else if (strcmp(sqlstate, "57014") == 0) {
-		code = MEMD_ETIMEDOUT; /* statement_timeout */
-		flags = MEMD_ERROR_RETRYABLE;
-	} else if (strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "57P", 3) == 0 ||
-		   strncmp(sqlstate, "53", 2) == 0 || strcmp(sqlstate, "25006") == 0) {
-		/* connection exception, server shutting down or starting, out of
-		 * resources (too many connections), read-only (a standby) */
-		code = MEMD_EUNAVAIL;
-		flags = MEMD_ERROR_RETRYABLE;
-	} else if (strcmp(sqlstate, "23505") == 0) {
-		code = MEMD_ECONFLICT;
-	} else if (strcmp(sqlstate, "23503") == 0) {
-		code = MEMD_ENOTFOUND;
-	} else if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0) {
-		code = MEMD_EINVAL; /* data exception (bad JSON, bad UTF-8), check */
-	} else if (strcmp(sqlstate, "54000") == 0 || strcmp(sqlstate, "54001") == 0) {
-		code = MEMD_ETOOBIG;
-	} else if (strncmp(sqlstate, "53", 2) == 0) {
-		code = MEMD_ENOMEM;
-	} else if (strncmp(sqlstate, "58", 2) == 0 || strncmp(sqlstate, "XX", 2) == 0 ||
-		   strncmp(sqlstate, "28", 2) == 0 || strncmp(sqlstate, "42", 2) == 0 ||
-		   strncmp(sqlstate, "3D", 2) == 0 || strncmp(sqlstate, "3F", 2) == 0) {
-		code = MEMD_EIO; /* system error, corruption, auth, privileges */
-	} else {
-		code = MEMD_EINTERNAL;
-	}
-	if (ret_flags)
-		*ret_flags = flags;
-	return code;
-}
-
 /* The first line of a libpq message. */
 static void first_line(const char *msg, char *buf, size_t size)
 {

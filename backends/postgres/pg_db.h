@@ -210,8 +210,21 @@ typedef int32_t (*pg_op_fn)(pg_conn *c, void *ctx, memd_error *err);
 int32_t pg_with_conn(pg_store *s, const memd_call *call, pg_op_fn fn, void *ctx,
 		     memd_error *err);
 
-/* Map a SQLSTATE (NULL = connection failure) to a MEMD_E* code;
- * *ret_flags gets MEMD_ERROR_RETRYABLE where it applies. */
+/* Map a SQLSTATE (NULL or not 5 characters = no answer from the server)
+ * to a MEMD_E* code, through pu_storage.h for every kind of storage
+ * failure: 53100 disk_full -> full; 25006 read_only_sql_transaction (a
+ * standby) -> read-only; class 58 (system error: 58030 io_error),
+ * XX001/XX002 (data or index corrupted) -> I/O error; 40001 serialization
+ * failure, 40P01 deadlock, 55P03 lock not available -> busy; class 08
+ * (connection), 57P (server shutting down or starting: 57P03 cannot
+ * connect now) and the rest of class 53 (out of memory, too many
+ * connections, configuration limit on the server) -> unreachable.
+ * 57014 (statement_timeout) -> MEMD_ETIMEDOUT retryable, 23505 ->
+ * MEMD_ECONFLICT, 23503 -> MEMD_ENOTFOUND, the rest of 22 and 23 ->
+ * MEMD_EINVAL, 54000/54001 -> MEMD_ETOOBIG, 28, 42, 3D, 3F, the rest
+ * of XX (auth, privileges, missing objects, server bug) -> MEMD_EIO, anything else ->
+ * MEMD_EINTERNAL. *ret_flags (if not NULL) gets the flags. In
+ * pg_errmap.c (no libpq call, for the unit test). */
 int32_t pg_map_sqlstate(const char *sqlstate, uint32_t *ret_flags);
 
 /* MEMD_ETIMEDOUT / MEMD_ECANCELED when call's deadline passed or it was

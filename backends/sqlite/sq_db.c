@@ -37,54 +37,11 @@ static const sq_sql SQL_BEGIN_IMMEDIATE = { SQ_ST_BEGIN_IMMEDIATE, "BEGIN IMMEDI
 static const sq_sql SQL_COMMIT = { SQ_ST_COMMIT, "COMMIT" };
 static const sq_sql SQL_ROLLBACK = { SQ_ST_ROLLBACK, "ROLLBACK" };
 
-int32_t sq_map_code(int rc, uint32_t *ret_flags)
-{
-	uint32_t flags = 0;
-	int32_t code;
-
-	switch (rc & 0xff) {
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		code = MEMD_EUNAVAIL;
-		flags = MEMD_ERROR_RETRYABLE;
-		break;
-	case SQLITE_CONSTRAINT:
-		code = MEMD_ECONFLICT;
-		break;
-	case SQLITE_NOMEM:
-		code = MEMD_ENOMEM;
-		break;
-	case SQLITE_IOERR:
-	case SQLITE_FULL:
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-	case SQLITE_CANTOPEN:
-	case SQLITE_READONLY:
-	case SQLITE_PROTOCOL:
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		code = MEMD_EIO;
-		break;
-	case SQLITE_TOOBIG:
-		code = MEMD_ETOOBIG;
-		break;
-	case SQLITE_INTERRUPT:
-		code = MEMD_ECANCELED;
-		break;
-	default:
-		code = MEMD_EINTERNAL;
-		break;
-	}
-	if (ret_flags)
-		*ret_flags = flags;
-	return code;
-}
-
 int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
 {
 	char what[MEMD_ERROR_MSG_MAX];
 	uint32_t flags;
-	int32_t code = sq_map_code(rc, &flags);
+	int32_t code = sq_map_code(rc, c && c->db ? sqlite3_system_errno(c->db) : 0, &flags);
 	va_list ap;
 
 	va_start(ap, what_fmt);
@@ -229,7 +186,8 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 	c->role = writer ? "writer" : "reader";
 	rc = sqlite3_open_v2(path, &c->db, flags, NULL);
 	if (rc != SQLITE_OK) {
-		r = memd_error_set(err, sq_map_code(rc, NULL), 0, "sqlite %s: cannot open '%s': %s",
+		r = memd_error_set(err, sq_map_code(rc, c->db ? sqlite3_system_errno(c->db) : 0, NULL),
+				   0, "sqlite %s: cannot open '%s': %s",
 				   c->role, path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 		conn_close(c);
 		return r;

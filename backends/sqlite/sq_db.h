@@ -165,12 +165,17 @@ int32_t sq_exec(sq_conn *c, const sq_sql *sql, memd_error *err);
 /* Reset a statement after use and clear its bindings. Accepts NULL. */
 void sq_stmt_done(sqlite3_stmt *st);
 
-/* Map a SQLite result code: BUSY/LOCKED -> MEMD_EUNAVAIL (retryable),
- * CONSTRAINT -> MEMD_ECONFLICT, NOMEM -> MEMD_ENOMEM, I/O, full disk,
- * corruption, CANTOPEN, READONLY, NOTADB -> MEMD_EIO, INTERRUPT ->
- * MEMD_ECANCELED, anything else -> MEMD_EINTERNAL. *ret_flags gets
- * MEMD_ERROR_RETRYABLE where it applies. */
-int32_t sq_map_code(int rc, uint32_t *ret_flags);
+/* Map a failed SQLite call's (extended) result code rc and the system
+ * errno SQLite saw (sqlite3_system_errno; 0 if none) to a MEMD_E* code,
+ * through pu_storage.h for every kind of storage failure: FULL (and an
+ * I/O error whose errno says no space: RLIMIT_FSIZE's EFBIG is reported
+ * as SQLITE_IOERR_WRITE) -> full; READONLY (and EROFS) -> read-only;
+ * IOERR, CORRUPT, NOTADB, CANTOPEN -> I/O error; BUSY, LOCKED, PROTOCOL
+ * -> busy. CONSTRAINT -> MEMD_ECONFLICT, NOMEM -> MEMD_ENOMEM, TOOBIG ->
+ * MEMD_ETOOBIG, INTERRUPT -> MEMD_ECANCELED, anything else ->
+ * MEMD_EINTERNAL. *ret_flags (if not NULL) gets the flags. In
+ * sq_errmap.c (no connection needed, for the unit test). */
+int32_t sq_map_code(int rc, int sys_errno, uint32_t *ret_flags);
 /* Fill err from a failed SQLite call on c: "sqlite <role>: <what>: <sqlite
  * message>" with the mapped code. Returns the mapped code. */
 int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)

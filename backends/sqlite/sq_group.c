@@ -45,10 +45,16 @@ typedef struct sq_group_req {
 } sq_group_req;
 
 /* The request cannot be stored because its group's transaction is gone
- * (cause says why): a retryable failure, nothing of it persists. */
+ * (cause says why): nothing of it persists. It fails with the cause's
+ * code, retryable (it may be stored by itself), except that a storage
+ * failure (full disk, read-only, I/O error) keeps the cause's flags: the
+ * same kind fails the same way whichever request met it. */
 static int32_t fail_lost(sq_group_req *m, const memd_error *cause)
 {
-	return memd_error_set(m->err, cause->code, MEMD_ERROR_RETRYABLE,
+	uint32_t flags = (cause->flags & MEMD_ERROR_STORAGE_MASK) ? cause->flags
+								 : MEMD_ERROR_RETRYABLE;
+
+	return memd_error_set(m->err, cause->code, flags,
 			      "sqlite writer: the group's transaction failed, nothing was stored: %s",
 			      cause->msg);
 }
@@ -77,7 +83,7 @@ static int32_t apply_in_savepoint(sq_conn *c, sq_group_req *m, int32_t *lost, me
 	if (sqlite3_get_autocommit(c->db)) {
 		/* I/O error, disk full, out of memory: SQLite rolled back the
 		 * whole transaction, with the requests before this one. */
-		*lost = memd_error_set(cause, r, MEMD_ERROR_RETRYABLE, "%s", m->err->msg);
+		*lost = memd_error_set(cause, r, m->err->flags, "%s", m->err->msg);
 		return r;
 	}
 	if (sq_exec(c, &SQL_ROLLBACK_TO, cause) < 0 || sq_exec(c, &SQL_RELEASE, cause) < 0)
