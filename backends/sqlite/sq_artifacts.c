@@ -285,8 +285,8 @@ int32_t sq_artifact_versions(void *inst, const memd_call *call, const memd_scope
 	return r > 0 ? 0 : r;
 }
 
-int32_t sq_artifact_delete(void *inst, const memd_call *call, const memd_scope *scope,
-			   const char *name, memd_error *err)
+static int32_t artifact_delete_once(void *inst, const memd_call *call,
+				    const memd_scope *scope, const char *name, memd_error *err)
 {
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
@@ -316,4 +316,19 @@ int32_t sq_artifact_delete(void *inst, const memd_call *call, const memd_scope *
 		sq_stmt_done(st);
 	}
 	return sq_write_end(store, c, r, err);
+}
+
+/* On a full disk the delete is tried again once after sq_make_room: an
+ * operator frees space through the API. */
+int32_t sq_artifact_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			   const char *name, memd_error *err)
+{
+	int32_t r = artifact_delete_once(inst, call, scope, name, err);
+
+	if (r < 0 && sq_is_full(err)) {
+		sq_make_room(inst);
+		r = artifact_delete_once(inst, call, scope, name, err);
+		sq_after_room(inst, r);
+	}
+	return r;
 }

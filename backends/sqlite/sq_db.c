@@ -31,6 +31,23 @@
 #define SQ_OPEN_RETRY_US 20000
 #define SQ_OPEN_IO_RETRIES 5
 #define SQ_US_PER_MS 1000
+/* The disk reserve. A full disk in WAL mode blocks deletes too: a
+ * delete appends its pages to the WAL, and the WAL can only start over
+ * from its beginning (in space the file already has) after a checkpoint
+ * has copied it into the database, which needs room for the pages the
+ * WAL added. So the writer keeps reserve_bytes in a file beside the
+ * database and lets the WAL grow to a quarter of that at most before it
+ * checkpoints: on a full disk, giving the reserve up leaves room for the
+ * checkpoint (the WAL's new pages, up to twice the threshold when a
+ * checkpoint failed and commits went on) and for the delete's own
+ * pages. The reserve is made again at a write that succeeds, at most
+ * every SQ_RESERVE_RETRY_US. */
+#define SQ_RESERVE_SUFFIX "-reserve"
+#define SQ_RESERVE_MODE 0600
+#define SQ_RESERVE_WAL_SHARE 4
+#define SQ_WAL_AUTOCHECKPOINT_MIN_PAGES 16
+#define SQ_RESERVE_RETRY_US 1000000
+#define SQ_PRAGMA_MAX 64
 
 static const sq_sql SQL_BEGIN = { SQ_ST_BEGIN, "BEGIN" };
 static const sq_sql SQL_BEGIN_IMMEDIATE = { SQ_ST_BEGIN_IMMEDIATE, "BEGIN IMMEDIATE" };
@@ -174,6 +191,22 @@ static void conn_close(sq_conn *c)
 	c->db = NULL;
 }
 
+/* The WAL's checkpoint threshold: SQ_WAL_AUTOCHECKPOINT_PAGES, or less
+ * so that the disk reserve holds SQ_RESERVE_WAL_SHARE WALs. */
+static int autocheckpoint_pages(const sq_options *o, long page_size)
+{
+	int64_t pages;
+
+	if (!o->reserve_bytes || page_size <= 0)
+		return SQ_WAL_AUTOCHECKPOINT_PAGES;
+	pages = o->reserve_bytes / SQ_RESERVE_WAL_SHARE / page_size;
+	if (pages > SQ_WAL_AUTOCHECKPOINT_PAGES)
+		pages = SQ_WAL_AUTOCHECKPOINT_PAGES;
+	if (pages < SQ_WAL_AUTOCHECKPOINT_MIN_PAGES)
+		pages = SQ_WAL_AUTOCHECKPOINT_MIN_PAGES;
+	return (int)pages;
+}
+
 static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_options *o,
 			 memd_error *err)
 {
@@ -211,7 +244,9 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 			r = exec_const(c, o->synchronous == SQ_SYNC_NORMAL ?
 					  "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL",
 				       NULL, 0, err);
-		if (r == 0 && sqlite3_wal_autocheckpoint(c->db, SQ_WAL_AUTOCHECKPOINT_PAGES) !=
+		if (r == 0)
+			r = exec_const(c, "PRAGMA page_size", mode, sizeof(mode), err);
+		if (r == 0 && sqlite3_wal_autocheckpoint(c->db, autocheckpoint_pages(o, atol(mode))) !=
 				      SQLITE_OK)
 			r = sq_fail(c, SQLITE_ERROR, err, "set wal_autocheckpoint");
 	}
@@ -320,6 +355,98 @@ out:
 	return r;
 }
 
+/* Make the disk reserve if the store has one and does not hold it: 1
+ * when it is held afterwards. A file of the right size already there is
+ * kept (fallocate of space it has allocates nothing). */
+static int reserve_make(sq_store *s)
+{
+	int fd, rc;
+
+	if (!s->reserve_bytes || s->reserve_held)
+		return s->reserve_held;
+	fd = open(s->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, SQ_RESERVE_MODE);
+	if (fd < 0)
+		return 0;
+	rc = posix_fallocate(fd, 0, (off_t)s->reserve_bytes);
+	if (rc != 0) {
+		/* What it got would only take space from the database. */
+		unlink(s->reserve_path);
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	s->reserve_held = 1;
+	return 1;
+}
+
+/* Log through the host, if it logs. */
+#define store_log(s, level, ...)                                                          \
+	do {                                                                              \
+		if ((s)->host && (s)->host->log)                                          \
+			(s)->host->log((s)->host, level, __VA_ARGS__);                    \
+	} while (0)
+
+int sq_is_full(const memd_error *err)
+{
+	return err && (err->flags & MEMD_ERROR_STORAGE_FULL);
+}
+
+/* Checkpoint the writer's WAL (no transaction open on it): 0, or the
+ * SQLite result code; *ret_done (if not NULL) is set when every frame
+ * of the WAL is in the database now. */
+static int checkpoint(sq_conn *c, int mode, int *ret_done)
+{
+	int log = 0, done = 0;
+	int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, mode, &log, &done);
+
+	if (ret_done)
+		*ret_done = rc == SQLITE_OK && log == done;
+	return rc;
+}
+
+void sq_make_room(sq_store *s)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->write_lock);
+	/* SQLite built with SECURE_DELETE (Debian's is) zeroes every page a
+	 * delete frees, which writes the whole of what is deleted to the WAL
+	 * again: far more than a full disk has. FAST zeroes only what the
+	 * delete writes anyway; the freed pages keep their bytes until they
+	 * are reused. */
+	if (exec_const(&s->writer, "PRAGMA secure_delete", s->secure_delete,
+		       sizeof(s->secure_delete), NULL) < 0 ||
+	    exec_const(&s->writer, "PRAGMA secure_delete = FAST", NULL, 0, NULL) < 0)
+		s->secure_delete[0] = '\0';
+	if (s->reserve_held) {
+		unlink(s->reserve_path);
+		s->reserve_held = 0;
+		store_log(s, MEMD_LOG_WARN, "%s: the disk is full: gave up the disk reserve %s to "
+			  "delete", s->path, s->reserve_path);
+	}
+	rc = checkpoint(&s->writer, SQLITE_CHECKPOINT_PASSIVE, NULL);
+	if (rc != SQLITE_OK)
+		store_log(s, MEMD_LOG_WARN, "%s: checkpoint on a full disk failed: %s", s->path,
+			  sqlite3_errmsg(s->writer.db));
+	pthread_mutex_unlock(&s->write_lock);
+}
+
+void sq_after_room(sq_store *s, int32_t r)
+{
+	char sql[SQ_PRAGMA_MAX];
+
+	pthread_mutex_lock(&s->write_lock);
+	if (s->secure_delete[0]) {
+		snprintf(sql, sizeof(sql), "PRAGMA secure_delete = %d", atoi(s->secure_delete));
+		(void)exec_const(&s->writer, sql, NULL, 0, NULL);
+	}
+	/* The delete's pages go into the database (which does not grow for
+	 * them), so the WAL starts over and later writes reuse freed pages. */
+	if (r == 0)
+		(void)checkpoint(&s->writer, SQLITE_CHECKPOINT_PASSIVE, NULL);
+	pthread_mutex_unlock(&s->write_lock);
+}
+
 int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret_store,
 		      memd_error *err)
 {
@@ -342,10 +469,15 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	s->host = host;
 	s->synchronous = o->synchronous;
+	s->reserve_bytes = o->reserve_bytes;
 	s->path = strdup(o->path);
+	s->reserve_path = malloc(strlen(o->path) + sizeof(SQ_RESERVE_SUFFIX));
+	if (s->reserve_path)
+		sprintf(s->reserve_path, "%s" SQ_RESERVE_SUFFIX, o->path);
 	s->readers = calloc(o->readers, sizeof(*s->readers));
 	s->idle = calloc(o->readers, sizeof(*s->idle));
-	if (!s->path || !s->readers || !s->idle) {
+	if (!s->path || !s->reserve_path || !s->readers || !s->idle) {
+		free(s->reserve_path);
 		free(s->path);
 		free(s->readers);
 		free(s->idle);
@@ -365,6 +497,9 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 		r = open_writer(s, o, host, err);
 	if (r == 0)
 		sqlite3_commit_hook(s->writer.db, count_commit, s);
+	if (r == 0 && s->reserve_bytes && !reserve_make(s))
+		store_log(s, MEMD_LOG_WARN, "%s: cannot make the disk reserve %s (no space?): "
+			  "deletes may fail while the disk is full", s->path, s->reserve_path);
 	for (uint32_t i = 0; r == 0 && i < o->readers; i++) {
 		r = conn_open(&s->readers[i], o->path, 0, o, err);
 		if (r == 0) {
@@ -386,6 +521,20 @@ void sq_store_close(sq_store *s)
 		return;
 	for (uint32_t i = 0; i < s->n_readers; i++)
 		conn_close(&s->readers[i]);
+	if (s->writer.db) {
+		/* Closing checkpoints too, but says nothing when it fails: a WAL
+		 * left behind (disk full, I/O error, another process reading) is
+		 * replayed at the next open, and the operator should know. */
+		int done = 0;
+		int rc = checkpoint(&s->writer, SQLITE_CHECKPOINT_PASSIVE, &done);
+		if (rc != SQLITE_OK)
+			store_log(s, MEMD_LOG_WARN, "%s: the WAL checkpoint at close failed: %s",
+				  s->path, sqlite3_errmsg(s->writer.db));
+		else if (!done)
+			store_log(s, MEMD_LOG_WARN, "%s: the WAL checkpoint at close was not "
+				  "complete (%s): the WAL is kept", s->path,
+				  "another connection reads an older snapshot");
+	}
 	conn_close(&s->writer);
 	pthread_cond_destroy(&s->pool_cond);
 	pthread_mutex_destroy(&s->pool_lock);
@@ -393,6 +542,7 @@ void sq_store_close(sq_store *s)
 	pthread_mutex_destroy(&s->write_lock);
 	free(s->readers);
 	free(s->idle);
+	free(s->reserve_path);
 	free(s->path);
 	free(s);
 }
@@ -499,6 +649,17 @@ int32_t sq_write_end(sq_store *s, sq_conn *c, int32_t rc, memd_error *err)
 	if (rc < 0 && !sqlite3_get_autocommit(c->db))
 		(void)sq_exec(c, &SQL_ROLLBACK, NULL);
 	memset(&c->txn, 0, sizeof(c->txn));
+	/* A reserve given up on a full disk is made again once writes
+	 * succeed (and there is room for it). */
+	if (rc == 0 && s->reserve_bytes && !s->reserve_held) {
+		int64_t now = s->host->monotonic_us(s->host);
+		if (now - s->reserve_tried_us >= SQ_RESERVE_RETRY_US) {
+			s->reserve_tried_us = now;
+			if (reserve_make(s))
+				store_log(s, MEMD_LOG_INFO, "%s: made the disk reserve %s again",
+					  s->path, s->reserve_path);
+		}
+	}
 	pthread_mutex_unlock(&s->write_lock);
 	return rc;
 }

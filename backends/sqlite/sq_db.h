@@ -109,6 +109,7 @@ typedef struct sq_options {
 	uint32_t synchronous;       /* SQ_SYNC_* */
 	int32_t busy_timeout_ms;
 	uint32_t readers;           /* >= 1 */
+	int64_t reserve_bytes;      /* the disk reserve (0: none) */
 } sq_options;
 
 struct sq_group_req;
@@ -133,6 +134,14 @@ typedef struct sq_store {
 	sq_conn writer;
 	sq_write_stats stats;       /* under write_lock */
 
+	/* The disk reserve: a file of reserve_bytes beside the database,
+	 * given up to let deletes through on a full disk (sq_make_room). */
+	char *reserve_path;
+	int64_t reserve_bytes;      /* 0: no reserve */
+	int reserve_held;           /* under write_lock */
+	int64_t reserve_tried_us;   /* monotonic: last attempt to make it again */
+	char secure_delete[8];      /* under write_lock: saved by sq_make_room */
+
 	/* Group commit queue (sq_group.c), oldest first; the head leads. */
 	pthread_mutex_t group_lock;
 	struct sq_group_req *group_head;
@@ -153,8 +162,24 @@ typedef struct sq_store {
  * what failed. */
 int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret_store,
 		      memd_error *err);
-/* Close every connection and free the store. Accepts NULL. */
+/* Checkpoint the WAL (a full checkpoint that waits for no one), close
+ * every connection and free the store; a checkpoint that fails is
+ * logged. Accepts NULL. */
 void sq_store_close(sq_store *s);
+
+/* True when err is a full-disk failure (MEMD_ERROR_STORAGE_FULL). */
+int sq_is_full(const memd_error *err);
+/* Make room for a delete on a full disk: give up the disk reserve (if it
+ * is held) and checkpoint the WAL, so the next write transaction starts
+ * the WAL over in the space it already has and pages the checkpoint
+ * could not grow the database for fit; and switch secure_delete to FAST
+ * (freed pages are not zeroed: that would write all of what is deleted
+ * again). Takes the writer. Logged. The caller then retries its delete
+ * once and calls sq_after_room with the result, which puts secure_delete
+ * back and, after a success, checkpoints again so that later writes
+ * reuse the pages the delete freed. */
+void sq_make_room(sq_store *s);
+void sq_after_room(sq_store *s, int32_t r);
 
 /* The cached prepared statement for sql on c, reset and with no bindings
  * (prepared on first use). Returns 0 and writes *ret, or a mapped error. */

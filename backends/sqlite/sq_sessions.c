@@ -398,8 +398,8 @@ static int32_t delete_scoped(sq_conn *c, const sq_sql *sql, const memd_scope *sc
 	return r;
 }
 
-int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
-			  memd_error *err)
+static int32_t session_delete_once(void *inst, const memd_call *call,
+				   const memd_scope *scope, memd_error *err)
 {
 	sq_store *store = inst;
 	sq_session_head head;
@@ -420,8 +420,23 @@ int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *s
 	return sq_write_end(store, c, r, err);
 }
 
-int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
-		       memd_error *err)
+/* On a full disk the delete is tried again once after sq_make_room: an
+ * operator frees space through the API. */
+int32_t sq_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
+			  memd_error *err)
+{
+	int32_t r = session_delete_once(inst, call, scope, err);
+
+	if (r < 0 && sq_is_full(err)) {
+		sq_make_room(inst);
+		r = session_delete_once(inst, call, scope, err);
+		sq_after_room(inst, r);
+	}
+	return r;
+}
+
+static int32_t user_delete_once(void *inst, const memd_call *call, const memd_scope *scope,
+				memd_error *err)
 {
 	sq_store *store = inst;
 	memd_scope user;
@@ -443,4 +458,19 @@ int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scop
 	if (r == 0 && (n_sessions || n_keys))
 		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_USER, &user, err);
 	return sq_write_end(store, c, r, err);
+}
+
+/* On a full disk the delete is tried again once after sq_make_room: an
+ * operator frees space through the API. */
+int32_t sq_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
+		       memd_error *err)
+{
+	int32_t r = user_delete_once(inst, call, scope, err);
+
+	if (r < 0 && sq_is_full(err)) {
+		sq_make_room(inst);
+		r = user_delete_once(inst, call, scope, err);
+		sq_after_room(inst, r);
+	}
+	return r;
 }

@@ -24,6 +24,10 @@
 #define SQ_DEFAULT_SYNCHRONOUS "full"
 #define SQ_DEFAULT_BUSY_TIMEOUT_MS 5000
 #define SQ_DEFAULT_READERS 4
+/* 64 MiB: four times the WAL SQ_WAL_AUTOCHECKPOINT_PAGES lets grow. */
+#define SQ_DEFAULT_RESERVE_KB 65536
+#define SQ_RESERVE_MAX_KB (16LL * 1024 * 1024) /* 16 GiB */
+#define SQ_BYTES_PER_KB 1024
 #define SQ_BUSY_TIMEOUT_MAX_MS 3600000 /* an hour */
 #define SQ_READERS_MAX 256
 
@@ -59,8 +63,17 @@ static const memd_config_key key_readers = {
 	.default_value = SQ_STR(SQ_DEFAULT_READERS),
 	.help = "read-only connections in the pool (concurrent reads)",
 };
+static const memd_config_key key_reserve = {
+	.struct_size = sizeof(memd_config_key),
+	.type = MEMD_CONFIG_INT,
+	.name = "reserve_kb",
+	.default_value = SQ_STR(SQ_DEFAULT_RESERVE_KB),
+	.help = "disk space (KiB) kept in a file beside the database and given up when the "
+		"disk is full, so that deletes still succeed and free pages; the WAL is "
+		"checkpointed at a quarter of it at most (0: no reserve)",
+};
 static const memd_config_key *const config_keys[] = {
-	&key_path, &key_synchronous, &key_busy_timeout, &key_readers, NULL,
+	&key_path, &key_synchronous, &key_busy_timeout, &key_readers, &key_reserve, NULL,
 };
 
 /* A string key, or def when the host has no value for it. */
@@ -100,7 +113,7 @@ static int32_t sq_init(const memd_host *host, void **ret_instance, memd_error *e
 {
 	sq_options o = { 0 };
 	const char *sync = NULL;
-	int64_t busy = 0, readers = 0;
+	int64_t busy = 0, readers = 0, reserve_kb = 0;
 	sq_store *s;
 	int32_t r;
 
@@ -114,6 +127,9 @@ static int32_t sq_init(const memd_host *host, void **ret_instance, memd_error *e
 			    SQ_BUSY_TIMEOUT_MAX_MS, &busy, err);
 	if (r == 0)
 		r = cfg_int(host, "readers", SQ_DEFAULT_READERS, 1, SQ_READERS_MAX, &readers, err);
+	if (r == 0)
+		r = cfg_int(host, "reserve_kb", SQ_DEFAULT_RESERVE_KB, 0, SQ_RESERVE_MAX_KB,
+			    &reserve_kb, err);
 	if (r < 0)
 		return r;
 	if (strcmp(sync, "full") == 0)
@@ -125,6 +141,7 @@ static int32_t sq_init(const memd_host *host, void **ret_instance, memd_error *e
 				      "sqlite: synchronous must be full or normal, not '%.64s'", sync);
 	o.busy_timeout_ms = (int32_t)busy;
 	o.readers = (uint32_t)readers;
+	o.reserve_bytes = reserve_kb * SQ_BYTES_PER_KB;
 
 	r = sq_store_open(host, &o, &s, err);
 	if (r < 0)
