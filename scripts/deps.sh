@@ -10,7 +10,7 @@ set -euo pipefail
 run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
           libsqlite3-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
           libmicrohttpd-dev libpq-dev libmariadb-dev)
-test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 nodejs postgresql
+test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 curl nodejs postgresql
            mariadb-server mariadb-client openssl)
 # tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench.
 bench_pkgs=(python3-faiss python3-numpy)
