@@ -939,6 +939,17 @@ static const memd_config_key *find_key(const memd_config_key *const *keys, const
 	return NULL;
 }
 
+/* Whether the scalar v is one of a STRING key's choices (or it has none). */
+static int in_choices(const memd_config_key *key, const config_node *v)
+{
+	if (key->type != MEMD_CONFIG_STRING || !key->choices || v->type != CONFIG_SCALAR)
+		return 1;
+	for (size_t j = 0; key->choices[j]; j++)
+		if (strcmp(key->choices[j], v->text) == 0)
+			return 1;
+	return 0;
+}
+
 size_t config_check_plugin(const config_node *node, const char *path, const char *skip_key,
 			   const memd_config_key *const *keys, config_diag *d)
 {
@@ -977,8 +988,26 @@ size_t config_check_plugin(const config_node *node, const char *path, const char
 		}
 		if (v->type == CONFIG_NULL)
 			continue; /* counts as absent; REQUIRED is checked below */
-		if (check_type(v, key->type) == 0)
+		if (check_type(v, key->type) == 0) {
+			if (!in_choices(key, v)) {
+				buf list = {0};
+				for (size_t j = 0; key->choices[j]; j++) {
+					if (j)
+						buf_str(&list, ", ");
+					buf_str(&list, key->choices[j]);
+				}
+				char *text = buf_take(&list);
+				if (key->flags & MEMD_CONFIG_SECRET)
+					config_diag_add(d, v, full, "expected one of %s",
+							text ? text : "its choices");
+				else
+					config_diag_add(d, v, full, "expected one of %s, got \"%s\"",
+							text ? text : "its choices", v->text);
+				free(text);
+				problems++;
+			}
 			continue;
+		}
 		if (v->type == CONFIG_SCALAR && !(key->flags & MEMD_CONFIG_SECRET))
 			config_diag_add(d, v, full, "expected %s, got \"%s\"",
 					key_type_name(key->type), v->text);

@@ -94,7 +94,9 @@ char *config_to_json(const config_node *n);
  * problem to d, prefixed with path (e.g. "stores.main"). Returns the number
  * of problems found. A null value counts as absent (so its default applies,
  * and a REQUIRED key with a null value is reported missing). STRING keys
- * accept any scalar; JSON keys accept anything. node NULL = an empty map. */
+ * accept any scalar (one of the key's choices when it has them); JSON keys
+ * accept anything. node NULL = an empty map. keys must be host-sized
+ * copies (loader_descriptor's), so that choices is readable. */
 size_t config_check_plugin(const config_node *node, const char *path, const char *skip_key,
 			   const memd_config_key *const *keys, config_diag *d);
 

@@ -55,6 +55,8 @@
 #define LOADER_NAME_MAX 64
 /* A config-key list longer than this is taken as missing its NULL end. */
 #define LOADER_CONFIG_KEYS_MAX 256
+/* A choices list longer than this is taken as missing its NULL end. */
+#define LOADER_CONFIG_CHOICES_MAX 64
 /* loader_check_isolated: how often the parent looks whether the child has
  * exited while waiting for its output (the timeout is in loader.h). */
 #define LOADER_CHECK_POLL_MS 50
@@ -402,10 +404,45 @@ static int32_t resolve(const char *name_or_path, const char *const *search, char
 
 /* ---- validating the descriptor ---------------------------------------- */
 
+/* A key's choices (since 1.1): only on a STRING key, each a string, at
+ * most LOADER_CONFIG_CHOICES_MAX, and the default (if any) among them. */
+static int32_t check_choices(const loader_plugin *p, const memd_config_key *c, memd_error *err)
+{
+	size_t n = 0;
+	int default_found = 0;
+
+	if (!c->choices)
+		return 0;
+	if (c->type != MEMD_CONFIG_STRING)
+		return memd_error_set(err, MEMD_EABI, 0,
+				      "%s: config key '%s' has choices but is not a string", p->base,
+				      c->name);
+	for (; c->choices[n]; n++) {
+		if (n >= LOADER_CONFIG_CHOICES_MAX)
+			return memd_error_set(err, MEMD_EABI, 0,
+					      "%s: config key '%s' has more than %d choices (missing "
+					      "their NULL end?)",
+					      p->base, c->name, LOADER_CONFIG_CHOICES_MAX);
+		if (c->default_value && strcmp(c->choices[n], c->default_value) == 0)
+			default_found = 1;
+	}
+	if (n == 0)
+		return memd_error_set(err, MEMD_EABI, 0,
+				      "%s: config key '%s' has an empty choices list", p->base,
+				      c->name);
+	if (c->default_value && !default_found)
+		return memd_error_set(err, MEMD_EABI, 0,
+				      "%s: config key '%s': default \"%s\" is not one of its choices",
+				      p->base, c->name,
+				      (c->flags & MEMD_CONFIG_SECRET) ? "(secret)" : c->default_value);
+	return 0;
+}
+
 static int32_t copy_config_keys(loader_plugin *p, const memd_plugin *d, memd_error *err)
 {
 	const memd_config_key *const *theirs = d->config_keys;
 	size_t n = 0;
+	int32_t r;
 
 	while (theirs && theirs[n]) {
 		if (n >= LOADER_CONFIG_KEYS_MAX)
@@ -457,6 +494,8 @@ static int32_t copy_config_keys(loader_plugin *p, const memd_plugin *d, memd_err
 					      c->name, c->flags);
 		if (!c->help)
 			c->help = "";
+		if ((r = check_choices(p, c, err)) < 0)
+			return r;
 		if (!c->default_value)
 			continue;
 		if (c->flags & MEMD_CONFIG_REQUIRED)
@@ -1199,6 +1238,8 @@ static void report_plugin(FILE *f, const loader_plugin *p)
 		if (c->default_value)
 			fprintf(f, ", default %s",
 				(c->flags & MEMD_CONFIG_SECRET) ? "(hidden)" : c->default_value);
+		for (size_t j = 0; c->choices && c->choices[j]; j++)
+			fprintf(f, "%s%s", j ? "|" : ", one of ", c->choices[j]);
 		if (*c->help)
 			fprintf(f, " - %s", c->help);
 		fputc('\n', f);

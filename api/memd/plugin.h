@@ -55,6 +55,10 @@ typedef struct memd_config_key {
 	const char *name;                /* since 1.0 */
 	const char *default_value;       /* since 1.0: as YAML scalar text; NULL = none */
 	const char *help;                /* since 1.0: one line */
+	/* since 1.1: for a STRING key, the only values it takes (NULL-terminated;
+	 * the default must be one of them); the host refuses any other value
+	 * before init, with the config's file:line. NULL = any string. */
+	const char *const *choices;
 } memd_config_key;
 
 typedef struct memd_plugin {

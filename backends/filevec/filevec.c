@@ -103,6 +103,7 @@ static const memd_config_key key_compact_min = {
 	.default_value = FV_STR(FV_DEFAULT_COMPACT_MIN),
 	.help = "and only when they exceed this many bytes",
 };
+static const char *const simd_choices[] = { "auto", "avx2", "scalar", NULL };
 static const memd_config_key key_simd = {
 	.struct_size = sizeof(memd_config_key),
 	.type = MEMD_CONFIG_STRING,
@@ -110,6 +111,7 @@ static const memd_config_key key_simd = {
 	.default_value = FV_DEFAULT_SIMD,
 	.help = "dot-product kernels: auto (the best this CPU has), avx2 or scalar; "
 		"every choice gives the same results",
+	.choices = simd_choices, /* a 1.0 host ignores it: fv_init checks too */
 };
 static const memd_config_key *const config_keys[] = {
 	&key_path, &key_fsync, &key_compact_ratio, &key_compact_min, &key_simd, NULL,

@@ -104,12 +104,14 @@ static const memd_config_key key_timeout = {
 	.default_value = QD_STR(QD_DEFAULT_TIMEOUT_MS),
 	.help = "per request; an unanswered request fails with 503 (retryable)",
 };
+static const char *const distance_choices[] = { "Cosine", "Dot", NULL };
 static const memd_config_key key_distance = {
 	.struct_size = sizeof(memd_config_key),
 	.type = MEMD_CONFIG_STRING,
 	.name = "distance",
 	.default_value = QD_DEFAULT_DISTANCE,
 	.help = "Cosine or Dot (the host stores unit vectors: both rank alike)",
+	.choices = distance_choices, /* a 1.0 host ignores it: qd_init checks too */
 };
 static const memd_config_key *const config_keys[] = {
 	&key_url, &key_collection, &key_api_key, &key_timeout, &key_distance, NULL,

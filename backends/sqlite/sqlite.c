@@ -41,6 +41,7 @@ static const memd_config_key key_path = {
 	.default_value = SQ_DEFAULT_PATH,
 	.help = "database file; missing parent directories are created",
 };
+static const char *const synchronous_choices[] = { "full", "normal", NULL };
 static const memd_config_key key_synchronous = {
 	.struct_size = sizeof(memd_config_key),
 	.type = MEMD_CONFIG_STRING,
@@ -48,6 +49,7 @@ static const memd_config_key key_synchronous = {
 	.default_value = SQ_DEFAULT_SYNCHRONOUS,
 	.help = "full (an acknowledged append survives power loss) or normal (faster; "
 		"the last commits may be lost on power loss, never on a crash)",
+	.choices = synchronous_choices, /* a 1.0 host ignores it: sq_init checks too */
 };
 static const memd_config_key key_busy_timeout = {
 	.struct_size = sizeof(memd_config_key),

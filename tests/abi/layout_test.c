@@ -88,7 +88,7 @@ Test(layout, abi_h)
 Test(layout, abi_h_constants)
 {
 	VAL(MEMD_ABI_MAJOR, 1);
-	VAL(MEMD_ABI_MINOR, 0);
+	VAL(MEMD_ABI_MINOR, 1);
 	VAL(MEMD_OK, 0);
 	VAL(MEMD_EINVAL, -1);
 	VAL(MEMD_ENOTFOUND, -2);
@@ -362,7 +362,7 @@ Test(layout, vector_h)
 
 Test(layout, plugin_h)
 {
-	SIZE(memd_config_key, 40);
+	SIZE(memd_config_key, 48);
 	MEMBER(memd_config_key, struct_size, 0, 4);
 	MEMBER(memd_config_key, type, 4, 4);
 	MEMBER(memd_config_key, flags, 8, 4);
@@ -370,6 +370,7 @@ Test(layout, plugin_h)
 	MEMBER(memd_config_key, name, 16, 8);
 	MEMBER(memd_config_key, default_value, 24, 8);
 	MEMBER(memd_config_key, help, 32, 8);
+	MEMBER(memd_config_key, choices, 40, 8);
 	SIZE(memd_plugin, 104);
 	MEMBER(memd_plugin, struct_size, 0, 4);
 	MEMBER(memd_plugin, abi_major, 4, 4);

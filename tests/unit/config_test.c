@@ -355,19 +355,42 @@ Test(config, to_json_keeps_plain_versus_quoted)
 /* ---- plugin keys ------------------------------------------------------- */
 
 static const memd_config_key key_path = {sizeof(memd_config_key), MEMD_CONFIG_STRING,
-					 MEMD_CONFIG_REQUIRED, 0, "path", NULL, "file"};
+					 MEMD_CONFIG_REQUIRED, 0, "path", NULL, "file", NULL};
 static const memd_config_key key_sync = {sizeof(memd_config_key), MEMD_CONFIG_BOOL, 0, 0,
-					 "synchronous", "true", "fsync"};
+					 "synchronous", "true", "fsync", NULL};
 static const memd_config_key key_pool = {sizeof(memd_config_key), MEMD_CONFIG_INT, 0, 0, "pool",
-					 "4", "connections"};
+					 "4", "connections", NULL};
 static const memd_config_key key_ratio = {sizeof(memd_config_key), MEMD_CONFIG_DOUBLE, 0, 0,
-					  "ratio", NULL, "a fraction"};
+					  "ratio", NULL, "a fraction", NULL};
 static const memd_config_key key_extra = {sizeof(memd_config_key), MEMD_CONFIG_JSON, 0, 0,
-					  "extra", NULL, "anything"};
+					  "extra", NULL, "anything", NULL};
 static const memd_config_key key_secret = {sizeof(memd_config_key), MEMD_CONFIG_INT,
-					   MEMD_CONFIG_SECRET, 0, "pin", NULL, "secret"};
+					   MEMD_CONFIG_SECRET, 0, "pin", NULL, "secret", NULL};
 static const memd_config_key *const test_keys[] = {&key_path, &key_sync, &key_pool, &key_ratio,
 						   &key_extra, &key_secret, NULL};
+
+static const char *const mode_choices[] = {"full", "normal", NULL};
+static const memd_config_key key_mode = {sizeof(memd_config_key), MEMD_CONFIG_STRING, 0, 0,
+					 "mode", "full", "full or normal", mode_choices};
+static const memd_config_key *const choice_keys[] = {&key_mode, NULL};
+
+/* A STRING key with choices takes only those values (memd config check
+ * refuses what the plugin's init would). */
+Test(config, check_plugin_refuses_a_value_not_among_the_choices)
+{
+	config_node *root = parse_ok("good: {mode: normal}\n"
+				     "bad: {mode: maybe}\n"
+				     "quoted: {mode: \"full\"}\n");
+	config_diag d = {0};
+	cr_assert_eq(config_check_plugin(config_map_get(root, "good"), "good", NULL, choice_keys, &d), 0);
+	cr_assert_eq(config_check_plugin(config_map_get(root, "quoted"), "quoted", NULL, choice_keys,
+					 &d), 0);
+	cr_assert_eq(config_check_plugin(config_map_get(root, "bad"), "bad", NULL, choice_keys, &d), 1);
+	cr_assert_eq(d.n, 1);
+	assert_line(&d, "t.yaml:2: bad.mode: expected one of full, normal, got \"maybe\"");
+	config_diag_clear(&d);
+	config_free(root);
+}
 
 Test(config, check_plugin_accepts_a_good_node)
 {
