@@ -300,7 +300,7 @@ static int cmd_config_check(cli *c, int from)
 	path = n ? pos[0] : c->config;
 	size_t problems;
 
-	r = service_check_config(path, c->extra_path[0] ? c->extra_path : NULL, &d);
+	r = http_check_config(path, c->extra_path[0] ? c->extra_path : NULL, &d);
 	for (size_t i = 0; i < d.n; i++)
 		fprintf(stderr, "%s\n", d.lines[i]);
 	problems = d.n;

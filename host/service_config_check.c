@@ -71,7 +71,7 @@ static void check_raw_plugin_slots(const char *config_path, const char *const *e
 }
 
 int32_t service_check_config(const char *config_path, const char *const *extra_path,
-			     config_diag *d)
+			     service_config_rule rule, config_diag *d)
 {
 	config_node *root = NULL;
 	settings set = { 0 };
@@ -85,6 +85,8 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 		config_diag_add(d, NULL, NULL, "%s", err.msg);
 		return MEMD_EINVAL;
 	}
+	if (rule)
+		rule(root, d); /* before settings_load, which takes root */
 	if ((r = settings_load(root, &set, d)) < 0) {
 		/* memd's own schema failed: still check what the plugins say of
 		 * their keys, so one run reports every problem. */

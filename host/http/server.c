@@ -24,6 +24,7 @@
 #include "openapi.h"
 #include "request.h"
 #include "router.h"
+#include "service.h"
 #include "settings.h"
 #include "watchdog.h"
 
@@ -69,13 +70,63 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 	http_log_printf(cls, MEMD_LOG_INFO, "libmicrohttpd: %s", line);
 }
 
-static int32_t load_settings(server *s, const char *path)
+/* The server's own rule (service_config_rule): server.listen resolves,
+ * and an address that is not loopback only with server.api_keys. Reads
+ * the raw tree: a listen or api_keys of the wrong shape is the schema's
+ * to report. */
+static void listen_rule(const config_node *root, config_diag *d)
+{
+	const config_node *srv = config_map_get(root, "server");
+	const config_node *listen = config_map_get(srv, "listen");
+	const config_node *keys = config_map_get(srv, "api_keys");
+	const char *addr = listen ? config_scalar(listen) : SETTINGS_LISTEN_DEFAULT;
+	memd_error err = { .struct_size = sizeof(err) };
+	char *host = NULL;
+	int32_t port;
+	int loopback;
+
+	if (!addr || settings_listen_split(addr, &host, &port) < 0)
+		return;
+	free(host);
+	if (http_listen_is_loopback(addr, &loopback, &err) < 0) {
+		config_diag_add(d, listen, "server.listen", "%s", err.msg);
+		return;
+	}
+	if (!loopback && config_len(keys) == 0)
+		config_diag_add(d, listen, "server.listen",
+				"refusing to listen on %s without API keys: add server.api_keys, "
+				"or listen on a loopback address (127.0.0.1, ::1)",
+				addr);
+}
+
+int32_t http_check_config(const char *config_path, const char *const *plugin_path,
+			  config_diag *d)
+{
+	return service_check_config(config_path, plugin_path, listen_rule, d);
+}
+
+/* Check the config (every problem logged), then load it into s->set. */
+static int32_t load_settings(server *s, const char *path, const char *const *plugin_path)
 {
 	config_node *root = NULL;
 	config_diag d = { 0 };
 	memd_error err = { .struct_size = sizeof(err) };
 	int32_t r;
 
+	r = http_check_config(path, plugin_path, &d);
+	for (size_t i = 0; i < d.n; i++)
+		http_log_printf(s->log, MEMD_LOG_ERROR, "config: %s", d.lines[i]);
+	if (r < 0) {
+		if (r == MEMD_ENOMEM)
+			http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: out of memory");
+		else
+			http_log_printf(s->log, MEMD_LOG_ERROR,
+					"cannot start: invalid config: %zu problem%s (see above)", d.n,
+					d.n == 1 ? "" : "s");
+		config_diag_clear(&d);
+		return r;
+	}
+	config_diag_clear(&d);
 	if (path && (r = config_parse_file(path, &root, &err)) < 0) {
 		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
 		return r;
@@ -162,20 +213,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	unsigned threads = pool_size(&s->set);
 	unsigned timeout_s;
 	size_t memory;
-	int loopback;
 	int32_t r;
 
-	if ((r = http_listen_is_loopback(s->set.listen, &loopback, &err)) < 0) {
-		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
-		return r;
-	}
-	if (!loopback && s->set.n_api_keys == 0) {
-		http_log_printf(s->log, MEMD_LOG_ERROR,
-				"refusing to listen on %s without API keys: add server.api_keys to the "
-				"config, or listen on a loopback address (127.0.0.1, ::1)",
-				s->set.listen);
-		return MEMD_EINVAL;
-	}
 	o.config_path = config_path;
 	o.plugin_path = plugin_path;
 	o.log = http_log_memd;
@@ -300,7 +339,7 @@ int32_t http_serve(const char *config_path, const char *const *plugin_path)
 	s.log = http_log_new(STDERR_FILENO, MEMD_LOG_INFO);
 	if (!s.log)
 		return MEMD_ENOMEM;
-	if ((r = load_settings(&s, config_path)) < 0) {
+	if ((r = load_settings(&s, config_path, plugin_path)) < 0) {
 		http_log_free(s.log);
 		return r;
 	}

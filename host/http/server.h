@@ -12,13 +12,23 @@
 
 #include <stdint.h>
 
+#include "config.h"
+
 /* Threads of the pool when server.threads is 0: this many per online CPU,
  * at least HTTP_THREADS_MIN (handlers block on storage, so a pool larger
  * than the CPU count keeps clients from waiting behind each other). */
 #define HTTP_THREADS_PER_CPU 8
 #define HTTP_THREADS_MIN 16
 
-/* Run the server until SIGTERM/SIGINT. config_path NULL = zero-config;
+/* Check a config as `memd serve` takes it (what `memd config check` runs):
+ * service_check_config with the server's own rule (server.listen resolves,
+ * and a non-loopback address needs server.api_keys). Every problem is
+ * added to d. Returns 0, MEMD_EINVAL, or MEMD_ENOMEM. */
+int32_t http_check_config(const char *config_path, const char *const *plugin_path,
+			  config_diag *d);
+
+/* Run the server until SIGTERM/SIGINT. Checks the config first with
+ * http_check_config and logs every problem before refusing. config_path NULL = zero-config;
  * plugin_path as memd_options.plugin_path. Blocks SIGTERM and SIGINT in
  * the calling thread (and the threads it starts). Returns 0 after a clean
  * shutdown; otherwise a negative MEMD_E* code after logging why:

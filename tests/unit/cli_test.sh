@@ -66,6 +66,24 @@ printf 'tokenizer: {type: bpe, ranks: %s/no-such.tiktoken}\n' "$work" >ranks.yam
 expect 7 "tokenizer ranks file missing" -- "$memd" config check ranks.yaml
 contains "$errout" "ranks.yaml:1" "tokenizer problem located"
 
+# config check refuses what serve refuses, and serve reports every problem
+# (one validation path): a plugin value outside the key's choices, a
+# non-loopback listen address without API keys.
+printf 'stores:\n  main: {plugin: sqlite, path: x.db, synchronous: maybe}\n' >sync.yaml
+expect 7 "config check synchronous: maybe" -- "$memd" config check sync.yaml
+contains "$errout" "sync.yaml:2: stores.main.synchronous: expected one of full, normal" "bad choice located"
+printf 'server:\n  listen: 0.0.0.0:8799\n' >open.yaml
+expect 7 "config check non-loopback listen without keys" -- "$memd" config check open.yaml
+contains "$errout" "open.yaml:2: server.listen: refusing to listen on 0.0.0.0:8799 without API keys" "listen rule located"
+printf 'server:\n  listen: 0.0.0.0:8799\n  colour: red\nstores:\n  main: {plugin: sqlite, path: x.db, synchronous: maybe}\n' >many.yaml
+expect 7 "config check many problems" -- "$memd" config check many.yaml
+contains "$errout" "many.yaml: 3 problems" "config check counts every problem"
+expect 7 "serve refuses many problems" -- timeout 60 "$memd" serve --config many.yaml
+for what in "server.listen: refusing" "server.colour" "stores.main.synchronous: expected one of"; do
+	contains "$errout" "$what" "serve reports every problem"
+done
+[[ ! -e x.db && ! -e data ]] && ok || fail "a refused serve created files"
+
 # Plugins.
 expect 0 "plugins check good" -- "$memd" plugins check "$MEMD_PLUGIN_PATH/memd-buffer_window.so"
 contains "$out" "buffer_window" "report names the plugin"
