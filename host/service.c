@@ -266,7 +266,7 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 	if ((r = worker_new(WORKER_THREADS_DEFAULT, service_after_append_job, m, &m->worker,
 			    err)) < 0)
 		goto fail;
-	if ((r = open_index(m, err)) < 0)
+	if ((r = open_index(m, err)) < 0 || (r = jobs_new(m->svc, &m->jobs, err)) < 0)
 		goto fail;
 	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
 		   store_name(m->sessions), m->n_apps);
@@ -281,6 +281,7 @@ void memd_close(memd *m)
 {
 	if (!m)
 		return;
+	jobs_free(m->jobs);     /* cancels the jobs; waits for the running one */
 	worker_free(m->worker); /* finishes pending after_append runs first */
 	index_close(m->index);  /* before the stores it reads */
 	for (size_t i = 0; i < m->n_apps; i++) {

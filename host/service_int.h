@@ -11,7 +11,8 @@
  *   service_context.c       working memory (memd_context)
  *   service_state.c         state, temp: keys, invocation end
  *   service_artifacts.c     artifacts
- *   service_search.c        search and index rebuild
+ *   service_search.c        search and index rebuild (blocking, or as a job)
+ *   service_jobs.c          background jobs: get, list, cancel
  *   service_admin.c         user delete, plugin listing, readiness, metrics
  *   service_config_check.c  `memd config check`
  *
@@ -27,6 +28,7 @@
 #include "event_json.h"
 #include "hostsvc.h"
 #include "index/index.h"
+#include "jobs.h"
 #include "json_out.h"
 #include "loader.h"
 #include "service.h"
@@ -66,6 +68,7 @@ struct memd {
 	size_t n_apps;
 	indexer *index;         /* search indexes (host/index/) */
 	worker *worker;         /* strategies' after_append, after the append */
+	jobs *jobs;             /* background jobs (index rebuilds) */
 };
 
 /* ---- service.c: plugins and apps ----------------------------------------- */

@@ -65,7 +65,8 @@ typedef struct memd_options {
  * On failure nothing is left open and err says what and where (file:line
  * for config errors, the plugin file and reason for refused plugins). */
 MEMD_API int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err);
-/* Finish background work (pending summaries), fini plugins, unload.
+/* Cancel background jobs and wait for the running one to stop, finish
+ * other background work (pending summaries), fini plugins, unload.
  * Accepts NULL. */
 MEMD_API void memd_close(memd *m);
 /* Free a string returned by libmemd. Accepts NULL. */
@@ -200,20 +201,64 @@ MEMD_API int32_t memd_search(memd *m, const char *app, const char *user, const c
 /* Progress of memd_index_rebuild: done of total units (events; feed
  * positions for a full rebuild; total 0 = unknown), every 200 ms or so
  * and once at the end. Return 0 to go on, anything else to stop (the
- * rebuild then fails with MEMD_ECANCELED). */
+ * rebuild then fails with MEMD_ECANCELED; a stopped rebuild of one user
+ * makes the indexes replay the change feed, so they end up whole). */
 typedef int32_t (*memd_progress_fn)(void *userdata, uint64_t done, uint64_t total);
 
 /* Rebuild the search indexes from the sessions, which are the source of
  * truth: of one (app, user) when both are given (its entries are
  * dropped and re-read from its sessions), of everything when both are
  * NULL (the indexes, including the vector index's durable cursor, are
- * reset and replay the change feed). Blocks until done; progress may be
+ * reset and replay the change feed). Blocks until done (a rebuild that
+ * does not hold the caller: memd_index_rebuild_start); progress may be
  * NULL. Searches meanwhile wait for the indexes to catch up. In a process
  * other than the server, only the durable vector index is affected (the
  * keyword index lives in each process's memory and is rebuilt at every
  * start). */
 MEMD_API int32_t memd_index_rebuild(memd *m, const char *app, const char *user,
 				    memd_progress_fn progress, void *userdata, memd_error *err);
+
+/* ---- background jobs ----------------------------------------------------- */
+
+/* Long operations run as background jobs on memd's job thread, never on
+ * the caller's thread; a job is polled by id. Job JSON: {"id", "kind"
+ * ("index_rebuild"), "state" ("queued" | "running" | "succeeded" |
+ * "failed" | "canceled"), "scope": {"app", "user"} ({} for everything),
+ * "progress": {"done", "total"} (units of the job; total 0 = not known
+ * yet), "created", "started", "finished" (RFC 3339 UTC, null until
+ * then), "cancel_requested": bool, "error"?: {"code", "message",
+ * "retryable"} (failed or canceled)}. Jobs run one at a time, oldest
+ * first. Finished jobs are kept for an hour, the newest 64 of them, then
+ * forgotten (MEMD_ENOTFOUND). memd_close cancels every job. */
+
+/* Start rebuilding the search indexes as memd_index_rebuild does (app
+ * and user both set, or both NULL for everything) as a job, and return
+ * at once with the job in *ret_json (malloc'd; memd_free). If a rebuild
+ * of that scope is queued or running already, no other is started: that
+ * job is returned and *ret_existing is 1 (else 0), so one index is never
+ * rebuilt twice at once. Canceling a running rebuild leaves the indexes
+ * whole: they replay the change feed (see memd_index_rebuild).
+ * MEMD_EINVAL for a bad scope or when no index is enabled; MEMD_EUNAVAIL
+ * (retryable) when too many jobs are queued or memd is closing. */
+MEMD_API int32_t memd_index_rebuild_start(memd *m, const char *app, const char *user,
+					  char **ret_json, int32_t *ret_existing, memd_error *err);
+
+/* The job id as JSON (above) in *ret_json. app NULL: any job; app set:
+ * only a job of that app (a job of another app, or of everything, is
+ * MEMD_ENOTFOUND, as an unknown or forgotten id is). */
+MEMD_API int32_t memd_job_get(memd *m, const char *app, const char *id, char **ret_json,
+			      memd_error *err);
+
+/* {"jobs": [job, ...]}: the jobs kept, newest first; only app's when app
+ * is set (NULL: all). */
+MEMD_API int32_t memd_job_list(memd *m, const char *app, char **ret_json, memd_error *err);
+
+/* Cancel job id (found as by memd_job_get) and return it as it is then:
+ * a queued job is canceled at once; a running one gets cancel_requested
+ * and reaches "canceled" soon after (or "succeeded" if it had done
+ * everything); a finished job is returned unchanged. */
+MEMD_API int32_t memd_job_cancel(memd *m, const char *app, const char *id, char **ret_json,
+				 memd_error *err);
 
 /* ---- users and plugins -------------------------------------------------- */
 

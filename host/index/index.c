@@ -686,14 +686,18 @@ out:
 typedef struct progress {
 	memd_progress_fn fn;
 	void *ud;
+	const volatile int32_t *cancel; /* may be NULL */
 	uint64_t done, total;
 	int64_t next_us;
 } progress;
 
-/* Report now if due (or if force); nonzero if the caller asked to stop. */
+/* Report now if due (or if force); nonzero if the caller asked to stop
+ * (through the callback or the cancel flag, looked at every time). */
 static int report(progress *p, int force)
 {
 	int64_t now = feed_monotonic_us();
+	if (p->cancel && *p->cancel)
+		return 1;
 	if (!p->fn || (!force && now < p->next_us))
 		return 0;
 	p->next_us = now + (int64_t)INDEX_PROGRESS_MS * US_PER_MS;
@@ -702,7 +706,7 @@ static int report(progress *p, int force)
 
 static int32_t rebuild_all(indexer *ix, progress *p, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = { .struct_size = sizeof(call), .cancel = p->cancel };
 	feed_tailer *tails[2] = { ix->kw_tail, ix->vec_tail };
 	int64_t head;
 	int32_t r;
@@ -792,9 +796,10 @@ static void session_list_clear(session_list *l)
 	free(l->ids);
 }
 
-static int32_t list_sessions(indexer *ix, const memd_scope *sc, session_list *l, memd_error *err)
+static int32_t list_sessions(indexer *ix, const memd_scope *sc, session_list *l,
+			     const volatile int32_t *cancel, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = { .struct_size = sizeof(call), .cancel = cancel };
 	memd_session_sink sink = { sizeof(sink), l, collect_session };
 
 	for (;;) {
@@ -838,7 +843,7 @@ static size_t prefix_upto(const feed_rec *recs, size_t n, int64_t upto)
 static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upto, int64_t vec_upto,
 			       feed_batch *b, progress *p, memd_error *err)
 {
-	memd_call call = { .struct_size = sizeof(call) };
+	memd_call call = { .struct_size = sizeof(call), .cancel = p->cancel };
 	load_ctx ctx = { b, sc };
 	memd_event_sink sink = { sizeof(sink), &ctx, collect_event };
 	int64_t after = 0;
@@ -871,7 +876,8 @@ static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upt
 		}
 		if (ix->vec && (r = vec_apply(ix->vec, recs, prefix_upto(recs, n, vec_upto), err)) < 0)
 			return r;
-		p->done += n;
+		/* Units are events times indexes, as the total counts them. */
+		p->done += n * (uint64_t)((ix->kw != NULL) + (ix->vec != NULL));
 		if (report(p, 0))
 			return memd_error_set(err, MEMD_ECANCELED, 0, "rebuild canceled");
 		after = recs[n - 1].seq;
@@ -903,7 +909,7 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 	if (ix->vec)
 		r = vec_remove_user(ix->vec, app, user, err);
 	if (r == 0)
-		r = list_sessions(ix, &sc, &l, err);
+		r = list_sessions(ix, &sc, &l, p->cancel, err);
 	p->total = l.events * ((ix->kw != NULL) + (ix->vec != NULL));
 	for (size_t i = 0; r == 0 && i < l.n; i++) {
 		sc.session = l.ids[i];
@@ -916,6 +922,21 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 		ix->kw_applied = 0;
 		ix->n_anchors = ix->next_anchor = 0;
 		feed_tailer_reset(ix->kw_tail, 0, 0);
+	}
+	if (r == MEMD_ECANCELED && ix->vec) {
+		/* Canceled: the user's vector entries are incomplete too, and
+		 * only the feed can make them whole without finishing the
+		 * rebuild. Replay it as a full rebuild does (upserts are
+		 * idempotent, so the other users' entries stay as they are). */
+		memd_error e2 = { 0 };
+		if (vec_cursor_save(ix->vec, 0, &e2) < 0)
+			hostsvc_log(ix->svc, MEMD_LOG_WARN, "index",
+				    "cannot reset the vector cursor (the replay is lost if memd stops before its first batch): %s",
+				    e2.msg);
+		feed_tailer_reset(ix->vec_tail, 0, vec_upto);
+		hostsvc_log(ix->svc, MEMD_LOG_INFO, "index",
+			    "rebuild of %.64s/%.64s canceled: the indexes replay the feed", app, user);
+	} else if (r < 0) {
 		hostsvc_log(ix->svc, MEMD_LOG_WARN, "index",
 			    "rebuild of %.64s/%.64s failed (%s): replaying the keyword index; the vector index of this user is incomplete until a rebuild succeeds",
 			    app, user, err->msg);
@@ -933,10 +954,11 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 	return r;
 }
 
-int32_t index_rebuild(indexer *ix, const char *app, const char *user, memd_progress_fn fn,
-		      void *userdata, memd_error *err)
+int32_t index_rebuild(indexer *ix, const char *app, const char *user,
+		      const volatile int32_t *cancel, memd_progress_fn fn, void *userdata,
+		      memd_error *err)
 {
-	progress p = { fn, userdata, 0, 0, 0 };
+	progress p = { fn, userdata, cancel, 0, 0, 0 };
 	int32_t r;
 
 	if (!ix->kw && !ix->vec)

@@ -85,9 +85,17 @@ void index_notify(indexer *ix);
 int32_t index_search(indexer *ix, const memd_call *call, const char *app, const char *user,
 		     const char *body_json, char **ret_json, memd_error *err);
 
-/* memd_index_rebuild: app and user both set (validated) or both NULL. */
-int32_t index_rebuild(indexer *ix, const char *app, const char *user, memd_progress_fn progress,
-		      void *userdata, memd_error *err);
+/* memd_index_rebuild: app and user both set (validated) or both NULL.
+ * cancel (may be NULL): once nonzero, the rebuild gives up with
+ * MEMD_ECANCELED at its next progress check (its store calls see it
+ * too), as when progress returns nonzero. A canceled full rebuild has
+ * reset the cursors: the indexes go on catching up from the feed. A
+ * canceled user rebuild makes the keyword index, and the vector index
+ * (its durable cursor set to 0), replay the feed, so they end up whole,
+ * as after a full rebuild. */
+int32_t index_rebuild(indexer *ix, const char *app, const char *user,
+		      const volatile int32_t *cancel, memd_progress_fn progress, void *userdata,
+		      memd_error *err);
 
 /* Change the background snapshot schedule (for tests and benchmarks; the
  * defaults are the INDEX_SNAPSHOT_* above): a snapshot is due when at

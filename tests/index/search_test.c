@@ -38,6 +38,11 @@ static void teardown(void)
 TestSuite(search, .init = setup, .fini = teardown, .timeout = 60);
 
 static const char *const modes[] = { "keyword", "vector", "hybrid" };
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 #define N_MODES 3
 
 static const char *first_text(json_t *res)
@@ -415,6 +420,55 @@ Test(search, a_failed_scoped_rebuild_heals_the_keyword_index)
 		  "the keyword index is whole again after a canceled rebuild");
 	json_decref(before);
 	json_decref(after);
+}
+
+/* The event ids of a search's results, sorted, as one string. */
+static char *hit_ids(json_t *res)
+{
+	json_t *hit;
+	size_t i, n = json_array_size(ix_results(res));
+	char **v = calloc(n ? n : 1, sizeof(*v)), *out;
+	size_t len = 1;
+
+	json_array_foreach(ix_results(res), i, hit) v[i] = (char *)json_string_value(json_object_get(hit, "event_id"));
+	qsort(v, n, sizeof(*v), cmp_str);
+	for (i = 0; i < n; i++)
+		len += strlen(v[i]) + 1;
+	out = calloc(1, len);
+	for (i = 0; i < n; i++) {
+		strcat(out, v[i]);
+		strcat(out, ",");
+	}
+	free(v);
+	return out;
+}
+
+Test(search, a_canceled_scoped_rebuild_leaves_every_index_whole)
+{
+	memd_error err = { 0 };
+	char text[64];
+
+	/* Two sessions of 150: the first progress report, which cancels,
+	 * comes after the first session is rebuilt and before the second. */
+	for (int i = 0; i < 300; i++) {
+		snprintf(text, sizeof(text), "heron pond note %d", i);
+		free(ix_append(m, "app", "alice", i % 2 ? "a" : "b", text, NULL, T0 + i));
+	}
+	for (int k = 0; k < N_MODES; k++) {
+		json_t *before = ix_search(m, "app", "alice", "{\"query\":\"heron pond\",\"k\":1000,\"mode\":\"%s\"}", modes[k]);
+		char *want = hit_ids(before), *got;
+		json_t *after;
+
+		cr_assert_eq(json_array_size(ix_results(before)), 300, "%s", modes[k]);
+		cr_assert_eq(memd_index_rebuild(m, "app", "alice", cancel_at_once, NULL, &err), MEMD_ECANCELED);
+		after = ix_search(m, "app", "alice", "{\"query\":\"heron pond\",\"k\":1000,\"mode\":\"%s\"}", modes[k]);
+		got = hit_ids(after);
+		cr_assert_str_eq(got, want, "%s: every event is found again after a canceled rebuild", modes[k]);
+		free(want);
+		free(got);
+		json_decref(before);
+		json_decref(after);
+	}
 }
 
 Test(search, disabled_modes_are_refused)
