@@ -16,6 +16,7 @@
 #define USER_PATH "/v1/apps/{app}/users/{user}"
 #define SESSION_PATH USER_PATH "/sessions/{sid}"
 #define ARTIFACT_PATH SESSION_PATH "/artifacts/{name}"
+#define JOBS_PATH "/v1/apps/{app}/jobs"
 #define MAX_SEGMENTS 16
 
 #define R SETTINGS_SCOPE_READ
@@ -66,6 +67,10 @@ static const http_route routes[] = {
 	{ "POST", USER_PATH "/search", R, HTTP_BODY_JSON, NULL, HTTP_OP_SEARCH, http_h_search },
 	{ "POST", USER_PATH "/index:rebuild", A, HTTP_BODY_NONE, NULL, HTTP_OP_INDEX_REBUILD,
 	  http_h_index_rebuild },
+	{ "GET", JOBS_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_LIST, http_h_job_list },
+	{ "GET", JOBS_PATH "/{job}", W, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_GET, http_h_job_get },
+	{ "DELETE", JOBS_PATH "/{job}", A, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_CANCEL,
+	  http_h_job_cancel },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -90,6 +95,9 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_READY] = "ready",
 	[HTTP_OP_SEARCH] = "search",
 	[HTTP_OP_INDEX_REBUILD] = "index_rebuild",
+	[HTTP_OP_JOB_LIST] = "job_list",
+	[HTTP_OP_JOB_GET] = "job_get",
+	[HTTP_OP_JOB_CANCEL] = "job_cancel",
 };
 
 const http_route *http_routes(size_t *ret_n)

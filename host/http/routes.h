@@ -40,8 +40,14 @@ void http_h_artifact_get(http_req *rq);
 void http_h_artifact_versions(http_req *rq);
 void http_h_artifact_delete(http_req *rq);
 
-/* routes_search.c: search and index rebuild (host/index/) */
+/* routes_search.c: search (host/index/) */
 void http_h_search(http_req *rq);
+
+/* routes_jobs.c: background jobs of an app, and the index rebuild that
+ * starts one */
 void http_h_index_rebuild(http_req *rq);
+void http_h_job_list(http_req *rq);
+void http_h_job_get(http_req *rq);
+void http_h_job_cancel(http_req *rq);
 
 #endif

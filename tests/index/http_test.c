@@ -3,7 +3,8 @@
  * POST /v1/apps/{app}/users/{user}/search and .../index:rebuild over real
  * HTTP (`memd serve` through tests/http's harness, every response checked
  * against api/openapi.yaml): modes, validation, isolation, scopes of API
- * keys, rebuild, and the vector index flushed on SIGTERM.
+ * keys, rebuild (a background job, polled until it succeeded; jobs_test.c
+ * tests the jobs themselves), and the vector index flushed on SIGTERM.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -21,6 +23,9 @@
 #define KEY_R "search-test-read-key-0123456789"
 #define KEY_A "search-test-admin-key-0123456789"
 #define BASE "/v1/apps/app/users/"
+/* How long a rebuild job may take here, and how often it is polled. */
+#define JOB_WAIT_POLLS 3000
+#define JOB_POLL_NS 10000000L
 
 static hs H;
 
@@ -47,6 +52,47 @@ static void append(const char *user, const char *sid, const char *texts_json_arr
 	r = hs_expect(&H, "POST", path, events, 200);
 	free(events);
 	json_decref(r);
+}
+
+/* Poll the job named by a rebuild's Location (with headers hdr) until it
+ * succeeded. */
+static void wait_succeeded(const char *location, const char *const *hdr)
+{
+	const struct timespec poll = { 0, JOB_POLL_NS };
+	char state[32] = "";
+
+	cr_assert_not_null(location, "the rebuild names its job");
+	for (int i = 0; i < JOB_WAIT_POLLS; i++) {
+		hs_resp r = { 0 };
+		hs_req(&H, "GET", location, hdr, NULL, 0, &r);
+		cr_assert_eq(r.status, 200, "GET %s: %ld", location, r.status);
+		snprintf(state, sizeof(state), "%s",
+			 json_string_value(json_object_get(r.json, "state")));
+		hs_resp_clear(&r);
+		if (strcmp(state, "succeeded") == 0)
+			return;
+		cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "job %s",
+			  state);
+		nanosleep(&poll, NULL);
+	}
+	cr_assert_fail("the rebuild job is still %s", state);
+}
+
+/* POST index:rebuild with hdr, assert 202, wait for the job. */
+static void rebuild(const char *user, const char *const *hdr)
+{
+	char path[256], *loc;
+	hs_resp r = { 0 };
+
+	snprintf(path, sizeof(path), BASE "%s/index:rebuild", user);
+	hs_req(&H, "POST", path, hdr, NULL, 0, &r);
+	cr_assert_eq(r.status, 202, "rebuild: %ld %s", r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r.json, "scope"), "user")),
+			 user);
+	loc = strdup(hs_header(&r, "Location"));
+	hs_resp_clear(&r);
+	wait_succeeded(loc, hdr);
+	free(loc);
 }
 
 static json_t *search(const char *user, const char *body)
@@ -99,9 +145,7 @@ Test(http_search, keyword_search_with_filters_and_errors)
 	cr_assert_eq(r.status, 405);
 	hs_resp_clear(&r);
 
-	res = hs_expect(&H, "POST", BASE "alice/index:rebuild", NULL, 200);
-	cr_assert_str_eq(json_string_value(json_object_get(res, "user")), "alice");
-	json_decref(res);
+	rebuild("alice", NULL);
 	res = search("alice", "{\"query\":\"lisbon\",\"k\":50}");
 	cr_assert_eq(json_array_size(json_object_get(res, "results")), 2);
 	json_decref(res);
@@ -137,9 +181,7 @@ Test(http_search, vector_and_hybrid_and_scopes)
 	hs_req(&H, "POST", BASE "alice/index:rebuild", read_hdr, NULL, 0, &r);
 	cr_assert_eq(r.status, 403, "rebuild needs admin");
 	hs_resp_clear(&r);
-	hs_req(&H, "POST", BASE "alice/index:rebuild", admin_hdr, NULL, 0, &r);
-	cr_assert_eq(r.status, 200);
-	hs_resp_clear(&r);
+	rebuild("alice", admin_hdr);
 	hs_req(&H, "POST", BASE "alice/search", read_hdr, body, strlen(body), &r);
 	cr_assert_eq(r.status, 200);
 	cr_assert_str_eq(first_text(r.json), "My puppy loves running");
