@@ -9,7 +9,7 @@
  * working after); a second request for the same user returns the running
  * job; canceling a running and a queued job (the index is whole after);
  * unknown and other apps' jobs are 404; key scopes; SIGTERM with a job
- * running exits cleanly.
+ * running exits cleanly; finished jobs past the bound are forgotten.
  *
  * To observe a job mid-way without racing it, memd runs with the
  * test-only hold (jobs.h: MEMD_TEST_JOB_HOLD names a file; a running job
@@ -54,6 +54,8 @@
 /* How long a test waits for a job to reach a state, polling. */
 #define WAIT_MS 30000
 #define POLL_MS 10
+/* Finished jobs kept (JOBS_KEEP_FINISHED). */
+#define KEEP_FINISHED 64
 #define MS_PER_SEC 1000
 #define NS_PER_MS 1000000L
 
@@ -406,8 +408,35 @@ Test(jobs, sigterm_cancels_a_running_job)
 	/* Held until canceled: only the cancel of the shutdown ends it. */
 	hs_stop(&H);
 	log = hs_log_text(&H);
-	cr_assert(strstr(log, "canceled"), "the job was canceled at shutdown: %s", log);
+	cr_assert(strstr(log, "(index_rebuild of app/alice) canceled"),
+		  "the job was canceled at shutdown: %s", log);
 	free(log);
 	hs_restart(&H);
 	cr_assert_eq(hits("alice", NULL), EVENTS, "the index is whole after the restart");
+}
+
+Test(jobs, finished_jobs_are_forgotten_past_the_bound)
+{
+	json_t *job, *list;
+	char first[64], last[64], path[256], user[32];
+
+	start(NULL, NULL);
+	hold(0);
+	for (int i = 0; i <= KEEP_FINISHED; i++) {
+		snprintf(user, sizeof(user), "u%d", i);
+		job = rebuild(user, 202);
+		if (i == 0)
+			snprintf(first, sizeof(first), "%s", str(job, "id"));
+		snprintf(last, sizeof(last), "%s", str(job, "id"));
+		json_decref(wait_job(str(job, "id"), "succeeded"));
+		json_decref(job);
+	}
+	list = call("GET", JOBS, NULL, NULL, 200);
+	cr_assert_eq(json_array_size(json_object_get(list, "jobs")), KEEP_FINISHED,
+		     "the newest %d finished jobs are kept", KEEP_FINISHED);
+	cr_assert_str_eq(str(json_array_get(json_object_get(list, "jobs"), 0), "id"), last);
+	json_decref(list);
+	snprintf(path, sizeof(path), JOBS "/%s", first);
+	/* The oldest is forgotten. */
+	json_decref(call("GET", path, NULL, NULL, 404));
 }
