@@ -2,7 +2,7 @@
 /*
  * cli: the memd command line. Operator commands (version, plugins, config
  * check) and scripting commands over the libmemd facade. Results are JSON
- * on stdout; errors one line on stderr; exit codes in cli_usage().
+ * on stdout; errors one line on stderr; exit codes in exit_codes.h.
  */
 #include "cli.h"
 
@@ -19,19 +19,10 @@
 #include <memd/memd.h>
 
 #include "config.h"
+#include "exit_codes.h"
 #include "http/server.h"
 #include "loader.h"
 #include "service.h"
-
-/* Exit codes (documented in cli_usage and README). */
-#define EXIT_OK          0
-#define EXIT_FAIL        1 /* internal or I/O failure */
-#define EXIT_USAGE       2 /* bad command line */
-#define EXIT_INVALID     3 /* the request was invalid (bad JSON, id, ...) */
-#define EXIT_NOTFOUND    4
-#define EXIT_CONFLICT    5 /* version mismatch, id exists */
-#define EXIT_UNAVAILABLE 6 /* backend down or timed out: retry later */
-#define EXIT_CONFIG      7 /* config or plugin problem */
 
 #define CLI_STDIN_MAX (256u * 1024u * 1024u)
 #define CLI_EXE_PLUGIN_DIR "/../plugins"
@@ -56,65 +47,74 @@ typedef struct cli {
 	char **argv;
 } cli;
 
+static const char cli_usage_text[] =
+	"usage: memd [--config FILE] [-v] COMMAND ...\n"
+	"\n"
+	"operators:\n"
+	"  version                          print memd's version and plugin ABI\n"
+	"  config check [FILE]              check a config (default: zero-config)\n"
+	"  plugins list                     the plugins the config names: file, kinds,\n"
+	"                                   version, ABI, the slots using each, and the\n"
+	"                                   search path; loads them without init (opens\n"
+	"                                   no store, creates nothing)\n"
+	"  plugins check NAME|FILE          validate a plugin in a child process (a NAME\n"
+	"                                   is searched as the config's plugins are)\n"
+	"  index rebuild [--app A --user U] rebuild the search indexes (of one user, or\n"
+	"                                   all); a progress bar when stderr is a TTY\n"
+	"  serve [--config FILE]            serve the REST API (api/openapi.yaml) until\n"
+	"                                   SIGTERM/SIGINT; JSON log lines on stderr\n"
+	"\n"
+	"scripting (results are JSON on stdout):\n"
+	"  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
+	"  session get APP USER SID [--events N] [--after-seq N]\n"
+	"  session list APP USER [--limit N] [--cursor C] [--archived]\n"
+	"  session delete APP USER SID\n"
+	"  events append APP USER SID       body on stdin: {\"events\": [...], ...} or [...]\n"
+	"  events list APP USER SID [--after-seq N] [--limit N]\n"
+	"  context APP USER SID\n"
+	"  state get APP USER SID\n"
+	"  state set APP USER SID KEY=VALUE...   VALUE is JSON, else a string;\n"
+	"                                   KEY= (empty) deletes\n"
+	"  artifact put APP USER SID NAME [--type MIME] < data\n"
+	"  artifact get APP USER SID NAME [--version N] > data\n"
+	"  artifact list APP USER SID\n"
+	"  user delete APP USER\n"
+	"  search APP USER QUERY [--k N] [--mode keyword|vector|hybrid] [--session SID]\n"
+	"\n"
+	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
+	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
+	"memd binary (../plugins), config's plugins.path, then the install dir.\n"
+	"Global options (--config, -v) may come anywhere on the line.\n";
+
 static void cli_usage(FILE *f)
 {
-	fputs("usage: memd [--config FILE] [-v] COMMAND ...\n"
-	      "\n"
-	      "operators:\n"
-	      "  version                          print memd's version and plugin ABI\n"
-	      "  config check [FILE]              check a config (default: zero-config)\n"
-	      "  plugins list                     list the plugins on the plugin path\n"
-	      "  plugins check FILE               validate a plugin .so in a child process\n"
-	      "  index rebuild [--app A --user U] rebuild the search indexes (of one user, or\n"
-	      "                                   all); a progress bar when stderr is a TTY\n"
-	      "  serve [--config FILE]            serve the REST API (api/openapi.yaml) until\n"
-	      "                                   SIGTERM/SIGINT; JSON log lines on stderr\n"
-	      "\n"
-	      "scripting (results are JSON on stdout):\n"
-	      "  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
-	      "  session get APP USER SID [--events N] [--after-seq N]\n"
-	      "  session list APP USER [--limit N] [--cursor C] [--archived]\n"
-	      "  session delete APP USER SID\n"
-	      "  events append APP USER SID       body on stdin: {\"events\": [...], ...} or [...]\n"
-	      "  events list APP USER SID [--after-seq N] [--limit N]\n"
-	      "  context APP USER SID\n"
-	      "  state get APP USER SID\n"
-	      "  state set APP USER SID KEY=VALUE...   VALUE is JSON, else a string;\n"
-	      "                                   KEY= (empty) deletes\n"
-	      "  artifact put APP USER SID NAME [--type MIME] < data\n"
-	      "  artifact get APP USER SID NAME [--version N] > data\n"
-	      "  artifact list APP USER SID\n"
-	      "  user delete APP USER\n"
-	      "  search APP USER QUERY [--k N] [--mode keyword|vector|hybrid] [--session SID]\n"
-	      "\n"
-	      "The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
-	      "./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
-	      "memd binary (../plugins), config's plugins.path, then the install dir.\n"
-	      "\n"
-	      "exit codes: 0 ok, 1 failure, 2 usage, 3 invalid request, 4 not found,\n"
-	      "            5 conflict, 6 unavailable (retry), 7 config or plugin error\n",
-	      f);
+	fputs(cli_usage_text, f);
+	fputs("\nexit codes:\n", f);
+#define CLI_EXIT_LINE(name, status, what) fprintf(f, "  %d  %s\n", status, what);
+	MEMD_EXIT_CODES(CLI_EXIT_LINE)
+#undef CLI_EXIT_LINE
 }
 
-static int exit_for(int32_t code)
+/* The usage lines of one command group (`memd session` alone): the lines
+ * of cli_usage_text that start with it, and their continuation lines. */
+static void group_usage(FILE *f, const char *group)
 {
-	switch (code) {
-	case MEMD_OK:
-		return EXIT_OK;
-	case MEMD_EINVAL:
-	case MEMD_ETOOBIG:
-		return EXIT_INVALID;
-	case MEMD_ENOTFOUND:
-		return EXIT_NOTFOUND;
-	case MEMD_ECONFLICT:
-		return EXIT_CONFLICT;
-	case MEMD_EUNAVAIL:
-	case MEMD_ETIMEDOUT:
-		return EXIT_UNAVAILABLE;
-	case MEMD_EABI:
-		return EXIT_CONFIG;
-	default:
-		return EXIT_FAIL;
+	size_t glen = strlen(group);
+	int in_group = 0;
+
+	fprintf(f, "usage:\n");
+	for (const char *line = cli_usage_text; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+		if (strncmp(line, "  ", 2) == 0 && line[2] != ' ')
+			in_group = strncmp(line + 2, group, glen) == 0 && line[2 + glen] == ' ';
+		else if (strncmp(line, "  ", 2) != 0)
+			in_group = 0;
+		if (in_group && line[2] != ' ')
+			fprintf(f, "  memd %.*s", (int)(len - 2), line + 2);
+		else if (in_group)
+			fprintf(f, "     %.*s", (int)len, line);
+		line += len;
 	}
 }
 
@@ -122,7 +122,7 @@ static int fail(const memd_error *err)
 {
 	fprintf(stderr, "memd: error: %s%s\n", err->msg,
 		err->flags & MEMD_ERROR_RETRYABLE ? " (retry later)" : "");
-	return exit_for(err->code);
+	return exit_for_error(err->code);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -280,12 +280,29 @@ static int open_memd(cli *c, memd **ret)
 	memd_error err = { 0 };
 	if (memd_open(&o, ret, &err) < 0) {
 		fprintf(stderr, "memd: cannot start: %s\n", err.msg);
-		return err.code == MEMD_EUNAVAIL ? EXIT_UNAVAILABLE : EXIT_CONFIG;
+		return exit_for_start(err.code);
 	}
 	return EXIT_OK;
 }
 
 /* ---- operator commands ---------------------------------------------------- */
+
+/* Print a config_diag's lines and a summary; the exit code for r. */
+static int report_problems(const char *path, int32_t r, config_diag *d)
+{
+	size_t problems = d->n;
+
+	for (size_t i = 0; i < d->n; i++)
+		fprintf(stderr, "%s\n", d->lines[i]);
+	config_diag_clear(d);
+	if (r == MEMD_ENOMEM) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", problems,
+		problems == 1 ? "" : "s");
+	return EXIT_CONFIG;
+}
 
 static int cmd_config_check(cli *c, int from)
 {
@@ -298,22 +315,10 @@ static int cmd_config_check(cli *c, int from)
 	if (n < 0)
 		return EXIT_USAGE;
 	path = n ? pos[0] : c->config;
-	size_t problems;
-
 	r = http_check_config(path, c->extra_path[0] ? c->extra_path : NULL, &d);
-	for (size_t i = 0; i < d.n; i++)
-		fprintf(stderr, "%s\n", d.lines[i]);
-	problems = d.n;
+	if (r < 0)
+		return report_problems(path, r, &d);
 	config_diag_clear(&d);
-	if (r == MEMD_ENOMEM) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
-	if (r < 0) {
-		fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", problems,
-			problems == 1 ? "" : "s");
-		return EXIT_CONFIG;
-	}
 	printf("%s: OK\n", path ? path : "zero-config");
 	return EXIT_OK;
 }
@@ -322,12 +327,21 @@ static int cmd_plugins_check(cli *c, int from)
 {
 	const char *pos[1];
 	char *report = NULL;
+	char **search;
 	memd_error err = { 0 };
+	int32_t r;
 
 	if (positionals(c, from, pos, 1) != 1)
-		return usage_error("%s", "plugins check needs one FILE");
-	if (loader_check_isolated(pos[0], c->extra_path[0] ? c->extra_path : NULL, &report, &err) <
-	    0) {
+		return usage_error("%s", "plugins check needs one NAME or FILE");
+	/* A name resolves as memd_open resolves the config's plugins. */
+	if ((r = service_plugin_search(c->config, c->extra_path[0] ? c->extra_path : NULL, &search,
+				       &err)) < 0) {
+		fprintf(stderr, "memd: cannot read the config: %s\n", err.msg);
+		return exit_for_start(r);
+	}
+	r = loader_check_isolated(pos[0], (const char *const *)search, &report, &err);
+	service_free_search(search);
+	if (r < 0) {
 		fprintf(stderr, "memd: refused: %s\n", err.msg);
 		return EXIT_CONFIG;
 	}
@@ -339,46 +353,25 @@ static int cmd_plugins_check(cli *c, int from)
 static int cmd_plugins_list(cli *c, int from)
 {
 	const char *pos[1];
-	memd *m;
-	char *json;
-	memd_error err = { 0 };
-	int rc;
+	config_diag d = { 0 };
+	char *json = NULL;
+	int32_t r;
 
 	if (positionals(c, from, pos, 0) != 0)
 		return EXIT_USAGE;
-	if ((rc = open_memd(c, &m)) != EXIT_OK)
-		return rc;
-	if (memd_plugins_json(m, &json, &err) < 0)
-		rc = fail(&err);
-	else
-		rc = print_json(json);
-	memd_close(m);
-	return rc;
+	r = service_plugins_list(c->config, c->extra_path[0] ? c->extra_path : NULL, &json, &d);
+	if (r < 0)
+		return report_problems(c->config, r, &d);
+	return print_json(json);
 }
 
 static int cmd_serve(cli *c, int from)
 {
 	const char *pos[1];
-	int missing = 0;
-	const char *config = take_opt(c, from, "--config", &missing);
-	int32_t r;
 
-	if (missing)
-		return usage_error("%s", "--config needs a FILE");
 	if (positionals(c, from, pos, 0) != 0)
 		return EXIT_USAGE;
-	r = http_serve(config ? config : c->config, c->extra_path[0] ? c->extra_path : NULL);
-	switch (r) {
-	case 0:
-		return EXIT_OK;
-	case MEMD_EUNAVAIL:
-		return EXIT_UNAVAILABLE;
-	case MEMD_EIO:
-	case MEMD_ENOMEM:
-		return EXIT_FAIL;
-	default:
-		return EXIT_CONFIG;
-	}
+	return exit_for_start(http_serve(c->config, c->extra_path[0] ? c->extra_path : NULL));
 }
 
 /* ---- scripting commands ------------------------------------------------------ */
@@ -520,13 +513,30 @@ static int sc_session_list(cli *c, memd *m, const char **pos, int from, memd_err
 					o->archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, ret_json, err));
 }
 
+/* The JSON a delete prints ({"deleted": true, "app": ..., ...}): the
+ * facade returns nothing, scripts still get a result to read. */
+static int deleted_json(const char *app, const char *user, const char *sid, char **ret_json)
+{
+	json_t *o = json_pack("{s:b,s:s,s:s,s:s?}", "deleted", 1, "app", app, "user", user,
+			      "session", sid);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!text) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	*ret_json = text; /* print_json frees it, as index rebuild's */
+	return EXIT_OK;
+}
+
 static int sc_session_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			     char **ret_json)
 {
-	(void)ret_json;
 	if (!m)
 		return take_common(c, from, 0);
-	return result(memd_session_delete(m, pos[0], pos[1], pos[2], err));
+	if (memd_session_delete(m, pos[0], pos[1], pos[2], err) < 0)
+		return -1;
+	return deleted_json(pos[0], pos[1], pos[2], ret_json);
 }
 
 static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -587,10 +597,11 @@ static int sc_state_get(cli *c, memd *m, const char **pos, int from, memd_error 
 static int sc_user_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			  char **ret_json)
 {
-	(void)ret_json;
 	if (!m)
 		return take_common(c, from, 0);
-	return result(memd_user_delete(m, pos[0], pos[1], err));
+	if (memd_user_delete(m, pos[0], pos[1], err) < 0)
+		return -1;
+	return deleted_json(pos[0], pos[1], NULL, ret_json);
 }
 
 static int sc_artifact_put(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -865,36 +876,69 @@ static void find_exe_plugins(cli *c)
 		c->extra_path[0] = c->exe_plugins;
 }
 
+/* take_globals answered --help or --version: exit with EXIT_OK. */
+#define CLI_ANSWERED (-1)
+
+/* Take the global options out of argv, wherever they are: argv is
+ * compacted to the program name and the rest, in order, and *ret_argc
+ * set. Returns EXIT_OK to go on, CLI_ANSWERED, or a usage error's exit
+ * code. */
+static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
+{
+	int out = 1;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) {
+			if (++i >= argc)
+				return usage_error("%s needs a FILE", a);
+			c->config = argv[i];
+		} else if (strncmp(a, "--config=", strlen("--config=")) == 0) {
+			c->config = a + strlen("--config=");
+		} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+			c->verbose++;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			cli_usage(stdout);
+			return CLI_ANSWERED;
+		} else if (strcmp(a, "--version") == 0) {
+			puts(memd_version_string());
+			return CLI_ANSWERED;
+		} else {
+			argv[out++] = argv[i];
+		}
+	}
+	argv[out] = NULL;
+	*ret_argc = out;
+	return EXIT_OK;
+}
+
+/* Command groups that take a subcommand (`memd session` alone prints
+ * the session subcommands). */
+static const char *const verb_groups[] = {
+	"config", "plugins", "index", "session", "events", "state", "artifact", "user",
+};
+
 int cli_main(int argc, char **argv)
 {
 	cli c = { 0 };
-	int i = 1;
+	const int i = 1;
 	const char *group, *verb;
+	int rc;
 
+	c.config = getenv("MEMD_CONFIG");
+	rc = take_globals(&c, argc, argv, &argc);
+	if (rc == CLI_ANSWERED)
+		return EXIT_OK;
+	if (rc != EXIT_OK)
+		return rc;
 	c.argc = argc;
 	c.argv = argv;
-	c.config = getenv("MEMD_CONFIG");
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) {
-			if (++i >= argc)
-				return usage_error("%s", "--config needs a FILE");
-			c.config = argv[i];
-		} else if (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0) {
-			c.verbose++;
-		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			cli_usage(stdout);
-			return EXIT_OK;
-		} else if (strcmp(argv[i], "--version") == 0) {
-			puts(memd_version_string());
-			return EXIT_OK;
-		} else {
-			return usage_error("unknown option %s", argv[i]);
-		}
-	}
 	if (i >= argc) {
 		cli_usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (argv[i][0] == '-')
+		return usage_error("unknown option %s", argv[i]);
 	find_exe_plugins(&c);
 	group = argv[i];
 	verb = i + 1 < argc ? argv[i + 1] : "";
@@ -927,6 +971,16 @@ int cli_main(int argc, char **argv)
 			return run_scripting(&c, i + 1, cmd->npos, cmd->shape, cmd->fn);
 		if (strcmp(verb, cmd->verb) == 0)
 			return run_scripting(&c, i + 2, cmd->npos, cmd->shape, cmd->fn);
+	}
+	for (size_t k = 0; k < sizeof(verb_groups) / sizeof(verb_groups[0]); k++) {
+		if (strcmp(group, verb_groups[k]) != 0)
+			continue;
+		if (*verb)
+			fprintf(stderr, "memd: unknown %s subcommand '%s'\n", group, verb);
+		else
+			fprintf(stderr, "memd: %s needs a subcommand\n", group);
+		group_usage(stderr, group);
+		return EXIT_USAGE;
 	}
 	return usage_error("unknown command '%s'", group);
 }

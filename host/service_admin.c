@@ -27,7 +27,7 @@ int32_t memd_user_delete(memd *m, const char *app, const char *user, memd_error 
 	return 0;
 }
 
-static json_t *kinds_json(uint32_t kind)
+json_t *service_kinds_json(uint32_t kind)
 {
 	static const struct {
 		uint32_t bit;
@@ -80,7 +80,7 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 				insts = NULL;
 			}
 		po = json_pack("{s:s,s:s?,s:s?,s:o,s:s,s:s,s:b,s:o}", "name", d->name, "version",
-			       d->version, "description", d->description, "kinds", kinds_json(d->kind),
+			       d->version, "description", d->description, "kinds", service_kinds_json(d->kind),
 			       "path", loader_path(p), "abi", abi, "threadsafe",
 			       (d->flags & MEMD_PLUGIN_THREADSAFE) != 0, "instances", insts);
 		if (!po || json_array_append_new(list, po) < 0) {

@@ -14,7 +14,7 @@
  *   service_search.c        search and index rebuild (blocking, or as a job)
  *   service_jobs.c          background jobs: get, list, cancel
  *   service_admin.c         user delete, plugin listing, readiness, metrics
- *   service_config_check.c  `memd config check`
+ *   service_config_check.c  `memd config check`, `memd plugins list/check`
  *
  * Errors follow the facade's rule: a negative MEMD_E* code, with err
  * filled (memd_error_set); outputs ret_* are written only on success.
@@ -86,6 +86,12 @@ void service_free_strv(char **v);
  * of the app whose strategy that is (borrowed, the default's name when
  * there is none). */
 strategy *service_strategy_for(memd *m, const char *app, const char **ret_app);
+
+/* ---- service_admin.c ------------------------------------------------------ */
+
+/* The MEMD_KIND_* bits as a new JSON array of words ("store", "vector",
+ * ...); NULL on ENOMEM. */
+json_t *service_kinds_json(uint32_t kind);
 
 /* ---- service_request.c: request plumbing --------------------------------- */
 

@@ -99,8 +99,55 @@ expect 7 "plugins check crash_init" -- "$memd" plugins check "$fixtures/memd-cra
 contains "$errout" "crash" "crash reported"
 expect 7 "plugins check wrong_major" -- "$memd" plugins check "$fixtures/memd-wrong_major.so"
 contains "$errout" "ABI 2" "wrong major reported"
+
+# plugins check NAME searches where the config's plugins are searched:
+# MEMD_PLUGIN_PATH and plugins.path (the fixtures are in neither the build
+# tree's plugin directory nor the install dir).
+MEMD_PLUGIN_PATH="$fixtures" expect 0 "plugins check NAME on MEMD_PLUGIN_PATH" -- "$memd" plugins check good
+contains "$out" "file:        $fixtures/memd-good.so" "NAME resolved on MEMD_PLUGIN_PATH"
+printf 'plugins:\n  path: [%s]\n' "$fixtures" >ppath.yaml
+expect 0 "plugins check NAME on plugins.path" -- "$memd" --config ppath.yaml plugins check good
+contains "$out" "file:        $fixtures/memd-good.so" "NAME resolved on plugins.path"
+expect 7 "plugins check NAME found nowhere" -- "$memd" plugins check good
+contains "$errout" "memd-good.so" "the missing name's file is named"
+expect 0 "plugins check shows a key's choices" -- "$memd" plugins check sqlite
+contains "$out" "synchronous: string, default full, one of full|normal" "choices reported"
+
+# plugins list: what the help says, and it creates nothing.
+mkdir list && cd list
 expect 0 "plugins list" -- "$memd" plugins list
 contains "$out" '"sqlite"' "plugins list shows the session store"
+contains "$out" '"stores.main"' "plugins list names the slot"
+contains "$out" '"buffer_window"' "plugins list shows the strategy"
+contains "$out" '"search_path"' "plugins list shows the search path"
+[[ -z "$(ls -A)" ]] && ok || fail "plugins list created files: $(ls -A)"
+cd ..
+expect 0 "help" -- "$memd" --help
+contains "$out" "plugins list                     the plugins the config names" "help says what plugins list lists"
+contains "$out" "creates nothing" "help says plugins list creates nothing"
+
+# Exit codes: one table (host/exit_codes.h); --help and README.md show it.
+header=$(sed -n 's/^[[:space:]]*X(\([A-Z]*\), \([0-9]*\), "\(.*\)").*/\2|\1|\3/p' "$MEMD_SOURCE_ROOT/host/exit_codes.h")
+readme=$(sed -n 's/^| \([0-9]*\) | `\([A-Z]*\)` | \(.*\) |$/\1|\2|\3/p' "$MEMD_SOURCE_ROOT/README.md")
+[[ $(wc -l <<<"$header") -ge 8 ]] && ok || fail "exit code table not found in host/exit_codes.h"
+[[ "$header" == "$readme" ]] && ok || fail "README.md's exit codes differ from host/exit_codes.h: $(diff <(echo "$header") <(echo "$readme"))"
+helpcodes=$(sed -n '/^exit codes:/,$s/^  \([0-9]\)  \(.*\)/\1|\2/p' <<<"$out")
+[[ "$helpcodes" == "$(sed 's/|[A-Z]*|/|/' <<<"$header")" ]] && ok || fail "--help's exit codes differ from host/exit_codes.h: $helpcodes"
+expect 7 "serve with a missing config file" -- timeout 60 "$memd" serve --config nope.yaml
+expect 7 "scripting with a missing config file" -- "$memd" --config nope.yaml session list demo alice
+expect 7 "plugins list with a missing config file" -- "$memd" --config nope.yaml plugins list
+
+# Global options anywhere; a group alone prints its subcommands.
+expect 7 "--config after the subcommand" -- "$memd" config check --config sync.yaml
+contains "$errout" "sync.yaml:2" "config check read --config given after it"
+expect 0 "-v and --config after the subcommand" -- "$memd" plugins list -v --config ppath.yaml
+expect 2 "session alone" -- "$memd" session
+contains "$errout" "memd session create APP USER" "session alone lists session create"
+contains "$errout" "memd session delete APP USER SID" "session alone lists session delete"
+[[ "$errout" != *"unknown command"* ]] && ok || fail "session alone says unknown command"
+expect 2 "unknown session subcommand" -- "$memd" session frob
+contains "$errout" "unknown session subcommand 'frob'" "unknown subcommand named"
+contains "$errout" "memd session list APP USER" "unknown subcommand lists the others"
 
 # Zero-config scripting: SQLite in ./data/memd.db.
 expect 0 "session create" -- "$memd" session create demo alice --id s1 --metadata '{"k":1}'
@@ -129,7 +176,14 @@ contains "$out" '"s1"' "session listed"
 expect_in 0 "artifact put" 'hello artifact' -- "$memd" artifact put demo alice s1 notes.txt --type text/plain
 expect 0 "artifact get" -- "$memd" artifact get demo alice s1 notes.txt
 [[ "$out" == "hello artifact" ]] && ok || fail "artifact bytes differ: $out"
+expect 0 "session create s2" -- "$memd" session create demo alice --id s2
+expect 0 "session delete" -- "$memd" session delete demo alice s2
+contains "$out" '"deleted": true' "session delete prints its result"
+contains "$out" '"session": "s2"' "session delete names the session"
+expect 4 "deleted session" -- "$memd" session get demo alice s2
 expect 0 "user delete" -- "$memd" user delete demo alice
+contains "$out" '"deleted": true' "user delete prints its result"
+contains "$out" '"user": "alice"' "user delete names the user"
 expect 4 "deleted user's session" -- "$memd" session get demo alice s1
 
 echo "$passed passed, $failed failed"
