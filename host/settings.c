@@ -397,10 +397,64 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 	}
 }
 
+/* A Host header value: a name or address, "[v6]", with an optional
+ * ":port"; no spaces, controls, '/', '@' or other URL punctuation. */
+static int host_value_ok(const char *v)
+{
+	if (!*v)
+		return 0;
+	for (const char *p = v; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch <= 0x20 || ch >= 0x7f || strchr("/\\@?#%,;\"'<>", ch))
+			return 0;
+	}
+	return 1;
+}
+
+static void load_allowed_hosts(ctx *c, const config_node *server, settings *s)
+{
+	const char *path = "server.allowed_hosts";
+	const config_node *seq = get(server, "allowed_hosts");
+	if (!seq)
+		return;
+	if (config_node_type(seq) != CONFIG_SEQ) {
+		problem(c, seq, path, "expected a sequence of host names, got %s", kind_of(seq));
+		return;
+	}
+	size_t n = config_len(seq);
+	if (n == 0) {
+		problem(c, seq, path,
+			"must not be empty (leave it out to answer 127.0.0.1, localhost and [::1])");
+		return;
+	}
+	s->allowed_hosts = calloc(n + 1, sizeof(*s->allowed_hosts));
+	if (!s->allowed_hosts) {
+		c->nomem = 1;
+		return;
+	}
+	for (size_t i = 0, k = 0; i < n; i++) {
+		const config_node *item = config_seq_at(seq, i);
+		char at[SETTINGS_PATH_MAX];
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (config_node_type(item) != CONFIG_SCALAR) {
+			problem(c, item, at, "expected a host name, got %s", kind_of(item));
+			continue;
+		}
+		if (!host_value_ok(config_scalar(item))) {
+			problem(c, item, at,
+				"expected a host name or address with an optional :port "
+				"(as in a Host header), got \"%s\"", config_scalar(item));
+			continue;
+		}
+		if ((s->allowed_hosts[k] = dup_or_flag(c, config_scalar(item))))
+			k++;
+	}
+}
+
 static void load_server(ctx *c, const config_node *root, settings *s)
 {
-	static const char *const known[] = {"listen", "api_keys", "threads", "max_body_bytes",
-					    "max_batch_events", "max_header_bytes",
+	static const char *const known[] = {"listen", "api_keys", "allowed_hosts", "threads",
+					    "max_body_bytes", "max_batch_events", "max_header_bytes",
 					    "request_timeout_ms", "header_timeout_s",
 					    "max_connections", "max_connections_per_ip",
 					    "log_level", NULL};
@@ -425,6 +479,7 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 		free(host);
 	}
 	load_api_keys(c, m, s);
+	load_allowed_hosts(c, m, s);
 	get_int(c, m, path, "threads", SETTINGS_THREADS_DEFAULT, 0, SETTINGS_THREADS_MAX,
 		&s->threads);
 	get_int(c, m, path, "max_body_bytes", SETTINGS_MAX_BODY_BYTES_DEFAULT, 1,
@@ -835,6 +890,9 @@ void settings_clear(settings *s)
 	for (size_t i = 0; i < s->n_api_keys; i++)
 		free(s->api_keys[i].key);
 	free(s->api_keys);
+	for (size_t i = 0; s->allowed_hosts && s->allowed_hosts[i]; i++)
+		free(s->allowed_hosts[i]);
+	free(s->allowed_hosts);
 	for (size_t i = 0; s->plugin_path && s->plugin_path[i]; i++)
 		free(s->plugin_path[i]);
 	free(s->plugin_path);

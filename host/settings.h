@@ -99,6 +99,11 @@ typedef struct settings {
 	char *listen;               /* host:port */
 	settings_api_key *api_keys;
 	size_t n_api_keys;
+	/* server.allowed_hosts: the Host header values answered ("name" with
+	 * any port or none, "name:port" exactly), NULL-terminated; NULL when
+	 * not configured (then a loopback memd without keys answers only
+	 * 127.0.0.1, localhost and [::1]). */
+	char **allowed_hosts;
 	int64_t threads;            /* 0 = from the machine */
 	int64_t max_body_bytes;
 	int64_t max_batch_events;

@@ -7,6 +7,11 @@
 #include <memd/plugin.h>
 
 #define BEARER "Bearer"
+#define PORT_DIGITS_MAX 5
+#define HOST_ECHO_MAX 64 /* bytes of a refused Host quoted in the message */
+
+/* The names of the loopback addresses, as a Host header carries them. */
+static const char *const loopback_hosts[] = { "127.0.0.1", "localhost", "[::1]", NULL };
 
 /* Nonzero iff a (alen bytes) equals b (blen bytes). The time depends on
  * blen (the configured key) only, never on where a differs. */
@@ -67,5 +72,65 @@ int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *auth
 	if (granted < scope)
 		return memd_error_set(err, MEMD_EFORBIDDEN, 0, "this API key has scope %s; the route needs %s",
 				      http_auth_scope_name(granted), http_auth_scope_name(scope));
+	return 0;
+}
+
+/* The port of a Host value ("name:port", "[v6]:port"), or NULL when it
+ * names none. */
+static const char *host_port(const char *host)
+{
+	const char *colon = strrchr(host, ':');
+	const char *bracket = strchr(host, ']');
+	if (!colon || (host[0] == '[' && (!bracket || colon < bracket)))
+		return NULL;
+	return colon + 1;
+}
+
+/* Is host name alone, or name followed by ":port" (want_port 0: any
+ * port)? Case-insensitive. */
+static int host_is(const char *host, const char *name, int32_t want_port)
+{
+	size_t n = strlen(name);
+	const char *p = host + n;
+	int32_t port = 0;
+
+	if (strncasecmp(host, name, n) != 0)
+		return 0;
+	if (!*p)
+		return 1;
+	if (*p++ != ':' || !*p || strlen(p) > PORT_DIGITS_MAX)
+		return 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return 0;
+		port = port * 10 + (*p - '0');
+	}
+	return want_port == 0 || port == want_port;
+}
+
+int32_t http_host_check(const http_hosts *h, const char *host, int http11, memd_error *err)
+{
+	const char *const *names = h->allowed ? h->allowed : loopback_hosts;
+	int ok = 0;
+
+	if (!host) {
+		if (http11)
+			return memd_error_set(err, MEMD_EINVAL, 0, "an HTTP/1.1 request needs a Host header");
+		return 0;
+	}
+	if (!h->allowed && !h->loopback_only)
+		return 0;
+	for (size_t i = 0; names[i] && !ok; i++) {
+		if (h->allowed && host_port(names[i]))
+			ok = strcasecmp(host, names[i]) == 0;
+		else
+			ok = host_is(host, names[i], h->allowed ? 0 : h->port);
+	}
+	if (!ok)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "Host '%.*s' is not a name this memd answers to (%s)", HOST_ECHO_MAX,
+				      host, h->allowed ? "server.allowed_hosts"
+						       : "127.0.0.1, localhost or [::1] without API keys; "
+							 "see server.allowed_hosts");
 	return 0;
 }

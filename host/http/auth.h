@@ -26,6 +26,23 @@
 int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
 			int32_t scope, memd_error *err);
 
+/* Which Host header values a request may carry (DNS rebinding: a web
+ * page on a name that resolves to 127.0.0.1 must not reach a loopback
+ * memd that has no keys). */
+typedef struct http_hosts {
+	const char *const *allowed;    /* server.allowed_hosts, or NULL */
+	int loopback_only;             /* no allowed_hosts: answer only the loopback names */
+	int32_t port;                  /* memd's port, for "name:port" */
+} http_hosts;
+
+/* Check a request's Host header value (NULL when absent). With
+ * h->allowed each entry "name" matches the name alone or with any port,
+ * "name:port" only itself; else with h->loopback_only 127.0.0.1,
+ * localhost and [::1] match alone or with h->port; else every Host does.
+ * Names are compared case-insensitively. An HTTP/1.1 request (http11
+ * nonzero) must carry a Host. Returns 0 or MEMD_EINVAL with a message. */
+int32_t http_host_check(const http_hosts *h, const char *host, int http11, memd_error *err);
+
 /* "read", "write", "admin" or "public". Static storage. */
 const char *http_auth_scope_name(int32_t scope);
 

@@ -230,7 +230,8 @@ static enum MHD_Result header_size(void *cls, enum MHD_ValueKind kind, const cha
 
 /* Everything decided from the request line and headers. Returns 0 to go
  * on, or -1 when a reply was set. */
-static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
+static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
+		 const char *version)
 {
 	http_ctx *ctx = rq->ctx;
 	const settings *set = ctx->set;
@@ -241,6 +242,12 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url)
 
 	if (atomic_load(&ctx->draining)) {
 		http_reply_error(rq, HTTP_E_DRAINING, 0, "memd is shutting down; retry on another instance");
+		return -1;
+	}
+	if ((r = http_host_check(&ctx->hosts,
+				 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+				 strcmp(version, MHD_HTTP_VERSION_1_1) == 0, &err)) < 0) {
+		http_reply_memd_error(rq, &err);
 		return -1;
 	}
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, header_size, &hdr);
@@ -433,14 +440,13 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 	http_ctx *ctx = cls;
 	http_req *rq = *con_cls;
 
-	(void)version;
 	if (!rq) {
 		http_conns_head_done(ctx->conns, conn);
 		rq = req_new(ctx, conn, url, method);
 		if (!rq)
 			return MHD_NO;
 		*con_cls = rq;
-		if (begin(rq, conn, url) < 0) {
+		if (begin(rq, conn, url, version) < 0) {
 			/* Without a body the answer waits for the next call, so that
 			 * the connection can stay open; with one it goes now, and the
 			 * body is never read. */

@@ -15,6 +15,7 @@
 
 #include <memd/memd.h>
 
+#include "auth.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
@@ -31,6 +32,7 @@
 typedef struct http_ctx {
 	memd *m;
 	const settings *set;
+	http_hosts hosts;              /* the Host values answered (auth.h) */
 	http_log *log;
 	http_metrics *mt;
 	const char *openapi_json;      /* the spec served at /openapi.json */

@@ -213,8 +213,22 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	unsigned threads = pool_size(&s->set);
 	unsigned timeout_s;
 	size_t memory;
+	char *host = NULL;
+	int32_t port;
+	int loopback;
 	int32_t r;
 
+	/* Which Host values to answer (http_host_check): the config check
+	 * made sure that both succeed. */
+	if ((r = settings_listen_split(s->set.listen, &host, &port)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: server.listen: %s", s->set.listen);
+		return r;
+	}
+	free(host);
+	if ((r = http_listen_is_loopback(s->set.listen, &loopback, &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
 	o.config_path = config_path;
 	o.plugin_path = plugin_path;
 	o.log = http_log_memd;
@@ -234,6 +248,9 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	}
 	s->ctx.m = s->m;
 	s->ctx.set = &s->set;
+	s->ctx.hosts.allowed = (const char *const *)s->set.allowed_hosts;
+	s->ctx.hosts.loopback_only = loopback && s->set.n_api_keys == 0;
+	s->ctx.hosts.port = port;
 	s->ctx.log = s->log;
 	s->ctx.mt = s->mt;
 	s->ctx.openapi_json = http_openapi_json;

@@ -43,7 +43,7 @@
 #define EVENT_KIB 64
 #define BATCH_EVENTS 100
 #define MAX_READERS 64
-#define SLOW_HEAD "GET /healthz HTTP/1.1\r\nHost: memd\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SLOW_HEAD "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define SESSION "/v1/apps/bench/users/u/sessions/big"
 
 static int port;
@@ -105,7 +105,7 @@ static int request(const char *from, const char *method, const char *path, const
 	if (fd < 0)
 		return -1;
 	n = snprintf(head, sizeof(head),
-		     "%s %s HTTP/1.1\r\nHost: memd\r\nConnection: close\r\nContent-Type: application/json\r\n"
+		     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
 		     "Content-Length: %zu\r\n\r\n", method, path, len);
 	send_all(fd, head, (size_t)n);
 	if (len)

@@ -857,6 +857,90 @@ Test(e2e, json_routes_refuse_other_media_types)
 	cr_assert_eq(count_events(S1), 3);
 }
 
+/* A raw GET path with the given Host line (NULL: none) over HTTP/1.1; returns
+ * the status and, for a refusal, asserts the JSON error shape and a request id. */
+static int raw_host(const char *method, const char *path, const char *host)
+{
+	char req[1024], raw[8192];
+	int fd, status;
+
+	snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\n%s%s%sConnection: close\r\n\r\n", method, path,
+		 host ? "Host: " : "", host ? host : "", host ? "\r\n" : "");
+	fd = hs_raw_connect(&H);
+	hs_raw_send(fd, req, strlen(req));
+	hs_raw_read(fd, raw, sizeof(raw), 5000);
+	close(fd);
+	status = hs_raw_status(raw);
+	cr_assert(strstr(raw, "\r\nX-Request-Id: "), "%s", raw);
+	if (status >= 400) {
+		cr_assert(strstr(raw, "\r\nContent-Type: application/json\r\n"), "%s", raw);
+		cr_assert(strstr(raw, "{\"error\":{\"code\":\"invalid_request\""), "%s", raw);
+	}
+	return status;
+}
+
+/* tmpl with "PORT" replaced by memd's port. */
+static void with_port(char *out, size_t cap, const char *tmpl)
+{
+	const char *p = strstr(tmpl, "PORT");
+	if (!p)
+		snprintf(out, cap, "%s", tmpl);
+	else
+		snprintf(out, cap, "%.*s%d%s", (int)(p - tmpl), tmpl, H.port, p + strlen("PORT"));
+}
+
+Test(e2e, host_header_is_checked_on_loopback_without_keys)
+{
+	const char *ok[] = { "127.0.0.1:PORT", "localhost:PORT", "[::1]:PORT", "127.0.0.1", "localhost",
+			     "[::1]", "LocalHost:PORT", NULL };
+	/* What a DNS-rebinding page, or a mistyped client, sends. */
+	const char *bad[] = { "evil.example:PORT", "evil.example", "127.0.0.1.evil.example:PORT",
+			      "localhost.evil.example", "localhost:PORTx", "localhost:", "127.0.0.2:PORT",
+			      "[::1]x", "", "127.0.0.1:1", NULL };
+	char host[128], *snap, *snap2;
+
+	hs_start(&H, NULL, NULL);
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	snap = hs_snapshot(&H, "demo", "alice");
+	for (size_t i = 0; ok[i]; i++) {
+		with_port(host, sizeof(host), ok[i]);
+		cr_assert_eq(raw_host("GET", U "/sessions", host), 200, "Host: %s", host);
+	}
+	for (size_t i = 0; bad[i]; i++) {
+		with_port(host, sizeof(host), bad[i]);
+		cr_assert_eq(raw_host("GET", U "/sessions", host), 400, "Host: %s", host);
+		cr_assert_eq(raw_host("GET", "/healthz", host), 400, "Host: %s", host);
+		cr_assert_eq(raw_host("DELETE", S1, host), 400, "Host: %s", host);
+	}
+	/* HTTP/1.1 requires Host. */
+	cr_assert_eq(raw_host("GET", "/healthz", NULL), 400);
+	snap2 = hs_snapshot(&H, "demo", "alice");
+	cr_assert_str_eq(snap, snap2, "a refused Host deleted something");
+	free(snap);
+	free(snap2);
+	hs_finish(&H);
+	memset(&H, 0, sizeof(H));
+
+	/* server.allowed_hosts, when set, is what is accepted. */
+	hs_start(&H, "  allowed_hosts: [memd.internal, \"127.0.0.1:1234\"]\n", NULL);
+	snprintf(host, sizeof(host), "memd.internal:%d", H.port);
+	cr_assert_eq(raw_host("GET", "/healthz", host), 200);
+	cr_assert_eq(raw_host("GET", "/healthz", "MEMD.internal"), 200);
+	cr_assert_eq(raw_host("GET", "/healthz", "127.0.0.1:1234"), 200);
+	cr_assert_eq(raw_host("GET", "/healthz", "127.0.0.1:1235"), 400);
+	snprintf(host, sizeof(host), "127.0.0.1:%d", H.port);
+	cr_assert_eq(raw_host("GET", "/healthz", host), 400);
+	cr_assert_eq(raw_host("GET", "/healthz", "memd.internal.evil"), 400);
+	cr_assert_eq(raw_host("GET", "/healthz", NULL), 400);
+	hs_finish(&H);
+	memset(&H, 0, sizeof(H));
+
+	/* With API keys a Host is not needed to keep pages out: any is served. */
+	hs_start(&H, "  api_keys:\n    - {key: " KEY_A ", scope: admin}\n", NULL);
+	cr_assert_eq(raw_host("GET", "/healthz", "evil.example"), 200);
+	cr_assert_eq(raw_host("GET", "/healthz", NULL), 400, "HTTP/1.1 still requires Host");
+}
+
 /* ---- request ids and logs ------------------------------------------------------------------ */
 
 Test(e2e, request_ids_and_one_log_line_per_request)

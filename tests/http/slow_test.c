@@ -34,7 +34,7 @@
 #define NORMAL_ADDR "127.0.0.2"
 /* A request head that never ends: the slow clients send it a byte at a
  * time, pausing TRICKLE_NS between rounds. */
-#define SLOW_HEAD "GET /healthz HTTP/1.1\r\nHost: memd\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SLOW_HEAD "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define TRICKLE_NS 200000000L
 #define NORMAL_BOUND_MS 1000
 #define NORMAL_READ_MS 5000
@@ -92,7 +92,7 @@ static int normal_request(const char *path, int64_t *ret_ms)
 	char req[256], resp[RESP_MAX];
 	int64_t t0 = now_ms();
 	int fd = connect_from(NORMAL_ADDR, 0);
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: memd\r\nConnection: close\r\n\r\n",
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
 			 path);
 
 	hs_raw_send(fd, req, (size_t)n);
@@ -106,7 +106,7 @@ static int normal_request(const char *path, int64_t *ret_ms)
  * them is that request's own connection). */
 static long open_connections(void)
 {
-	char req[] = "GET /metrics HTTP/1.1\r\nHost: memd\r\nConnection: close\r\n\r\n";
+	char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 	static char resp[1 << 20];
 	const char *p;
 	int fd = connect_from(NORMAL_ADDR, 0);

@@ -971,3 +971,49 @@ Test(settings, memd_yaml_example_values)
 	cr_assert_not_null(s.embedder);
 	settings_clear(&s);
 }
+
+Test(settings, allowed_hosts)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("server:\n"
+			  "  allowed_hosts: [memd.internal, \"[::1]:8700\", \"LOCALHOST:1\"]\n",
+			  &s, &d);
+	cr_assert_eq(rc, 0);
+	cr_assert_str_eq(s.allowed_hosts[0], "memd.internal");
+	cr_assert_str_eq(s.allowed_hosts[1], "[::1]:8700");
+	cr_assert_str_eq(s.allowed_hosts[2], "LOCALHOST:1");
+	cr_assert_null(s.allowed_hosts[3]);
+	settings_clear(&s);
+
+	cr_assert_eq(load("server: {listen: 127.0.0.1:1}\n", &s, &d), 0);
+	cr_assert_null(s.allowed_hosts, "not configured: the loopback names");
+	settings_clear(&s);
+
+	rc = load("server:\n"                                   /* 1 */
+		  "  allowed_hosts:\n"                          /* 2 */
+		  "    - ok.example\n"                          /* 3 */
+		  "    - \"http://x.example\"\n"                /* 4 */
+		  "    - \"a b\"\n"                             /* 5 */
+		  "    - \"\"\n"                                /* 6 */
+		  "    - {name: x}\n",                          /* 7 */
+		  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:4: server.allowed_hosts[1]: expected a host name or address with an optional "
+			":port (as in a Host header), got \"http://x.example\"");
+	assert_line(&d, "t.yaml:5: server.allowed_hosts[2]: expected a host name or address with an optional "
+			":port (as in a Host header), got \"a b\"");
+	assert_line(&d, "t.yaml:6: server.allowed_hosts[3]: expected a host name or address with an optional "
+			":port (as in a Host header), got \"\"");
+	assert_line(&d, "t.yaml:7: server.allowed_hosts[4]: expected a host name, got a map");
+	cr_assert_eq(d.n, 4);
+	config_diag_clear(&d);
+
+	cr_assert_eq(load("server: {allowed_hosts: []}\n", &s, &d), MEMD_EINVAL);
+	assert_line(&d, "t.yaml:1: server.allowed_hosts: must not be empty (leave it out to answer "
+			"127.0.0.1, localhost and [::1])");
+	config_diag_clear(&d);
+	cr_assert_eq(load("server: {allowed_hosts: memd.internal}\n", &s, &d), MEMD_EINVAL);
+	assert_line(&d, "t.yaml:1: server.allowed_hosts: expected a sequence of host names, got a scalar");
+	config_diag_clear(&d);
+}
