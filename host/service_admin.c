@@ -93,15 +93,112 @@ int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err)
 	return service_finish(o, ret_json, err);
 }
 
-int32_t memd_ready(memd *m, memd_error *err)
+/* A degraded store is probed with a write of its own (this cursor) at
+ * most this often when readiness is asked: a store whose space came back
+ * is ready again even when no client writes to it (a load balancer sends
+ * nothing to an instance that is not ready). */
+#define READY_PROBE_CURSOR "memd.ready-probe"
+#define READY_PROBE_INTERVAL_NS (10LL * 1000000000LL)
+
+/* The readiness reason for a degraded store's MEMD_ERROR_STORAGE_* flags. */
+static const char *storage_reason(uint32_t flags)
+{
+	if (flags & MEMD_ERROR_STORAGE_FULL)
+		return "disk_full";
+	if (flags & MEMD_ERROR_STORAGE_READONLY)
+		return "read_only";
+	return "io_error";
+}
+
+/* Every session store that is not ready, as [{"store", "reason",
+ * "message"}] in *ret_list (owned): unreachable (ping fails), or
+ * degraded (its last write failed with a full disk, read-only storage
+ * or an I/O error, and the probe did not succeed). *ret_flags gets the
+ * first one's flags. */
+static int32_t ready_list(memd *m, json_t **ret_list, uint32_t *ret_flags, memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
+	json_t *list = json_array();
+	uint32_t first_flags = 0;
+
+	if (!list)
+		return service_oom(err);
 	for (size_t i = 0; i < m->n_stores; i++) {
-		int32_t r;
-		if (m->stores[i].st && (r = store_ping(m->stores[i].st, &call, err)) < 0)
-			return r;
+		store *st = m->stores[i].st;
+		memd_error e = { .struct_size = sizeof(e) };
+		store_health_report h;
+		const char *reason = NULL, *msg = NULL;
+		uint32_t flags = MEMD_ERROR_RETRYABLE;
+
+		if (!st)
+			continue;
+		if (store_ping(st, &call, &e) < 0) {
+			reason = "unreachable";
+			msg = e.msg;
+		} else if (store_health(st, &h)) {
+			if (store_clock_ns() - h.since_ns >= READY_PROBE_INTERVAL_NS) {
+				memd_error pe = { .struct_size = sizeof(pe) };
+				(void)store_cursor_set(st, &call, READY_PROBE_CURSOR, 0, &pe);
+			}
+			if (store_health(st, &h)) {
+				reason = storage_reason(h.flags);
+				msg = h.msg;
+				flags |= h.flags;
+			}
+		}
+		if (!reason)
+			continue;
+		if (json_array_append_new(list, json_pack("{s:s,s:s,s:s}", "store", m->stores[i].name,
+							  "reason", reason, "message", msg)) < 0) {
+			json_decref(list);
+			return service_oom(err);
+		}
+		if (!first_flags)
+			first_flags = flags;
 	}
+	*ret_list = list;
+	*ret_flags = first_flags;
 	return 0;
+}
+
+int32_t memd_ready(memd *m, memd_error *err)
+{
+	json_t *list = NULL, *first;
+	uint32_t flags = 0;
+	int32_t r = ready_list(m, &list, &flags, err);
+
+	if (r < 0)
+		return r;
+	first = json_array_get(list, 0);
+	if (first)
+		r = memd_error_set(err, MEMD_EUNAVAIL, flags, "%s: %s: %s",
+				   json_string_value(json_object_get(first, "store")),
+				   json_string_value(json_object_get(first, "reason")),
+				   json_string_value(json_object_get(first, "message")));
+	json_decref(list);
+	return r;
+}
+
+int32_t memd_ready_json(memd *m, int *ret_ready, char **ret_json, memd_error *err)
+{
+	json_t *list = NULL, *o;
+	uint32_t flags = 0;
+	int32_t r = ready_list(m, &list, &flags, err);
+	int ready;
+
+	if (r < 0)
+		return r;
+	ready = json_array_size(list) == 0;
+	if (ready) {
+		json_decref(list);
+		o = json_pack("{s:s}", "status", "ready");
+	} else {
+		o = json_pack("{s:s,s:o}", "status", "not_ready", "stores", list);
+	}
+	r = service_finish(o, ret_json, err);
+	if (r == 0)
+		*ret_ready = ready;
+	return r;
 }
 
 int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)

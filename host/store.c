@@ -36,7 +36,30 @@ struct store {
 	pthread_mutex_t lock;
 	prom_histogram calls[STORE_N_OPS];                   /* time in the plugin */
 	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_SLOTS + 1]; /* last: other codes */
+	/* The storage's health, from the writes (store_health). */
+	pthread_mutex_t health_lock;
+	uint32_t health_flags;        /* MEMD_ERROR_STORAGE_* of the failed write; 0: healthy */
+	int64_t health_since_ns;      /* monotonic: when that write failed */
+	char health_msg[MEMD_ERROR_MSG_MAX];
 };
+
+/* The ops that write: their results say whether the storage takes writes. */
+static int op_writes(size_t op)
+{
+	switch (op) {
+	case STORE_OP_session_create:
+	case STORE_OP_session_update:
+	case STORE_OP_session_delete:
+	case STORE_OP_append:
+	case STORE_OP_artifact_put:
+	case STORE_OP_artifact_delete:
+	case STORE_OP_user_delete:
+	case STORE_OP_cursor_set:
+		return 1;
+	default:
+		return 0;
+	}
+}
 
 static int64_t mono_ns(void)
 {
@@ -53,6 +76,45 @@ static void count_call(store *s, size_t op, int32_t r, int64_t ns)
 		size_t slot = -(int64_t)r <= (int64_t)N_ERR_SLOTS ? (size_t)(-r - 1) : N_ERR_SLOTS;
 		atomic_fetch_add_explicit(&s->errors[op][slot], 1, memory_order_relaxed);
 	}
+}
+
+/* Note a write's result for store_health: a failure with a
+ * MEMD_ERROR_STORAGE_* flag marks the storage degraded, a success clears
+ * the mark; other failures (conflicts, busy, not found) say nothing
+ * about it. */
+static void note_health(store *s, size_t op, int32_t r, const memd_error *err, int64_t now_ns)
+{
+	if (!op_writes(op) || (r < 0 && (!err || !(err->flags & MEMD_ERROR_STORAGE_MASK))))
+		return;
+	pthread_mutex_lock(&s->health_lock);
+	if (r >= 0) {
+		s->health_flags = 0;
+	} else {
+		s->health_flags = err->flags & MEMD_ERROR_STORAGE_MASK;
+		s->health_since_ns = now_ns;
+		snprintf(s->health_msg, sizeof(s->health_msg), "%s", err->msg);
+	}
+	pthread_mutex_unlock(&s->health_lock);
+}
+
+int store_health(store *s, store_health_report *ret)
+{
+	int degraded;
+
+	pthread_mutex_lock(&s->health_lock);
+	degraded = s->health_flags != 0;
+	if (degraded) {
+		ret->flags = s->health_flags;
+		ret->since_ns = s->health_since_ns;
+		memcpy(ret->msg, s->health_msg, sizeof(ret->msg));
+	}
+	pthread_mutex_unlock(&s->health_lock);
+	return degraded;
+}
+
+int64_t store_clock_ns(void)
+{
+	return mono_ns();
 }
 
 void store_render_durations(const store *s, prom_buf *b)
@@ -101,6 +163,7 @@ int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
 	s->name = loader_instance_name(inst);
 	s->serialized = loader_instance_serialized(inst);
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->health_lock, NULL);
 	*ret = s;
 	return 0;
 }
@@ -111,6 +174,7 @@ void store_free(store *s)
 		return;
 	loader_instance_destroy(s->inst);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->health_lock);
 	free(s);
 }
 
@@ -144,7 +208,7 @@ int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error 
 #define STORE_FORWARD(s, op, err, ...)                                                    \
 	do {                                                                              \
 		int32_t r_;                                                               \
-		int64_t t0_;                                                              \
+		int64_t t0_, t1_;                                                         \
 		if (!(s)->ops->op)                                                        \
 			return memd_error_set(err, MEMD_ENOTSUP, 0, "%s: does not support %s", \
 					      (s)->name, #op);                            \
@@ -156,8 +220,11 @@ int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error 
 		r_ = (s)->ops->op((s)->handle, __VA_ARGS__, err);                         \
 		if ((s)->serialized)                                                      \
 			pthread_mutex_unlock(&(s)->lock);                                 \
-		count_call((s), STORE_OP_##op, r_, mono_ns() - t0_);                     \
-		return store_fix_error((s)->name, #op, r_, err);                          \
+		t1_ = mono_ns();                                                          \
+		count_call((s), STORE_OP_##op, r_, t1_ - t0_);                           \
+		r_ = store_fix_error((s)->name, #op, r_, err);                            \
+		note_health((s), STORE_OP_##op, r_, err, t1_);                           \
+		return r_;                                                                \
 	} while (0)
 
 int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,

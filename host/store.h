@@ -72,6 +72,21 @@ int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int6
 /* A store without ping is taken to be reachable. */
 int32_t store_ping(store *s, const memd_call *call, memd_error *err);
 
+/* Why the storage of a store is degraded. */
+typedef struct store_health_report {
+	uint32_t flags;                  /* MEMD_ERROR_STORAGE_* */
+	int64_t since_ns;                /* store_clock_ns() when the write failed */
+	char msg[MEMD_ERROR_MSG_MAX];    /* that write's error message */
+} store_health_report;
+
+/* 1 (and *ret filled) when the last write of s that said anything about
+ * its storage failed with a MEMD_ERROR_STORAGE_* flag (full disk,
+ * read-only, I/O error): s stays degraded until one of its writes
+ * succeeds. 0 when healthy. Thread-safe. */
+int store_health(store *s, store_health_report *ret);
+/* The monotonic clock store_health_report.since_ns is read from (ns). */
+int64_t store_clock_ns(void);
+
 /* Append s's STORE_METRIC_DURATION{store,op} series to b: a histogram of
  * the time in each plugin op called so far (for ops with a sink, the time
  * includes the caller's sink). No HELP/TYPE lines: the caller writes them

@@ -269,8 +269,18 @@ MEMD_API int32_t memd_user_delete(memd *m, const char *app, const char *user, me
  * "abi", "description", "instances": [...]}]}. */
 MEMD_API int32_t memd_plugins_json(memd *m, char **ret_json, memd_error *err);
 
-/* Probe every store (ping). 0 when all are reachable. */
+/* Probe every store (ping) and look at its storage: 0 when every store
+ * is reachable and none is degraded (its last write failed with a full
+ * disk, read-only storage or an I/O error, and no write has succeeded
+ * since: a degraded store is probed with a small write at most every 10
+ * s). Otherwise MEMD_EUNAVAIL (retryable, with the first degraded store's
+ * MEMD_ERROR_STORAGE_* flag) naming the store and why. */
 MEMD_API int32_t memd_ready(memd *m, memd_error *err);
+/* As memd_ready, as a report: *ret_ready is 1 when ready, and *ret_json
+ * (memd_free) is {"status": "ready"} or {"status": "not_ready", "stores":
+ * [{"store", "reason" (unreachable, disk_full, read_only, io_error),
+ * "message"}]}. Fails only for lack of memory. */
+MEMD_API int32_t memd_ready_json(memd *m, int *ret_ready, char **ret_json, memd_error *err);
 
 /* The facade's own metrics as Prometheus text (exposition format 0.0.4),
  * malloc'd into *ret_text (memd_free): for every session store instance

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Probes (/healthz, /readyz), /metrics, /openapi.json, /v1/plugins and
  * deleting a user. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <memd/memd.h>
 
+#include "errors.h"
 #include "memd-build.h"
 #include "request.h"
 #include "routes.h"
@@ -21,16 +23,23 @@ void http_h_readyz(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
 	int64_t t0 = http_now_ns();
-	int32_t r = memd_ready(rq->ctx->m, &err);
+	char *json = NULL, retry[16];
+	int ready = 0;
+	int32_t r = memd_ready_json(rq->ctx->m, &ready, &json, &err);
 
 	http_op_done(rq, t0, r, &err);
 	if (r < 0) {
-		/* Not ready is always worth retrying: a store came back. */
-		err.flags |= MEMD_ERROR_RETRYABLE;
 		http_reply_memd_error(rq, &err);
 		return;
 	}
-	http_reply_json(rq, 200, strdup("{\"status\":\"ready\"}"));
+	/* The report names every store that is not ready and why. */
+	http_reply_json(rq, ready ? 200 : 503, strdup(json));
+	memd_free(json);
+	if (!ready) {
+		/* Not ready is always worth retrying: a store comes back. */
+		snprintf(retry, sizeof(retry), "%d", HTTP_RETRY_AFTER_SECONDS);
+		http_reply_header(rq, "Retry-After", retry);
+	}
 }
 
 void http_h_metrics(http_req *rq)

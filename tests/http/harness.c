@@ -79,8 +79,9 @@ static void write_config(hs *h)
 {
 	FILE *f = fopen(h->config, "w");
 	cr_assert(f, "cannot write %s", h->config);
-	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n%s\nstores:\n  main: {plugin: sqlite, path: %s/memd.db%s}\n%s\n",
-		h->port, h->server_yaml, h->dir, h->store_extra, h->extra_yaml);
+	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n%s\nstores:\n  main: {plugin: sqlite, path: %s%s%s}\n%s\n",
+		h->port, h->server_yaml, h->db_path[0] ? h->db_path : h->dir,
+		h->db_path[0] ? "" : "/memd.db", h->store_extra, h->extra_yaml);
 	fclose(f);
 }
 

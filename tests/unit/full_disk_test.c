@@ -6,8 +6,8 @@
  * (MEMD_EUNAVAIL, retryable, MEMD_ERROR_STORAGE_FULL), session and user
  * deletes succeed on the full disk (the store gives up its disk reserve
  * and checkpoints), appends work again after a delete, readiness reports
- * the full store until a write succeeds, and everything works once space
- * is freed.
+ * the full store (memd_ready, memd_ready_json) until a write succeeds, and
+ * everything works once space is freed.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -134,6 +134,30 @@ static int fill(const char *sid)
 	return i;
 }
 
+/* memd_ready and memd_ready_json name the full store. */
+static void expect_not_ready(void)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	int ready = 1;
+	json_t *report, *st;
+	int32_t r = memd_ready(m, &err);
+
+	cr_assert_eq(r, MEMD_EUNAVAIL, "ready on a full disk: %d %s", (int)r, err.msg);
+	cr_assert_eq(err.flags, MEMD_ERROR_RETRYABLE | MEMD_ERROR_STORAGE_FULL, "%#x",
+		     (unsigned)err.flags);
+	cr_assert(strstr(err.msg, "main: disk_full: "), "%s", err.msg);
+	cr_assert_eq(memd_ready_json(m, &ready, &out, &err), 0, "%s", err.msg);
+	cr_assert_eq(ready, 0);
+	report = tu_json(out);
+	cr_assert_str_eq(json_string_value(json_object_get(report, "status")), "not_ready");
+	st = json_array_get(json_object_get(report, "stores"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(st, "store")), "main");
+	cr_assert_str_eq(json_string_value(json_object_get(st, "reason")), "disk_full");
+	cr_assert_eq(json_array_size(json_object_get(report, "stores")), 1);
+	json_decref(report);
+}
+
 Test(full_disk, writes_fail_alike_deletes_work_and_space_comes_back)
 {
 	static char blob[ARTIFACT_BYTES];
@@ -165,21 +189,28 @@ Test(full_disk, writes_fail_alike_deletes_work_and_space_comes_back)
 	r = append("keep", 0, BIG_BYTES, &err);
 	expect_full("append to another session", r, &err);
 
+	/* Not ready: the store's last write failed on the full disk. */
+	expect_not_ready();
+
 	/* Deletes go through on the full disk: an operator frees space
 	 * through the API. */
 	r = memd_session_delete(m, "app", "u", "big", &err);
 	cr_assert_eq(r, 0, "session delete on a full disk: %s", err.msg);
 	r = memd_user_delete(m, "app", "other", &err);
 	cr_assert_eq(r, 0, "user delete on a full disk: %s", err.msg);
+	/* A write succeeded: ready again. */
+	tu_ok0(memd_ready(m, &err), &err);
 	/* The pages the delete freed are written again. */
 	r = append("keep", 1, TEXT_BYTES, &err);
 	cr_assert_eq(r, 0, "append after a delete on a full disk: %s", err.msg);
 
 	/* Fill again, then free space outside memd: writes work again. */
 	fill("keep");
+	expect_not_ready();
 	free_ballast();
 	r = append("keep", 2, TEXT_BYTES, &err);
 	cr_assert_eq(r, 0, "append after space was freed: %s", err.msg);
+	tu_ok0(memd_ready(m, &err), &err);
 	tu_ok(memd_artifact_put(m, "app", "u", "keep", "a.bin", "application/octet-stream", blob,
 				sizeof(blob), &out, &err), &err, &out);
 }
