@@ -19,4 +19,9 @@
  * the test (Criterion assertion). */
 void feed_order_install_stall(const char *name);
 
+/* 1 while an insert in name's schema or database is inside the stall
+ * (the server shows it sleeping), else 0. Connects as
+ * feed_order_install_stall does; a failure fails the test. */
+int feed_order_stalling(const char *name);
+
 #endif

@@ -17,8 +17,14 @@ static const char SQL_STALL_TRIGGER[] =
 	"CREATE TRIGGER memd_test_stall BEFORE INSERT ON events"
 	" FOR EACH ROW EXECUTE FUNCTION memd_test_stall()";
 
-/* The stress config's schema is the name itself. */
-void feed_order_install_stall(const char *name)
+/* Another backend of the test's database inside pg_sleep (on the test
+ * server only the stall trigger sleeps). */
+static const char SQL_STALLING[] =
+	"SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = current_database()"
+	" AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()";
+
+/* A connection to the test server with search_path the schema name. */
+static PGconn *connect_schema(const char *name)
 {
 	const char *keys[] = { "dbname", "password", NULL };
 	const char *vals[] = { getenv("MEMD_PG_DSN"), getenv("MEMD_PG_PASSWORD"), NULL };
@@ -31,6 +37,15 @@ void feed_order_install_stall(const char *name)
 			    " pg_catalog.quote_ident($1::text), false)", 1, NULL, p, NULL, NULL, 0);
 	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
 	PQclear(r);
+	return c;
+}
+
+/* The stress config's schema is the name itself. */
+void feed_order_install_stall(const char *name)
+{
+	PGconn *c = connect_schema(name);
+	PGresult *r;
+
 	r = PQexec(c, SQL_STALL_FN);
 	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 	PQclear(r);
@@ -38,4 +53,18 @@ void feed_order_install_stall(const char *name)
 	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 	PQclear(r);
 	PQfinish(c);
+}
+
+/* Only this test's stall trigger calls pg_sleep on the test server. */
+int feed_order_stalling(const char *name)
+{
+	PGconn *c = connect_schema(name);
+	PGresult *r = PQexec(c, SQL_STALLING);
+	int n;
+
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	n = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(c);
+	return n > 0;
 }
