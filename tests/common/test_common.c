@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define TC_NFTW_FDS 16
+#define TC_PROC_PATH_MAX 64
 
 char *tc_strdup(const char *s)
 {
@@ -93,4 +96,27 @@ char *tc_plugin_search(const char *search[TC_MAX_SEARCH + 1])
 		search[n++] = tok;
 	search[n] = NULL;
 	return list;
+}
+
+pid_t tc_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+long tc_thread_syscall(pid_t tid)
+{
+	char path[TC_PROC_PATH_MAX];
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall", (long)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	/* "NR ARGS... SP PC" while blocked in a system call; "running" or
+	 * "-1 SP PC" otherwise. */
+	if (fscanf(f, "%ld", &nr) != 1)
+		nr = -1;
+	fclose(f);
+	return nr;
 }

@@ -7,6 +7,7 @@
 #define MEMD_TEST_COMMON_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The most MEMD_PLUGIN_PATH entries tc_plugin_search keeps. */
 #define TC_MAX_SEARCH 32
@@ -27,5 +28,15 @@ void tc_rm_tree(const char *path);
  * TC_MAX_SEARCH entries, pointing into the returned buffer, which the
  * caller frees after use). */
 char *tc_plugin_search(const char *search[TC_MAX_SEARCH + 1]);
+
+/* The calling thread's id (what the kernel calls it: gettid). */
+pid_t tc_gettid(void);
+/* The system call thread tid of this process is blocked in now (its
+ * number, as SYS_futex or SYS_clock_nanosleep in <sys/syscall.h>), or -1
+ * when it is running, blocked outside a system call or gone. From
+ * /proc/self/task/TID/syscall (Linux): lets a test wait until a thread is
+ * waiting inside a call (for a lock, a condition, a sleep) instead of
+ * sleeping and assuming it got there. */
+long tc_thread_syscall(pid_t tid);
 
 #endif

@@ -26,7 +26,11 @@
  * The group tests make one group for certain: with one connection, held
  * by an append waiting for a session row lock that a foreign
  * transaction holds, appends queue; when the lock goes, one group takes
- * them all. refusals_in_a_group_fail_alone: a wrong expected_version, a
+ * them all. Each step waits (bounded by WAIT_S) for what it needs, never
+ * for a time: the held append is seen waiting for the lock on the server
+ * (gc_store.lock_waited), and every append that queues is seen blocked in
+ * the queue's wait (its thread waits on a futex: tc_thread_syscall) before
+ * the lock goes. refusals_in_a_group_fail_alone: a wrong expected_version, a
  * replay and a bad state delta in the group are answered alone, and the
  * others are written together in one transaction.
  * server_refusals_in_a_group_fail_alone: a batch with a stored id,
@@ -55,10 +59,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "group_commit.h"
 #include "hostsvc.h"
 #include "stress_util.h"
+#include "test_common.h"
 
 #define APP "a"
 #define USER "u"
@@ -102,10 +108,11 @@
 #define POOL_ONE "pool: 1"
 #define GROUP_OFF "group_commit: 1"
 #define BLOCKER "blk"          /* the session whose row the foreign transaction locks */
-#define HOLD_MS 300            /* the held append had this long to take the connection */
-#define QUEUE_MS 300           /* the group's appends had this long to queue */
+#define WAIT_S 30              /* bound on every wait for a condition */
+#define POLL_MS 2
+#define QUEUED_SWEEPS 3        /* sweeps in a row that see every queued job waiting */
 #define DEADLINE_MS 150
-#define DEADLINE_SLACK_MS 1000 /* well below HOLD_MS + QUEUE_MS + the lock's hold */
+#define DEADLINE_SLACK_MS 1000 /* the lock is held until the late append returns */
 #define MAX_JOBS 16
 
 static const char BAD_UTF8[] = "{\"t\":\"\xff\xfe\"}";
@@ -675,6 +682,7 @@ typedef struct job {
 	int queues;                  /* reaches the queue (the checks pass) */
 	pthread_t th;
 	atomic_int started, done;
+	atomic_int tid;              /* its thread's id, once started */
 	answer a;
 	int64_t took_us;
 } job;
@@ -684,6 +692,7 @@ static void *job_main(void *arg)
 	job *j = arg;
 	int64_t t0 = stress_now_us();
 
+	atomic_store(&j->tid, (int)tc_gettid());
 	atomic_store(&j->started, 1);
 	append(j->in, j->session, j->evs, j->n_events, j->flags, j->expected, j->delta,
 	       j->deadline_ms ? t0 + (int64_t)j->deadline_ms * US_PER_MS : 0, &j->a);
@@ -700,6 +709,7 @@ static void job_init(job *j, gc_inst *in, const char *session, const char *id,
 	memset(j, 0, sizeof(*j));
 	atomic_init(&j->started, 0);
 	atomic_init(&j->done, 0);
+	atomic_init(&j->tid, 0);
 	j->in = in;
 	j->session = session;
 	event_init(&j->ev[0], id, content ? content : "{\"n\":1}");
@@ -745,36 +755,73 @@ static gc_inst *group_setup(const char *name, const char *const *sessions, size_
 
 /* Lock BLOCKER's row from a foreign transaction and start leader (an
  * append to BLOCKER): it takes the one connection and waits for the
- * lock. */
+ * lock; returns once the server shows it waiting. */
 static gc_lock *hold_the_connection(gc_inst *in, const char *name, job *leader)
 {
 	memd_scope sc = stress_scope(APP, USER, BLOCKER);
 	gc_lock *l = gc_store.lock_session(name, &sc);
+	int64_t deadline = stress_now_us() + (int64_t)WAIT_S * 1000000;
+	int waited;
 
 	job_init(leader, in, BLOCKER, BLOCKER "-1", NULL);
 	job_start(leader);
-	stress_sleep_ms(HOLD_MS);
+	while (!(waited = gc_store.lock_waited(l)) && !atomic_load(&leader->done) &&
+	       stress_now_us() < deadline)
+		stress_sleep_ms(POLL_MS);
 	cr_assert(!atomic_load(&leader->done), "the append to the locked session did not wait: "
 		  "%d (%s)", leader->a.rc, leader->a.err.msg);
+	cr_assert(waited, "the append to the locked session was not seen waiting for the lock "
+		  "within %d s", WAIT_S);
 	return l;
+}
+
+/* 1 when every job of jobs[0, n) that queues has a thread blocked on a
+ * futex (the queue's wait: nothing else blocks before it) and every other
+ * one has returned; -1 when one that queues has returned (it was answered
+ * while the connection was held); else 0. Seen QUEUED_SWEEPS times in a
+ * row, the queued ones are really in the queue rather than passing a
+ * contended lock. */
+static int all_queued(job *jobs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].queues && atomic_load(&jobs[i].done))
+			return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!jobs[i].queues) {
+			if (!atomic_load(&jobs[i].done))
+				return 0;
+		} else if (!atomic_load(&jobs[i].started) ||
+			   tc_thread_syscall((pid_t)atomic_load(&jobs[i].tid)) != SYS_futex) {
+			return 0;
+		}
+	}
+	return 1;
 }
 
 /* Start jobs, wait until those that queue are queued (none answered),
  * then let the held connection go: the queued jobs become one group. */
 static void run_group(job *leader, gc_lock *l, job *jobs, size_t n)
 {
+	int64_t deadline = stress_now_us() + (int64_t)WAIT_S * 1000000;
+	int sweeps = 0;
+
 	for (size_t i = 0; i < n; i++)
 		job_start(&jobs[i]);
-	for (size_t i = 0; i < n; i++)
-		while (!atomic_load(&jobs[i].started))
-			stress_sleep_ms(1);
-	stress_sleep_ms(QUEUE_MS);
+	while (sweeps < QUEUED_SWEEPS && stress_now_us() < deadline) {
+		int q = all_queued(jobs, n);
+		if (q < 0)
+			break;
+		sweeps = q ? sweeps + 1 : 0;
+		stress_sleep_ms(POLL_MS);
+	}
 	for (size_t i = 0; i < n; i++)
 		cr_assert(!jobs[i].queues || !atomic_load(&jobs[i].done),
 			  "'%s' was answered while the connection was held: %d (%s)",
 			  jobs[i].ev[0].id, jobs[i].a.rc, jobs[i].a.err.msg);
 	cr_assert(!atomic_load(&leader->done), "the held append was answered: %d (%s)",
 		  leader->a.rc, leader->a.err.msg);
+	cr_assert_eq(sweeps, QUEUED_SWEEPS, "the appends were not all seen queued within %d s",
+		     WAIT_S);
 	gc_store.unlock(l);
 	job_join(leader);
 	for (size_t i = 0; i < n; i++)

@@ -53,6 +53,9 @@ typedef struct gc_store_part {
 	/* Lock the row of session sc (it exists) in a transaction of a
 	 * connection of its own, so that writers of the session wait. */
 	gc_lock *(*lock_session)(const char *name, const memd_scope *sc);
+	/* 1 when a statement of another connection waits for the lock (the
+	 * server shows it), else 0. */
+	int (*lock_waited)(gc_lock *l);
 	/* Roll the lock's transaction back and close it. Accepts NULL. */
 	void (*unlock)(gc_lock *l);
 } gc_store_part;

@@ -26,6 +26,12 @@ struct gc_lock {
 
 static const char SQL_LOCK[] =
 	"SELECT 1 FROM memd_sessions WHERE app = ? AND user = ? AND id = ? FOR UPDATE";
+/* Statements of other connections of the test's user (the server lists
+ * those without the PROCESS privilege) in the database that lock rows:
+ * with the lock held, such a statement on its row waits for it. */
+static const char SQL_WAITERS[] =
+	"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
+	" AND ID <> CONNECTION_ID() AND INFO LIKE '%FOR UPDATE%'";
 
 /* The statistics line of the store's close log; fails if it logged none. */
 static void count(const char *name, gc_log *log, gc_stats *ret)
@@ -102,6 +108,23 @@ static gc_lock *lock_session(const char *name, const memd_scope *sc)
 	return l;
 }
 
+static int lock_waited(gc_lock *l)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	int n;
+
+	/* The text is a constant: nothing to bind. */
+	query_ok(l->m, SQL_WAITERS);
+	res = mysql_store_result(l->m);
+	cr_assert_not_null(res, "%s", mysql_error(l->m));
+	row = mysql_fetch_row(res);
+	cr_assert(row && row[0], "no count");
+	n = atoi(row[0]);
+	mysql_free_result(res);
+	return n > 0;
+}
+
 static void unlock(gc_lock *l)
 {
 	if (!l)
@@ -116,5 +139,6 @@ const gc_store_part gc_store = {
 	.count_begin = NULL,
 	.count = count,
 	.lock_session = lock_session,
+	.lock_waited = lock_waited,
 	.unlock = unlock,
 };

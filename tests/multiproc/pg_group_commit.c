@@ -39,6 +39,11 @@ static const char SQL_COUNT[] =
 	"  GROUP BY xid) AS t";
 static const char SQL_LOCK[] =
 	"SELECT 1 FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3 FOR UPDATE";
+/* Backends waiting for a lock this one holds (pg_locks is read afresh by
+ * every query, also inside the lock's transaction). */
+static const char SQL_WAITERS[] =
+	"SELECT count(DISTINCT pid) FROM pg_catalog.pg_locks WHERE NOT granted"
+	" AND pg_catalog.pg_backend_pid() = ANY (pg_catalog.pg_blocking_pids(pid))";
 
 /* A connection to the test server with search_path the schema name. */
 static PGconn *connect_schema(const char *name)
@@ -107,6 +112,17 @@ static gc_lock *lock_session(const char *name, const memd_scope *sc)
 	return l;
 }
 
+static int lock_waited(gc_lock *l)
+{
+	PGresult *r = PQexec(l->c, SQL_WAITERS);
+	int n;
+
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(l->c));
+	n = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return n > 0;
+}
+
 static void unlock(gc_lock *l)
 {
 	if (!l)
@@ -121,5 +137,6 @@ const gc_store_part gc_store = {
 	.count_begin = count_begin,
 	.count = count,
 	.lock_session = lock_session,
+	.lock_waited = lock_waited,
 	.unlock = unlock,
 };
