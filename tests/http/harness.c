@@ -482,6 +482,34 @@ int hs_raw_status(const char *text)
 	return status;
 }
 
+/* The memd_http_requests_in_flight gauge (the asking request included). */
+static long in_flight(hs *h)
+{
+	static const char name[] = "\nmemd_http_requests_in_flight ";
+	hs_resp r;
+	const char *p;
+	long n;
+
+	hs_req(h, "GET", "/metrics", NULL, NULL, 0, &r);
+	cr_assert_eq(r.status, 200, "GET /metrics: %ld %s", r.status, r.body);
+	p = strstr(r.body, name);
+	cr_assert(p && sscanf(p + strlen(name), "%ld", &n) == 1,
+		  "no memd_http_requests_in_flight in /metrics: %s", r.body);
+	hs_resp_clear(&r);
+	return n;
+}
+
+int hs_wait_in_flight(hs *h, long n, int timeout_ms)
+{
+	for (int waited = 0;; waited += POLL_MS) {
+		if (in_flight(h) - 1 == n)
+			return 1;
+		if (waited >= timeout_ms)
+			return 0;
+		sleep_ms(POLL_MS);
+	}
+}
+
 /* ---- snapshots ---------------------------------------------------------------------- */
 
 char *hs_snapshot(hs *h, const char *app, const char *user)

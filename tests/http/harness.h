@@ -90,6 +90,12 @@ void hs_raw_send(int fd, const void *data, size_t len);
 size_t hs_raw_read(int fd, char *buf, size_t cap, int timeout_ms);
 /* Status of a raw HTTP response text ("HTTP/1.1 408 ..."), or 0. */
 int hs_raw_status(const char *text);
+/* Waits (bounded by timeout_ms) until memd has exactly n requests in
+ * flight besides the GET /metrics that asks (its memd_http_requests_in_flight
+ * gauge): a request counts from when memd has its headers until it is
+ * answered. Returns 1 when it got there, 0 on time-out. For tests that
+ * need memd to be inside a request (a body half sent) before they act. */
+int hs_wait_in_flight(hs *h, long n, int timeout_ms);
 
 /* Canonical JSON text of everything the user (app, user) has: sessions
  * with all events, state and artifacts (with their bytes' sizes). For

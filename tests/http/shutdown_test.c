@@ -25,6 +25,7 @@
 #define MSG_MAX 2048
 #define WAIT_STEP_US 5000
 #define WAIT_ROUNDS 4000
+#define DRAIN_WAIT_MS 10000 /* bound on waiting for memd to be in a request, or to stop accepting */
 
 static hs H;
 
@@ -157,7 +158,7 @@ Test(shutdown, request_in_flight_is_finished)
 	char raw[4096], *log;
 	const char *head = "POST " U "/sessions/s1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n";
 	char body[65];
-	int fd, status, late;
+	int fd, status, late = 0;
 	json_t *s;
 
 	hs_start(&H, NULL, NULL);
@@ -167,12 +168,22 @@ Test(shutdown, request_in_flight_is_finished)
 	fd = hs_raw_connect(&H);
 	hs_raw_send(fd, head, strlen(head));
 	hs_raw_send(fd, body, 20);
-	usleep(200 * 1000);
+	/* The signal comes once memd is inside the request (it has the
+	 * headers), not after a guessed time. */
+	cr_assert(hs_wait_in_flight(&H, 1, DRAIN_WAIT_MS),
+		  "memd did not start on the half-sent request within %d ms", DRAIN_WAIT_MS);
 	kill(H.pid, SIGTERM);
-	usleep(300 * 1000);
-	/* memd no longer accepts connections... */
-	late = hs_raw_connect_try(&H);
-	cr_assert_lt(late, 0, "a new connection was accepted while draining");
+	/* memd stops accepting connections while the request is still in
+	 * flight (its rest is not sent yet)... */
+	for (int waited = 0; waited < DRAIN_WAIT_MS; waited += WAIT_STEP_US / 1000) {
+		late = hs_raw_connect_try(&H);
+		if (late < 0)
+			break;
+		close(late);
+		usleep(WAIT_STEP_US);
+	}
+	cr_assert_lt(late, 0, "new connections were still accepted %d ms after SIGTERM",
+		     DRAIN_WAIT_MS);
 	/* ...but finishes this request. */
 	hs_raw_send(fd, body + 20, 44);
 	hs_raw_read(fd, raw, sizeof(raw), 10000);
@@ -183,6 +194,8 @@ Test(shutdown, request_in_flight_is_finished)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
 	log = hs_log_text(&H);
 	cr_assert(strstr(log, "\"msg\":\"shutting down\""), "%s", log);
+	cr_assert(strstr(log, "\"in_flight\":1"), "the request was not in flight at the signal: %s",
+		  log);
 	cr_assert(strstr(log, "\"msg\":\"stopped\""), "%s", log);
 	free(log);
 	hs_restart(&H);
