@@ -18,6 +18,8 @@
 
 #define U "/v1/apps/demo/users/alice"
 #define S1 U "/sessions/s1"
+#define IN_FLIGHT_WAIT_MS 10000 /* bound on waiting for memd to be inside a request */
+#define TRICKLE_AFTER_MS 900    /* past the limits test's request_timeout_ms (600) */
 
 static hs H;
 
@@ -710,12 +712,18 @@ Test(e2e, limits_body_headers_timeout)
 		cr_assert(strstr(raw, "X-Request-Id: slow-client-1"), "%s", raw);
 	}
 	close(fd);
-	/* A body still trickling in at the deadline: 408 too. */
+	/* A body still trickling in at the deadline: 408 too. Its last byte
+	 * goes TRICKLE_AFTER_MS after memd is seen holding the request: memd
+	 * counts the deadline from when it had the headers, so it has passed
+	 * by then however late memd read them. */
+	cr_assert(hs_wait_in_flight(&H, 0, IN_FLIGHT_WAIT_MS), "earlier requests still in flight");
 	fd = hs_raw_connect(&H);
 	{
 		const char *head = "POST " S1 "/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{";
 		hs_raw_send(fd, head, strlen(head));
-		usleep(900 * 1000);
+		cr_assert(hs_wait_in_flight(&H, 1, IN_FLIGHT_WAIT_MS),
+			  "memd did not start on the request within %d ms", IN_FLIGHT_WAIT_MS);
+		usleep(TRICKLE_AFTER_MS * 1000);
 		hs_raw_send(fd, "}", 1);
 		hs_raw_read(fd, raw, sizeof(raw), 5000);
 		cr_assert_eq(hs_raw_status(raw), 408, "%s", raw);
