@@ -8,14 +8,17 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <memd/memd.h>
 
+#include "test_common.h"
 #include "test_util.h"
 
 static tu_dir dir;
@@ -391,6 +394,9 @@ Test(facade, metrics_time_and_count_store_calls)
 /* An append run on a thread of its own. */
 typedef struct blocked_append {
 	memd *m;
+	pthread_t t;
+	atomic_int tid;          /* its thread's id, once started */
+	atomic_int done;         /* rc is set */
 	int32_t rc;
 } blocked_append;
 
@@ -400,16 +406,55 @@ static void *append_behind_lock(void *p)
 	memd_error err = { 0 };
 	char *out = NULL;
 
+	atomic_store(&b->tid, (int)tc_gettid());
 	b->rc = memd_events_append(b->m, "app", "alice", "s1",
 				   "{\"events\":[{\"role\":\"user\",\"content\":\"first\"}]}", &out,
 				   &err);
 	memd_free(out);
+	atomic_store(&b->done, 1);
 	return NULL;
 }
 
 #define DEADLINE_MS 300
 #define BUSY_MS 20000
-#define LEADER_HEAD_START_US 1000000 /* ample, even under valgrind */
+#define LEADER_WAIT_MS 30000     /* bound on waiting for the leader to wait for the lock */
+#define LEADER_POLL_US 1000
+#define LEADER_TRIES 10          /* leaders that timed out before they got to the lock */
+
+/* 1 when thread tid sleeps (SQLite's busy handler sleeps between its
+ * tries for a lock; nothing else on an append's way sleeps). */
+static int sleeping(pid_t tid)
+{
+	long nr = tc_thread_syscall(tid);
+
+	return nr == SYS_clock_nanosleep || nr == SYS_nanosleep;
+}
+
+/* Start b's append and wait (bounded) until it sleeps in SQLite's busy
+ * handler: it leads the store's write queue and waits for the lock.
+ * Returns 1 then, 0 if it returned first (b->rc says why; t joined). */
+static int start_leader(blocked_append *b)
+{
+	struct timespec t0, now;
+
+	atomic_store(&b->tid, 0);
+	atomic_store(&b->done, 0);
+	cr_assert_eq(pthread_create(&b->t, NULL, append_behind_lock, b), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (atomic_load(&b->tid) && sleeping((pid_t)atomic_load(&b->tid)))
+			return 1;
+		if (atomic_load(&b->done)) {
+			pthread_join(b->t, NULL);
+			return 0;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		cr_assert_lt((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000,
+			     LEADER_WAIT_MS, "the first append did not wait for the lock within %d ms",
+			     LEADER_WAIT_MS);
+		usleep(LEADER_POLL_US);
+	}
+}
 
 /* A facade call carries server.request_timeout_ms as its deadline: an
  * append queued behind a writer that cannot get the database gives up
@@ -419,8 +464,8 @@ Test(facade, calls_give_up_at_the_request_deadline)
 {
 	char yaml[TU_PATH_MAX + 256], db_path[TU_PATH_MAX + 32];
 	memd_error err = { 0 };
-	blocked_append lead;
-	pthread_t t;
+	blocked_append lead = { 0 };
+	int tries = 0;
 	sqlite3 *db = NULL;
 	char *out = NULL;
 	struct timespec t0, t1;
@@ -444,10 +489,17 @@ Test(facade, calls_give_up_at_the_request_deadline)
 	cr_assert_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK, "%s",
 		     sqlite3_errmsg(db));
 	/* The first append leads the store's write queue and waits for the
-	 * lock (the store's busy timeout); the second queues behind it. */
-	lead = (blocked_append){ .m = m };
-	cr_assert_eq(pthread_create(&t, NULL, append_behind_lock, &lead), 0);
-	usleep(LEADER_HEAD_START_US);
+	 * lock (the store's busy timeout); the second queues behind it once
+	 * the first is seen waiting. A first append that a loaded machine
+	 * delayed past its deadline before it got to the lock fails at once
+	 * (storing nothing) and is sent again. */
+	lead.m = m;
+	while (!start_leader(&lead)) {
+		cr_assert_eq(lead.rc, MEMD_ETIMEDOUT, "the first append did not wait: rc %d",
+			     lead.rc);
+		cr_assert_lt(++tries, LEADER_TRIES, "the first append timed out %d times before it "
+			     "got to the lock", tries);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cr_assert_eq(memd_events_append(m, "app", "alice", "s1",
 					"{\"events\":[{\"role\":\"user\",\"content\":\"second\"}]}",
@@ -463,7 +515,7 @@ Test(facade, calls_give_up_at_the_request_deadline)
 	 * it fails too, and stores nothing. */
 	cr_assert_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
-	pthread_join(t, NULL);
+	pthread_join(lead.t, NULL);
 	cr_assert_eq(lead.rc, MEMD_ETIMEDOUT, "the leader: rc %d", lead.rc);
 	cr_assert_eq(memd_session_get(m, "app", "alice", "s1", &all_events, &out, &err), 0, "%s",
 		     err.msg);
