@@ -11,7 +11,11 @@
  * insert or a state write half-way through a request, and a deferred
  * foreign key makes COMMIT itself fail. A connection of the test's own
  * that holds the write lock (BEGIN IMMEDIATE) lets requests pile up
- * behind the writer, so tests can say which requests share a group.
+ * behind the writer, so tests can say which requests share a group. The
+ * lock goes only once every request is seen waiting, never after a fixed
+ * time: the leader sleeping in SQLite's busy handler, the others blocked
+ * in the queue's wait (tc_thread_syscall reads what a thread is blocked
+ * in).
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -25,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "hostsvc.h"
 #include "loader.h"
+#include "test_common.h"
 
 #define APP "gc"
 #define USER "u"
@@ -250,6 +256,10 @@ static void sleep_ms(int ms)
 	usleep((useconds_t)ms * US_PER_MS);
 }
 
+#define WAIT_MS 30000     /* bound on waiting for requests to be waiting */
+#define WAIT_POLL_MS 1
+#define WAIT_SWEEPS 3     /* sweeps in a row that see every request waiting */
+
 /* ---- one append request ------------------------------------------------- */
 
 typedef struct gc_req {
@@ -314,23 +324,80 @@ static void req_run(gc_store *s, gc_req *q)
 	}
 }
 
-/* Run requests on threads of their own, started in order gap_ms apart,
- * while a connection of ours holds the write lock; release it hold_ms
- * after the last start. The first request leads (it waits for the lock);
- * the others queue behind it in start order. */
+/* A request on a thread of its own. */
 typedef struct req_thread {
 	gc_store *s;
 	gc_req *q;
+	atomic_int tid;          /* its thread's id, once started */
+	atomic_int done;         /* the request returned */
 } req_thread;
 
 static void *req_thread_main(void *p)
 {
 	req_thread *t = p;
+	atomic_store(&t->tid, (int)tc_gettid());
 	req_run(t->s, t->q);
+	atomic_store(&t->done, 1);
 	return NULL;
 }
 
-static void run_queued(gc_store *s, gc_req *reqs, int n, int gap_ms, int hold_ms)
+static void req_thread_start(req_thread *t, pthread_t *th, gc_store *s, gc_req *q)
+{
+	t->s = s;
+	t->q = q;
+	atomic_init(&t->tid, 0);
+	atomic_init(&t->done, 0);
+	cr_assert_eq(pthread_create(th, NULL, req_thread_main, t), 0);
+}
+
+/* 1 when t's thread sleeps in SQLite's busy handler: it leads, and waits
+ * for the write lock (nothing else on an append's way sleeps). */
+static int req_leads(req_thread *t)
+{
+	long nr = atomic_load(&t->tid) ? tc_thread_syscall((pid_t)atomic_load(&t->tid)) : -1;
+
+	return nr == SYS_clock_nanosleep || nr == SYS_nanosleep;
+}
+
+/* 1 when t's thread is blocked on a futex: it is queued (with no request
+ * answered, nothing else blocks it for long). */
+static int req_queued(req_thread *t)
+{
+	return atomic_load(&t->tid) &&
+	       tc_thread_syscall((pid_t)atomic_load(&t->tid)) == SYS_futex;
+}
+
+/* Waits (bounded by WAIT_MS) until, WAIT_SWEEPS sweeps in a row, t[0]
+ * leads (with first_leads; else any one of them may) and every other
+ * request of t[0, n) is queued. Asserts that none returned meanwhile. */
+static void wait_all_waiting(req_thread *t, int n, int first_leads)
+{
+	int64_t until = monotonic_us() + (int64_t)WAIT_MS * US_PER_MS;
+	int sweeps = 0;
+
+	while (sweeps < WAIT_SWEEPS) {
+		int leaders = 0, all = 1;
+
+		for (int i = 0; i < n && all; i++) {
+			cr_assert(!atomic_load(&t[i].done), "request %d returned while the writer "
+				  "was held: %d (%s)", i, t[i].q->r, t[i].q->err.msg);
+			if (req_leads(&t[i]) && (!first_leads || i == 0))
+				leaders++;
+			else if (!req_queued(&t[i]))
+				all = 0;
+		}
+		sweeps = all && leaders == 1 ? sweeps + 1 : 0;
+		cr_assert_lt(monotonic_us(), until, "the requests were not all seen waiting behind "
+			     "the held writer within %d ms", WAIT_MS);
+		sleep_ms(WAIT_POLL_MS);
+	}
+}
+
+/* Run requests on threads of their own, started one at a time while a
+ * connection of ours holds the write lock, each once the ones before are
+ * seen waiting; release the lock once all are. The first request leads
+ * (it waits for the lock); the others queue behind it in start order. */
+static void run_queued(gc_store *s, gc_req *reqs, int n)
 {
 	pthread_t tid[MAX_EVENTS * 8];
 	req_thread args[MAX_EVENTS * 8];
@@ -338,11 +405,9 @@ static void run_queued(gc_store *s, gc_req *reqs, int n, int gap_ms, int hold_ms
 
 	cr_assert(n <= (int)(sizeof(tid) / sizeof(tid[0])));
 	for (int i = 0; i < n; i++) {
-		args[i] = (req_thread){ s, &reqs[i] };
-		cr_assert_eq(pthread_create(&tid[i], NULL, req_thread_main, &args[i]), 0);
-		sleep_ms(gap_ms);
+		req_thread_start(&args[i], &tid[i], s, &reqs[i]);
+		wait_all_waiting(args, i + 1, 1);
 	}
-	sleep_ms(hold_ms);
 	unblock_writer(blocker);
 	for (int i = 0; i < n; i++)
 		pthread_join(tid[i], NULL);
@@ -801,8 +866,6 @@ Test(sqlite_group_commit, concurrent_appends_fail_alone, .init = setup, .fini = 
 
 /* ---- which requests share a group --------------------------------------- */
 
-#define QUEUE_GAP_MS 100 /* between request starts while the writer is held */
-#define QUEUE_HOLD_MS 200
 #define PILE 16
 
 Test(sqlite_group_commit, requests_queued_behind_the_writer_commit_together, .init = setup,
@@ -826,11 +889,9 @@ Test(sqlite_group_commit, requests_queued_behind_the_writer_commit_together, .in
 		req_event(&reqs[i], id, "piled");
 	}
 	blocker = block_writer();
-	for (int i = 0; i < PILE; i++) {
-		args[i] = (req_thread){ &s, &reqs[i] };
-		cr_assert_eq(pthread_create(&tid[i], NULL, req_thread_main, &args[i]), 0);
-	}
-	sleep_ms(QUEUE_HOLD_MS);
+	for (int i = 0; i < PILE; i++)
+		req_thread_start(&args[i], &tid[i], &s, &reqs[i]);
+	wait_all_waiting(args, PILE, 0);
 	unblock_writer(blocker);
 	for (int i = 0; i < PILE; i++) {
 		pthread_join(tid[i], NULL);
@@ -880,7 +941,7 @@ Test(sqlite_group_commit, one_group_sees_its_own_writes_in_order, .init = setup,
 	req_init(&reqs[4], "same"); /* replay of 1 inside the same group */
 	req_event(&reqs[4], "a1", "again");
 	req_event(&reqs[4], "a2", "again");
-	run_queued(&s, reqs, 5, QUEUE_GAP_MS, QUEUE_HOLD_MS);
+	run_queued(&s, reqs, 5);
 
 	cr_assert_eq(reqs[0].r, 0, "%s", reqs[0].err.msg);
 	cr_assert_eq(reqs[1].r, 0, "%s", reqs[1].err.msg);
@@ -931,7 +992,7 @@ Test(sqlite_group_commit, failed_commit_fails_the_whole_group, .init = setup, .f
 	}
 	/* Request 2 passes its savepoint but leaves a deferred foreign-key
 	 * violation behind, so the group's COMMIT fails. */
-	run_queued(&s, reqs, 4, QUEUE_GAP_MS, QUEUE_HOLD_MS);
+	run_queued(&s, reqs, 4);
 	for (int i = 0; i < 4; i++) {
 		cr_assert_lt(reqs[i].r, 0, "request %d of a failed commit succeeded", i);
 		cr_assert(reqs[i].err.flags & MEMD_ERROR_RETRYABLE,
@@ -964,8 +1025,7 @@ Test(sqlite_group_commit, failed_commit_fails_the_whole_group, .init = setup, .f
 }
 
 #define DEADLINE_MS 150
-#define DEADLINE_SLACK_MS 1000 /* well below the blocker's hold */
-#define DEADLINE_HOLD_MS 1500
+#define DEADLINE_SLACK_MS 1000 /* well below the leader's busy timeout */
 
 Test(sqlite_group_commit, deadline_passes_while_queued, .init = setup, .fini = teardown,
      .timeout = 60)
@@ -986,13 +1046,11 @@ Test(sqlite_group_commit, deadline_passes_while_queued, .init = setup, .fini = t
 	req_event(&reqs[1], "late", "gives up");
 
 	blocker = block_writer();
-	args[0] = (req_thread){ &s, &reqs[0] };
-	cr_assert_eq(pthread_create(&tid[0], NULL, req_thread_main, &args[0]), 0);
-	sleep_ms(QUEUE_GAP_MS);
+	req_thread_start(&args[0], &tid[0], &s, &reqs[0]);
+	wait_all_waiting(args, 1, 1);
 	t0 = monotonic_us();
 	reqs[1].deadline_us = t0 + DEADLINE_MS * US_PER_MS;
-	args[1] = (req_thread){ &s, &reqs[1] };
-	cr_assert_eq(pthread_create(&tid[1], NULL, req_thread_main, &args[1]), 0);
+	req_thread_start(&args[1], &tid[1], &s, &reqs[1]);
 	pthread_join(tid[1], NULL);
 	waited_ms = (monotonic_us() - t0) / US_PER_MS;
 	cr_assert_eq(reqs[1].r, MEMD_ETIMEDOUT, "%s", reqs[1].err.msg);
@@ -1000,7 +1058,8 @@ Test(sqlite_group_commit, deadline_passes_while_queued, .init = setup, .fini = t
 	cr_assert_lt(waited_ms, DEADLINE_SLACK_MS, "the queued request waited %lld ms",
 		     (long long)waited_ms);
 	/* The leader is still waiting for the lock. */
-	sleep_ms(DEADLINE_HOLD_MS - DEADLINE_SLACK_MS);
+	cr_assert(!atomic_load(&args[0].done), "the leader returned while the writer was held: "
+		  "%d (%s)", reqs[0].r, reqs[0].err.msg);
 	unblock_writer(blocker);
 	pthread_join(tid[0], NULL);
 	cr_assert_eq(reqs[0].r, 0, "%s", reqs[0].err.msg);
