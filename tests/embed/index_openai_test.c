@@ -262,6 +262,24 @@ static size_t it_failed_embeds(const it_env *e)
 	return n;
 }
 
+/* Requests for the model that the embeddings stand-in holds unanswered
+ * (their status is still null). */
+static size_t it_embeds_in_flight(const it_env *e)
+{
+	char *url;
+	json_t *reqs, *r;
+	size_t i, n = 0;
+
+	cr_assert(asprintf(&url, "%s/../__standin/requests?model=%s",
+			   sc_env("MEMD_OPENAI_STANDIN_URL"), e->model) >= 0);
+	reqs = sc_get(url);
+	free(url);
+	json_array_foreach(reqs, i, r)
+		n += json_is_null(json_object_get(r, "status"));
+	json_decref(reqs);
+	return n;
+}
+
 Test(index_openai, vector_search_finds_events_of_the_user_only, .timeout = 60)
 {
 	it_env e;
@@ -368,13 +386,21 @@ Test(index_openai, close_does_not_wait_for_a_hanging_embedder, .timeout = 120)
 {
 	char members[64];
 	struct timespec t0, t1;
+	time_t until;
 	it_env e;
 
 	it_open_with(&e, IT_HANG_EMBED_TIMEOUT_MS);
 	snprintf(members, sizeof(members), "\"mode\": \"timeout\", \"delay_ms\": %d", IT_HANG_MS);
 	it_model(&e, members);
 	it_append(&e, "u", "s", "e1", "words the indexer cannot embed yet");
-	it_sleep_ms(IT_POLL_MS * 5);
+	/* Close once the embedder's call is in flight (the stand-in holds
+	 * it), not after a guessed time. */
+	until = time(NULL) + IT_CATCH_UP_S;
+	while (it_embeds_in_flight(&e) == 0) {
+		cr_assert_lt(time(NULL), until, "no embeddings request reached the stand-in within "
+			     "%d s", IT_CATCH_UP_S);
+		it_sleep_ms(IT_POLL_MS);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	memd_close(e.m);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
