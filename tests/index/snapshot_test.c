@@ -1248,7 +1248,10 @@ Test(snapshot, background_snapshots_while_indexing)
 
 	direct_open(&d, &lb);
 	index_snapshot_schedule(d.ix, 1, 0, BG_BIG_MS, BG_CHECK_MS);
-	/* Writes, deletes and searches while snapshots are taken. */
+	/* Writes, deletes and searches while snapshots are taken. Halfway,
+	 * the rounds go on only once a snapshot was written: the rest of
+	 * them move the head past it, so the snapshot at the head below is
+	 * a second one, however slowly the writer ran. */
 	for (int round = 0; round < BG_ROUNDS; round++) {
 		char sid[16];
 		snprintf(sid, sizeof(sid), "s%d", round % SESSIONS + 1);
@@ -1257,6 +1260,16 @@ Test(snapshot, background_snapshots_while_indexing)
 			delete_session(w, APP, "u2", "s1");
 		index_notify(d.ix);
 		direct_search(&d, "u1");
+		for (int i = 0; round == BG_ROUNDS / 2; i++) {
+			int written;
+			pthread_mutex_lock(&lb.mu);
+			written = count_lines(lb.text, "snapshot written");
+			pthread_mutex_unlock(&lb.mu);
+			if (written > 0)
+				break;
+			cr_assert_lt(i, BG_WAIT_ROUNDS, "no background snapshot while indexing");
+			usleep(BG_SLEEP_US);
+		}
 		usleep(BG_SLEEP_US);
 	}
 	memd_close(w);
