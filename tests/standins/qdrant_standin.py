@@ -36,6 +36,9 @@ Test hooks (not Qdrant endpoints; under /__standin/):
        the next N requests touching collection C (or "*" = any) fail with
        that status; {"drop": true} closes the connection without an
        answer instead; {"delay_ms": D} answers normally after D ms.
+  DELETE /__standin/faults[?collection=C]  drops the faults left for
+       collection C (all of them without C): an outage that lasts until
+       the test ends it.
 
 Start: qdrant_standin.py [--port 0] [--api-key KEY] [--spec FILE];
 prints "PORT <n>" on stdout once listening on 127.0.0.1.
@@ -610,6 +613,10 @@ class Handler(BaseHTTPRequestHandler):
                 f.setdefault("collection", "*")
                 f.setdefault("count", 1)
                 st.faults.append(f)
+                return self.send(200, {"ok": True})
+            if method == "DELETE" and path == CONTROL_PREFIX + "faults":
+                st.faults = [f for f in st.faults if want is not None and
+                             f["collection"] != want]
                 return self.send(200, {"ok": True})
         self.send(404, {"error": "no such stand-in hook"})
 
