@@ -19,6 +19,8 @@
 #define RUN_NS 2000000L
 /* How long the first runs wait for each other (see job). */
 #define MEET_NS 2000000000LL
+/* How long a run waits for the test to open the gate (see job). */
+#define GATE_NS 30000000000LL
 #define NS_PER_SEC 1000000000LL
 
 typedef struct state {
@@ -28,6 +30,7 @@ typedef struct state {
 	atomic_int max_parallel;
 	atomic_int parallel;
 	atomic_int met;
+	atomic_int gate;     /* runs go on once the test has submitted its burst */
 } state;
 
 static long long mono_ns(void)
@@ -60,6 +63,10 @@ static void job(void *ud, const memd_scope *sc)
 			sched_yield();
 	}
 	atomic_store(&s->met, 1);
+	/* The burst's runs stay in progress until every submit is in, so
+	 * the burst coalesces however the test's thread is scheduled. */
+	for (long long until = mono_ns() + GATE_NS; !atomic_load(&s->gate) && mono_ns() < until;)
+		sched_yield();
 	struct timespec ts = { 0, RUN_NS };
 	nanosleep(&ts, NULL);
 	atomic_fetch_sub(&s->parallel, 1);
@@ -85,6 +92,7 @@ Test(worker, single_flight_per_session_and_coalescing)
 		memd_scope sc = scope_of(sids[i % SESSIONS]);
 		cr_assert_eq(worker_submit(w, &sc), 0);
 	}
+	atomic_store(&s.gate, 1);
 	worker_drain(w);
 	cr_assert_eq(worker_pending(w), 0);
 	cr_assert_eq(atomic_load(&s.overlap), 0, "two runs for one session overlapped");
