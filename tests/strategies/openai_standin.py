@@ -11,13 +11,15 @@ HTTP status.
 The model name picks the behaviour, so one server serves every case:
   ok        a summary: every line of the user message that holds a digit or
             a capitalised name (so facts survive), prefixed "Summary:"
-  slow      as ok, after sleeping SLOW_SECONDS (longer than the client's timeout)
+  hold      as ok, once the test has sent POST /release (at most HOLD_MAX_SECONDS
+            later): a summary in flight for as long as the test needs one
   flaky429  429 with Retry-After: 0 on every odd request, else as ok
   error500  always 500
   garbage   200 with a body that is not JSON
   empty     200 with {"choices": []}
   auth      as ok if "Authorization: Bearer test-key" was sent, else 401
-GET /stats answers {"<model>": <requests>, ...}.
+GET /stats answers {"<model>": <requests>, ..., "holding": <hold requests
+not answered yet>}.
 
 Prints the port it listens on (127.0.0.1, chosen by the OS) on its first
 line of stdout, then serves until killed or stdin closes.
@@ -29,8 +31,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SLOW_SECONDS = 2.0
+HOLD_MAX_SECONDS = 60.0
 counts = {}
+holding = 0
+released = threading.Event()
 lock = threading.Lock()
 
 
@@ -64,13 +68,18 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/stats":
             with lock:
-                self.send(200, json.dumps(counts))
+                self.send(200, json.dumps(dict(counts, holding=holding)))
         else:
             self.error(404, "not found")
 
     def do_POST(self):
+        global holding
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length)
+        if self.path == "/release":
+            released.set()
+            self.send(200, "{}")
+            return
         if self.path != "/v1/chat/completions":
             self.error(404, "not found: " + self.path)
             return
@@ -85,8 +94,12 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             counts[model] = counts.get(model, 0) + 1
             n = counts[model]
-        if model == "slow":
-            time.sleep(SLOW_SECONDS)
+        if model == "hold":
+            with lock:
+                holding += 1
+            released.wait(HOLD_MAX_SECONDS)
+            with lock:
+                holding -= 1
         elif model == "flaky429" and n % 2 == 1:
             self.error(429, "rate limited", headers=[("Retry-After", "0")])
             return

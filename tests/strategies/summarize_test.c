@@ -86,7 +86,15 @@ static size_t on_body(char *d, size_t s, size_t n, void *ud)
 	return s * n;
 }
 
-/* Requests the stand-in got for model. */
+static size_t on_body_discard(char *d, size_t s, size_t n, void *ud)
+{
+	(void)d;
+	(void)ud;
+	return s * n;
+}
+
+/* Requests the stand-in got for model ("holding": the hold requests it
+ * has not answered yet). */
 static int requests(const char *model)
 {
 	char url[64], *body = NULL;
@@ -102,6 +110,19 @@ static int requests(const char *model)
 	json_decref(o);
 	free(body);
 	return n;
+}
+
+/* Let the stand-in answer its "hold" requests. */
+static void release_held(void)
+{
+	char url[64];
+	CURL *c = curl_easy_init();
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/release", port);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{}");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body_discard);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
 }
 
 static int64_t now_ms(void)
@@ -208,19 +229,23 @@ Test(openai, summary_is_clipped_to_the_budget)
 	hostsvc_free(s);
 }
 
+#define GIVE_UP_BOUND_MS 20000 /* far below the stand-in's hold: it gave up by itself */
+
 Test(openai, timeout_then_retry_then_give_up)
 {
 	memd_error err = { 0 };
 	char *text;
-	hostsvc *s = openai("/v1", "slow", 300, 1, NULL);
+	/* The stand-in holds the requests unanswered: only the client's own
+	 * timeouts (300 ms each) end the call. */
+	hostsvc *s = openai("/v1", "hold", 300, 1, NULL);
 	int64_t t0 = now_ms();
 	make_events();
 	cr_assert_eq(summarize(s, 100, &text, &err), MEMD_ETIMEDOUT, "%s", err.msg);
 	int64_t took = now_ms() - t0;
 	cr_assert(err.flags & MEMD_ERROR_RETRYABLE);
-	cr_assert(took >= 600 && took < 1900, "took %lld ms", (long long)took);
+	cr_assert(took >= 600 && took < GIVE_UP_BOUND_MS, "took %lld ms", (long long)took);
 	cr_assert_null(text);
-	cr_assert_eq(requests("slow"), 2);
+	cr_assert_eq(requests("hold"), 2);
 	hostsvc_free(s);
 }
 
@@ -314,33 +339,29 @@ static memd *open_with(tu_dir *d, const char *model, int timeout_ms, int retries
 	return tu_open(d, yaml);
 }
 
-static int64_t append_turns(memd *mm, const char *sid, int turns, int64_t *ret_max_ms)
+/* Append turns first..first + turns - 1 to sid (made when first is 0);
+ * returns the events appended. */
+static int64_t append_turns(memd *mm, const char *sid, int first, int turns)
 {
 	memd_error err = { 0 };
 	char *out = NULL, body[512];
-	int64_t max_ms = 0;
 	snprintf(body, sizeof(body), "{\"id\":\"%s\"}", sid);
-	tu_ok(memd_session_create(mm, "app", "u", body, &out, &err), &err, &out);
-	for (int t = 0; t < turns; t++) {
+	if (first == 0)
+		tu_ok(memd_session_create(mm, "app", "u", body, &out, &err), &err, &out);
+	for (int t = first; t < first + turns; t++) {
 		snprintf(body, sizeof(body),
 			 "{\"events\":[{\"role\":\"user\",\"content\":\"Turn %d: please note ticket %d for "
 			 "Marta Lindqvist, due 2025-0%d-1%d.\"},{\"role\":\"assistant\",\"content\":\"Noted, "
 			 "ticket %d is recorded.\"}]}",
 			 t, 5000 + t, 1 + t % 9, t % 10, 5000 + t);
-		int64_t t0 = now_ms();
 		cr_assert_eq(memd_events_append(mm, "app", "u", sid, body, &out, &err), 0,
 			     "an append failed: %s", err.msg);
-		int64_t took = now_ms() - t0;
-		if (took > max_ms)
-			max_ms = took;
 		memd_free(out);
 		cr_assert_eq(memd_context(mm, "app", "u", sid, &out, &err), 0, "%s", err.msg);
 		json_t *ctx = tu_json(out);
 		cr_assert_leq(json_integer_value(json_object_get(ctx, "tokens")), 200);
 		json_decref(ctx);
 	}
-	if (ret_max_ms)
-		*ret_max_ms = max_ms;
 	return 2 * turns;
 }
 
@@ -371,7 +392,7 @@ Test(openai, facade_failing_summarizer_loses_nothing)
 	tu_dir d;
 	tu_dir_make(&d);
 	memd *mm = open_with(&d, "error500", 1000, 1);
-	int64_t n = append_turns(mm, "fail", 40, NULL);
+	int64_t n = append_turns(mm, "fail", 0, 40);
 	memd_close(mm); /* waits for the background runs */
 	mm = open_with(&d, "error500", 1000, 0);
 	cr_assert_eq(check_nothing_lost(mm, "fail", n), 0, "no summary can come from a 500");
@@ -385,21 +406,37 @@ Test(openai, facade_garbage_summarizer_loses_nothing)
 	tu_dir d;
 	tu_dir_make(&d);
 	memd *mm = open_with(&d, "garbage", 1000, 0);
-	int64_t n = append_turns(mm, "junk", 40, NULL);
+	int64_t n = append_turns(mm, "junk", 0, 40);
 	cr_assert_eq(check_nothing_lost(mm, "junk", n), 0);
 	memd_close(mm);
 	tu_dir_remove(&d);
 }
 
+/* The slow summarizer test: turns appended before and while the stand-in
+ * holds a summary request, and how long the summarizer waits for it. */
+#define HOLD_TURNS 30
+#define HOLD_MORE_TURNS 10
+#define HOLD_WAIT_MS 30000
+#define HOLD_POLL_MS 10
+#define HOLD_TIMEOUT_MS 60000
+
 Test(openai, facade_slow_summarizer_does_not_slow_appends)
 {
 	tu_dir d;
-	int64_t max_ms;
 	tu_dir_make(&d);
-	memd *mm = open_with(&d, "slow", 5000, 0);
-	int64_t n = append_turns(mm, "slow", 30, &max_ms);
-	/* The stand-in sleeps 2 s per summary; appends do not wait for it. */
-	cr_assert_lt(max_ms, 1000, "an append took %lld ms", (long long)max_ms);
+	memd *mm = open_with(&d, "hold", HOLD_TIMEOUT_MS, 0);
+	int64_t n = append_turns(mm, "slow", 0, HOLD_TURNS), t0 = now_ms();
+	/* The stand-in holds the summary until told; appends made meanwhile
+	 * return all the same (one that waited for it would hang until the
+	 * release, and the request would no longer be held below). */
+	while (requests("holding") < 1) {
+		cr_assert_lt(now_ms() - t0, HOLD_WAIT_MS, "no summary was asked for");
+		struct timespec ts = { 0, HOLD_POLL_MS * MS };
+		nanosleep(&ts, NULL);
+	}
+	n += append_turns(mm, "slow", HOLD_TURNS, HOLD_MORE_TURNS);
+	cr_assert_geq(requests("holding"), 1, "the held summary was answered while appending");
+	release_held();
 	memd_close(mm); /* waits for the summary in flight */
 	mm = open_with(&d, "ok", 5000, 0);
 	cr_assert_gt(check_nothing_lost(mm, "slow", n), 0, "the slow summary landed");
@@ -414,7 +451,7 @@ Test(openai, facade_summaries_from_the_model)
 	char *out = NULL;
 	tu_dir_make(&d);
 	memd *mm = open_with(&d, "ok", 5000, 2);
-	int64_t n = append_turns(mm, "good", 40, NULL);
+	int64_t n = append_turns(mm, "good", 0, 40);
 	memd_close(mm);
 	mm = open_with(&d, "ok", 5000, 2);
 	cr_assert_gt(check_nothing_lost(mm, "good", n), 0);
