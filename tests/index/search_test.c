@@ -4,8 +4,8 @@
  * sqlite session store and the vector store named by
  * $MEMD_INDEX_VECTOR_STORE (index_util.h): request validation, every
  * mode, filters, isolation between users and apps in every mode, reading
- * one's own writes, deletes, rebuilds and restarts giving the same
- * results, disabled modes.
+ * one's own writes, deletes, rebuilds (blocking, or as jobs) and
+ * restarts giving the same results, disabled modes.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -13,10 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "index_util.h"
 
 #define T0 1700000000000000LL /* a fixed time, us */
+/* How long a rebuild job may take here, and how often it is polled. */
+#define JOB_WAIT_POLLS 6000
+#define JOB_POLL_NS 10000000L
 #define SCORE_EPS 1e-4
 
 static ix_env env;
@@ -469,6 +473,85 @@ Test(search, a_canceled_scoped_rebuild_leaves_every_index_whole)
 		json_decref(before);
 		json_decref(after);
 	}
+}
+
+/* Poll job id (memd_job_get, as app) until it finished; returns it. */
+static json_t *wait_finished(const char *app, const char *id)
+{
+	const struct timespec poll = { 0, JOB_POLL_NS };
+	memd_error err = { 0 };
+
+	for (int i = 0; i < JOB_WAIT_POLLS; i++) {
+		char *out = NULL;
+		json_t *job;
+		const char *state;
+		cr_assert_eq(memd_job_get(m, app, id, &out, &err), 0, "%s", err.msg);
+		job = json_loads(out, 0, NULL);
+		memd_free(out);
+		state = json_string_value(json_object_get(job, "state"));
+		if (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0)
+			return job;
+		json_decref(job);
+		nanosleep(&poll, NULL);
+	}
+	cr_assert_fail("job %s did not finish", id);
+	return NULL;
+}
+
+Test(search, rebuilds_as_jobs_through_the_facade)
+{
+	json_t *before, *after, *job;
+	memd_error err = { 0 };
+	char *out = NULL, id[64];
+	int32_t existing = -1;
+
+	varied_corpus();
+	before = take_snapshot("alice");
+	cr_assert_eq(memd_index_rebuild_start(m, "app", NULL, &out, &existing, &err), MEMD_EINVAL);
+	cr_assert_eq(memd_index_rebuild_start(m, "a/b", "alice", &out, &existing, &err), MEMD_EINVAL);
+	cr_assert_eq(memd_job_get(m, NULL, "no-such-job", &out, &err), MEMD_ENOTFOUND);
+
+	/* Of everything (no app, user): a job only app NULL sees. */
+	cr_assert_eq(memd_index_rebuild_start(m, NULL, NULL, &out, &existing, &err), 0, "%s", err.msg);
+	cr_assert_eq(existing, 0);
+	job = json_loads(out, 0, NULL);
+	memd_free(out);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(job, "id")));
+	cr_assert_eq(json_object_size(json_object_get(job, "scope")), 0);
+	json_decref(job);
+	cr_assert_eq(memd_job_get(m, "app", id, &out, &err), MEMD_ENOTFOUND,
+		     "an app does not see the rebuild of everything");
+	job = wait_finished(NULL, id);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "progress"), "done")),
+		     json_integer_value(json_object_get(json_object_get(job, "progress"), "total")));
+	json_decref(job);
+	after = take_snapshot("alice");
+	expect_same_snapshot(before, after, "full rebuild as a job");
+	json_decref(after);
+
+	cr_assert_eq(memd_index_rebuild_start(m, "app", "alice", &out, &existing, &err), 0, "%s", err.msg);
+	job = json_loads(out, 0, NULL);
+	memd_free(out);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(job, "id")));
+	json_decref(job);
+	job = wait_finished("app", id);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	json_decref(job);
+	cr_assert_eq(memd_job_list(m, "app", &out, &err), 0, "%s", err.msg);
+	job = json_loads(out, 0, NULL);
+	memd_free(out);
+	cr_assert_eq(json_array_size(json_object_get(job, "jobs")), 1, "the app's own job only");
+	json_decref(job);
+	cr_assert_eq(memd_job_list(m, NULL, &out, &err), 0, "%s", err.msg);
+	job = json_loads(out, 0, NULL);
+	memd_free(out);
+	cr_assert_eq(json_array_size(json_object_get(job, "jobs")), 2);
+	json_decref(job);
+	after = take_snapshot("alice");
+	expect_same_snapshot(before, after, "scoped rebuild as a job");
+	json_decref(after);
+	json_decref(before);
 }
 
 Test(search, disabled_modes_are_refused)
