@@ -340,6 +340,41 @@ int32_t settings_listen_split(const char *listen, char **ret_host, int32_t *ret_
 
 /* ---- sections ---------------------------------------------------------- */
 
+/* Every API key an example config in this repository shows or ever
+ * showed. Anyone can read them, so a memd that uses one is open to
+ * anyone who can reach it; settings_load refuses them. An example that
+ * shows a key (better: ${VAR} without a default) adds it here. */
+static const char *const published_api_keys[] = {
+	"dev-only-key-change-me",       /* config/memd.yaml: the old ${MEMD_KEY:-...} default */
+	"dev-only-admin-key-change-me", /* config/memd.yaml: the old ${MEMD_ADMIN_KEY:-...} default */
+	NULL,
+};
+
+const char *const *settings_published_api_keys(void)
+{
+	return published_api_keys;
+}
+
+/* Is key usable: not published, long enough? Reports at the key's node. */
+static int api_key_ok(ctx *c, const config_node *at, const char *path, const char *key)
+{
+	for (size_t i = 0; published_api_keys[i]; i++)
+		if (strcmp(key, published_api_keys[i]) == 0) {
+			problem(c, at, path,
+				"this key is published in memd's example configs: anyone can use it; "
+				"make your own with `openssl rand -hex 32`");
+			return 0;
+		}
+	if (strlen(key) < SETTINGS_API_KEY_MIN) {
+		problem(c, at, path,
+			"too short (%zu bytes): an API key needs at least %d random bytes, "
+			"e.g. from `openssl rand -hex 32`",
+			strlen(key), SETTINGS_API_KEY_MIN);
+		return 0;
+	}
+	return 1;
+}
+
 static void load_api_keys(ctx *c, const config_node *server, settings *s)
 {
 	static const char *const known[] = {"key", "scope", NULL};
@@ -376,6 +411,12 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 		get_enum(c, item, path, "scope", scopes, 0, &scope);
 		if (!key)
 			continue;
+		{
+			char full[SETTINGS_PATH_MAX];
+			join(full, path, "key");
+			if (!api_key_ok(c, get(item, "key"), full, key))
+				continue;
+		}
 		for (size_t j = 0; j < s->n_api_keys; j++) {
 			if (strcmp(s->api_keys[j].key, key) == 0) {
 				char full[SETTINGS_PATH_MAX];

@@ -71,6 +71,10 @@
 #define SETTINGS_EMBEDDER_DIM_MAX 65536
 #define SETTINGS_RETRIES_MAX 100
 
+/* Shortest API key accepted, in bytes: 32 random bytes (or 32 hex digits,
+ * 128 bits) cannot be guessed over the network. */
+#define SETTINGS_API_KEY_MIN 32
+
 #define SETTINGS_SCOPE_READ  1
 #define SETTINGS_SCOPE_WRITE 2
 #define SETTINGS_SCOPE_ADMIN 3
@@ -148,6 +152,9 @@ typedef struct settings {
  * root NULL = zero-config. Every problem is added to d; returns 0, or
  * MEMD_EINVAL if any problem was found (*ret untouched), or MEMD_ENOMEM. */
 int32_t settings_load(config_node *root, settings *ret, config_diag *d);
+/* The API keys memd refuses because its examples (or earlier versions
+ * of them) published them: NULL-terminated, static storage. */
+const char *const *settings_published_api_keys(void);
 /* Free what settings_load filled; accepts NULL. */
 void settings_clear(settings *s);
 /* The app entry for app (exact name, else "*"). Never NULL after load. */

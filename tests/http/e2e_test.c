@@ -549,9 +549,9 @@ Test(e2e, service_routes)
 
 /* ---- auth --------------------------------------------------------------------------------- */
 
-#define KEY_R "read-key-1234567890"
-#define KEY_W "write-key-abcdefghij"
-#define KEY_A "admin-key-ZYXWVUTSRQ"
+#define KEY_R "read-key-1234567890-0123456789abcdef"
+#define KEY_W "write-key-abcdefghij-0123456789abcdef"
+#define KEY_A "admin-key-ZYXWVUTSRQ-0123456789abcdef"
 
 static long with_key(const char *method, const char *path, const char *key, const char *body)
 {
@@ -593,7 +593,7 @@ Test(e2e, auth_scopes)
 	cr_assert_eq(with_key("GET", U "/sessions/a%2Fb", NULL, NULL), 401);
 	cr_assert_eq(with_key("GET", U "/sessions?colour=red", NULL, NULL), 401);
 	cr_assert_eq(with_key("GET", U "/sessions/a%2Fb", KEY_R, NULL), 400);
-	cr_assert_eq(with_key("GET", U "/sessions", "read-key-123456789", NULL), 401);
+	cr_assert_eq(with_key("GET", U "/sessions", "read-key-1234567890-0123456789abcde", NULL), 401);
 	/* read < write < admin. */
 	cr_assert_eq(with_key("GET", U "/sessions", KEY_R, NULL), 200);
 	cr_assert_eq(with_key("GET", "/metrics", KEY_R, NULL), 200);
@@ -642,6 +642,60 @@ Test(e2e, refuses_non_loopback_without_keys)
 	cr_assert_neq(access(cmd, F_OK), 0);
 	unlink(cfg);
 	rmdir(dir);
+}
+
+/* Run "memd ARGS --config CFG" (CFG holds yaml), return its exit status
+ * and output (out, cap bytes). */
+static int memd_with_config(const char *args, const char *yaml, char *out, size_t cap)
+{
+	char dir[] = "/tmp/memd-http-cfg-XXXXXX", cfg[PATH_MAX], cmd[2 * PATH_MAX], db[PATH_MAX];
+	FILE *f, *p;
+	size_t n;
+	int status;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(cfg, sizeof(cfg), "%s/memd.yaml", dir);
+	f = fopen(cfg, "w");
+	fprintf(f, "%sstores: {main: {plugin: sqlite, path: %s/m.db}}\n", yaml, dir);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s/host/memd %s --config %s 2>&1", getenv("MEMD_BUILD_ROOT"), args,
+		 cfg);
+	p = popen(cmd, "r");
+	n = fread(out, 1, cap - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	snprintf(db, sizeof(db), "%s/m.db", dir);
+	cr_assert_neq(access(db, F_OK), 0, "a refused config opened the store");
+	unlink(cfg);
+	rmdir(dir);
+	return status;
+}
+
+Test(e2e, refuses_short_and_published_keys)
+{
+	const char *yaml = "server:\n"                                      /* 1 */
+			   "  listen: 0.0.0.0:8799\n"                       /* 2 */
+			   "  api_keys:\n"                                  /* 3 */
+			   "    - {key: dev-only-admin-key-change-me, scope: admin}\n" /* 4 */
+			   "    - {key: short-key, scope: read}\n"          /* 5 */
+			   "    - {key: " KEY_W ", scope: write}\n";        /* 6 */
+	const char *const verbs[] = { "serve", "config check", NULL };
+	char out[8192];
+
+	for (size_t i = 0; verbs[i]; i++) {
+		int status = memd_with_config(verbs[i], yaml, out, sizeof(out));
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0, "%s: exit status 0x%x: %s",
+			  verbs[i], status, out);
+		cr_assert(strstr(out, "memd.yaml:4: server.api_keys[0].key: this key is published in memd's "
+				      "example configs"), "%s: %s", verbs[i], out);
+		cr_assert(strstr(out, "memd.yaml:5: server.api_keys[1].key: too short (9 bytes): an API key "
+				      "needs at least 32 random bytes"), "%s: %s", verbs[i], out);
+		cr_assert_null(strstr(out, "api_keys[2]"), "%s: %s", verbs[i], out);
+		cr_assert_null(strstr(out, "listening"), "%s: %s", verbs[i], out);
+		/* The keys themselves are never printed. */
+		cr_assert_null(strstr(out, "short-key"), "%s: %s", verbs[i], out);
+		cr_assert_null(strstr(out, "dev-only-admin-key-change-me"), "%s: %s", verbs[i], out);
+	}
 }
 
 /* ---- limits ------------------------------------------------------------------------------- */

@@ -20,8 +20,8 @@
 	"  vec: {plugin: filevec, path: vec}\n"                   \
 	"index:\n"                                                \
 	"  vector: {enabled: true, store: vec, embedder: {dim: 64}}\n"
-#define KEY_R "search-test-read-key-0123456789"
-#define KEY_A "search-test-admin-key-0123456789"
+#define KEY_R "search-test-read-key-0123456789abcdef"
+#define KEY_A "search-test-admin-key-0123456789abcdef"
 #define BASE "/v1/apps/app/users/"
 /* How long a rebuild job may take here, and how often it is polled. */
 #define JOB_WAIT_POLLS 3000

@@ -83,6 +83,12 @@ static char *diag_text(const config_diag *d)
 	} while (0)
 
 /* settings_load on YAML text named t.yaml. */
+/* API keys of the length memd asks for (SETTINGS_API_KEY_MIN). */
+#define KEY_R "config-test-read-key-0123456789abcdef"
+#define KEY_W "config-test-write-key-0123456789abcdef"
+#define KEY_A "config-test-admin-key-0123456789abcdef"
+#define KEY_D "config-test-default-key-0123456789abcdef"
+
 static int32_t load(const char *text, settings *s, config_diag *d)
 {
 	return settings_load(parse_ok(text), s, d);
@@ -550,11 +556,11 @@ Test(settings, full_config_is_read)
 	int32_t rc = load("server:\n"
 			  "  listen: \"[::1]:9000\"\n"
 			  "  api_keys:\n"
-			  "    - {key: r, scope: read}\n"
-			  "    - {key: w, scope: write}\n"
-			  "    - key: a\n"
+			  "    - {key: " KEY_R ", scope: read}\n"
+			  "    - {key: " KEY_W ", scope: write}\n"
+			  "    - key: " KEY_A "\n"
 			  "      scope: admin\n"
-			  "    - key: d\n"
+			  "    - key: " KEY_D "\n"
 			  "  threads: 8\n"
 			  "  max_body_bytes: 100\n"
 			  "  max_batch_events: 5\n"
@@ -584,7 +590,7 @@ Test(settings, full_config_is_read)
 	free(all);
 	cr_assert_str_eq(s.listen, "[::1]:9000");
 	cr_assert_eq(s.n_api_keys, 4);
-	cr_assert_str_eq(s.api_keys[0].key, "r");
+	cr_assert_str_eq(s.api_keys[0].key, KEY_R);
 	cr_assert_eq(s.api_keys[0].scope, SETTINGS_SCOPE_READ);
 	cr_assert_eq(s.api_keys[1].scope, SETTINGS_SCOPE_WRITE);
 	cr_assert_eq(s.api_keys[2].scope, SETTINGS_SCOPE_ADMIN);
@@ -640,7 +646,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 			  "  listen: 127.0.0.1:1\n"               /* 3 */
 			  "  treads: 4\n"                         /* 4 */
 			  "  api_keys:\n"                         /* 5 */
-			  "    - {key: k, scop: admin}\n"         /* 6 */
+			  "    - {key: " KEY_A ", scop: admin}\n" /* 6 */
 			  "index:\n"                              /* 7 */
 			  "  vector:\n"                           /* 8 */
 			  "    embedder: {type: hash, dims: 3}\n" /* 9 */
@@ -777,8 +783,8 @@ Test(settings, required_keys_and_cross_references)
 	int32_t rc = load("server:\n"                                  /* 1 */
 			  "  api_keys:\n"                              /* 2 */
 			  "    - {scope: read}\n"                      /* 3 */
-			  "    - {key: same}\n"                        /* 4 */
-			  "    - {key: same}\n"                        /* 5 */
+			  "    - {key: " KEY_D "}\n"                  /* 4 */
+			  "    - {key: " KEY_D "}\n"                  /* 5 */
 			  "stores:\n"                                  /* 6 */
 			  "  main: {plugin: sqlite}\n"                 /* 7 */
 			  "  nop: {path: x}\n"                         /* 8 */
@@ -918,6 +924,8 @@ Test(settings, every_example_in_config_dir_loads)
 	cr_assert_not_null(dh, "cannot open %s", dir);
 	size_t checked = 0;
 	struct dirent *e;
+	unsetenv("MEMD_KEY");
+	unsetenv("MEMD_ADMIN_KEY");
 	while ((e = readdir(dh))) {
 		size_t len = strlen(e->d_name);
 		int yaml = len > 5 && strcmp(e->d_name + len - 5, ".yaml") == 0;
@@ -938,6 +946,8 @@ Test(settings, every_example_in_config_dir_loads)
 		free(all);
 		cr_assert_gt(s.n_stores, 0);
 		cr_assert_not_null(settings_app_for(&s, "any"));
+		/* A key in an example is a key anyone can read. */
+		cr_assert_eq(s.n_api_keys, 0, "%s ships a usable API key", path);
 		settings_clear(&s);
 		checked++;
 	}
@@ -951,18 +961,13 @@ Test(settings, memd_yaml_example_values)
 	cr_assert_not_null(root);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/config/memd.yaml", root);
-	unsetenv("MEMD_KEY");
-	setenv("MEMD_ADMIN_KEY", "admin-from-env", 1);
 	config_node *tree = NULL;
 	memd_error err = {0};
 	cr_assert_eq(config_parse_file(path, &tree, &err), 0, "%s", err.msg);
 	settings s;
 	config_diag d = {0};
 	cr_assert_eq(settings_load(tree, &s, &d), 0);
-	cr_assert_eq(s.n_api_keys, 2);
-	cr_assert_eq(s.api_keys[0].scope, SETTINGS_SCOPE_WRITE);
-	cr_assert_str_eq(s.api_keys[1].key, "admin-from-env");
-	cr_assert_eq(s.api_keys[1].scope, SETTINGS_SCOPE_ADMIN);
+	cr_assert_eq(s.n_api_keys, 0, "the keys are commented examples");
 	cr_assert_str_eq(settings_app_for(&s, "assistant")->strategy, "all");
 	cr_assert_str_eq(settings_app_for(&s, "other")->strategy, "buffer_window");
 	cr_assert_str_eq(s.stores[0].plugin, "sqlite");
@@ -1016,4 +1021,46 @@ Test(settings, allowed_hosts)
 	cr_assert_eq(load("server: {allowed_hosts: memd.internal}\n", &s, &d), MEMD_EINVAL);
 	assert_line(&d, "t.yaml:1: server.allowed_hosts: expected a sequence of host names, got a scalar");
 	config_diag_clear(&d);
+}
+
+Test(settings, short_and_published_api_keys_are_refused)
+{
+	settings s;
+	config_diag d = {0};
+	char text[1024];
+	int32_t rc;
+
+	/* 31 bytes: one short of the minimum. */
+	cr_assert_eq(strlen("0123456789abcdef0123456789abcde"), SETTINGS_API_KEY_MIN - 1);
+	rc = load("server:\n"                                               /* 1 */
+		  "  api_keys:\n"                                           /* 2 */
+		  "    - {key: 0123456789abcdef0123456789abcde, scope: read}\n" /* 3 */
+		  "    - {key: dev-only-key-change-me, scope: write}\n"      /* 4 */
+		  "    - key: dev-only-admin-key-change-me\n"                /* 5 */
+		  "      scope: admin\n"                                    /* 6 */
+		  "    - {key: " KEY_R "}\n",                                /* 7 */
+		  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:3: server.api_keys[0].key: too short (31 bytes): an API key needs at "
+			"least 32 random bytes, e.g. from `openssl rand -hex 32`");
+	assert_line(&d, "t.yaml:4: server.api_keys[1].key: this key is published in memd's example "
+			"configs: anyone can use it; make your own with `openssl rand -hex 32`");
+	assert_line(&d, "t.yaml:5: server.api_keys[2].key: this key is published in memd's example "
+			"configs: anyone can use it; make your own with `openssl rand -hex 32`");
+	cr_assert_eq(d.n, 3, "a long key is fine");
+	config_diag_clear(&d);
+
+	/* Every key an example ever shipped, however long, after ${VAR} too. */
+	for (const char *const *k = settings_published_api_keys(); *k; k++) {
+		setenv("MEMD_TEST_KEY", *k, 1);
+		snprintf(text, sizeof(text), "server: {api_keys: [{key: \"${MEMD_TEST_KEY}\"}]}\n");
+		cr_assert_eq(load(text, &s, &d), MEMD_EINVAL, "%s", *k);
+		cr_assert(has_prefix(&d, "t.yaml:1: server.api_keys[0].key: this key is published"), "%s", *k);
+		config_diag_clear(&d);
+	}
+	unsetenv("MEMD_TEST_KEY");
+
+	cr_assert_eq(load("server: {api_keys: [{key: 0123456789abcdef0123456789abcdef}]}\n", &s, &d), 0,
+		     "32 bytes are enough");
+	settings_clear(&s);
 }
