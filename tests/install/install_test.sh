@@ -11,10 +11,11 @@
 #     systemd-analyze is present);
 #  3. its ExecStart, with every path rebased into the temp root, run in
 #     its WorkingDirectory with its UMask, no new privileges and (when the
-#     kernel has PR_SET_MDWE) the MemoryDenyWriteExecute policy, on a free
-#     loopback port, serves: /healthz answers, an appended event reads
-#     back, the SQLite file is in the state directory, SIGTERM drains and
-#     exits 0; started again, the event is still there;
+#     kernel has PR_SET_MDWE) the MemoryDenyWriteExecute policy: with a
+#     missing config it exits 7 (not restarted); on a free loopback port it
+#     serves: /healthz answers, an appended event reads back, the SQLite
+#     file is in the state directory, SIGTERM drains and exits 0; started
+#     again, the event is still there;
 #  4. a C program builds against the installed libmemd with only the
 #     installed memd.pc, links and runs; memd-plugin.pc names the plugin
 #     directory the plugins were installed into (tests/abi/template_test.sh
@@ -104,6 +105,7 @@ if [ "$unitdir" = no ]; then
 else
 	want_key Type simple
 	want_key Restart on-failure
+	want_key RestartPreventExitStatus "2 7"
 	want_key DynamicUser yes
 	want_key StateDirectory memd
 	want_key WorkingDirectory /var/lib/memd
@@ -221,6 +223,14 @@ http() { # METHOD PATH [BODY]: the response body; fails on an HTTP error
 	*) fail "$1 $2 answered ${out##*$'\n'}: ${out%$'\n'*}" ;;
 	esac
 }
+
+# A config the service cannot use ends it with exit status 7, which the
+# unit does not restart on (RestartPreventExitStatus).
+rc=0
+(cd "$statedir" && env -u MEMD_CONFIG MEMD_PLUGIN_PATH="$root$plugindir" \
+	"${argv[@]:0:${#argv[@]}-1}" "$tmp/missing.yaml") >"$tmp/missing.log" 2>&1 || rc=$?
+[ "$rc" -eq 7 ] || { cat "$tmp/missing.log" >&2; fail "memd serve with a missing config exited $rc, want 7"; }
+echo "ok: a missing config exits 7"
 
 start
 echo "ok: the unit's command line serves on $base"
