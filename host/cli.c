@@ -268,20 +268,41 @@ static int parse_i64(const char *s, const char *what, int64_t *ret)
 	return EXIT_OK;
 }
 
-static int open_memd(cli *c, memd **ret)
+/* memd_open with the command line's config, plugin path and log level. */
+static int32_t try_open(cli *c, uint32_t flags, memd **ret, memd_error *err)
 {
 	memd_options o = {
 		.struct_size = sizeof(o),
+		.flags = flags,
 		.config_path = c->config,
 		.plugin_path = c->extra_path[0] ? c->extra_path : NULL,
 		.log = log_stderr,
 		.log_level = c->verbose > 1 ? MEMD_LOG_DEBUG : c->verbose ? MEMD_LOG_INFO : MEMD_LOG_WARN,
 	};
+	return memd_open(&o, ret, err);
+}
+
+static int open_failed(const memd_error *err)
+{
+	fprintf(stderr, "memd: cannot start: %s\n", err->msg);
+	return exit_for_start(err->code);
+}
+
+/* Whether memd_open failed on a store that another process has locked
+ * (filevec: "... is locked by process N ..."): most likely the vector
+ * store of a running memd serve. */
+static int is_locked(const memd_error *err)
+{
+	return err->code == MEMD_EUNAVAIL && strstr(err->msg, " is locked by ") != NULL;
+}
+
+/* Open memd for a command; flags MEMD_OPEN_*. Prints why it failed. */
+static int open_memd(cli *c, uint32_t flags, memd **ret)
+{
 	memd_error err = { 0 };
-	if (memd_open(&o, ret, &err) < 0) {
-		fprintf(stderr, "memd: cannot start: %s\n", err.msg);
-		return exit_for_start(err.code);
-	}
+
+	if (try_open(c, flags, ret, &err) < 0)
+		return open_failed(&err);
 	return EXIT_OK;
 }
 
@@ -379,6 +400,40 @@ static int cmd_serve(cli *c, int from)
 typedef int (*scripting_fn)(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			    char **ret_json);
 
+static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		     char **ret_json);
+
+/* search opens the vector store unless --mode keyword needs none. When
+ * another process (a running memd serve) holds it, a search without
+ * --mode searches the keyword index and says so; a vector or hybrid
+ * search is refused, pointing at that server's route. */
+static int open_for_search(cli *c, const char **pos, memd **ret)
+{
+	memd_error err = { 0 };
+	cli_opts *o = &c->opts;
+
+	if (o->mode && strcmp(o->mode, "keyword") == 0)
+		return open_memd(c, MEMD_OPEN_NO_VECTOR, ret);
+	if (try_open(c, 0, ret, &err) == 0)
+		return EXIT_OK;
+	if (!is_locked(&err))
+		return open_failed(&err);
+	if (o->mode) {
+		open_failed(&err);
+		fprintf(stderr,
+			"memd: a %s search needs the vector store: search through the server that "
+			"holds it (POST /v1/apps/%s/users/%s/search)\n",
+			o->mode, pos[0], pos[1]);
+		return EXIT_UNAVAILABLE;
+	}
+	fprintf(stderr,
+		"memd: note: %s; searching the keyword index only (POST /v1/apps/%s/users/%s/search "
+		"on that server searches both)\n",
+		err.msg, pos[0], pos[1]);
+	o->mode = "keyword";
+	return open_memd(c, MEMD_OPEN_NO_VECTOR, ret);
+}
+
 static int run_scripting(cli *c, int from, int npos, const char *shape, scripting_fn fn)
 {
 	const char *pos[5] = { 0 };
@@ -397,7 +452,13 @@ static int run_scripting(cli *c, int from, int npos, const char *shape, scriptin
 		return EXIT_USAGE;
 	if (n != npos)
 		return usage_error("expected: %s", shape);
-	if ((rc = open_memd(c, &m)) != EXIT_OK)
+	/* Only search needs the vector store: the other commands leave it to
+	 * whoever holds it (a running memd serve indexes what they write). */
+	if (fn == sc_search)
+		rc = open_for_search(c, pos, &m);
+	else
+		rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m);
+	if (rc != EXIT_OK)
 		return rc;
 	rc = fn(c, m, pos, from, &err, &json);
 	if (rc == EXIT_OK && json)
@@ -692,7 +753,7 @@ static int cmd_state_set(cli *c, int from)
 	}
 	body = json_dumps(delta, JSON_COMPACT);
 	json_decref(delta);
-	if ((rc = open_memd(c, &m)) != EXIT_OK) {
+	if ((rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m)) != EXIT_OK) {
 		free(body);
 		return rc;
 	}
@@ -807,8 +868,22 @@ static int cmd_index_rebuild(cli *c, int from)
 		return EXIT_USAGE;
 	if ((app == NULL) != (user == NULL))
 		return usage_error("%s", "index rebuild: give --app and --user together, or neither");
-	if ((rc = open_memd(c, &m)) != EXIT_OK)
+	if (try_open(c, 0, &m, &err) < 0) {
+		rc = open_failed(&err);
+		/* A rebuild here would rebuild this process's indexes, not the
+		 * running server's: it is that server's to do. */
+		if (is_locked(&err) && app)
+			fprintf(stderr,
+				"memd: the indexes are the running server's: rebuild them there with "
+				"POST /v1/apps/%s/users/%s/index:rebuild, or stop it first\n",
+				app, user);
+		else if (is_locked(&err))
+			fprintf(stderr,
+				"memd: the indexes are the running server's: rebuild them there, one "
+				"user at a time, with POST /v1/apps/APP/users/USER/index:rebuild, or "
+				"stop it first\n");
 		return rc;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
 	if (memd_index_rebuild(m, app, user, show_progress, &p, &err) < 0) {
 		if (p.tty)

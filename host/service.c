@@ -136,6 +136,9 @@ static int32_t open_stores(memd *m, memd_error *err)
 		int is_sessions = strcmp(ss->name, m->set.sessions_store) == 0;
 		int32_t r;
 
+		if ((m->open_flags & MEMD_OPEN_NO_VECTOR) && !is_sessions && m->set.vector_store &&
+		    strcmp(ss->name, m->set.vector_store) == 0)
+			continue;
 		snprintf(slot, sizeof(slot), "stores.%s", ss->name);
 		if ((r = registry_open(m, ss->plugin, &p, err)) < 0)
 			return r;
@@ -252,6 +255,9 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		free(m);
 		return r;
 	}
+	m->open_flags = o.flags;
+	if (o.flags & MEMD_OPEN_NO_VECTOR)
+		m->set.vector_enabled = 0;
 	m->svc = hostsvc_new(o.log, o.log_userdata, o.log_level);
 	m->temp = temp_state_new(m->set.temp_ttl_seconds * US_PER_SEC);
 	m->search = service_build_search(o.plugin_path, (const char *const *)m->set.plugin_path);

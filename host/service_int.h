@@ -54,7 +54,8 @@ typedef struct named_store {
 } named_store;
 
 struct memd {
-	settings set;
+	settings set;           /* vector_enabled cleared by MEMD_OPEN_NO_VECTOR */
+	uint32_t open_flags;    /* memd_options.flags */
 	hostsvc *svc;
 	temp_state *temp;
 	char **search;          /* NULL-terminated plugin search path */

@@ -45,9 +45,18 @@ typedef struct memd memd;
 typedef void (*memd_log_fn)(void *userdata, int32_t level, const char *component,
 			    const char *line);
 
+/* memd_options.flags */
+/* Open neither index.vector.store nor the vector index: for a process that
+ * needs no vector search while another one (memd serve) holds a vector
+ * store that admits one process at a time (filevec locks its directory).
+ * Vector and hybrid searches then fail with MEMD_EINVAL; what is written
+ * meanwhile is indexed by whoever opens the store next (the vector index
+ * catches up from the session store's change feed). */
+#define MEMD_OPEN_NO_VECTOR 0x1u
+
 typedef struct memd_options {
 	uint32_t struct_size;     /* sizeof(memd_options) */
-	uint32_t flags;           /* reserved, 0 */
+	uint32_t flags;           /* MEMD_OPEN_*, or 0 */
 	/* YAML or JSON config file; NULL = zero-config (SQLite ./data/memd.db,
 	 * buffer_window of 20, keyword search). */
 	const char *config_path;

@@ -28,6 +28,7 @@
 #define FV_DIR_MODE 0755
 #define FV_MIN_SEGS 8
 #define FV_LOG_LINE_MAX 512
+#define FV_PID_TEXT_MAX 32 /* a pid in decimal and a newline, in the LOCK file */
 /* Compaction write buffer; larger than the largest record (ids, a 64 KiB
  * author and FV_DIM_MAX floats: about 330 KB). */
 #define FV_COMPACT_BUF (1u << 20)
@@ -464,6 +465,34 @@ static int32_t load_segments(fv_log *l, memd_error *err)
 	return r;
 }
 
+/* The lock file holds the pid of the process that has the lock (as text,
+ * for an operator and for the refusal below): written after the flock is
+ * taken. A failure to write it is harmless (the refusal then names no
+ * pid), so it is not reported. */
+static void record_holder(int lockfd)
+{
+	char text[FV_PID_TEXT_MAX];
+	int n = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
+
+	if (ftruncate(lockfd, 0) != 0 || pwrite(lockfd, text, (size_t)n, 0) != n)
+		return; /* the refusal then names no pid */
+}
+
+/* The pid in the lock file of a holder, or 0 if it has none readable. */
+static long lock_holder(int lockfd)
+{
+	char text[FV_PID_TEXT_MAX];
+	ssize_t n = pread(lockfd, text, sizeof(text) - 1, 0);
+	char *end;
+	long pid;
+
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	pid = strtol(text, &end, 10);
+	return end != text && (*end == '\n' || *end == '\0') && pid > 0 ? pid : 0;
+}
+
 int32_t fv_log_open(const fv_log_opts *o, fv_log **ret, memd_error *err)
 {
 	fv_log *l = calloc(1, sizeof(*l));
@@ -495,14 +524,22 @@ int32_t fv_log_open(const fv_log_opts *o, fv_log **ret, memd_error *err)
 		goto fail;
 	}
 	if (flock(l->lockfd, LOCK_EX | LOCK_NB) != 0) {
-		if (errno == EWOULDBLOCK)
-			r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
-					   "filevec: %s is in use by another instance or process",
-					   o->path);
-		else
+		long holder;
+		if (errno != EWOULDBLOCK)
 			r = io_error(err, l, "cannot lock", FV_LOCK_NAME, errno);
+		else if ((holder = lock_holder(l->lockfd)) > 0)
+			r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+					   "filevec: %s is locked by process %ld (%s/" FV_LOCK_NAME
+					   "), e.g. a running memd serve",
+					   o->path, holder, o->path);
+		else
+			r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+					   "filevec: %s is locked by another instance or process (%s/"
+					   FV_LOCK_NAME ")",
+					   o->path, o->path);
 		goto fail;
 	}
+	record_holder(l->lockfd);
 	r = load_segments(l, err);
 	if (r < 0)
 		goto fail;

@@ -4,7 +4,8 @@
  * filevec.c serializes every call that writes.
  *
  * A store is a directory:
- *   LOCK                 flock()ed by the one instance that has it open
+ *   LOCK                 flock()ed by the one instance that has it open;
+ *                        holds that process's pid (text)
  *   seg-<16 hex>.fv      segments, replayed in id order
  *   *.tmp                a segment being made (removed on open)
  *   *.bad                a segment whose header was unreadable, set aside

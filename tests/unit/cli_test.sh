@@ -7,7 +7,8 @@ set -uo pipefail
 memd="$MEMD_BUILD_ROOT/host/memd"
 fixtures="$MEMD_BUILD_ROOT/tests/fixtures"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+serve_pid=
+trap '[[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
 unset MEMD_CONFIG
 
@@ -185,6 +186,65 @@ expect 0 "user delete" -- "$memd" user delete demo alice
 contains "$out" '"deleted": true' "user delete prints its result"
 contains "$out" '"user": "alice"' "user delete names the user"
 expect 4 "deleted user's session" -- "$memd" session get demo alice s1
+
+# A vector store that admits one process (filevec locks its directory),
+# held by a running memd serve: the commands that need no vector store
+# work, a search without --mode falls back to the keyword index, and what
+# needs the server's indexes names the lock's holder and the route.
+mkdir vec && cd vec
+for ((try = 0; try < 50; try++)); do # a free loopback port
+	port=$((20000 + RANDOM % 40000))
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+done
+cat >vec.yaml <<EOF
+server: {listen: "127.0.0.1:$port"}
+stores:
+  main: {plugin: sqlite, path: ./data/memd.db}
+  vec: {plugin: filevec, path: ./data/vectors}
+sessions: {store: main}
+index:
+  vector: {enabled: true, store: vec, embedder: {type: hash, dim: 64}}
+  default_mode: hybrid
+EOF
+"$memd" --config vec.yaml serve 2>serve.err &
+serve_pid=$!
+for ((i = 0; i < 600; i++)); do # bounded: until it listens or exits
+	grep -q '"listening"' serve.err && break
+	kill -0 "$serve_pid" 2>/dev/null || break
+	sleep 0.1
+done
+grep -q '"listening"' serve.err && ok || fail "serve did not start: $(cat serve.err)"
+v=("$memd" --config vec.yaml)
+expect 0 "session create beside serve" -- "${v[@]}" session create demo bob --id v1
+expect_in 0 "events append beside serve" '[{"role":"user","content":"Lisbon trams are yellow"}]' -- "${v[@]}" events append demo bob v1
+expect 0 "events list beside serve" -- "${v[@]}" events list demo bob v1
+contains "$out" "Lisbon trams" "events list beside serve"
+expect 0 "context beside serve" -- "${v[@]}" context demo bob v1
+expect 0 "state set beside serve" -- "${v[@]}" state set demo bob v1 k=1
+expect 0 "state get beside serve" -- "${v[@]}" state get demo bob v1
+expect_in 0 "artifact put beside serve" 'x' -- "${v[@]}" artifact put demo bob v1 a.txt
+expect 0 "artifact list beside serve" -- "${v[@]}" artifact list demo bob v1
+expect 0 "session list beside serve" -- "${v[@]}" session list demo bob
+expect 0 "keyword search beside serve" -- "${v[@]}" search demo bob trams --mode keyword
+contains "$out" '"v1"' "keyword search beside serve finds the event"
+expect 0 "default search beside serve" -- "${v[@]}" search demo bob trams
+contains "$errout" "searching the keyword index only" "default search says it fell back"
+contains "$out" '"v1"' "default search beside serve finds the event"
+expect 6 "vector search beside serve" -- "${v[@]}" search demo bob trams --mode vector
+contains "$errout" "locked by process $serve_pid" "vector search names the lock holder"
+contains "$errout" "POST /v1/apps/demo/users/bob/search" "vector search points at the server"
+expect 6 "index rebuild of a user beside serve" -- "${v[@]}" index rebuild --app demo --user bob
+contains "$errout" "./data/vectors is locked by process $serve_pid (./data/vectors/LOCK)" "rebuild names the lock holder and path"
+contains "$errout" "POST /v1/apps/demo/users/bob/index:rebuild" "rebuild points at the server's route"
+expect 6 "index rebuild beside serve" -- "${v[@]}" index rebuild
+contains "$errout" "POST /v1/apps/APP/users/USER/index:rebuild" "rebuild of all points at the route"
+kill "$serve_pid"
+wait "$serve_pid"
+serve_pid=
+expect 0 "vector search after serve" -- "${v[@]}" search demo bob trams --mode vector
+contains "$out" '"v1"' "what was appended beside serve is in the vector index"
+expect 0 "index rebuild after serve" -- "${v[@]}" index rebuild
+cd ..
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
