@@ -16,6 +16,7 @@
 #define SETTINGS_DEFAULTS_NAME "<defaults>"
 /* Longest key path kept in a message ("index.vector.embedder.dim"). */
 #define SETTINGS_PATH_MAX 256
+#define SETTINGS_INDEX_MAX 24 /* "[" + a size_t in decimal + "]" */
 /* Longest single problem message. */
 #define SETTINGS_MSG_MAX 512
 /* Largest port number. */
@@ -375,9 +376,54 @@ static int api_key_ok(ctx *c, const config_node *at, const char *path, const cha
 	return 1;
 }
 
+/* server.api_keys[i].apps: the app names a key is limited to (exact
+ * names, as in the request path). NULL when absent or wrong (reported). */
+static char **load_key_apps(ctx *c, const config_node *item, const char *path)
+{
+	const config_node *seq = get(item, "apps");
+	char full[SETTINGS_PATH_MAX];
+	char **apps;
+	size_t n, k = 0;
+
+	if (!seq)
+		return NULL;
+	join(full, path, "apps");
+	if (config_node_type(seq) != CONFIG_SEQ || config_len(seq) == 0) {
+		problem(c, seq, full, "expected a non-empty sequence of app names, got %s",
+			config_node_type(seq) == CONFIG_SEQ ? "an empty one" : kind_of(seq));
+		return NULL;
+	}
+	n = config_len(seq);
+	apps = calloc(n + 1, sizeof(*apps));
+	if (!apps) {
+		c->nomem = 1;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const config_node *a = config_seq_at(seq, i);
+		char at[SETTINGS_PATH_MAX + SETTINGS_INDEX_MAX];
+		snprintf(at, sizeof(at), "%s[%zu]", full, i);
+		if (config_node_type(a) != CONFIG_SCALAR || !*config_scalar(a)) {
+			problem(c, a, at, "expected an app name, got %s",
+				config_node_type(a) == CONFIG_SCALAR ? "an empty string" : kind_of(a));
+			continue;
+		}
+		if ((apps[k] = dup_or_flag(c, config_scalar(a))))
+			k++;
+	}
+	return apps;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
 static void load_api_keys(ctx *c, const config_node *server, settings *s)
 {
-	static const char *const known[] = {"key", "scope", NULL};
+	static const char *const known[] = {"key", "scope", "apps", NULL};
 	static const char *const scopes[] = {"read", "write", "admin", NULL};
 	static const int32_t scope_values[] = {SETTINGS_SCOPE_READ, SETTINGS_SCOPE_WRITE,
 					       SETTINGS_SCOPE_ADMIN};
@@ -434,6 +480,7 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 		if (!k->key)
 			continue;
 		k->scope = scope_values[scope];
+		k->apps = load_key_apps(c, item, path);
 		s->n_api_keys++;
 	}
 }
@@ -928,8 +975,10 @@ void settings_clear(settings *s)
 	if (!s)
 		return;
 	free(s->listen);
-	for (size_t i = 0; i < s->n_api_keys; i++)
+	for (size_t i = 0; i < s->n_api_keys; i++) {
 		free(s->api_keys[i].key);
+		free_strv(s->api_keys[i].apps);
+	}
 	free(s->api_keys);
 	for (size_t i = 0; s->allowed_hosts && s->allowed_hosts[i]; i++)
 		free(s->allowed_hosts[i]);

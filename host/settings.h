@@ -82,6 +82,7 @@
 typedef struct settings_api_key {
 	char *key;      /* secret: never logged */
 	int32_t scope;  /* SETTINGS_SCOPE_* */
+	char **apps;    /* the apps it may use, NULL-terminated; NULL: every app */
 } settings_api_key;
 
 typedef struct settings_store {

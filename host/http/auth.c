@@ -39,9 +39,21 @@ const char *http_auth_scope_name(int32_t scope)
 	}
 }
 
-int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
-			int32_t scope, memd_error *err)
+/* Is app one of apps (NULL: every app)? */
+static int app_allowed(char *const *apps, const char *app)
 {
+	if (!apps)
+		return 1;
+	for (size_t i = 0; apps[i]; i++)
+		if (strcmp(apps[i], app) == 0)
+			return 1;
+	return 0;
+}
+
+int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
+			int32_t scope, const char *app, memd_error *err)
+{
+	const settings_api_key *match = NULL;
 	const char *token;
 	size_t len;
 	int32_t granted = 0;
@@ -64,14 +76,23 @@ int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *auth
 	/* Every key is compared, whatever matched before. */
 	for (size_t i = 0; i < n; i++) {
 		int eq = ct_equal(token, len, keys[i].key, strlen(keys[i].key));
-		int32_t s = eq ? keys[i].scope : 0;
-		granted = s > granted ? s : granted;
+		/* Keys are distinct (settings_load): at most one matches. */
+		if (eq) {
+			granted = keys[i].scope;
+			match = &keys[i];
+		}
 	}
-	if (!granted)
+	if (!match)
 		return memd_error_set(err, MEMD_EAUTH, 0, "invalid API key");
 	if (granted < scope)
 		return memd_error_set(err, MEMD_EFORBIDDEN, 0, "this API key has scope %s; the route needs %s",
 				      http_auth_scope_name(granted), http_auth_scope_name(scope));
+	if (match->apps && !app && scope >= SETTINGS_SCOPE_ADMIN)
+		return memd_error_set(err, MEMD_EFORBIDDEN, 0,
+				      "this API key is limited to some apps; the route is for every app "
+				      "and needs a key without an apps list");
+	if (app && !app_allowed(match->apps, app))
+		return memd_error_set(err, MEMD_EFORBIDDEN, 0, "this API key is not for this app");
 	return 0;
 }
 

@@ -19,12 +19,16 @@
 #define HTTP_SCOPE_PUBLIC 0
 
 /* Check the Authorization header value (NULL if absent) against keys
- * (n of them, borrowed) for a route needing scope. With no keys
- * configured every request passes. Returns 0, MEMD_EAUTH (missing,
- * malformed or unknown key) or MEMD_EFORBIDDEN (the key's scope is too
- * low), with a message in err. */
+ * (n of them, borrowed) for a route needing scope, about app: the
+ * request's app (decoded), "" when the route has one that could not be
+ * read, NULL for a route without one. A key limited to apps (its apps
+ * list) passes only for those apps, and for app-less routes that do not
+ * need admin scope. With no keys configured every request passes.
+ * Returns 0, MEMD_EAUTH (missing, malformed or unknown key) or
+ * MEMD_EFORBIDDEN (the key's scope is too low, or the app not one of
+ * its apps), with a message in err. */
 int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
-			int32_t scope, memd_error *err);
+			int32_t scope, const char *app, memd_error *err);
 
 /* Which Host header values a request may carry (DNS rebinding: a web
  * page on a name that resolves to 127.0.0.1 must not reach a loopback

@@ -26,6 +26,8 @@
 #define BODY_INITIAL_CAP 1024
 #define REQUEST_ID_HEADER "X-Request-Id"
 #define RAW_HEAD_MAX 512
+/* Routes under this prefix are about one app, their first parameter. */
+#define APP_PATH_PREFIX "/v1/apps/{app}/"
 /* Bytes a header line costs beyond its name and value (": " and CRLF). */
 #define HEADER_LINE_OVERHEAD 4
 
@@ -228,6 +230,16 @@ static enum MHD_Result header_size(void *cls, enum MHD_ValueKind kind, const cha
 	return MHD_YES;
 }
 
+/* The app a matched route is about (its first path parameter): NULL for
+ * a route without one, "" when matching failed (r < 0) on a bad path
+ * parameter, so that it is nobody's app. */
+static const char *route_app(const http_req *rq, int32_t r)
+{
+	if (strncmp(rq->route->pattern, APP_PATH_PREFIX, strlen(APP_PATH_PREFIX)) != 0)
+		return NULL;
+	return r < 0 || rq->match.n_params == 0 ? "" : rq->match.params[0];
+}
+
 /* Everything decided from the request line and headers. Returns 0 to go
  * on, or -1 when a reply was set. */
 static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
@@ -274,7 +286,7 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
 		int32_t ar = http_auth_check(set->api_keys, set->n_api_keys,
 					     MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 									 MHD_HTTP_HEADER_AUTHORIZATION),
-					     rq->route->scope, &aerr);
+					     rq->route->scope, route_app(rq, r), &aerr);
 		if (ar < 0) {
 			http_reply_memd_error(rq, &aerr);
 			if (ar == MEMD_EAUTH)

@@ -552,6 +552,9 @@ Test(e2e, service_routes)
 #define KEY_R "read-key-1234567890-0123456789abcdef"
 #define KEY_W "write-key-abcdefghij-0123456789abcdef"
 #define KEY_A "admin-key-ZYXWVUTSRQ-0123456789abcdef"
+#define KEY_LA "admin-key-of-demo-only-0123456789abcdef"
+#define KEY_LR "read-key-of-demo-and-cafe-0123456789abcdef"
+#define OTHER "/v1/apps/elsewhere/users/alice"
 
 static long with_key(const char *method, const char *path, const char *key, const char *body)
 {
@@ -572,7 +575,9 @@ Test(e2e, auth_scopes)
 {
 	char *log;
 	hs_start(&H, "  api_keys:\n    - {key: " KEY_R ", scope: read}\n    - {key: " KEY_W ", scope: write}\n"
-		     "    - {key: " KEY_A ", scope: admin}\n", NULL);
+		     "    - {key: " KEY_A ", scope: admin}\n"
+		     "    - {key: " KEY_LA ", scope: admin, apps: [demo]}\n"
+		     "    - {key: " KEY_LR ", scope: read, apps: [demo, \"caf\u00e9\"]}\n", NULL);
 	/* Probes and the spec are public. */
 	cr_assert_eq(with_key("GET", "/healthz", NULL, NULL), 200);
 	cr_assert_eq(with_key("GET", "/readyz", NULL, NULL), 200);
@@ -604,6 +609,29 @@ Test(e2e, auth_scopes)
 	cr_assert_eq(with_key("GET", "/v1/plugins", KEY_A, NULL), 200);
 	cr_assert_eq(with_key("DELETE", U, KEY_W, NULL), 403);
 	cr_assert_eq(with_key("GET", S1, KEY_R, NULL), 200, "the 403 wrote nothing");
+	/* Keys limited to apps: their apps' routes only, within their scope. */
+	cr_assert_eq(with_key("GET", S1, KEY_LA, NULL), 200);
+	cr_assert_eq(with_key("POST", U "/sessions", KEY_LA, "{\"id\":\"s2\"}"), 201);
+	cr_assert_eq(with_key("POST", U "/index:rebuild", KEY_LA, NULL), 202);
+	cr_assert_eq(with_key("GET", OTHER "/sessions", KEY_LA, NULL), 403);
+	cr_assert_eq(with_key("POST", OTHER "/sessions", KEY_LA, "{\"id\":\"s1\"}"), 403);
+	cr_assert_eq(with_key("DELETE", OTHER, KEY_LA, NULL), 403);
+	cr_assert_eq(with_key("POST", OTHER "/search", KEY_LA, "{\"query\":\"x\"}"), 403);
+	cr_assert_eq(with_key("GET", "/v1/apps/Demo/users/alice/sessions", KEY_LA, NULL), 403,
+		     "app names are exact");
+	cr_assert_eq(with_key("GET", "/v1/apps/caf%C3%A9/users/alice/sessions", KEY_LR, NULL), 200);
+	cr_assert_eq(with_key("GET", "/v1/apps/cafe/users/alice/sessions", KEY_LR, NULL), 403);
+	cr_assert_eq(with_key("GET", U "/sessions", KEY_LR, NULL), 200);
+	cr_assert_eq(with_key("POST", U "/sessions", KEY_LR, "{\"id\":\"s3\"}"), 403, "scope still counts");
+	/* An app that cannot be read is not one of the key's. */
+	cr_assert_eq(with_key("GET", "/v1/apps/d%2Fe/users/alice/sessions", KEY_LR, NULL), 403);
+	/* App-less routes: admin ones need a key for every app. */
+	cr_assert_eq(with_key("GET", "/v1/plugins", KEY_LA, NULL), 403);
+	cr_assert_eq(with_key("GET", "/metrics", KEY_LR, NULL), 200);
+	cr_assert_eq(with_key("GET", "/healthz", KEY_LR, NULL), 200);
+	cr_assert_eq(with_key("GET", OTHER "/sessions", KEY_A, NULL), 200, "an unlimited key has every app");
+	cr_assert_eq(with_key("GET", S1, KEY_R, NULL), 200, "the 403s wrote nothing");
+	cr_assert_eq(with_key("DELETE", U, KEY_LA, NULL), 204);
 	cr_assert_eq(with_key("DELETE", U, KEY_A, NULL), 204);
 	cr_assert_eq(with_key("GET", S1, KEY_R, NULL), 404);
 	hs_stop(&H);
@@ -613,6 +641,8 @@ Test(e2e, auth_scopes)
 	cr_assert_null(strstr(log, KEY_R));
 	cr_assert_null(strstr(log, KEY_W));
 	cr_assert_null(strstr(log, KEY_A));
+	cr_assert_null(strstr(log, KEY_LA));
+	cr_assert_null(strstr(log, KEY_LR));
 	cr_assert_null(strstr(log, "wrong-key"));
 	free(log);
 }

@@ -663,7 +663,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	cr_assert_eq(memcmp(&s, &before, sizeof(s)), 0, "*ret must be untouched on failure");
 	assert_prefix(&d, "t.yaml:1: servr: unknown key (known: server, plugins, stores,");
 	assert_prefix(&d, "t.yaml:4: server.treads: unknown key (known: listen, api_keys,");
-	assert_line(&d, "t.yaml:6: server.api_keys[0].scop: unknown key (known: key, scope)");
+	assert_line(&d, "t.yaml:6: server.api_keys[0].scop: unknown key (known: key, scope, apps)");
 	assert_prefix(&d, "t.yaml:9: index.vector.embedder.dims: unknown key (known: type, dim,");
 	assert_line(&d, "t.yaml:10: index.keyword.k2: unknown key (known: enabled, k1, b, snapshot)");
 	assert_prefix(&d, "t.yaml:11: summarizer.typ: unknown key");
@@ -1063,4 +1063,39 @@ Test(settings, short_and_published_api_keys_are_refused)
 	cr_assert_eq(load("server: {api_keys: [{key: 0123456789abcdef0123456789abcdef}]}\n", &s, &d), 0,
 		     "32 bytes are enough");
 	settings_clear(&s);
+}
+
+Test(settings, api_keys_limited_to_apps)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("server:\n"
+			  "  api_keys:\n"
+			  "    - {key: " KEY_R ", apps: [support, \"caf\\u00e9\"]}\n"
+			  "    - {key: " KEY_A ", scope: admin}\n",
+			  &s, &d);
+	cr_assert_eq(rc, 0);
+	cr_assert_str_eq(s.api_keys[0].apps[0], "support");
+	cr_assert_str_eq(s.api_keys[0].apps[1], "caf\xc3\xa9");
+	cr_assert_null(s.api_keys[0].apps[2]);
+	cr_assert_null(s.api_keys[1].apps, "no list: every app");
+	settings_clear(&s);
+
+	rc = load("server:\n"                                   /* 1 */
+		  "  api_keys:\n"                               /* 2 */
+		  "    - {key: " KEY_R ", apps: []}\n"          /* 3 */
+		  "    - {key: " KEY_W ", apps: support}\n"     /* 4 */
+		  "    - key: " KEY_A "\n"                      /* 5 */
+		  "      apps:\n"                               /* 6 */
+		  "        - ok\n"                              /* 7 */
+		  "        - \"\"\n"                            /* 8 */
+		  "        - {name: x}\n",                      /* 9 */
+		  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:3: server.api_keys[0].apps: expected a non-empty sequence of app names, got an empty one");
+	assert_line(&d, "t.yaml:4: server.api_keys[1].apps: expected a non-empty sequence of app names, got a scalar");
+	assert_line(&d, "t.yaml:8: server.api_keys[2].apps[1]: expected an app name, got an empty string");
+	assert_line(&d, "t.yaml:9: server.api_keys[2].apps[2]: expected an app name, got a map");
+	cr_assert_eq(d.n, 4);
+	config_diag_clear(&d);
 }
