@@ -56,14 +56,25 @@ static const sq_sql SQL_ROLLBACK = { SQ_ST_ROLLBACK, "ROLLBACK" };
 
 int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
 {
+	/* SQLite keeps the errno of a failed system call only on some paths
+	 * (not for a COMMIT whose WAL write failed): the thread's errno,
+	 * read before anything else, stands in when it kept none. */
+	int e = errno;
+	int sys = c && c->db ? sqlite3_system_errno(c->db) : 0;
 	char what[MEMD_ERROR_MSG_MAX];
 	uint32_t flags;
-	int32_t code = sq_map_code(rc, c && c->db ? sqlite3_system_errno(c->db) : 0, &flags);
+	int32_t code = sq_map_code(rc, sys ? sys : e, &flags);
 	va_list ap;
 
 	va_start(ap, what_fmt);
 	vsnprintf(what, sizeof(what), what_fmt, ap);
 	va_end(ap);
+	/* "disk I/O error" alone does not tell an operator the disk is full. */
+	if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN) && (sys || e))
+		return memd_error_set(err, code, flags, "sqlite %s: %s: %s (%s)",
+				      c ? c->role : "store", what,
+				      c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc),
+				      strerror(sys ? sys : e));
 	return memd_error_set(err, code, flags, "sqlite %s: %s: %s", c ? c->role : "store", what,
 			      c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 }

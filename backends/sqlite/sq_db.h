@@ -202,7 +202,9 @@ void sq_stmt_done(sqlite3_stmt *st);
  * sq_errmap.c (no connection needed, for the unit test). */
 int32_t sq_map_code(int rc, int sys_errno, uint32_t *ret_flags);
 /* Fill err from a failed SQLite call on c: "sqlite <role>: <what>: <sqlite
- * message>" with the mapped code. Returns the mapped code. */
+ * message>" with the mapped code (the errno is SQLite's, or the thread's
+ * when SQLite kept none: call it right after the failed call). Returns
+ * the mapped code. */
 int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 

@@ -12,10 +12,12 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,7 +67,7 @@ static void teardown(void)
 	tu_dir_remove(&dir);
 }
 
-TestSuite(full_disk, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(full_disk, .timeout = 120);
 
 static void ballast(void)
 {
@@ -158,7 +160,8 @@ static void expect_not_ready(void)
 	json_decref(report);
 }
 
-Test(full_disk, writes_fail_alike_deletes_work_and_space_comes_back)
+Test(full_disk, writes_fail_alike_deletes_work_and_space_comes_back, .init = setup,
+     .fini = teardown)
 {
 	static char blob[ARTIFACT_BYTES];
 	static char pad[BIG_BYTES + 1], body[BODY_MAX];
@@ -213,4 +216,69 @@ Test(full_disk, writes_fail_alike_deletes_work_and_space_comes_back)
 	tu_ok0(memd_ready(m, &err), &err);
 	tu_ok(memd_artifact_put(m, "app", "u", "keep", "a.bin", "application/octet-stream", blob,
 				sizeof(blob), &out, &err), &err, &out);
+}
+
+/* Without root: a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes
+ * SQLite's writes past it fail with EFBIG, which SQLite reports as
+ * SQLITE_IOERR_WRITE, not SQLITE_FULL: the store reads the errno and
+ * reports a full disk all the same. The limit is per file, not a shared
+ * disk, so the disk reserve cannot help here (the tmpfs test above covers
+ * deletes). */
+#define FSIZE_HEADROOM (256 * 1024)
+
+static tu_dir fdir;
+
+static void fsize_setup(void)
+{
+	char yaml[2 * TU_PATH_MAX];
+
+	tu_dir_make(&fdir);
+	snprintf(yaml, sizeof(yaml),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, reserve_kb: 0}\n",
+		 fdir.path);
+	m = tu_open(&fdir, yaml);
+}
+
+static void fsize_teardown(void)
+{
+	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+
+	setrlimit(RLIMIT_FSIZE, &unlimited);
+	memd_close(m);
+	m = NULL;
+	tu_dir_remove(&fdir);
+}
+
+static off_t file_size(const char *name)
+{
+	char path[TU_PATH_MAX + 32];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", fdir.path, name);
+	return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+Test(file_size_limit, efbig_is_a_full_disk, .init = fsize_setup, .fini = fsize_teardown,
+     .timeout = 60)
+{
+	struct rlimit lim;
+	memd_error err = { 0 };
+	off_t biggest = file_size("memd.db");
+
+	create("u", "s");
+	if (file_size("memd.db-wal") > biggest)
+		biggest = file_size("memd.db-wal");
+	cr_assert_neq(signal(SIGXFSZ, SIG_IGN), SIG_ERR);
+	lim.rlim_cur = (rlim_t)(biggest + FSIZE_HEADROOM);
+	lim.rlim_max = RLIM_INFINITY;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0, "%s", strerror(errno));
+	fill("s");
+	expect_not_ready();
+	/* The message says why in words, not "disk I/O error" alone. */
+	cr_assert_eq(memd_ready(m, &err), MEMD_EUNAVAIL);
+	cr_assert(strstr(err.msg, strerror(EFBIG)), "%s", err.msg);
+	/* Raised again: writes work, and the store is ready. */
+	lim.rlim_cur = RLIM_INFINITY;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	cr_assert_eq(append("s", -1, TEXT_BYTES, &err), 0, "%s", err.msg);
+	tu_ok0(memd_ready(m, &err), &err);
 }
