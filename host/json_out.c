@@ -115,10 +115,14 @@ static int32_t grow(json_out *jo, size_t more)
 
 	if (more > SIZE_MAX - jo->len - 1)
 		return fail(jo, MEMD_ENOMEM);
+	if (jo->max_len && jo->len + more > jo->max_len)
+		return fail(jo, MEMD_ETOOBIG);
 	need = jo->len + more + 1;
 	cap = jo->cap ? jo->cap : JO_INITIAL_CAP;
 	while (cap < need)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	if (jo->max_len && cap > jo->max_len + 1)
+		cap = jo->max_len + 1; /* >= need */
 	p = realloc(jo->buf, cap);
 	if (!p)
 		return fail(jo, MEMD_ENOMEM);
@@ -818,14 +822,26 @@ int32_t jo_page_begin(jo_page *p, uint32_t limit)
 
 int32_t jo_page_event(jo_page *p, const memd_event *e)
 {
-	if (p->n_events >= p->limit) {
+	size_t before = p->out.len;
+	int64_t prev_seq = p->last_seq;
+	int32_t r;
+
+	if (p->full || p->n_events >= p->limit) {
 		p->more = 1;
 		return p->out.error;
 	}
 	if (p->n_events++)
 		LIT(&p->out, ",");
 	p->last_seq = e->seq;
-	return jo_event(&p->out, e);
+	r = jo_event(&p->out, e);
+	if (r == 0 && p->max_bytes && p->out.len > p->max_bytes && p->n_events > 1) {
+		/* The next page starts with this event. */
+		jo_truncate(&p->out, before);
+		p->n_events--;
+		p->last_seq = prev_seq;
+		p->full = p->more = 1;
+	}
+	return r;
 }
 
 int32_t jo_page_finish(jo_page *p, char **ret_json)

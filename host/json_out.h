@@ -17,7 +17,7 @@
  * a sequence of writes can be checked once (jo_finish). MEMD_ENOMEM when
  * the buffer cannot grow; MEMD_EINVAL when a string to write is not valid
  * UTF-8 (jansson's json_string refuses those too); jo->bad_field then
- * names the field.
+ * names the field; MEMD_ETOOBIG when the output would exceed jo->max_len.
  */
 #ifndef MEMD_HOST_JSON_OUT_H
 #define MEMD_HOST_JSON_OUT_H
@@ -35,6 +35,9 @@ typedef struct json_out {
 	char *buf;             /* malloc'd; not NUL-terminated before jo_finish */
 	size_t len;            /* bytes written */
 	size_t cap;            /* bytes allocated */
+	size_t max_len;        /* 0: no limit; else a write that would make len
+	                        * exceed it fails with MEMD_ETOOBIG (and the
+	                        * buffer never grows past max_len + 1) */
 	int32_t error;         /* first failure, sticky; 0 while none */
 	const char *bad_field; /* with MEMD_EINVAL: the key of the bad string */
 } json_out;
@@ -119,12 +122,16 @@ int32_t jo_context_finish(jo_context *c, char **ret_json);
 void jo_context_clear(jo_context *c);
 
 /* GET events: {"events":[..],"next_after_seq":<seq>|null}. Up to limit
- * events are written; one more delivered means there is a next page, and
+ * events (and up to max_bytes, see below) are written; one more delivered means there is a next page, and
  * next_after_seq is the seq of the last event written (later ones are
  * skipped). */
 typedef struct jo_page {
 	json_out out;
 	uint32_t limit;
+	size_t max_bytes;   /* 0: none; else the page ends before the event that
+	                     * takes it past this many bytes (never before its
+	                     * first event), and next_after_seq continues there */
+	int full;
 	uint32_t n_events;
 	int64_t last_seq;
 	int more;

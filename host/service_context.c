@@ -38,9 +38,14 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 	if (!st)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
 	jo_context_begin(&c, strategy_plugin_name(st));
+	c.out.max_len = (size_t)m->set.max_response_bytes;
 	r = c.out.error ? c.out.error : strategy_context(st, m->sessions, call, &sc, &sink, err);
 	if (r < 0 || c.out.error) {
-		r = service_read_failed(m, &c.out, r, err);
+		r = service_read_failed(m, &c.out, r,
+					"the context is one consistent view and is not paged: "
+					"give the app a strategy with a window (buffer_window, "
+					"token_window, summary_buffer), or read the events in pages "
+					"(GET .../sessions/{id}/events)", err);
 		jo_context_clear(&c);
 		return r;
 	}

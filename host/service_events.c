@@ -16,7 +16,10 @@
 /* A sink of the read path: records written as JSON text (json_out.h). */
 static int32_t sink_page_event(void *ud, const memd_event *e)
 {
-	return jo_page_event(ud, e);
+	jo_page *p = ud;
+	int32_t r = jo_page_event(p, e);
+	/* A full page needs nothing more from the store: stop its read. */
+	return r == 0 && p->more ? 1 : r;
 }
 
 static const char *const append_fields[] = { "events", "state_delta", "expected_version",
@@ -184,9 +187,10 @@ int32_t memd_events_list(memd *m, const char *app, const char *user, const char 
 	q.after_seq = after_seq;
 	q.limit = limit + 1; /* one more tells whether there is a next page */
 	jo_page_begin(&page, limit);
+	page.max_bytes = (size_t)m->set.max_response_bytes;
 	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
 	if (r < 0 || page.out.error) {
-		r = service_read_failed(m, &page.out, r, err);
+		r = service_read_failed(m, &page.out, r, NULL, err);
 		jo_page_clear(&page);
 		return r;
 	}

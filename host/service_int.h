@@ -133,9 +133,12 @@ int32_t service_opt_object_field(json_t *o, const char *key, json_t **ret, memd_
 /* The outcome of a read that failed (r < 0) or whose writer jo refused a
  * record. A refused record has a string that is not valid UTF-8: the
  * store returned data memd cannot put in JSON (MEMD_EIO naming the
- * field); the writer's ENOMEM is ENOMEM; else r, or MEMD_EINTERNAL when r
- * is not negative. Always returns a negative code. */
-int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, memd_error *err);
+ * field); the writer's ENOMEM is ENOMEM; its MEMD_ETOOBIG (the answer
+ * went over server.max_response_bytes) is MEMD_ETOOBIG with how_to_page,
+ * the way to ask for less, in the message; else r, or MEMD_EINTERNAL when
+ * r is not negative. Always returns a negative code. */
+int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, const char *how_to_page,
+			    memd_error *err);
 
 /* ---- service_sessions.c -------------------------------------------------- */
 

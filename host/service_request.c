@@ -125,8 +125,13 @@ int32_t service_opt_object_field(json_t *o, const char *key, json_t **ret, memd_
 	return 0;
 }
 
-int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, memd_error *err)
+int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, const char *how_to_page,
+			    memd_error *err)
 {
+	if (jo->error == MEMD_ETOOBIG)
+		return memd_error_set(err, MEMD_ETOOBIG, 0,
+				      "the response would be over %zu bytes (server.max_response_bytes); %s",
+				      jo->max_len, how_to_page ? how_to_page : "ask for less");
 	if (jo->error == MEMD_EINVAL)
 		return memd_error_set(err, MEMD_EIO, 0, "%s: a stored %s is not valid UTF-8",
 				      store_name(m->sessions), jo->bad_field ? jo->bad_field : "string");

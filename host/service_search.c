@@ -5,6 +5,10 @@
  */
 #include "service_int.h"
 
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
 int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
 		    char **ret_json, memd_error *err)
 {
@@ -12,9 +16,24 @@ int32_t memd_search(memd *m, const char *app, const char *user, const char *body
 	memd_scope sc;
 	int32_t r;
 
+	char *out = NULL;
+	size_t len;
+
 	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
 		return r;
-	return index_search(m->index, &call, app, user, body_json, ret_json, err);
+	if ((r = index_search(m->index, &call, app, user, body_json, &out, err)) < 0)
+		return r;
+	/* At most k (1000) hits, each an event: bounded, but not by much. */
+	len = strlen(out);
+	if (len > (size_t)m->set.max_response_bytes) {
+		free(out);
+		return memd_error_set(err, MEMD_ETOOBIG, 0,
+				      "the response would be over %" PRId64
+				      " bytes (server.max_response_bytes); ask for fewer hits (k)",
+				      m->set.max_response_bytes);
+	}
+	*ret_json = out;
+	return 0;
 }
 
 int32_t memd_index_rebuild(memd *m, const char *app, const char *user, memd_progress_fn progress,

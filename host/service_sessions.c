@@ -122,6 +122,11 @@ out:
 	return r;
 }
 
+/* What a client whose session get went over the limit can do instead. */
+#define HOW_TO_PAGE_EVENTS                                                                  \
+	"read the events in pages (GET .../sessions/{id}/events?after_seq=N&limit=M, "      \
+	"following next_after_seq) or ask for fewer (?events=N: the newest N)"
+
 int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
 			 const memd_get_options *opts, char **ret_json, memd_error *err)
 {
@@ -137,9 +142,10 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 	if (opts)
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
 	jo_session_get_init(&g);
+	g.out.max_len = (size_t)m->set.max_response_bytes;
 	r = store_session_get(m->sessions, &call, &sc, &sink, err);
 	if (r < 0 || g.out.error) {
-		r = service_read_failed(m, &g.out, r, err);
+		r = service_read_failed(m, &g.out, r, NULL, err);
 		goto fail;
 	}
 	if (!g.has_session) {
@@ -163,7 +169,7 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 		jo_session_get_events(&g);
 		r = store_events_load(m->sessions, &call, &sc, &q, &events, err);
 		if (r < 0 || g.out.error) {
-			r = service_read_failed(m, &g.out, r, err);
+			r = service_read_failed(m, &g.out, r, HOW_TO_PAGE_EVENTS, err);
 			goto fail;
 		}
 	}

@@ -545,6 +545,7 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 					    "max_body_bytes", "max_batch_events", "max_header_bytes",
 					    "request_timeout_ms", "header_timeout_s",
 					    "max_connections", "max_connections_per_ip",
+					    "max_response_bytes",
 					    "log_level", NULL};
 	static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 	static const int32_t level_values[] = {MEMD_LOG_ERROR, MEMD_LOG_WARN, MEMD_LOG_INFO,
@@ -584,6 +585,8 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections);
 	get_int(c, m, path, "max_connections_per_ip", SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT, 0,
 		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections_per_ip);
+	get_int(c, m, path, "max_response_bytes", SETTINGS_MAX_RESPONSE_BYTES_DEFAULT,
+		SETTINGS_MAX_RESPONSE_BYTES_MIN, SETTINGS_INT_MAX, &s->max_response_bytes);
 	size_t level;
 	get_enum(c, m, path, "log_level", levels, MEMD_LOG_INFO, &level);
 	s->log_level = level_values[level];

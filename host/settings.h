@@ -37,6 +37,11 @@
 #define SETTINGS_MAX_CONNECTIONS_DEFAULT 4096
 #define SETTINGS_MAX_CONNECTIONS_MAX 1000000
 #define SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT 256
+/* Largest answer built in memory (session get with events, context,
+ * search); an event page ends early at it. The minimum leaves room for
+ * a session object and its error message. */
+#define SETTINGS_MAX_RESPONSE_BYTES_DEFAULT 33554432
+#define SETTINGS_MAX_RESPONSE_BYTES_MIN 65536
 #define SETTINGS_KEYWORD_K1_DEFAULT 1.2
 /* BM25's length normalisation. Conversation turns are short texts, where
  * normalising by length hurts ranking (as measured for microblog search);
@@ -117,6 +122,7 @@ typedef struct settings {
 	int64_t header_timeout_s;
 	int64_t max_connections;
 	int64_t max_connections_per_ip; /* 0 = no limit */
+	int64_t max_response_bytes;
 	int32_t log_level;          /* MEMD_LOG_* */
 
 	/* plugins: */

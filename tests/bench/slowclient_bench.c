@@ -10,8 +10,9 @@
  *     NORMAL_WAIT_MS).
  *   slowclient_bench MEMD readers MIB R
  *     a session of MIB MiB (EVENT_KIB KiB events appended in batches),
- *     then R clients reading it whole at once (GET ...?events=0); memd's
- *     peak RSS (VmHWM) after the append and after the reads.
+ *     then R clients reading it whole at once (GET ...?events=0; with
+ *     "paged" after R, page by page with GET .../events); memd's peak RSS
+ *     (VmHWM) after the append and after the reads.
  *
  * memd runs in a temp directory with a config listening on a free port and
  * the zero-config sqlite store; MEMD_PLUGIN_PATH as for memd itself.
@@ -310,11 +311,52 @@ typedef struct reader {
 	size_t bytes;
 } reader;
 
+static int paged; /* read GET events page by page instead of ?events=0 */
+
+/* The next_after_seq of a page read into buf, or -1 at the last page. */
+static long long next_after(const char *buf, size_t len)
+{
+	const char key[] = "\"next_after_seq\":";
+	const char *p = memmem(buf, len, key, sizeof(key) - 1);
+	return p && p[sizeof(key) - 1] != 'n' ? atoll(p + sizeof(key) - 1) : -1;
+}
+
 static void *read_all(void *arg)
 {
 	reader *r = arg;
-	r->status = request("127.0.0.1", "GET", SESSION "?events=0", NULL, 0, NORMAL_WAIT_MS,
-			    &r->bytes);
+	char path[256];
+	long long after = 0;
+
+	if (!paged) {
+		r->status = request("127.0.0.1", "GET", SESSION "?events=0", NULL, 0, NORMAL_WAIT_MS,
+				    &r->bytes);
+		return NULL;
+	}
+	/* Pages read whole into memory: the bench's own side of the copy. */
+	while (after >= 0) {
+		char head[512], *buf = NULL;
+		size_t len = 0, cap = 0;
+		int fd = connect_from("127.0.0.1", 0), n;
+		ssize_t got;
+		snprintf(path, sizeof(path), SESSION "/events?after_seq=%lld&limit=1000", after);
+		n = snprintf(head, sizeof(head), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+		send_all(fd, head, (size_t)n);
+		do {
+			if (cap - len < 65536) {
+				cap = cap ? cap * 2 : 1 << 20;
+				buf = realloc(buf, cap);
+			}
+			got = recv(fd, buf + len, cap - len, 0);
+			if (got > 0)
+				len += (size_t)got;
+		} while (got > 0);
+		close(fd);
+		if (len > 12)
+			sscanf(buf, "HTTP/1.%*d %d", &r->status);
+		r->bytes += len;
+		after = r->status == 200 ? next_after(buf, len) : -1;
+		free(buf);
+	}
 	return NULL;
 }
 
@@ -333,22 +375,24 @@ static void readers(int mib, int n)
 		pthread_create(&r[i].t, NULL, read_all, &r[i]);
 	for (int i = 0; i < n; i++)
 		pthread_join(r[i].t, NULL);
-	printf("readers: %d MiB session, %d readers: status %d, %zu bytes each, %" PRId64
+	printf("readers%s: %d MiB session, %d readers: status %d, %zu bytes each, %" PRId64
 	       " ms; memd VmHWM %ld MiB after the appends, %ld MiB after the reads\n",
-	       mib, n, r[0].status, r[0].bytes, now_ms() - t0, before / 1024, vm_hwm_kib() / 1024);
+	       paged ? " (paged)" : "", mib, n, r[0].status, r[0].bytes, now_ms() - t0, before / 1024, vm_hwm_kib() / 1024);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: slowclient_bench MEMD slowloris N | MEMD readers MIB R\n");
+		fprintf(stderr, "usage: slowclient_bench MEMD slowloris N | MEMD readers MIB R [paged]\n");
 		return 2;
 	}
 	start(argv[1]);
 	if (strcmp(argv[2], "slowloris") == 0)
 		slowloris(atoi(argv[3]));
-	else if (strcmp(argv[2], "readers") == 0 && argc >= 5)
+	else if (strcmp(argv[2], "readers") == 0 && argc >= 5) {
+		paged = argc >= 6 && strcmp(argv[5], "paged") == 0;
 		readers(atoi(argv[3]), atoi(argv[4]));
+	}
 	stop();
 	return 0;
 }

@@ -1014,6 +1014,79 @@ Test(json_out, page_envelope_equals_the_json_pack_one)
 	cr_assert_eq(jo_page_begin(&(jo_page){ 0 }, 0), MEMD_EINVAL);
 }
 
+/* max_len: a write past it fails (sticky) with MEMD_ETOOBIG, and the
+ * buffer never grows past max_len + 1. */
+Test(json_out, max_len_refuses_writes_past_it)
+{
+	json_out jo;
+	char big[300];
+
+	memset(big, 'x', sizeof(big));
+	jo_init(&jo);
+	jo.max_len = 1000;
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(jo_raw(&jo, big, sizeof(big)), 0);
+	cr_assert_eq(jo_raw(&jo, big, sizeof(big)), MEMD_ETOOBIG);
+	cr_assert_eq(jo.len, 900);
+	cr_assert_leq(jo.cap, 1001);
+	cr_assert_eq(jo_raw(&jo, "1", 1), MEMD_ETOOBIG, "the error sticks");
+	jo_clear(&jo);
+}
+
+/* max_bytes: a page ends before the event that takes it over (never
+ * before its first), and next_after_seq is where the next one starts. */
+Test(json_out, page_ends_early_at_max_bytes)
+{
+	char text[400];
+	memd_event e = { .struct_size = sizeof(e), .id = "e", .role = "user", .author = "user",
+			 .content_json = "\"x\"", .text = text };
+	jo_page p;
+	json_t *page;
+	char *got;
+	int rc = 0;
+
+	json_out one;
+	size_t max;
+
+	memset(text, 'y', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	e.seq = 1;
+	jo_init(&one);
+	cr_assert_eq(jo_event(&one, &e), 0);
+	cr_assert_eq(jo_page_begin(&p, 100), 0);
+	/* Room for two events and a half. */
+	max = p.max_bytes = one.len * 5 / 2;
+	jo_clear(&one);
+	for (int64_t seq = 1; seq <= 10 && rc == 0; seq++) {
+		e.seq = seq;
+		rc = jo_page_event(&p, &e);
+	}
+	cr_assert_eq(rc, 0);
+	cr_assert(p.more && p.full);
+	cr_assert_eq(jo_page_finish(&p, &got), 0);
+	cr_assert_leq(strlen(got), max + 64, "%s", got);
+	page = json_loads(got, 0, NULL);
+	cr_assert_not_null(page, "%s", got);
+	cr_assert_eq(json_array_size(json_object_get(page, "events")), 2);
+	cr_assert_eq(json_integer_value(json_object_get(page, "next_after_seq")), 2);
+	json_decref(page);
+	free(got);
+
+	/* One event over the limit alone still makes a page. */
+	cr_assert_eq(jo_page_begin(&p, 100), 0);
+	p.max_bytes = 10;
+	e.seq = 1;
+	cr_assert_eq(jo_page_event(&p, &e), 0);
+	e.seq = 2;
+	cr_assert_eq(jo_page_event(&p, &e), 0);
+	cr_assert_eq(jo_page_finish(&p, &got), 0);
+	page = json_loads(got, 0, NULL);
+	cr_assert_eq(json_array_size(json_object_get(page, "events")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(page, "next_after_seq")), 1);
+	json_decref(page);
+	free(got);
+}
+
 Test(json_out, session_get_envelope_equals_the_jansson_one)
 {
 	rng r = { SEED };
