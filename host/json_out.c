@@ -685,8 +685,10 @@ int32_t jo_event(json_out *jo, const memd_event *e)
 	jo_json_text(jo, e->metadata_json, "null");
 	LIT(jo, "," KEY("timestamp"));
 	jo_time(jo, e->timestamp_us);
-	LIT(jo, "," KEY("text"));
-	str_value(jo, "text", e->text ? e->text : "");
+	if (!jo->no_text) {
+		LIT(jo, "," KEY("text"));
+		str_value(jo, "text", e->text ? e->text : "");
+	}
 	LIT(jo, "," KEY("tokens"));
 	jo_int(jo, e->tokens);
 	if (e->role && strcmp(e->role, "summary") == 0) {

@@ -38,6 +38,7 @@ typedef struct json_out {
 	size_t max_len;        /* 0: no limit; else a write that would make len
 	                        * exceed it fails with MEMD_ETOOBIG (and the
 	                        * buffer never grows past max_len + 1) */
+	int no_text;           /* jo_event leaves out "text" */
 	int32_t error;         /* first failure, sticky; 0 while none */
 	const char *bad_field; /* with MEMD_EINVAL: the key of the bad string */
 } json_out;
@@ -81,8 +82,8 @@ int32_t jo_replace(json_out *jo, size_t start, size_t end, const char *s, size_t
 int jo_valid(const char *text, size_t n);
 
 /* One event as ej_event shapes it: id, seq, invocation_id, author, role,
- * branch, content, actions, metadata, timestamp, text, tokens, and
- * covers_seq when the role is "summary". */
+ * branch, content, actions, metadata, timestamp, text (left out when
+ * jo->no_text), tokens, and covers_seq when the role is "summary". */
 int32_t jo_event(json_out *jo, const memd_event *e);
 /* One session as ej_session shapes it. */
 int32_t jo_session(json_out *jo, const memd_session *s);

@@ -51,6 +51,9 @@ int32_t service_plugins_list(const char *config_path, const char *const *extra_p
  * counter): what memd_context does with a default one. */
 int32_t service_context(memd *m, const memd_call *call, const char *app, const char *user,
 			const char *sid, char **ret_json, memd_error *err);
+/* service_context with memd_context_read's flags. */
+int32_t service_context_read(memd *m, const memd_call *call, const char *app, const char *user,
+			     const char *sid, uint32_t flags, char **ret_json, memd_error *err);
 
 /* The session store of an open memd (borrowed). */
 store *service_session_store(memd *m);

@@ -19,11 +19,24 @@ int32_t memd_context(memd *m, const char *app, const char *user, const char *sid
 		     memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
-	return service_context(m, &call, app, user, sid, ret_json, err);
+	return service_context_read(m, &call, app, user, sid, 0, ret_json, err);
+}
+
+int32_t memd_context_read(memd *m, const char *app, const char *user, const char *sid,
+			  uint32_t flags, char **ret_json, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	return service_context_read(m, &call, app, user, sid, flags, ret_json, err);
 }
 
 int32_t service_context(memd *m, const memd_call *call, const char *app, const char *user,
 			const char *sid, char **ret_json, memd_error *err)
+{
+	return service_context_read(m, call, app, user, sid, 0, ret_json, err);
+}
+
+int32_t service_context_read(memd *m, const memd_call *call, const char *app, const char *user,
+			     const char *sid, uint32_t flags, char **ret_json, memd_error *err)
 {
 	memd_scope sc;
 	jo_context c;
@@ -39,6 +52,7 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
 	jo_context_begin(&c, strategy_plugin_name(st));
 	c.out.max_len = (size_t)m->set.max_response_bytes;
+	c.out.no_text = (flags & MEMD_READ_NO_TEXT) != 0;
 	r = c.out.error ? c.out.error : strategy_context(st, m->sessions, call, &sc, &sink, err);
 	if (r < 0 || c.out.error) {
 		r = service_read_failed(m, &c.out, r,

@@ -169,6 +169,13 @@ out:
 int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
 			 int64_t after_seq, uint32_t limit, char **ret_json, memd_error *err)
 {
+	return memd_events_page(m, app, user, sid, after_seq, limit, 0, ret_json, err);
+}
+
+int32_t memd_events_page(memd *m, const char *app, const char *user, const char *sid,
+			 int64_t after_seq, uint32_t limit, uint32_t flags, char **ret_json,
+			 memd_error *err)
+{
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	memd_event_query q = { .struct_size = sizeof(q) };
@@ -188,6 +195,7 @@ int32_t memd_events_list(memd *m, const char *app, const char *user, const char 
 	q.limit = limit + 1; /* one more tells whether there is a next page */
 	jo_page_begin(&page, limit);
 	page.max_bytes = (size_t)m->set.max_response_bytes;
+	page.out.no_text = (flags & MEMD_READ_NO_TEXT) != 0;
 	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
 	if (r < 0 || page.out.error) {
 		r = service_read_failed(m, &page.out, r, NULL, err);

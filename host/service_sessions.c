@@ -143,6 +143,7 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
 	jo_session_get_init(&g);
 	g.out.max_len = (size_t)m->set.max_response_bytes;
+	g.out.no_text = (o.flags & MEMD_READ_NO_TEXT) != 0;
 	r = store_session_get(m->sessions, &call, &sc, &sink, err);
 	if (r < 0 || g.out.error) {
 		r = service_read_failed(m, &g.out, r, NULL, err);

@@ -101,6 +101,11 @@ typedef struct memd_get_options {
 	int64_t after_time_us;    /* MEMD_GET_EVENTS: only timestamp > this */
 } memd_get_options;
 #define MEMD_GET_EVENTS 0x1u
+/* Leave out each event's "text" (the plain text memd extracts from its
+ * content, for search and token counts: a second copy of the content's
+ * text). Taken by memd_session_get (memd_get_options.flags),
+ * memd_events_page and memd_context_read. */
+#define MEMD_READ_NO_TEXT 0x100u
 
 /* Result: the session object, plus "events": [...] when asked. */
 MEMD_API int32_t memd_session_get(memd *m, const char *app, const char *user, const char *sid,
@@ -145,6 +150,10 @@ MEMD_API int32_t memd_events_append(memd *m, const char *app, const char *user, 
 MEMD_API int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
 				  int64_t after_seq, uint32_t limit, char **ret_json,
 				  memd_error *err);
+/* memd_events_list with flags (MEMD_READ_NO_TEXT, or 0). */
+MEMD_API int32_t memd_events_page(memd *m, const char *app, const char *user, const char *sid,
+				  int64_t after_seq, uint32_t limit, uint32_t flags,
+				  char **ret_json, memd_error *err);
 
 /* ---- working memory ---------------------------------------------------- */
 
@@ -152,6 +161,9 @@ MEMD_API int32_t memd_events_list(memd *m, const char *app, const char *user, co
  * "events": [...], "tokens": int}. */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
+/* memd_context with flags (MEMD_READ_NO_TEXT, or 0). */
+MEMD_API int32_t memd_context_read(memd *m, const char *app, const char *user, const char *sid,
+				   uint32_t flags, char **ret_json, memd_error *err);
 
 /* ---- state ------------------------------------------------------------ */
 

@@ -25,8 +25,9 @@
 #define P HTTP_SCOPE_PUBLIC
 
 static const char *const q_list[] = { "limit", "cursor", "archived", NULL };
-static const char *const q_get[] = { "events", "after_seq", "after_time", NULL };
-static const char *const q_events[] = { "after_seq", "limit", NULL };
+static const char *const q_get[] = { "events", "after_seq", "after_time", "include_text", NULL };
+static const char *const q_events[] = { "after_seq", "limit", "include_text", NULL };
+static const char *const q_context[] = { "include_text", NULL };
 static const char *const q_artifact[] = { "version", NULL };
 
 static const http_route routes[] = {
@@ -49,7 +50,8 @@ static const http_route routes[] = {
 	  http_h_events_append },
 	{ "GET", SESSION_PATH "/events", R, HTTP_BODY_NONE, q_events, HTTP_OP_EVENTS_LIST,
 	  http_h_events_list },
-	{ "GET", SESSION_PATH "/context", R, HTTP_BODY_NONE, NULL, HTTP_OP_CONTEXT, http_h_context },
+	{ "GET", SESSION_PATH "/context", R, HTTP_BODY_NONE, q_context, HTTP_OP_CONTEXT,
+	  http_h_context },
 	{ "GET", SESSION_PATH "/state", R, HTTP_BODY_NONE, NULL, HTTP_OP_STATE_GET, http_h_state_get },
 	{ "PATCH", SESSION_PATH "/state", W, HTTP_BODY_JSON, NULL, HTTP_OP_STATE_PATCH,
 	  http_h_state_patch },

@@ -95,9 +95,11 @@ void http_h_session_get(http_req *rq)
 	char *out = NULL;
 	int64_t t0;
 	int32_t r;
+	int text;
 
 	if (http_req_query_u64(rq, "events", 0, UINT32_MAX, &events, &err) < 0 ||
-	    http_req_query_u64(rq, "after_seq", 0, INT64_MAX, &after_seq, &err) < 0) {
+	    http_req_query_u64(rq, "after_seq", 0, INT64_MAX, &after_seq, &err) < 0 ||
+	    http_req_query_bool(rq, "include_text", 0, &text, &err) < 0) {
 		http_reply_memd_error(rq, &err);
 		return;
 	}
@@ -109,6 +111,8 @@ void http_h_session_get(http_req *rq)
 	}
 	if (http_req_query(rq, "events") || http_req_query(rq, "after_seq") || after_time)
 		g.flags = MEMD_GET_EVENTS;
+	if (!text)
+		g.flags |= MEMD_READ_NO_TEXT;
 	g.events = (uint32_t)events;
 	g.after_seq = (int64_t)after_seq;
 	t0 = http_now_ns();

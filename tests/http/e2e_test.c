@@ -304,6 +304,36 @@ Test(e2e, session_get_with_events_filters)
 
 /* ---- context, state, invocations -------------------------------------------------- */
 
+/* Each event's text goes out once: "text" (the plain text extracted from
+ * the content) only with include_text=true, on every read of events. */
+Test(e2e, event_text_is_sent_once_unless_asked)
+{
+	static const char *const reads[] = { S1 "?events=0", S1 "/events", S1 "/context" };
+	json_t *c;
+
+	hs_start(&H, NULL, NULL);
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	json_decref(hs_expect(&H, "POST", S1 "/events",
+			      "{\"events\":[{\"role\":\"user\",\"content\":\"hello there\"}]}", 200));
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		char path[256];
+		json_t *ev;
+		c = get(reads[i]);
+		ev = json_array_get(json_object_get(c, "events"), 0);
+		cr_assert_not_null(ev, "GET %s", reads[i]);
+		cr_assert_null(json_object_get(ev, "text"), "GET %s sends the text twice", reads[i]);
+		cr_assert_not_null(json_object_get(ev, "content"), "GET %s", reads[i]);
+		json_decref(c);
+		snprintf(path, sizeof(path), "%s%cinclude_text=true", reads[i],
+			 strchr(reads[i], '?') ? '&' : '?');
+		c = get(path);
+		ev = json_array_get(json_object_get(c, "events"), 0);
+		cr_assert_str_eq(json_string_value(json_object_get(ev, "text")), "hello there", "GET %s",
+				 path);
+		json_decref(c);
+	}
+}
+
 Test(e2e, context_uses_the_apps_strategy)
 {
 	json_t *c;
@@ -314,7 +344,7 @@ Test(e2e, context_uses_the_apps_strategy)
 		snprintf(body, sizeof(body), "{\"events\":[{\"role\":\"user\",\"content\":\"m%d\"}]}", i);
 		json_decref(hs_expect(&H, "POST", S1 "/events", body, 200));
 	}
-	c = get(S1 "/context");
+	c = get(S1 "/context?include_text=true");
 	cr_assert_str_eq(json_string_value(json_object_get(c, "strategy")), "buffer_window");
 	cr_assert_eq(json_array_size(json_object_get(c, "events")), 3);
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(c, "events"), 0), "text")), "m3");
