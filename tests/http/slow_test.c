@@ -267,8 +267,15 @@ Test(slow, max_connections_fitted_to_the_open_file_limit)
 
 	/* Inherited by memd (each test runs in its own process). */
 	cr_assert(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
+	int64_t until;
+
 	hs_start(&H, "  max_connections: 5000\n", NULL);
-	log = hs_log_text(&H);
+	/* The "listening" line may come just after the first answer. */
+	until = now_ms() + SETTLE_MS;
+	while (!strstr(log = hs_log_text(&H), "\"msg\":\"listening\"") && now_ms() < until) {
+		free(log);
+		usleep(POLL_STEP_US);
+	}
 	cr_assert(strstr(log, "server.max_connections 5000 lowered to 768"), "log: %s", log);
 	cr_assert(strstr(log, "\"max_connections\":768"), "log: %s", log);
 	free(log);
