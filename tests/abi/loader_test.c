@@ -160,6 +160,13 @@ Test(loader, default_of_wrong_type)
 		    "memd-bad_default.so: config key 'turns': default \"three\" is not a valid int");
 }
 
+Test(loader, default_outside_its_choices)
+{
+	expect_both("bad_choices",
+		    "memd-bad_choices.so: config key 'mode': default \"quick\" is not one of its "
+		    "choices");
+}
+
 Test(loader, wrong_kind_for_slot)
 {
 	memd_error err = {.struct_size = sizeof(err)};
