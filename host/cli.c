@@ -574,13 +574,19 @@ static int sc_session_list(cli *c, memd *m, const char **pos, int from, memd_err
 					o->archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, ret_json, err));
 }
 
-/* The JSON a delete prints ({"deleted": true, "app": ..., ...}): the
- * facade returns nothing, scripts still get a result to read. */
+/* The JSON a delete prints ({"deleted": true, "app", "user", and
+ * "session" unless sid is NULL): the facade returns nothing, scripts
+ * still get a result to read. */
 static int deleted_json(const char *app, const char *user, const char *sid, char **ret_json)
 {
-	json_t *o = json_pack("{s:b,s:s,s:s,s:s?}", "deleted", 1, "app", app, "user", user,
-			      "session", sid);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_t *o = json_pack("{s:b,s:s,s:s}", "deleted", 1, "app", app, "user", user);
+	char *text;
+
+	if (o && sid && json_object_set_new(o, "session", json_string(sid)) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!text) {
 		fprintf(stderr, "memd: out of memory\n");

@@ -185,6 +185,7 @@ expect 4 "deleted session" -- "$memd" session get demo alice s2
 expect 0 "user delete" -- "$memd" user delete demo alice
 contains "$out" '"deleted": true' "user delete prints its result"
 contains "$out" '"user": "alice"' "user delete names the user"
+[[ "$out" != *'"session"'* ]] && ok || fail "user delete names a session: $out"
 expect 4 "deleted user's session" -- "$memd" session get demo alice s1
 
 # A vector store that admits one process (filevec locks its directory),
