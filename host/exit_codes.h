@@ -21,7 +21,7 @@
 	X(NOTFOUND, 4, "not found")                                                          \
 	X(CONFLICT, 5, "conflict (expected_version, an id that exists)")                     \
 	X(UNAVAILABLE, 6, "unavailable: a backend is down, timed out or in use; retry later") \
-	X(CONFIG, 7, "cannot start: the config (missing file included) or a plugin is refused")
+	X(CONFIG, 7, "cannot start: the config (or its file), a plugin, a path or address it names")
 
 #define MEMD_EXIT_ENUM(name, status, what) EXIT_##name = status,
 enum memd_exit_code { MEMD_EXIT_CODES(MEMD_EXIT_ENUM) };
