@@ -27,9 +27,9 @@
 
 #include "harness.h"
 
-#define KEY_R "jobs-test-read-key-0123456789"
-#define KEY_W "jobs-test-write-key-0123456789"
-#define KEY_A "jobs-test-admin-key-0123456789"
+#define KEY_R "jobs-test-read-key-0123456789abcdef"
+#define KEY_W "jobs-test-write-key-0123456789abcdef"
+#define KEY_A "jobs-test-admin-key-0123456789abcdef"
 #define KEYS_YAML                                          \
 	"  api_keys:\n"                                    \
 	"    - {key: " KEY_R ", scope: read}\n"              \
