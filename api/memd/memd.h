@@ -211,7 +211,8 @@ MEMD_API int32_t memd_artifact_delete(memd *m, const char *app, const char *user
  * "before"?: RFC 3339 times (exclusive bounds on the event's timestamp)}.
  * Sees every event appended before the call: it waits (up to the
  * deadline of a request, 10 s) for the indexes to catch up, else fails
- * with MEMD_ETIMEDOUT or MEMD_EUNAVAIL (retryable). Result: {"mode": str,
+ * with MEMD_ETIMEDOUT or MEMD_EUNAVAIL (retryable); MEMD_EUNAVAIL
+ * (retryable) at once while a rebuild of (app, user) runs. Result: {"mode": str,
  * "results": [{"session_id", "event_id", "seq", "author", "role", "text",
  * "timestamp", "score"}]}, best first; scores are BM25 (keyword), cosine
  * similarity (vector) or reciprocal-rank fusion sums (hybrid).
@@ -232,7 +233,9 @@ typedef int32_t (*memd_progress_fn)(void *userdata, uint64_t done, uint64_t tota
  * NULL (the indexes, including the vector index's durable cursor, are
  * reset and replay the change feed). Blocks until done (a rebuild that
  * does not hold the caller: memd_index_rebuild_start); progress may be
- * NULL. Searches meanwhile wait for the indexes to catch up. In a process
+ * NULL. Meanwhile, searches of that (app, user) fail with MEMD_EUNAVAIL
+ * (retryable) and other searches go on; during a rebuild of everything,
+ * searches wait for the indexes to catch up. In a process
  * other than the server, only the durable vector index is affected (the
  * keyword index lives in each process's memory and is rebuilt at every
  * start). */

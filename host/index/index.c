@@ -33,6 +33,10 @@ struct indexer {
 	vec_index *vec;
 	feed_tailer *vec_tail;
 	pthread_mutex_t rebuild_lock;
+	/* The user a rebuild is working on (their searches are refused
+	 * meanwhile); NULL when none. Guarded by rb_mu. */
+	pthread_mutex_t rb_mu;
+	const char *rb_app, *rb_user;
 
 	/* Keyword snapshots; snap_path NULL = none. The anchors (the newest
 	 * events applied, a ring) are the tailer's like kw_applied. */
@@ -446,6 +450,7 @@ static void free_parts(indexer *ix)
 	embedder_free(ix->emb);
 	kw_free(ix->kw);
 	pthread_mutex_destroy(&ix->rebuild_lock);
+	pthread_mutex_destroy(&ix->rb_mu);
 	pthread_cond_destroy(&ix->snap_cond);
 	pthread_mutex_destroy(&ix->snap_mu);
 	free(ix->snap_path);
@@ -480,6 +485,7 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&ix->snap_cond, &cattr);
+	pthread_mutex_init(&ix->rb_mu, NULL);
 	pthread_condattr_destroy(&cattr);
 	ix->snap_last_us = feed_monotonic_us();
 	ix->sched_records = INDEX_SNAPSHOT_RECORDS;
@@ -637,6 +643,24 @@ void index_keyword_stats(indexer *ix, kw_stats *ret)
 
 /* ---- search ------------------------------------------------------------------------ */
 
+/* MEMD_EUNAVAIL (retryable) while a rebuild works on (app, user): their
+ * entries are incomplete until it ends, and waiting for it would hold
+ * the caller (a request thread) for as long as the rebuild takes. */
+static int32_t check_not_rebuilding(indexer *ix, const char *app, const char *user,
+				    memd_error *err)
+{
+	int busy;
+
+	pthread_mutex_lock(&ix->rb_mu);
+	busy = ix->rb_app && strcmp(ix->rb_app, app) == 0 && strcmp(ix->rb_user, user) == 0;
+	pthread_mutex_unlock(&ix->rb_mu);
+	if (busy)
+		return memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
+				      "the search index of %.64s/%.64s is being rebuilt; try again when the rebuild is done",
+				      app, user);
+	return 0;
+}
+
 int32_t index_search(indexer *ix, const memd_call *call, const char *app, const char *user,
 		     const char *body_json, char **ret_json, memd_error *err)
 {
@@ -667,10 +691,11 @@ int32_t index_search(indexer *ix, const memd_call *call, const char *app, const 
 		r = vec_not_ready(ix->vec, err);
 		goto out;
 	}
-	if ((r = read_head(ix, &c, &head, err)) < 0)
-		goto out;
 	deadline = c.deadline_us ? c.deadline_us
 				 : feed_monotonic_us() + (int64_t)INDEX_WAIT_MS * US_PER_MS;
+	if ((r = check_not_rebuilding(ix, app, user, err)) < 0 ||
+	    (r = read_head(ix, &c, &head, err)) < 0)
+		goto out;
 	if (q.mode != SEARCH_VECTOR && (r = feed_tailer_wait(ix->kw_tail, head, deadline, err)) < 0)
 		goto out;
 	if (q.mode != SEARCH_KEYWORD && (r = feed_tailer_wait(ix->vec_tail, head, deadline, err)) < 0)
@@ -840,6 +865,22 @@ static size_t prefix_upto(const feed_rec *recs, size_t n, int64_t upto)
 	return k;
 }
 
+static void pause_tailers(indexer *ix)
+{
+	if (ix->kw_tail)
+		feed_tailer_pause(ix->kw_tail);
+	if (ix->vec_tail)
+		feed_tailer_pause(ix->vec_tail);
+}
+
+static void resume_tailers(indexer *ix)
+{
+	if (ix->vec_tail)
+		feed_tailer_resume(ix->vec_tail);
+	if (ix->kw_tail)
+		feed_tailer_resume(ix->kw_tail);
+}
+
 static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upto, int64_t vec_upto,
 			       feed_batch *b, progress *p, memd_error *err)
 {
@@ -854,28 +895,37 @@ static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upt
 			.after_seq = after,
 			.limit = INDEX_REBUILD_PAGE,
 		};
-		const feed_rec *recs;
-		size_t n;
+		const feed_rec *recs = NULL;
+		size_t n = 0;
 		int32_t r;
 
+		/* A page is read and applied with the tailers paused: a delete
+		 * of the session committed after the read has its feed record
+		 * past their positions, so it is applied after the page and
+		 * removes it; one committed before makes the read not find the
+		 * session. Between pages the tailers go on (other users'
+		 * searches need not wait for the whole rebuild). */
+		pause_tailers(ix);
 		feed_batch_reset(b);
 		r = store_events_load(ix->sessions, &call, sc, &q, &sink, err);
+		if (r == 0) {
+			recs = feed_batch_records(b);
+			n = feed_batch_count(b);
+		}
+		if (r == 0 && n && ix->kw) {
+			size_t k = prefix_upto(recs, n, kw_upto);
+			for (size_t i = 0; r == 0 && i < k; i++)
+				r = kw_apply_one(ix, &recs[i], err);
+		}
+		if (r == 0 && n && ix->vec)
+			r = vec_apply(ix->vec, recs, prefix_upto(recs, n, vec_upto), err);
+		resume_tailers(ix);
 		if (r == MEMD_ENOTFOUND)
 			return 0; /* deleted meanwhile: its DELETE record follows */
 		if (r < 0)
 			return r == MEMD_ENOMEM ? memd_error_set(err, r, 0, "out of memory") : r;
-		recs = feed_batch_records(b);
-		n = feed_batch_count(b);
 		if (!n)
 			return 0;
-		if (ix->kw) {
-			size_t k = prefix_upto(recs, n, kw_upto);
-			for (size_t i = 0; i < k; i++)
-				if ((r = kw_apply_one(ix, &recs[i], err)) < 0)
-					return r;
-		}
-		if (ix->vec && (r = vec_apply(ix->vec, recs, prefix_upto(recs, n, vec_upto), err)) < 0)
-			return r;
 		/* Units are events times indexes, as the total counts them. */
 		p->done += n * (uint64_t)((ix->kw != NULL) + (ix->vec != NULL));
 		if (report(p, 0))
@@ -897,9 +947,15 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 
 	if (!b)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	/* The user's searches are refused until the rebuild ends. */
+	pthread_mutex_lock(&ix->rb_mu);
+	ix->rb_app = app;
+	ix->rb_user = user;
+	pthread_mutex_unlock(&ix->rb_mu);
 	/* Paused tailers: every record up to their positions is applied, none
-	 * after; the user's events up to there are rebuilt from the sessions,
-	 * the tailers do the rest when they resume. */
+	 * after. The user's entries are dropped; their events up to there are
+	 * rebuilt from the sessions, the tailers do the rest (they resume at
+	 * once and go on between the pages). */
 	if (ix->kw_tail)
 		kw_upto = feed_tailer_pause(ix->kw_tail);
 	if (ix->vec_tail)
@@ -908,6 +964,7 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 		kw_delete_user(ix->kw, app, user);
 	if (ix->vec)
 		r = vec_remove_user(ix->vec, app, user, err);
+	resume_tailers(ix);
 	if (r == 0)
 		r = list_sessions(ix, &sc, &l, p->cancel, err);
 	p->total = l.events * ((ix->kw != NULL) + (ix->vec != NULL));
@@ -915,6 +972,7 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 		sc.session = l.ids[i];
 		r = rebuild_session(ix, &sc, kw_upto, vec_upto, b, p, err);
 	}
+	pause_tailers(ix);
 	if (r < 0 && ix->kw) {
 		/* The user's keyword entries are incomplete: replay the whole
 		 * (in-memory) keyword index from the feed instead. */
@@ -933,7 +991,7 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 			hostsvc_log(ix->svc, MEMD_LOG_WARN, "index",
 				    "cannot reset the vector cursor (the replay is lost if memd stops before its first batch): %s",
 				    e2.msg);
-		feed_tailer_reset(ix->vec_tail, 0, vec_upto);
+		feed_tailer_reset(ix->vec_tail, 0, feed_tailer_position(ix->vec_tail));
 		hostsvc_log(ix->svc, MEMD_LOG_INFO, "index",
 			    "rebuild of %.64s/%.64s canceled: the indexes replay the feed", app, user);
 	} else if (r < 0) {
@@ -941,10 +999,10 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 			    "rebuild of %.64s/%.64s failed (%s): replaying the keyword index; the vector index of this user is incomplete until a rebuild succeeds",
 			    app, user, err->msg);
 	}
-	if (ix->vec_tail)
-		feed_tailer_resume(ix->vec_tail);
-	if (ix->kw_tail)
-		feed_tailer_resume(ix->kw_tail);
+	resume_tailers(ix);
+	pthread_mutex_lock(&ix->rb_mu);
+	ix->rb_app = ix->rb_user = NULL;
+	pthread_mutex_unlock(&ix->rb_mu);
 	if (r == 0) {
 		p->done = p->total;
 		report(p, 1);

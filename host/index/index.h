@@ -86,6 +86,10 @@ int32_t index_search(indexer *ix, const memd_call *call, const char *app, const 
 		     const char *body_json, char **ret_json, memd_error *err);
 
 /* memd_index_rebuild: app and user both set (validated) or both NULL.
+ * A user's rebuild pauses the tailers only while it reads and applies a
+ * page (INDEX_REBUILD_PAGE events), so that other users' searches do not
+ * wait for it; the user's searches fail with MEMD_EUNAVAIL (retryable)
+ * until it ends.
  * cancel (may be NULL): once nonzero, the rebuild gives up with
  * MEMD_ECANCELED at its next progress check (its store calls see it
  * too), as when progress returns nonzero. A canceled full rebuild has

@@ -4,10 +4,11 @@
  * tests/http's harness, every response checked against api/openapi.yaml):
  * POST .../index:rebuild answers 202 with a job at once, and while the
  * job is observably running /healthz on keep-alive connections answers
- * promptly (no request thread holds the rebuild); the job's lifecycle
- * (queued, running, succeeded with progress reaching total, search
- * working after); a second request for the same user returns the running
- * job; canceling a running and a queued job (the index is whole after);
+ * promptly (no request thread holds the rebuild), so does another
+ * user's search (seeing a write made meanwhile), and the rebuilt user's
+ * search is refused with a retryable 503; the job's lifecycle (queued,
+ * running, succeeded with progress reaching total, search working
+ * after); a second request for the same user returns the running job; canceling a running and a queued job (the index is whole after);
  * unknown and other apps' jobs are 404; key scopes; SIGTERM with a job
  * running exits cleanly; finished jobs past the bound are forgotten.
  *
@@ -251,6 +252,7 @@ Test(jobs, healthz_answers_promptly_while_a_rebuild_runs)
 
 	start(NULL, VECTOR_YAML);
 	fill("big", "s1", NULL);
+	fill("other", "s1", NULL);
 	for (int i = 0; i < CONNS; i++) {
 		hs_resp r = { 0 };
 		conns[i] = hs_curl();
@@ -299,6 +301,30 @@ Test(jobs, healthz_answers_promptly_while_a_rebuild_runs)
 	cr_assert_eq(json_array_size(json_object_get(list, "jobs")), 1);
 	cr_assert_str_eq(str(json_array_get(json_object_get(list, "jobs"), 0), "id"), id);
 	json_decref(list);
+
+	/* Another user's search sees that user's write made during the
+	 * rebuild without waiting for the rebuild; the rebuilt user's is
+	 * refused (503, retryable) rather than answered from entries that are
+	 * incomplete until the rebuild is done, or held until then. */
+	{
+		int64_t t0, took;
+		hs_resp r = { 0 };
+		const char *body = "{\"query\":\"heron\",\"k\":1000}";
+
+		json_decref(call("POST", BASE "other/sessions/s1/events", NULL,
+				 "{\"events\":[{\"role\":\"user\",\"content\":\"heron late\"}]}", 200));
+		t0 = now_ms();
+		cr_assert_eq(hits("other", NULL), EVENTS + 1);
+		took = now_ms() - t0;
+		cr_assert_lt(took, HEALTHZ_BOUND_MS, "another user's search took %lld ms during the rebuild",
+			     (long long)took);
+		hs_req(&H, "POST", BASE "big/search", NULL, body, strlen(body), &r);
+		cr_assert_eq(r.status, 503, "the rebuilt user's search: %ld %s", r.status, r.body);
+		cr_assert_str_eq(hs_error_code(&r), "unavailable");
+		cr_assert(json_is_true(json_object_get(json_object_get(r.json, "error"), "retryable")));
+		cr_assert_not_null(hs_header(&r, "Retry-After"));
+		hs_resp_clear(&r);
+	}
 
 	hold(0);
 	job = wait_job(id, "succeeded");
