@@ -7,11 +7,13 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -739,4 +741,64 @@ Test(filevec_query, simd_and_scalar_give_identical_results, .init = open_strict,
 	}
 	free(v);
 	vec_reopen(vs);
+}
+
+/* ---- a full disk ---------------------------------------------------------- */
+
+#define FULL_FS_SIZE "size=1m"
+#define FULL_BATCH 64
+#define FULL_MAX_BATCHES 10000 /* far more than the file system holds */
+
+static char full_mount[PATH_LEN];
+
+static void open_on_small_fs(void)
+{
+	memd_error err = { 0 };
+
+	vs = vec_open_with("filevec", CONFIG_STRICT, 1, 1);
+	vec_shut(vs);
+	dir_path(full_mount, NULL);
+	cr_assert_eq(mount("tmpfs", full_mount, "tmpfs", 0, FULL_FS_SIZE), 0,
+		     "cannot mount a tmpfs at %s: %s: this test needs root (CI runs as root) to "
+		     "fill a real file system", full_mount, strerror(errno));
+	cr_assert_eq(vec_try_reopen(vs, &err), 0, "%s", err.msg);
+}
+
+static void close_small_fs(void)
+{
+	vec_shut(vs);
+	if (full_mount[0])
+		umount2(full_mount, MNT_DETACH);
+	full_mount[0] = '\0';
+	vec_close(vs);
+	vs = NULL;
+}
+
+/* A write on a full disk fails as in every store: MEMD_EUNAVAIL, retryable,
+ * MEMD_ERROR_STORAGE_FULL (pu_storage.h), and what was stored stays. */
+Test(filevec_files, a_full_disk_is_retryable_and_loses_nothing, .init = open_on_small_fs,
+     .fini = close_small_fs, .timeout = 60)
+{
+	memd_vector_record recs[FULL_BATCH];
+	char ids[FULL_BATCH][ID_LEN];
+	float v[FULL_BATCH][DIM];
+	int32_t r = 0;
+	int b;
+
+	for (b = 0; b < FULL_MAX_BATCHES; b++) {
+		for (int i = 0; i < FULL_BATCH; i++) {
+			snprintf(ids[i], ID_LEN, "e%d", b * FULL_BATCH + i);
+			vector_of(b * FULL_BATCH + i, v[i]);
+			recs[i] = vec_record(APP, USER, "s0", ids[i], "a", 0, b * FULL_BATCH + i, v[i],
+					     DIM);
+		}
+		if ((r = vec_upsert(vs, recs, FULL_BATCH)) < 0)
+			break;
+	}
+	cr_assert_lt(b, FULL_MAX_BATCHES, "the " FULL_FS_SIZE " file system never filled");
+	cr_assert_eq(r, MEMD_EUNAVAIL, "%d: %s", (int)r, vs->err.msg);
+	cr_assert_eq(vs->err.flags, MEMD_ERROR_RETRYABLE | MEMD_ERROR_STORAGE_FULL, "%#x: %s",
+		     (unsigned)vs->err.flags, vs->err.msg);
+	cr_assert_eq(vec_ping(vs), 0, "the store broke: %s", vs->err.msg);
+	cr_assert_eq(check_range(0, b * FULL_BATCH, 0), (size_t)b * FULL_BATCH);
 }
