@@ -240,7 +240,10 @@ int32_t ej_check_name(const char *s, memd_error *err)
 	int32_t r = ej_check_id(s, "artifact name", err);
 	if (r < 0)
 		return r;
-	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 || strstr(s, ".."))
+	/* ".." anywhere, not only as a whole segment: the store ABI promises
+	 * plugins names without it (api/memd/store.h), and a plugin may build
+	 * paths from them. "." is fine. */
+	if (strstr(s, ".."))
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name: must not contain '..'");
 	if (strchr(s, '\\'))
 		return memd_error_set(err, MEMD_EINVAL, 0, "artifact name: contains a backslash");

@@ -25,8 +25,8 @@ int32_t ej_parse_time(const char *text, int64_t *ret_unix_us);
 /* 0 if s is a valid id: 1..MEMD_ID_MAX bytes of UTF-8 with no control
  * characters and no '/'. Otherwise MEMD_EINVAL with "<what>: <reason>". */
 int32_t ej_check_id(const char *s, const char *what, memd_error *err);
-/* As ej_check_id, for artifact names: also refuses "." and "..", any
- * ".." path segment and backslashes. */
+/* As ej_check_id, for artifact names: also refuses ".." anywhere in the
+ * name (as the store ABI promises plugins) and backslashes; "." is fine. */
 int32_t ej_check_name(const char *s, memd_error *err);
 /* 0 if s is valid UTF-8 (no overlongs/surrogates) of len bytes. */
 int ej_utf8_valid(const char *s, size_t len);

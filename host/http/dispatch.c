@@ -39,9 +39,16 @@ static int request_id_char(char c)
 	       c == '-' || c == '_' || c == '.' || c == ':';
 }
 
+/* A new UUIDv7 as the request id. */
+static void new_request_id(http_req *rq)
+{
+	if (uuid_v7(rq->request_id) < 0)
+		snprintf(rq->request_id, sizeof(rq->request_id), "%p", (void *)rq);
+}
+
 /* The client's X-Request-Id when it is 1..HTTP_REQUEST_ID_MAX safe
- * characters, else a new UUIDv7. */
-static void set_request_id(http_req *rq, struct MHD_Connection *conn)
+ * characters (the headers must have been read); else the id stays. */
+static void client_request_id(http_req *rq, struct MHD_Connection *conn)
 {
 	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, REQUEST_ID_HEADER);
 	size_t len = v ? strlen(v) : 0;
@@ -49,12 +56,8 @@ static void set_request_id(http_req *rq, struct MHD_Connection *conn)
 
 	for (size_t i = 0; ok && i < len; i++)
 		ok = request_id_char(v[i]);
-	if (ok) {
+	if (ok)
 		memcpy(rq->request_id, v, len + 1);
-		return;
-	}
-	if (uuid_v7(rq->request_id) < 0)
-		snprintf(rq->request_id, sizeof(rq->request_id), "%p", (void *)rq);
 }
 
 static size_t n_routes(void)
@@ -248,10 +251,19 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
 	http_ctx *ctx = rq->ctx;
 	const settings *set = ctx->set;
 	memd_error err = { .struct_size = sizeof(err) };
+	size_t target = rq->target_len ? rq->target_len : strlen(url);
 	size_t hdr = strlen(url) + strlen(rq->method);
 	const char *v;
 	int32_t r;
 
+	/* libmicrohttpd ends the target at a NUL and serves what came before
+	 * it ("GET /healthz\0/../v1/plugins"): the version follows the
+	 * target's end, so a NUL inside the target leaves a gap before it. */
+	if (rq->target_len && version[0] &&
+	    (uintptr_t)version != (uintptr_t)url + rq->target_len + 1) {
+		http_reply_error(rq, MEMD_EINVAL, 0, "the request target contains a NUL byte");
+		return -1;
+	}
 	if (atomic_load(&ctx->draining)) {
 		http_reply_error(rq, HTTP_E_DRAINING, 0, "memd is shutting down; retry on another instance");
 		return -1;
@@ -260,6 +272,12 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
 				 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
 				 strcmp(version, MHD_HTTP_VERSION_1_1) == 0, &err)) < 0) {
 		http_reply_memd_error(rq, &err);
+		return -1;
+	}
+	if ((int64_t)(target + strlen(rq->method)) > set->max_header_bytes) {
+		http_reply_error(rq, HTTP_E_URI, 0,
+				 "the request target is %zu bytes; the limit for the request line is %" PRId64
+				 " (server.max_header_bytes)", target, set->max_header_bytes);
 		return -1;
 	}
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, header_size, &hdr);
@@ -415,6 +433,7 @@ static void run(http_req *rq)
 
 /* ---- MHD callbacks ------------------------------------------------------------ */
 
+/* A request for conn, its path (up to the query) from url. */
 static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char *url,
 			 const char *method)
 {
@@ -431,7 +450,10 @@ static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char 
 	rq->route_index = n_routes();
 	pthread_mutex_init(&rq->lock, NULL);
 	snprintf(rq->method, sizeof(rq->method), "%s", method);
-	rq->path = strndup(url, LOG_PATH_MAX);
+	{
+		size_t n = strcspn(url, "?");
+		rq->path = strndup(url, n < LOG_PATH_MAX ? n : LOG_PATH_MAX);
+	}
 	if (!rq->path) {
 		http_req_free(rq);
 		return NULL;
@@ -439,8 +461,16 @@ static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char 
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		rq->fd = ci->connect_fd;
-	set_request_id(rq, conn);
+	new_request_id(rq);
 	http_metrics_in_flight_add(ctx->mt, 1);
+	return rq;
+}
+
+void *http_dispatch_uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	http_req *rq = req_new(cls, conn, uri ? uri : "", "");
+	if (rq)
+		rq->target_len = uri ? strlen(uri) : 0;
 	return rq;
 }
 
@@ -452,12 +482,14 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 	http_ctx *ctx = cls;
 	http_req *rq = *con_cls;
 
-	if (!rq) {
+	if (!rq || !rq->begun) {
 		http_conns_head_done(ctx->conns, conn);
-		rq = req_new(ctx, conn, url, method);
-		if (!rq)
+		if (!rq && !(rq = req_new(ctx, conn, url, method)))
 			return MHD_NO;
 		*con_cls = rq;
+		rq->begun = 1;
+		snprintf(rq->method, sizeof(rq->method), "%s", method);
+		client_request_id(rq, conn);
 		if (begin(rq, conn, url, version) < 0) {
 			/* Without a body the answer waits for the next call, so that
 			 * the connection can stay open; with one it goes now, and the
@@ -543,6 +575,8 @@ static void log_request(http_req *rq, struct MHD_Connection *conn, unsigned stat
 					*p = '?';
 		json_object_set_new(f, "error", json_pack("{s:s,s:s}", "code", rq->error_name, "message", msg));
 	}
+	if (f && rq->by_library)
+		json_object_set_new(f, "answered_by", json_string("libmicrohttpd"));
 	if (f && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		json_object_set_new(f, "closed",
 				    json_string(toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "idle timeout"
@@ -567,6 +601,18 @@ void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_
 	http_watchdog_remove(ctx->wd, rq);
 	duration = http_now_ns() - rq->start_ns;
 	status = rq->queued || rq->aborted ? rq->status : 0;
+	if (!status) {
+		/* libmicrohttpd answered by itself (a malformed request, a bad
+		 * Content-Length or chunk): log the status it sent. */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+		if (ci && ci->http_status) {
+			status = ci->http_status;
+			rq->by_library = 1;
+		}
+		if (!rq->begun)
+			client_request_id(rq, conn);
+	}
 	http_metrics_request(ctx->mt, rq->route_index, status, duration);
 	log_request(rq, conn, status, duration, toe);
 	http_metrics_in_flight_add(ctx->mt, -1);

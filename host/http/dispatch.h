@@ -18,6 +18,12 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 				     const char *method, const char *version,
 				     const char *upload_data, size_t *upload_data_size,
 				     void **con_cls);
+/* MHD_OPTION_URI_LOG_CALLBACK; cls is the http_ctx. Creates the request
+ * (its id, start time and raw target length) as soon as the request line
+ * is read, so that a request libmicrohttpd refuses by itself later is
+ * logged and counted too. Returns the http_req (*con_cls), or NULL when
+ * out of memory (http_dispatch_access then creates it). */
+void *http_dispatch_uri_log(void *cls, const char *uri, struct MHD_Connection *conn);
 /* MHD_RequestCompletedCallback; cls is the http_ctx. Logs, counts and
  * frees the request. */
 void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

@@ -20,6 +20,7 @@ static const http_error_kind table[] = {
 	{ HTTP_E_TIMEOUT, 408, "request_timeout", 0 },
 	{ MEMD_ECONFLICT, 409, ERRNAME_ECONFLICT, 0 },
 	{ MEMD_ETOOBIG, 413, ERRNAME_ETOOBIG, 0 },
+	{ HTTP_E_URI, 414, "uri_too_long", 0 },
 	{ HTTP_E_MEDIA, 415, "unsupported_media_type", 0 },
 	{ HTTP_E_HEADERS, 431, "headers_too_large", 0 },
 	{ MEMD_ENOMEM, 500, ERRNAME_ENOMEM, 0 },

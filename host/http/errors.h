@@ -19,6 +19,7 @@
 #define HTTP_E_HEADERS   (-1004) /* request headers over the limit: 431 */
 #define HTTP_E_DRAINING  (-1005) /* shutting down: 503, retryable */
 #define HTTP_E_MEDIA     (-1006) /* a body that is not application/json: 415 */
+#define HTTP_E_URI       (-1007) /* request target over the limit: 414 */
 
 /* Seconds sent in Retry-After with every retryable (503) error. */
 #define HTTP_RETRY_AFTER_SECONDS 1

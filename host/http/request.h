@@ -58,6 +58,9 @@ struct http_req {
 
 	char method[16];
 	char *path;                    /* raw path, for the log */
+	size_t target_len;             /* raw request target with the query, up to a NUL; 0: unknown */
+	int begun;                     /* the access handler saw the headers */
+	int by_library;                /* libmicrohttpd sent the answer itself */
 	char request_id[HTTP_REQUEST_ID_MAX + 1];
 	char content_type[HTTP_CONTENT_TYPE_MAX];
 	int64_t start_ns;              /* CLOCK_MONOTONIC */

@@ -38,6 +38,8 @@
 #define CONN_MEMORY_FACTOR 2
 #define CONN_MEMORY_EXTRA (32 * 1024)
 #define LISTEN_NAME_MAX 128
+/* How libmicrohttpd's log says it answered a request by itself. */
+#define MHD_ANSWER_TEXT "HTTP response code is "
 #define NS_PER_SEC (NS_PER_MS * MS_PER_SEC)
 /* How often request heads are checked against server.header_timeout_s. */
 #define HEAD_TICK_NS (100 * NS_PER_MS)
@@ -61,12 +63,23 @@ typedef struct server {
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
 	char line[1024];
+	const char *code;
 	size_t n;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	n = strlen(line);
 	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		line[--n] = '\0';
-	/* Almost always about one client's malformed or aborted request. */
+	/* Almost always about one client's malformed or aborted request; when
+	 * libmicrohttpd answered it by itself, the line says with what status
+	 * (the request's own log line, if it got that far, says it too). */
+	code = strstr(line, MHD_ANSWER_TEXT);
+	if (code) {
+		char msg[sizeof(line) + sizeof("libmicrohttpd: ")];
+		snprintf(msg, sizeof(msg), "libmicrohttpd: %s", line);
+		http_log_write(cls, MEMD_LOG_INFO, msg,
+			       json_pack("{s:i}", "status", atoi(code + strlen(MHD_ANSWER_TEXT))));
+		return;
+	}
 	http_log_printf(cls, MEMD_LOG_INFO, "libmicrohttpd: %s", line);
 }
 
@@ -273,7 +286,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_NOTIFY_COMPLETED,
 		http_dispatch_completed, &s->ctx, MHD_OPTION_UNESCAPE_CALLBACK,
-		http_dispatch_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, http_conns_notify,
+		http_dispatch_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, http_dispatch_uri_log,
+		&s->ctx, MHD_OPTION_NOTIFY_CONNECTION, http_conns_notify,
 		s->ctx.conns, MHD_OPTION_CONNECTION_LIMIT, s->max_connections,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->set.max_connections_per_ip,
 		MHD_OPTION_END);

@@ -1063,6 +1063,137 @@ Test(e2e, host_header_is_checked_on_loopback_without_keys)
 	cr_assert_eq(raw_host("GET", "/healthz", NULL), 400, "HTTP/1.1 still requires Host");
 }
 
+/* ---- protocol edges ------------------------------------------------------------------------ */
+
+/* Send len bytes of a raw request, return the whole response (static). */
+static const char *raw_exchange(const void *req, size_t len)
+{
+	static char raw[16384];
+	int fd = hs_raw_connect(&H);
+	hs_raw_send(fd, req, len);
+	hs_raw_read(fd, raw, sizeof(raw), 5000);
+	close(fd);
+	return raw;
+}
+
+/* raw is a JSON error response with code and a request id. */
+static void assert_json_error(const char *raw, int status, const char *code)
+{
+	char want[128];
+	cr_assert_eq(hs_raw_status(raw), status, "%s", raw);
+	cr_assert(strstr(raw, "\r\nContent-Type: application/json\r\n"), "%s", raw);
+	cr_assert(strstr(raw, "\r\nX-Request-Id: "), "%s", raw);
+	snprintf(want, sizeof(want), "{\"error\":{\"code\":\"%s\"", code);
+	cr_assert(strstr(raw, want), "%s", raw);
+}
+
+Test(e2e, protocol_edges_answer_json_and_log_the_status)
+{
+	static const char nul_path[] = "GET /healthz\0/../v1/plugins HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+				       "Connection: close\r\n\r\n";
+	static const char nul_query[] = "GET " U "/sessions?limit=1\0x HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					"Connection: close\r\n\r\n";
+	static const char bad_length[] = "POST " U "/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					 "Content-Type: application/json\r\nX-Request-Id: bad-length-1\r\n"
+					 "Content-Length: -5\r\nConnection: close\r\n\r\n{}";
+	static const char bad_chunks[] = "POST " U "/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					 "Content-Type: application/json\r\nX-Request-Id: bad-chunks-1\r\n"
+					 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nZZZ\r\nabc\r\n0\r\n\r\n";
+	char req[8192], *log, *line, *snap, *snap2;
+	int n, seen_length = 0, seen_chunks = 0;
+
+	hs_start(&H, "  max_header_bytes: 2048\n", NULL);
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	snap = hs_snapshot(&H, "demo", "alice");
+
+	/* A NUL in the request target is not where the path ends. */
+	assert_json_error(raw_exchange(nul_path, sizeof(nul_path) - 1), 400, "invalid_request");
+	assert_json_error(raw_exchange(nul_query, sizeof(nul_query) - 1), 400, "invalid_request");
+	/* A request target over max_header_bytes: 414, in the path or the query. */
+	n = snprintf(req, sizeof(req), "GET /healthz?x=%03000d HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		     "Connection: close\r\n\r\n", 0);
+	assert_json_error(raw_exchange(req, (size_t)n), 414, "uri_too_long");
+	n = snprintf(req, sizeof(req), "DELETE " U "/sessions/%03000d HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		     "Connection: close\r\n\r\n", 0);
+	assert_json_error(raw_exchange(req, (size_t)n), 414, "uri_too_long");
+	/* Headers over it: 431. */
+	n = snprintf(req, sizeof(req), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: %03000d\r\n"
+		     "Connection: close\r\n\r\n", 0);
+	assert_json_error(raw_exchange(req, (size_t)n), 431, "headers_too_large");
+	/* What libmicrohttpd answers itself (HTML): logged with its status. */
+	cr_assert_eq(hs_raw_status(raw_exchange(bad_length, sizeof(bad_length) - 1)), 400);
+	cr_assert_eq(hs_raw_status(raw_exchange(bad_chunks, sizeof(bad_chunks) - 1)), 400);
+	snap2 = hs_snapshot(&H, "demo", "alice");
+	cr_assert_str_eq(snap, snap2, "a refused request wrote something");
+	free(snap);
+	free(snap2);
+	hs_stop(&H);
+
+	log = hs_log_text(&H);
+	for (line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *id;
+		cr_assert(j, "every log line is JSON: %s", line);
+		if (strcmp(json_string_value(json_object_get(j, "msg")), "request") == 0) {
+			cr_assert_neq(json_integer_value(json_object_get(j, "status")), 0, "%s", line);
+			id = json_string_value(json_object_get(j, "request_id"));
+			cr_assert(id && *id, "%s", line);
+			if (strcmp(id, "bad-length-1") == 0) {
+				cr_assert_eq(json_integer_value(json_object_get(j, "status")), 400, "%s", line);
+				seen_length++;
+			}
+			if (strcmp(id, "bad-chunks-1") == 0) {
+				cr_assert_eq(json_integer_value(json_object_get(j, "status")), 400, "%s", line);
+				seen_chunks++;
+			}
+		}
+		json_decref(j);
+	}
+	cr_assert_eq(seen_length, 1, "the bad Content-Length is logged once");
+	cr_assert_eq(seen_chunks, 1, "the bad chunking is logged once");
+	free(log);
+}
+
+Test(e2e, artifact_names_follow_the_spec)
+{
+	/* Refused: ".." anywhere (the store ABI promises plugins names
+	 * without it), '/', a backslash, control characters, empty. */
+	const char *const bad[] = { "..", "%2E%2E", "%2e.", "a..b", "..a", "a..", "...", "a%2Fb",
+				    "a%5Cb", "a%01b", "a%7Fb", NULL };
+	const char *const good[] = { ".", "%2E", ".hidden", "a.b", "v1.2.3", "a.", NULL };
+	char path[512], *snap, *snap2;
+	json_t *list;
+
+	hs_start(&H, NULL, NULL);
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	snap = hs_snapshot(&H, "demo", "alice");
+	for (size_t i = 0; bad[i]; i++) {
+		snprintf(path, sizeof(path), S1 "/artifacts/%s", bad[i]);
+		expect_error("PUT", path, "x", 400, "invalid_request");
+	}
+	expect_error("PUT", S1 "/artifacts/", "x", 404, "no_route");
+	snap2 = hs_snapshot(&H, "demo", "alice");
+	cr_assert_str_eq(snap, snap2, "a refused name was stored");
+	free(snap);
+	free(snap2);
+	for (size_t i = 0; good[i]; i++) {
+		hs_resp r;
+		const char *const type[] = { "Content-Type: text/plain", NULL };
+		snprintf(path, sizeof(path), S1 "/artifacts/%s", good[i]);
+		hs_req(&H, "PUT", path, type, good[i], strlen(good[i]), &r);
+		cr_assert_eq(r.status, 201, "PUT %s: %ld %s", good[i], r.status, r.body);
+		hs_resp_clear(&r);
+		hs_req(&H, "GET", path, NULL, NULL, 0, &r);
+		cr_assert_eq(r.status, 200, "GET %s: %ld %s", good[i], r.status, r.body);
+		cr_assert_eq(r.len, strlen(good[i]));
+		cr_assert_eq(memcmp(r.body, good[i], r.len), 0, "GET %s", good[i]);
+		hs_resp_clear(&r);
+	}
+	list = get(S1 "/artifacts");
+	cr_assert(json_is_object(list) || json_is_array(list));
+	json_decref(list);
+}
+
 /* ---- request ids and logs ------------------------------------------------------------------ */
 
 Test(e2e, request_ids_and_one_log_line_per_request)

@@ -99,6 +99,8 @@ Test(spec, every_operation_of_the_spec_is_a_route)
 			ops++;
 			/* Every operation documents the errors every route can give. */
 			cr_assert(json_object_get(json_object_get(op, "responses"), "400"), "%s %s: 400", method, path);
+			cr_assert(json_object_get(json_object_get(op, "responses"), "405"), "%s %s: 405", method, path);
+			cr_assert(json_object_get(json_object_get(op, "responses"), "414"), "%s %s: 414", method, path);
 			cr_assert(json_object_get(json_object_get(op, "responses"), "431"), "%s %s: 431", method, path);
 			cr_assert(json_object_get(json_object_get(op, "responses"), "500"), "%s %s: 500", method, path);
 			cr_assert(json_object_get(json_object_get(op, "responses"), "503"), "%s %s: 503", method, path);

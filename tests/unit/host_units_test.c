@@ -92,6 +92,11 @@ Test(ids, validation)
 	cr_assert_eq(ej_check_name("report.v2.pdf", &err), 0);
 	cr_assert_eq(ej_check_name("..", &err), MEMD_EINVAL);
 	cr_assert_eq(ej_check_name("a..b", &err), MEMD_EINVAL);
+	cr_assert_eq(ej_check_name(".", &err), 0);
+	cr_assert_eq(ej_check_name(".hidden", &err), 0);
+	cr_assert_eq(ej_check_name("", &err), MEMD_EINVAL);
+	cr_assert_eq(ej_check_name("a/b", &err), MEMD_EINVAL);
+	cr_assert_eq(ej_check_name("a\x01", &err), MEMD_EINVAL);
 	cr_assert_eq(ej_check_name("a\\b", &err), MEMD_EINVAL);
 }
 
