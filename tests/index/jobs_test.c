@@ -8,7 +8,8 @@
  * user's search (seeing a write made meanwhile), and the rebuilt user's
  * search is refused with a retryable 503; the job's lifecycle (queued,
  * running, succeeded with progress reaching total, search working
- * after); a second request for the same user returns the running job; canceling a running and a queued job (the index is whole after);
+ * after); a second request for the same user returns the running job;
+ * canceling a running and a queued job (the index is whole after);
  * unknown and other apps' jobs are 404; key scopes; SIGTERM with a job
  * running exits cleanly; finished jobs past the bound are forgotten.
  *
