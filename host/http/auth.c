@@ -155,3 +155,25 @@ int32_t http_host_check(const http_hosts *h, const char *host, int http11, memd_
 							 "see server.allowed_hosts");
 	return 0;
 }
+
+int32_t http_browser_check(const char *origin, const char *fetch_site, const char *host,
+			   memd_error *err)
+{
+	const char *authority;
+
+	if (fetch_site && (strcasecmp(fetch_site, "cross-site") == 0 ||
+			   strcasecmp(fetch_site, "same-site") == 0))
+		return memd_error_set(err, MEMD_EFORBIDDEN, 0,
+				      "a request a web page on another site made (Sec-Fetch-Site: %s); "
+				      "memd without API keys answers no web page",
+				      strcasecmp(fetch_site, "same-site") == 0 ? "same-site" : "cross-site");
+	if (!origin)
+		return 0;
+	authority = strstr(origin, "://");
+	authority = authority ? authority + strlen("://") : NULL;
+	if (!authority || !host || strcasecmp(authority, host) != 0)
+		return memd_error_set(err, MEMD_EFORBIDDEN, 0,
+				      "a request from the web page at Origin '%.*s'; memd without API keys "
+				      "answers no web page of another origin", HOST_ECHO_MAX, origin);
+	return 0;
+}

@@ -47,6 +47,16 @@ typedef struct http_hosts {
  * nonzero) must carry a Host. Returns 0 or MEMD_EINVAL with a message. */
 int32_t http_host_check(const http_hosts *h, const char *host, int http11, memd_error *err);
 
+/* Cross-site requests from a browser (CSRF), for a memd without API keys,
+ * where the browser's ambient access to 127.0.0.1 is the only credential:
+ * refused when Sec-Fetch-Site (NULL if absent) is cross-site or
+ * same-site, or when Origin (NULL if absent) is "null" or names another
+ * authority than host (the Host header, NULL if absent). Requests from
+ * other clients carry neither header. Returns 0 or MEMD_EFORBIDDEN with a
+ * message. */
+int32_t http_browser_check(const char *origin, const char *fetch_site, const char *host,
+			   memd_error *err);
+
 /* "read", "write", "admin" or "public". Static storage. */
 const char *http_auth_scope_name(int32_t scope);
 

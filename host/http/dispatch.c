@@ -26,6 +26,7 @@
 #define BODY_INITIAL_CAP 1024
 #define REQUEST_ID_HEADER "X-Request-Id"
 #define RAW_HEAD_MAX 512
+#define SEC_FETCH_SITE_HEADER "Sec-Fetch-Site"
 /* Routes under this prefix are about one app, their first parameter. */
 #define APP_PATH_PREFIX "/v1/apps/{app}/"
 /* Bytes a header line costs beyond its name and value (": " and CRLF). */
@@ -243,6 +244,33 @@ static const char *route_app(const http_req *rq, int32_t r)
 	return r < 0 || rq->match.n_params == 0 ? "" : rq->match.params[0];
 }
 
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	size_t *n = cls;
+	(void)kind;
+	(void)value;
+	*n += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+	return MHD_YES;
+}
+
+/* Where the body ends must be beyond doubt (a proxy in front of memd
+ * reading it otherwise is request smuggling): one Content-Length, and
+ * not together with Transfer-Encoding (libmicrohttpd takes either). */
+static int32_t body_framing_check(struct MHD_Connection *conn, memd_error *err)
+{
+	size_t lengths = 0;
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_length, &lengths);
+	if (lengths > 1)
+		return memd_error_set(err, MEMD_EINVAL, 0, "more than one Content-Length header");
+	if (lengths && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						   MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "both Content-Length and Transfer-Encoding: send one");
+	return 0;
+}
+
 /* Everything decided from the request line and headers. Returns 0 to go
  * on, or -1 when a reply was set. */
 static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
@@ -271,6 +299,19 @@ static int begin(http_req *rq, struct MHD_Connection *conn, const char *url,
 	if ((r = http_host_check(&ctx->hosts,
 				 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
 				 strcmp(version, MHD_HTTP_VERSION_1_1) == 0, &err)) < 0) {
+		http_reply_memd_error(rq, &err);
+		return -1;
+	}
+	if (set->n_api_keys == 0 &&
+	    (r = http_browser_check(
+		     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN),
+		     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, SEC_FETCH_SITE_HEADER),
+		     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+		     &err)) < 0) {
+		http_reply_memd_error(rq, &err);
+		return -1;
+	}
+	if ((r = body_framing_check(conn, &err)) < 0) {
 		http_reply_memd_error(rq, &err);
 		return -1;
 	}

@@ -1154,6 +1154,87 @@ Test(e2e, protocol_edges_answer_json_and_log_the_status)
 	free(log);
 }
 
+Test(e2e, browser_pages_are_refused_without_keys)
+{
+	char same[128], *snap, *snap2;
+	hs_resp r;
+
+	hs_start(&H, NULL, NULL);
+	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
+	snap = hs_snapshot(&H, "demo", "alice");
+	/* What a page on another site can make the browser send without a
+	 * preflight: a POST without a body (fetch, mode no-cors). */
+	{
+		const char *const pages[][2] = {
+			{ "Origin: http://evil.example", NULL },
+			{ "Origin: null", NULL },
+			{ "Origin: http://127.0.0.1:1", NULL },
+			{ "Sec-Fetch-Site: cross-site", NULL },
+			{ "Sec-Fetch-Site: same-site", NULL },
+		};
+		for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+			hs_req(&H, "POST", S1 "/invocations/i1:end", pages[i], NULL, 0, &r);
+			cr_assert_eq(r.status, 403, "%s: %ld %s", pages[i][0], r.status, r.body);
+			cr_assert_str_eq(hs_error_code(&r), "forbidden");
+			hs_resp_clear(&r);
+			hs_req(&H, "POST", U "/sessions", pages[i], NULL, 0, &r);
+			cr_assert_eq(r.status, 403, "%s: %ld %s", pages[i][0], r.status, r.body);
+			hs_resp_clear(&r);
+			hs_req(&H, "GET", U "/sessions", pages[i], NULL, 0, &r);
+			cr_assert_eq(r.status, 403, "%s: %ld %s", pages[i][0], r.status, r.body);
+			hs_resp_clear(&r);
+		}
+	}
+	snap2 = hs_snapshot(&H, "demo", "alice");
+	cr_assert_str_eq(snap, snap2, "a page's request wrote something");
+	free(snap);
+	free(snap2);
+	/* memd's own origin, and a request the user made by hand, are fine. */
+	snprintf(same, sizeof(same), "Origin: http://127.0.0.1:%d", H.port);
+	{
+		const char *const own[][2] = { { same, NULL }, { "Sec-Fetch-Site: same-origin", NULL },
+					       { "Sec-Fetch-Site: none", NULL } };
+		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+			hs_req(&H, "GET", U "/sessions", own[i], NULL, 0, &r);
+			cr_assert_eq(r.status, 200, "%s: %ld %s", own[i][0], r.status, r.body);
+			hs_resp_clear(&r);
+		}
+	}
+	hs_finish(&H);
+	memset(&H, 0, sizeof(H));
+
+	/* With API keys the browser has no credential to abuse: Origin is not judged. */
+	hs_start(&H, "  api_keys:\n    - {key: " KEY_W ", scope: write}\n", NULL);
+	{
+		const char *const page[] = { "Origin: http://app.example", "Authorization: Bearer " KEY_W, NULL };
+		hs_req(&H, "GET", U "/sessions", page, NULL, 0, &r);
+		cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+		hs_resp_clear(&r);
+	}
+}
+
+Test(e2e, ambiguous_body_length_is_refused)
+{
+	static const char two_lengths[] = "POST " U "/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					  "Content-Type: application/json\r\nContent-Length: 2\r\n"
+					  "Content-Length: 12\r\nConnection: close\r\n\r\n{}{\"id\":\"x\"}";
+	static const char length_and_chunks[] = "POST " U "/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+						"Content-Type: application/json\r\nContent-Length: 2\r\n"
+						"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+						"2\r\n{}\r\n0\r\n\r\n";
+	char *snap, *snap2;
+
+	hs_start(&H, NULL, NULL);
+	snap = hs_snapshot(&H, "demo", "alice");
+	assert_json_error(raw_exchange(two_lengths, sizeof(two_lengths) - 1), 400, "invalid_request");
+	assert_json_error(raw_exchange(length_and_chunks, sizeof(length_and_chunks) - 1), 400,
+			  "invalid_request");
+	snap2 = hs_snapshot(&H, "demo", "alice");
+	cr_assert_str_eq(snap, snap2, "an ambiguous body was read");
+	free(snap);
+	free(snap2);
+}
+
 Test(e2e, artifact_names_follow_the_spec)
 {
 	/* Refused: ".." anywhere (the store ABI promises plugins names
