@@ -28,14 +28,22 @@ static int32_t sink_session_array(void *ud, const memd_session *s)
 }
 
 /* Sinks of the read path: records written as JSON text (json_out.h). */
+typedef struct get_ctx {
+	jo_session_get g;
+	int64_t last_seq;          /* of the session delivered */
+} get_ctx;
+
 static int32_t sink_get_session(void *ud, const memd_session *s)
 {
-	return jo_session_get_session(ud, s);
+	get_ctx *x = ud;
+	x->last_seq = s->last_seq;
+	return jo_session_get_session(&x->g, s);
 }
 
 static int32_t sink_get_event(void *ud, const memd_event *e)
 {
-	return jo_session_get_event(ud, e);
+	get_ctx *x = ud;
+	return jo_session_get_event(&x->g, e);
 }
 
 int32_t service_session_json(memd *m, const memd_call *call, const memd_scope *sc, json_t **ret,
@@ -132,8 +140,9 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 {
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	jo_session_get g;
-	memd_session_sink sink = { sizeof(sink), &g, sink_get_session };
+	get_ctx x = { 0 };
+	jo_session_get *g = &x.g;
+	memd_session_sink sink = { sizeof(sink), &x, sink_get_session };
 	memd_get_options o = { 0 };
 	int32_t r;
 
@@ -141,15 +150,15 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 		return r;
 	if (opts)
 		memcpy(&o, opts, opts->struct_size < sizeof(o) ? opts->struct_size : sizeof(o));
-	jo_session_get_init(&g);
-	g.out.max_len = (size_t)m->set.max_response_bytes;
-	g.out.no_text = (o.flags & MEMD_READ_NO_TEXT) != 0;
+	jo_session_get_init(g);
+	g->out.max_len = (size_t)m->set.max_response_bytes;
+	g->out.no_text = (o.flags & MEMD_READ_NO_TEXT) != 0;
 	r = store_session_get(m->sessions, &call, &sc, &sink, err);
-	if (r < 0 || g.out.error) {
-		r = service_read_failed(m, &g.out, r, NULL, err);
+	if (r < 0 || g->out.error) {
+		r = service_read_failed(m, &g->out, r, NULL, err);
 		goto fail;
 	}
-	if (!g.has_session) {
+	if (!g->has_session) {
 		r = memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
 				   store_name(m->sessions));
 		goto fail;
@@ -162,21 +171,29 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 			.after_time_us = o.after_time_us,
 			.limit = o.events,
 		};
-		memd_event_sink events = { sizeof(events), &g, sink_get_event };
+		memd_event_sink events = { sizeof(events), &x, sink_get_event };
 		if (o.after_seq < 0) {
 			r = memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
 			goto fail;
 		}
-		jo_session_get_events(&g);
+		if (o.events && !o.after_time_us) {
+			/* Seqs are gapless: the newest N are the N up to the
+			 * session's last_seq. Read in seq order, a store streams
+			 * them; asked for the newest, it keeps N copies first. */
+			if (x.last_seq - (int64_t)o.events > q.after_seq)
+				q.after_seq = x.last_seq - (int64_t)o.events;
+			q.flags &= ~MEMD_EVQ_NEWEST;
+		}
+		jo_session_get_events(g);
 		r = store_events_load(m->sessions, &call, &sc, &q, &events, err);
-		if (r < 0 || g.out.error) {
-			r = service_read_failed(m, &g.out, r, HOW_TO_PAGE_EVENTS, err);
+		if (r < 0 || g->out.error) {
+			r = service_read_failed(m, &g->out, r, HOW_TO_PAGE_EVENTS, err);
 			goto fail;
 		}
 	}
-	return jo_session_get_finish(&g, ret_json) < 0 ? service_oom(err) : 0;
+	return jo_session_get_finish(g, ret_json) < 0 ? service_oom(err) : 0;
 fail:
-	jo_session_get_clear(&g);
+	jo_session_get_clear(g);
 	return r;
 }
 

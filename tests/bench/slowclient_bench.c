@@ -11,7 +11,8 @@
  *   slowclient_bench MEMD readers MIB R
  *     a session of MIB MiB (EVENT_KIB KiB events appended in batches),
  *     then R clients reading it whole at once (GET ...?events=0; with
- *     "paged" after R, page by page with GET .../events); memd's peak RSS
+ *     "paged" after R, page by page with GET .../events; with "newest",
+ *     GET ...?events=1000000); memd's peak RSS
  *     (VmHWM) after the append and after the reads.
  *
  * memd runs in a temp directory with a config listening on a free port and
@@ -311,7 +312,8 @@ typedef struct reader {
 	size_t bytes;
 } reader;
 
-static int paged; /* read GET events page by page instead of ?events=0 */
+static int paged;  /* read GET events page by page instead of ?events=0 */
+static int newest; /* ?events=1000000 (the newest million) instead of ?events=0 */
 
 /* The next_after_seq of a page read into buf, or -1 at the last page. */
 static long long next_after(const char *buf, size_t len)
@@ -328,8 +330,9 @@ static void *read_all(void *arg)
 	long long after = 0;
 
 	if (!paged) {
-		r->status = request("127.0.0.1", "GET", SESSION "?events=0", NULL, 0, NORMAL_WAIT_MS,
-				    &r->bytes);
+		r->status = request("127.0.0.1", "GET",
+				    newest ? SESSION "?events=1000000" : SESSION "?events=0", NULL, 0,
+				    NORMAL_WAIT_MS, &r->bytes);
 		return NULL;
 	}
 	/* Pages read whole into memory: the bench's own side of the copy. */
@@ -375,15 +378,15 @@ static void readers(int mib, int n)
 		pthread_create(&r[i].t, NULL, read_all, &r[i]);
 	for (int i = 0; i < n; i++)
 		pthread_join(r[i].t, NULL);
-	printf("readers%s: %d MiB session, %d readers: status %d, %zu bytes each, %" PRId64
+	printf("readers%s%s: %d MiB session, %d readers: status %d, %zu bytes each, %" PRId64
 	       " ms; memd VmHWM %ld MiB after the appends, %ld MiB after the reads\n",
-	       paged ? " (paged)" : "", mib, n, r[0].status, r[0].bytes, now_ms() - t0, before / 1024, vm_hwm_kib() / 1024);
+	       paged ? " (paged)" : "", newest ? " (newest)" : "", mib, n, r[0].status, r[0].bytes, now_ms() - t0, before / 1024, vm_hwm_kib() / 1024);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: slowclient_bench MEMD slowloris N | MEMD readers MIB R [paged]\n");
+		fprintf(stderr, "usage: slowclient_bench MEMD slowloris N | MEMD readers MIB R [paged|newest]\n");
 		return 2;
 	}
 	start(argv[1]);
@@ -391,6 +394,7 @@ int main(int argc, char **argv)
 		slowloris(atoi(argv[3]));
 	else if (strcmp(argv[2], "readers") == 0 && argc >= 5) {
 		paged = argc >= 6 && strcmp(argv[5], "paged") == 0;
+		newest = argc >= 6 && strcmp(argv[5], "newest") == 0;
 		readers(atoi(argv[3]), atoi(argv[4]));
 	}
 	stop();

@@ -2,9 +2,10 @@
 /*
  * Greedy clients: eight clients reading a large session at once keep
  * memd's memory bounded by server.max_response_bytes, not by the
- * session's size. A session get with all its events over the limit is a
- * 413 that says how to page (and is refused before it is built whole),
- * event pages end early at the limit and still deliver every event once,
+ * session's size. A session get with all its events (or the newest
+ * million) over the limit is a 413 that says how to page, refused before
+ * it is built whole (the newest N are not copied first either); event
+ * pages end early at the limit and still deliver every event once,
  * and a context of the `all` strategy over the limit is a 413. The
  * session's size is MEMD_TEST_GREEDY_MIB (default GREEDY_MIB_DEFAULT);
  * tests/bench/slowclient_bench reads a 160 MiB one.
@@ -43,6 +44,10 @@ static void setup(void)
 	char server[256];
 
 	memset(&H, 0, sizeof(H));
+	/* glibc gives each of the server's threads its own arena and keeps
+	 * what was freed there: with two, the peak measures memd's buffers
+	 * rather than how its allocations spread over sixteen threads. */
+	setenv("MALLOC_ARENA_MAX", "2", 1);
 	snprintf(server, sizeof(server), "  max_response_bytes: %d\n  max_body_bytes: %d\n",
 		 MAX_RESPONSE_BYTES, 2 * BATCH_EVENTS * EVENT_BYTES);
 	hs_start(&H, server, "apps:\n  everything:\n    working_memory: {strategy: all}\n");
@@ -111,7 +116,9 @@ static void fill(const char *app_path, long mib)
 
 typedef struct reader {
 	pthread_t t;
-	int whole;          /* 1: GET ?events=0; 0: every page of GET events */
+	int whole;          /* 1: GET ?events=0; 2: ?events=1000000; 0: every page
+	                     * of GET events */
+	int newest;         /* whole == 2 */
 	long status;        /* of the whole read, or of the first failed page */
 	int events;         /* events received (pages) */
 	int pages;
@@ -162,7 +169,9 @@ static void *read_session(void *arg)
 	int64_t after = 0;
 
 	if (r->whole) {
-		r->status = raw_get(BIG "?events=0", &body);
+		/* All of them, or the newest million (read newest first, a
+		 * store would keep a copy of each before answering). */
+		r->status = raw_get(r->newest ? BIG "?events=1000000" : BIG "?events=0", &body);
 		snprintf(r->error, sizeof(r->error), "%.900s", body);
 		free(body);
 		return NULL;
@@ -198,6 +207,7 @@ static void run_readers(reader *r, int whole)
 	for (int i = 0; i < READERS; i++) {
 		memset(&r[i], 0, sizeof(r[i]));
 		r[i].whole = whole;
+		r[i].newest = whole == 2;
 		cr_assert(pthread_create(&r[i].t, NULL, read_session, &r[i]) == 0);
 	}
 	for (int i = 0; i < READERS; i++)
@@ -211,11 +221,14 @@ Test(greedy, concurrent_readers_of_a_large_session_stay_bounded)
 
 	fill(U, greedy_mib());
 	before = vm_hwm();
-	run_readers(r, 1);
-	for (int i = 0; i < READERS; i++) {
-		cr_assert_eq(r[i].status, 413, "reader %d: %ld %s", i, r[i].status, r[i].error);
-		cr_assert(strstr(r[i].error, "max_response_bytes") && strstr(r[i].error, "after_seq"),
-			  "the 413 does not say how to page: %s", r[i].error);
+	for (int whole = 1; whole <= 2; whole++) {
+		run_readers(r, whole);
+		for (int i = 0; i < READERS; i++) {
+			cr_assert_eq(r[i].status, 413, "reader %d: %ld %s", i, r[i].status, r[i].error);
+			cr_assert(strstr(r[i].error, "max_response_bytes") &&
+					  strstr(r[i].error, "after_seq"),
+				  "the 413 does not say how to page: %s", r[i].error);
+		}
 	}
 	run_readers(r, 0);
 	for (int i = 0; i < READERS; i++) {
@@ -225,6 +238,8 @@ Test(greedy, concurrent_readers_of_a_large_session_stay_bounded)
 		cr_assert_gt(r[i].pages, 1, "the pages did not end early at the limit");
 	}
 	after = vm_hwm();
+	cr_log_info("memd's peak RSS grew by %ld MiB (from %ld MiB); the bound is %ld MiB",
+		    (after - before) / MIB, before / MIB, RSS_GROWTH_BOUND / MIB);
 	cr_assert_leq(after - before, RSS_GROWTH_BOUND,
 		      "memd's peak RSS grew by %ld MiB (from %ld MiB) with %d readers of a %d-event "
 		      "session; the bound is %ld MiB",
