@@ -1099,8 +1099,10 @@ Test(e2e, protocol_edges_answer_json_and_log_the_status)
 	static const char bad_chunks[] = "POST " U "/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 					 "Content-Type: application/json\r\nX-Request-Id: bad-chunks-1\r\n"
 					 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nZZZ\r\nabc\r\n0\r\n\r\n";
+	/* Refused before a request exists: only libmicrohttpd's own line. */
+	static const char http2[] = "GET /healthz HTTP/2.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 	char req[8192], *log, *line, *snap, *snap2;
-	int n, seen_length = 0, seen_chunks = 0;
+	int n, seen_length = 0, seen_chunks = 0, seen_version = 0;
 
 	hs_start(&H, "  max_header_bytes: 2048\n", NULL);
 	json_decref(hs_expect(&H, "POST", U "/sessions", "{\"id\":\"s1\"}", 201));
@@ -1123,6 +1125,7 @@ Test(e2e, protocol_edges_answer_json_and_log_the_status)
 	/* What libmicrohttpd answers itself (HTML): logged with its status. */
 	cr_assert_eq(hs_raw_status(raw_exchange(bad_length, sizeof(bad_length) - 1)), 400);
 	cr_assert_eq(hs_raw_status(raw_exchange(bad_chunks, sizeof(bad_chunks) - 1)), 400);
+	cr_assert_eq(hs_raw_status(raw_exchange(http2, sizeof(http2) - 1)), 505);
 	snap2 = hs_snapshot(&H, "demo", "alice");
 	cr_assert_str_eq(snap, snap2, "a refused request wrote something");
 	free(snap);
@@ -1134,6 +1137,9 @@ Test(e2e, protocol_edges_answer_json_and_log_the_status)
 		json_t *j = json_loads(line, 0, NULL);
 		const char *id;
 		cr_assert(j, "every log line is JSON: %s", line);
+		if (strncmp(json_string_value(json_object_get(j, "msg")), "libmicrohttpd: ", 15) == 0 &&
+		    json_integer_value(json_object_get(j, "status")) == 505)
+			seen_version++;
 		if (strcmp(json_string_value(json_object_get(j, "msg")), "request") == 0) {
 			cr_assert_neq(json_integer_value(json_object_get(j, "status")), 0, "%s", line);
 			id = json_string_value(json_object_get(j, "request_id"));
@@ -1151,6 +1157,7 @@ Test(e2e, protocol_edges_answer_json_and_log_the_status)
 	}
 	cr_assert_eq(seen_length, 1, "the bad Content-Length is logged once");
 	cr_assert_eq(seen_chunks, 1, "the bad chunking is logged once");
+	cr_assert_eq(seen_version, 1, "the 505 is logged with its status");
 	free(log);
 }
 
