@@ -32,11 +32,16 @@
 #define KEY_R "jobs-test-read-key-0123456789abcdef"
 #define KEY_W "jobs-test-write-key-0123456789abcdef"
 #define KEY_A "jobs-test-admin-key-0123456789abcdef"
-#define KEYS_YAML                                          \
-	"  api_keys:\n"                                    \
-	"    - {key: " KEY_R ", scope: read}\n"              \
-	"    - {key: " KEY_W ", scope: write}\n"             \
-	"    - {key: " KEY_A ", scope: admin}\n"
+/* Admin keys limited to one app: this test's, and another. */
+#define KEY_THIS "jobs-test-this-app-key-0123456789abcd"
+#define KEY_OTHER "jobs-test-other-app-key-0123456789abc"
+#define KEYS_YAML                                                   \
+	"  api_keys:\n"                                             \
+	"    - {key: " KEY_R ", scope: read}\n"                     \
+	"    - {key: " KEY_W ", scope: write}\n"                    \
+	"    - {key: " KEY_A ", scope: admin}\n"                    \
+	"    - {key: " KEY_THIS ", scope: admin, apps: [app]}\n"    \
+	"    - {key: " KEY_OTHER ", scope: admin, apps: [other]}\n"
 #define VECTOR_YAML                                               \
 	"  vec: {plugin: filevec, path: vec}\n"                  \
 	"index:\n"                                               \
@@ -67,6 +72,8 @@ static char hold_file[sizeof(hold_dir) + 16];
 static const char *const admin[] = { "Authorization: Bearer " KEY_A, NULL };
 static const char *const writer[] = { "Authorization: Bearer " KEY_W, NULL };
 static const char *const reader[] = { "Authorization: Bearer " KEY_R, NULL };
+static const char *const this_app[] = { "Authorization: Bearer " KEY_THIS, NULL };
+static const char *const other_app[] = { "Authorization: Bearer " KEY_OTHER, NULL };
 
 static void hold(int on)
 {
@@ -379,7 +386,15 @@ Test(jobs, cancel_scopes_and_unknown_jobs)
 	json_decref(call("GET", path, writer, NULL, 200));
 	json_decref(call("GET", path, admin, NULL, 200));
 	json_decref(call("DELETE", path, writer, NULL, 403));
+	/* A key limited to the app reaches its jobs; one limited to another
+	 * app does not, under either app's path. */
+	json_decref(call("GET", path, this_app, NULL, 200));
+	json_decref(call("GET", JOBS, this_app, NULL, 200));
+	json_decref(call("GET", path, other_app, NULL, 403));
+	json_decref(call("GET", JOBS, other_app, NULL, 403));
+	json_decref(call("DELETE", path, other_app, NULL, 403));
 	snprintf(path, sizeof(path), "/v1/apps/other/jobs/%s", id);
+	json_decref(call("GET", path, other_app, NULL, 404));
 	job = call("GET", path, admin, NULL, 404);
 	cr_assert_str_eq(str(json_object_get(job, "error"), "code"), "not_found");
 	json_decref(job);
