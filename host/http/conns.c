@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "request.h"
+#include "uuid.h"
 
 #define NS_PER_SEC 1000000000LL
 #define RAW_HEAD_MAX 512
@@ -20,6 +21,8 @@ typedef struct conn_entry {
 	int fd;
 	int64_t since_ns;          /* waiting for a head since then */
 	int waiting;               /* listed (waiting for a head) */
+	int expired;               /* its head timed out: 408 sent */
+	char request_id[HTTP_REQUEST_ID_MAX + 1]; /* of the head being read, or "" */
 	struct conn_entry *prev, *next;
 } conn_entry;
 
@@ -65,12 +68,18 @@ static void list_now(http_conns *c, conn_entry *e)
 /* 408 without waiting (a client that reads nothing gets just the close),
  * then end of input for libmicrohttpd. Nothing else writes to a socket
  * that waits for a request head. */
-static void expire(http_conns *c, int fd)
+static void expire(http_conns *c, conn_entry *e)
 {
 	const http_error_kind *k = http_error_lookup(HTTP_E_TIMEOUT, 0);
 	char msg[128], head[RAW_HEAD_MAX];
+	const char *id = e->request_id;
 	char *body;
-	int n;
+	int fd = e->fd, n;
+
+	/* Before its request line is in, the answer gets an id of its own. */
+	if (!id[0] && uuid_v7(e->request_id) < 0)
+		snprintf(e->request_id, sizeof(e->request_id), "head-timeout");
+	e->expired = 1;
 
 	snprintf(msg, sizeof(msg), "the request line and headers were not received within %lld s "
 		 "(server.header_timeout_s)", (long long)(c->timeout_ns / NS_PER_SEC));
@@ -78,9 +87,9 @@ static void expire(http_conns *c, int fd)
 	if (body) {
 		n = snprintf(head, sizeof(head),
 			     "HTTP/1.1 %u %s\r\nContent-Type: " HTTP_JSON_TYPE
-			     "\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+			     "\r\nContent-Length: %zu\r\nX-Request-Id: %s\r\nCache-Control: no-store\r\n"
 			     "Connection: close\r\n\r\n",
-			     k->status, MHD_get_reason_phrase_for(k->status), strlen(body));
+			     k->status, MHD_get_reason_phrase_for(k->status), strlen(body), id);
 		if (n > 0 && (size_t)n < sizeof(head) &&
 		    send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE) == n)
 			send(fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -104,7 +113,7 @@ static void *run(void *arg)
 		while (c->head && now - c->head->since_ns > c->timeout_ns) {
 			conn_entry *e = c->head;
 			unlist(c, e);
-			expire(c, e->fd);
+			expire(c, e);
 		}
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += c->tick_ns % NS_PER_SEC;
@@ -205,6 +214,29 @@ void http_conns_head_next(http_conns *c, struct MHD_Connection *conn)
 	if (!c || !e)
 		return;
 	pthread_mutex_lock(&c->lock);
+	e->request_id[0] = '\0';
 	list_now(c, e);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void http_conns_head_id(http_conns *c, struct MHD_Connection *conn, const char *request_id)
+{
+	conn_entry *e = entry_of(conn);
+	if (!c || !e)
+		return;
+	pthread_mutex_lock(&c->lock);
+	snprintf(e->request_id, sizeof(e->request_id), "%s", request_id);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int http_conns_expired(http_conns *c, struct MHD_Connection *conn)
+{
+	conn_entry *e = entry_of(conn);
+	int r;
+	if (!c || !e)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	r = e->expired;
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }

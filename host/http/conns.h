@@ -41,5 +41,10 @@ void http_conns_head_done(http_conns *c, struct MHD_Connection *conn);
 /* conn's request completed: the connection waits for the next head, with
  * a new deadline from now. */
 void http_conns_head_next(http_conns *c, struct MHD_Connection *conn);
+/* The id of the request whose head conn is reading (copied), for the 408
+ * a head timeout sends; without one the 408 gets a new UUIDv7. */
+void http_conns_head_id(http_conns *c, struct MHD_Connection *conn, const char *request_id);
+/* Nonzero once conn's head timed out (the 408 went out, or was tried). */
+int http_conns_expired(http_conns *c, struct MHD_Connection *conn);
 
 #endif

@@ -509,9 +509,12 @@ static http_req *req_new(http_ctx *ctx, struct MHD_Connection *conn, const char 
 
 void *http_dispatch_uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	http_req *rq = req_new(cls, conn, uri ? uri : "", "");
-	if (rq)
+	http_ctx *ctx = cls;
+	http_req *rq = req_new(ctx, conn, uri ? uri : "", "");
+	if (rq) {
 		rq->target_len = uri ? strlen(uri) : 0;
+		http_conns_head_id(ctx->conns, conn, rq->request_id);
+	}
 	return rq;
 }
 
@@ -650,8 +653,15 @@ void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_
 		if (ci && ci->http_status) {
 			status = ci->http_status;
 			rq->by_library = 1;
+		} else if (http_conns_expired(ctx->conns, conn)) {
+			/* The head deadline answered (conns.c), with this id. */
+			status = http_error_lookup(HTTP_E_TIMEOUT, 0)->status;
+			rq->error_name = http_error_lookup(HTTP_E_TIMEOUT, 0)->name;
+			snprintf(rq->error_msg, sizeof(rq->error_msg), "%s",
+				 "the request line and headers were not received within "
+				 "server.header_timeout_s");
 		}
-		if (!rq->begun)
+		if (!rq->begun && !rq->error_name)
 			client_request_id(rq, conn);
 	}
 	http_metrics_request(ctx->mt, rq->route_index, status, duration);

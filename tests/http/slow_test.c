@@ -258,6 +258,7 @@ Test(slow, trickled_head_cut_off_at_header_timeout)
 	close(fd);
 	cr_assert_eq(hs_raw_status(resp), 408, "got: %.200s", resp);
 	cr_assert(strstr(resp, "header_timeout_s"), "got: %.400s", resp);
+	cr_assert(strstr(resp, "\r\nX-Request-Id: "), "every answer has a request id: %.400s", resp);
 }
 
 Test(slow, max_connections_fitted_to_the_open_file_limit)
@@ -278,5 +279,32 @@ Test(slow, max_connections_fitted_to_the_open_file_limit)
 	}
 	cr_assert(strstr(log, "server.max_connections 5000 lowered to 768"), "log: %s", log);
 	cr_assert(strstr(log, "\"max_connections\":768"), "log: %s", log);
+	free(log);
+}
+
+Test(slow, a_head_timeout_after_the_request_line_is_logged_with_its_id)
+{
+	const char *head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: a";
+	char resp[4096], want[256], *log;
+	const char *id;
+	int fd;
+
+	hs_start(&H, "  header_timeout_s: 1\n", NULL);
+	fd = hs_raw_connect(&H);
+	hs_raw_send(fd, head, strlen(head));
+	/* memd closes the connection at the deadline (the read waits for it). */
+	hs_raw_read(fd, resp, sizeof(resp), NORMAL_READ_MS);
+	close(fd);
+	cr_assert_eq(hs_raw_status(resp), 408, "got: %.200s", resp);
+	id = strstr(resp, "\r\nX-Request-Id: ");
+	cr_assert(id, "every answer has a request id: %.400s", resp);
+	id += strlen("\r\nX-Request-Id: ");
+	snprintf(want, sizeof(want), "\"request_id\":\"%.*s\"", (int)strcspn(id, "\r"), id);
+	/* The request's log line is written when libmicrohttpd closes it, just
+	 * after the socket closed: stop memd, which writes every line first. */
+	hs_stop(&H);
+	log = hs_log_text(&H);
+	cr_assert(strstr(log, want), "no log line with %s:\n%s", want, log);
+	cr_assert(strstr(strstr(log, want), "\"status\":408"), "%.400s", strstr(log, want));
 	free(log);
 }
