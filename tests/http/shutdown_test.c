@@ -194,8 +194,13 @@ Test(shutdown, request_in_flight_is_finished)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0x%x", status);
 	log = hs_log_text(&H);
 	cr_assert(strstr(log, "\"msg\":\"shutting down\""), "%s", log);
-	cr_assert(strstr(log, "\"in_flight\":1"), "the request was not in flight at the signal: %s",
-		  log);
+	/* At least this request (the /metrics probe that saw it may not have
+	 * been counted out yet: its answer reaches the client first). */
+	{
+		const char *f = strstr(log, "\"in_flight\":");
+		cr_assert(f && atol(f + strlen("\"in_flight\":")) >= 1,
+			  "the request was not in flight at the signal: %s", log);
+	}
 	cr_assert(strstr(log, "\"msg\":\"stopped\""), "%s", log);
 	free(log);
 	hs_restart(&H);
