@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,7 +479,9 @@ static void record_holder(int lockfd)
 		return; /* the refusal then names no pid */
 }
 
-/* The pid in the lock file of a holder, or 0 if it has none readable. */
+/* The pid in the lock file of a holder, or 0 if it has none readable or
+ * that process is gone (the holder is not a filevec that wrote its pid,
+ * and a filevec that crashed left its pid behind). */
 static long lock_holder(int lockfd)
 {
 	char text[FV_PID_TEXT_MAX];
@@ -490,7 +493,11 @@ static long lock_holder(int lockfd)
 		return 0;
 	text[n] = '\0';
 	pid = strtol(text, &end, 10);
-	return end != text && (*end == '\n' || *end == '\0') && pid > 0 ? pid : 0;
+	if (end == text || (*end != '\n' && *end != '\0') || pid <= 0)
+		return 0;
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	return pid;
 }
 
 int32_t fv_log_open(const fv_log_opts *o, fv_log **ret, memd_error *err)
