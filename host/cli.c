@@ -881,14 +881,15 @@ static int cmd_index_rebuild(cli *c, int from)
 		 * running server's: it is that server's to do. */
 		if (is_locked(&err) && app)
 			fprintf(stderr,
-				"memd: the indexes are the running server's: rebuild them there with "
-				"POST /v1/apps/%s/users/%s/index:rebuild, or stop it first\n",
+				"memd: another process (a running memd serve) holds the vector store: "
+				"rebuild its indexes there with POST /v1/apps/%s/users/%s/index:rebuild, "
+				"or stop it first\n",
 				app, user);
 		else if (is_locked(&err))
 			fprintf(stderr,
-				"memd: the indexes are the running server's: rebuild them there, one "
-				"user at a time, with POST /v1/apps/APP/users/USER/index:rebuild, or "
-				"stop it first\n");
+				"memd: another process (a running memd serve) holds the vector store: "
+				"rebuild its indexes there, one user at a time, with "
+				"POST /v1/apps/APP/users/USER/index:rebuild, or stop it first\n");
 		return rc;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &p.start);

@@ -193,11 +193,13 @@ expect 4 "deleted user's session" -- "$memd" session get demo alice s1
 # work, a search without --mode falls back to the keyword index, and what
 # needs the server's indexes names the lock's holder and the route.
 mkdir vec && cd vec
-for ((try = 0; try < 50; try++)); do # a free loopback port
-	port=$((20000 + RANDOM % 40000))
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-done
-cat >vec.yaml <<EOF
+# A port below the ephemeral range (that one's ports may be taken by any
+# outgoing connection); another taker between the probe and serve's bind
+# is a retry with another port.
+for ((try = 0; try < 20; try++)); do
+	port=$((20000 + RANDOM % 12000))
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+	cat >vec.yaml <<EOF
 server: {listen: "127.0.0.1:$port"}
 stores:
   main: {plugin: sqlite, path: ./data/memd.db}
@@ -207,12 +209,17 @@ index:
   vector: {enabled: true, store: vec, embedder: {type: hash, dim: 64}}
   default_mode: hybrid
 EOF
-"$memd" --config vec.yaml serve 2>serve.err &
-serve_pid=$!
-for ((i = 0; i < 600; i++)); do # bounded: until it listens or exits
+	"$memd" --config vec.yaml serve 2>serve.err &
+	serve_pid=$!
+	for ((i = 0; i < 600; i++)); do # bounded: until it listens or exits
+		grep -q '"listening"' serve.err && break
+		kill -0 "$serve_pid" 2>/dev/null || break
+		sleep 0.1
+	done
 	grep -q '"listening"' serve.err && break
-	kill -0 "$serve_pid" 2>/dev/null || break
-	sleep 0.1
+	wait "$serve_pid"
+	serve_pid=
+	grep -q "Address already in use" serve.err || break
 done
 grep -q '"listening"' serve.err && ok || fail "serve did not start: $(cat serve.err)"
 v=("$memd" --config vec.yaml)
