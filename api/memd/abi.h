@@ -48,9 +48,9 @@ extern "C" {
 
 /* memd_error.flags */
 #define MEMD_ERROR_RETRYABLE 0x1u /* the same call may succeed later */
-/* Why a store's storage refused the call (at most one of these, set by
- * stores built against this header; a host ignores bits it does not
- * know). A host reports the store as not ready (/readyz) from a write
+/* Since 1.1: why a store's storage refused the call (at most one of
+ * these; a 1.0 plugin sets none, and a host ignores bits it does not
+ * know, so neither side needs the other's minor for them). A host reports the store as not ready (/readyz) from a write
  * that fails with one of them until a write succeeds again. */
 #define MEMD_ERROR_STORAGE_FULL     0x2u /* no space: disk full, quota, file size limit */
 #define MEMD_ERROR_STORAGE_READONLY 0x4u /* read-only file system, file or database */
