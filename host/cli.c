@@ -18,11 +18,11 @@
 
 #include <memd/memd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "exit_codes.h"
 #include "http/server.h"
-#include "loader.h"
-#include "service.h"
+#include "plugins/loader.h"
+#include "service/service.h"
 
 #define CLI_STDIN_MAX (256u * 1024u * 1024u)
 #define CLI_EXE_PLUGIN_DIR "/../plugins"

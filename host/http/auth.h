@@ -13,7 +13,7 @@
 
 #include <memd/abi.h>
 
-#include "settings.h"
+#include "config/settings.h"
 
 /* Scope a route needs: none (public), or SETTINGS_SCOPE_*. */
 #define HTTP_SCOPE_PUBLIC 0

@@ -11,7 +11,7 @@
 
 #include "errors.h"
 #include "request.h"
-#include "uuid.h"
+#include "util/uuid.h"
 
 #define NS_PER_SEC 1000000000LL
 #define RAW_HEAD_MAX 512

@@ -15,8 +15,8 @@
 #include "auth.h"
 #include "conns.h"
 #include "errors.h"
-#include "event_json.h"
-#include "uuid.h"
+#include "json/event_json.h"
+#include "util/uuid.h"
 #include "uri.h"
 #include "watchdog.h"
 

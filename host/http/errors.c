@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errname.h"
-#include "event_json.h"
+#include "util/errname.h"
+#include "json/event_json.h"
 
 #define HTTP_MSG_MAX 1024
 

@@ -14,7 +14,7 @@
 
 #include <memd/plugin.h>
 
-#include "settings.h"
+#include "config/settings.h"
 
 #define LOOPBACK_NET_V4 0x7f000000u
 #define LOOPBACK_MASK_V4 0xff000000u

@@ -12,7 +12,7 @@
 
 #include <memd/abi.h>
 
-#include "event_json.h"
+#include "json/event_json.h"
 
 #define LOG_MSG_MAX 2048
 #define US_PER_SEC 1000000LL

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "prom.h"
+#include "util/prom.h"
 
 /* Statuses with their own counter; anything else counts as "other". */
 static const unsigned statuses[] = { 0, 200, 201, 204, 400, 401, 403, 404, 405,

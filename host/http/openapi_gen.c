@@ -12,7 +12,7 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define BYTES_PER_LINE 16
 #define JSON_INDENT_SPACES 2

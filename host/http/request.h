@@ -19,7 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
-#include "settings.h"
+#include "config/settings.h"
 
 #define HTTP_REQUEST_ID_MAX 128
 #define HTTP_MAX_EXTRA_HEADERS 6

@@ -10,7 +10,7 @@
 #include "auth.h"
 #include "errors.h"
 #include "routes.h"
-#include "settings.h"
+#include "config/settings.h"
 #include "uri.h"
 
 #define USER_PATH "/v1/apps/{app}/users/{user}"

@@ -7,7 +7,7 @@
 
 #include <memd/memd.h>
 
-#include "event_json.h"
+#include "json/event_json.h"
 #include "errors.h"
 #include "request.h"
 #include "routes.h"

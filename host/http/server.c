@@ -14,7 +14,7 @@
 #include <memd/memd.h>
 #include <memd/plugin.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conns.h"
 #include "dispatch.h"
 #include "listen.h"
@@ -24,8 +24,8 @@
 #include "openapi.h"
 #include "request.h"
 #include "router.h"
-#include "service.h"
-#include "settings.h"
+#include "service/service.h"
+#include "config/settings.h"
 #include "watchdog.h"
 
 #define MS_PER_SEC 1000

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* Threads of the pool when server.threads is 0: this many per online CPU,
  * at least HTTP_THREADS_MIN (handlers block on storage, so a pool larger

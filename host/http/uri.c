@@ -6,7 +6,7 @@
 
 #include <memd/plugin.h>
 
-#include "event_json.h"
+#include "json/event_json.h"
 
 static int hexval(char c)
 {

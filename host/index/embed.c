@@ -9,7 +9,7 @@
 
 #include "embed_hash.h"
 #include "embed_openai.h"
-#include "settings.h"
+#include "config/settings.h"
 #include "strtab.h"
 
 #define EMBED_LOG "index.vector"

@@ -11,8 +11,8 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "hostsvc.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
 
 typedef struct embedder embedder;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "settings.h"
+#include "config/settings.h"
 #include "strtab.h"
 #include "text.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "settings.h"
+#include "config/settings.h"
 
 #define EO_TAG "embedder openai"
 #define EO_COMPONENT "index.vector.embedder"

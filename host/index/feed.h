@@ -21,8 +21,8 @@
 
 #include <memd/plugin.h>
 
-#include "hostsvc.h"
-#include "store.h"
+#include "plugins/hostsvc.h"
+#include "plugins/store.h"
 
 /* How long an idle tailer sleeps before looking at the feed again. */
 #define FEED_POLL_MS 1000

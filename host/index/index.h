@@ -27,11 +27,11 @@
 #include <memd/memd.h>
 #include <memd/plugin.h>
 
-#include "hostsvc.h"
+#include "plugins/hostsvc.h"
 #include "keyword.h"
-#include "loader.h"
-#include "settings.h"
-#include "store.h"
+#include "plugins/loader.h"
+#include "config/settings.h"
+#include "plugins/store.h"
 
 /* How long a search waits for the indexes to catch up when its call has
  * no deadline. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "event_json.h"
+#include "json/event_json.h"
 
 static const char *const mode_names[] = { NULL, "keyword", "vector", "hybrid" };
 

@@ -17,7 +17,7 @@
 #include <memd/plugin.h>
 
 #include "keyword.h"
-#include "store.h"
+#include "plugins/store.h"
 #include "vector.h"
 
 #define SEARCH_K_DEFAULT 10

@@ -22,9 +22,9 @@
 
 #include "embed.h"
 #include "feed.h"
-#include "hostsvc.h"
-#include "loader.h"
-#include "store.h"
+#include "plugins/hostsvc.h"
+#include "plugins/loader.h"
+#include "plugins/store.h"
 
 /* Prefix of the durable cursor's name. */
 #define VEC_CURSOR_PREFIX "vector:"

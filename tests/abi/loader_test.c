@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hostsvc.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
+#include "plugins/loader.h"
 
 #define FIXTURE_SUBDIR "/tests/fixtures"
 #define PATH_BUF 4096

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "loader.h"
-#include "tokens.h"
+#include "config/config.h"
+#include "plugins/loader.h"
+#include "tokens/tokens.h"
 
 #define SESSION_MAX 8192
 #define OUT_MAX SESSION_MAX

@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <memd/memd.h>
 
-#include "service.h"
+#include "service/service.h"
 
 #define EVENTS_PER_APPEND 100
 #define CALLS 300

@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BENCH_X86 1

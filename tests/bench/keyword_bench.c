@@ -33,11 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "index/embed_hash.h"
 #include "index/keyword.h"
-#include "loader.h"
-#include "settings.h"
+#include "plugins/loader.h"
+#include "config/settings.h"
 #include "qgen.h"
 
 #define QB_SEED 0x6B657962656E6368ULL
@@ -79,7 +79,7 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-/* BM25 parameters: memd's defaults (host/settings.h), or MEMD_BENCH_K1 /
+/* BM25 parameters: memd's defaults (host/config/settings.h), or MEMD_BENCH_K1 /
  * MEMD_BENCH_B to try others on the same corpus. */
 static double bench_param(const char *env, double dflt)
 {

@@ -46,9 +46,9 @@
 #include <memd/memd.h>
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "hostsvc.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
+#include "plugins/loader.h"
 
 #define DEFAULT_THREADS 16
 #define DEFAULT_SECONDS 12.0

@@ -30,8 +30,8 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 #define DEFAULT_THREADS 8
 #define DEFAULT_SECONDS 2.0

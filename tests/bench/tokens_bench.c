@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tokens_bench DIR CORPUS JS_RESULT: tokens/s of memd's exact BPE counter
- * (host/bpe.c) on the corpus (one JSON string per line), for cl100k_base
+ * (host/tokens/bpe.c) on the corpus (one JSON string per line), for cl100k_base
  * and o200k_base, next to js-tiktoken's figures measured on the same
  * corpus in the same run (JS_RESULT, from tokens_js.mjs). Also checks that
  * both counted the same number of tokens. Run by tokens_bench.sh.
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bpe.h"
+#include "tokens/bpe.h"
 
 #define REPS 5
 #define MIN_SECONDS 0.5 /* repeat the corpus until a run lasts this long */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Exact BPE token counting speed, memd (host/bpe.c) against js-tiktoken on
+# Exact BPE token counting speed, memd (host/tokens/bpe.c) against js-tiktoken on
 # the same seeded corpus in the same run. Prints tokens/s of each and the
 # ratio (target: memd >= 5x js-tiktoken). Not a pass/fail test.
 #

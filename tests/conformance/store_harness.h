@@ -2,7 +2,7 @@
 /*
  * store_harness: what the store conformance suite needs around one
  * session-store plugin instance, created exactly as the host creates it
- * (host/loader.h + host/config.h), plus sinks that copy what they receive.
+ * (host/plugins/loader.h + host/config/config.h), plus sinks that copy what they receive.
  *
  * Environment:
  *   MEMD_CONFORMANCE_PLUGIN   plugin name (e.g. memory, sqlite); required
@@ -25,8 +25,8 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 /* One instance of the plugin under test. */
 typedef struct conf_store {

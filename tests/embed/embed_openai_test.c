@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "embed_openai.h"
 #include "standin_client.h"
 

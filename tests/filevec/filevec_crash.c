@@ -43,9 +43,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "fv_format.h"
-#include "loader.h"
+#include "plugins/loader.h"
 #include "vec_harness.h"
 
 #define APP "crash"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * vec_harness: what the vector-store tests need around one vector-store
- * plugin instance, created exactly as the host creates it (host/loader.h
- * + host/config.h), plus a hit sink that copies what it receives.
+ * plugin instance, created exactly as the host creates it (host/plugins/loader.h
+ * + host/config/config.h), plus a hit sink that copies what it receives.
  *
  * Environment (for vec_open()):
  *   MEMD_VECTOR_PLUGIN   plugin name (e.g. filevec); required
@@ -23,8 +23,8 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 typedef struct vec_store {
 	loader_plugin *plugin;

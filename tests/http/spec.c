@@ -12,7 +12,7 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define PATH_SEGMENTS_MAX 32
 #define WHERE_MAX 512

@@ -19,7 +19,7 @@
 #include "harness.h"
 #include "openapi.h"
 #include "router.h"
-#include "settings.h"
+#include "config/settings.h"
 #include "spec.h"
 
 #define MSG_MAX 2048

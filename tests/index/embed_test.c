@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "index/embed.h"
 #include "index/embed_hash.h"
-#include "settings.h"
+#include "config/settings.h"
 
 static embedder *open_yaml(const char *yaml, config_node **ret_root)
 {

@@ -42,15 +42,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hostsvc.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
 #include "index/index.h"
 #include "index/keyword.h"
 #include "index/kw_snapshot.h"
 #include "index_util.h"
-#include "loader.h"
-#include "settings.h"
-#include "store.h"
+#include "plugins/loader.h"
+#include "config/settings.h"
+#include "plugins/store.h"
 
 #define APP "a"
 #define APP2 "b"

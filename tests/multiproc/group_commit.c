@@ -62,7 +62,7 @@
 #include <sys/syscall.h>
 
 #include "group_commit.h"
-#include "hostsvc.h"
+#include "plugins/hostsvc.h"
 #include "stress_util.h"
 #include "test_common.h"
 

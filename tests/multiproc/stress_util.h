@@ -2,7 +2,7 @@
 /*
  * stress_util: what the multi-process, outage and feed-order tests of the
  * server-backed stores share. A store instance is opened exactly as the
- * host opens one (host/loader.h), from a config template; nothing here
+ * host opens one (host/plugins/loader.h), from a config template; nothing here
  * uses Criterion, so forked children can use it too (a failure prints and
  * returns an error instead of asserting).
  *
@@ -20,8 +20,8 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 typedef struct stress_store {
 	loader_plugin *plugin;

@@ -23,9 +23,9 @@
 
 #include <memd/plugin.h>
 
-#include "config.h"
-#include "hostsvc.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
+#include "plugins/loader.h"
 
 #define LOG_MAX 64
 #define LINE_MAX_LEN 512

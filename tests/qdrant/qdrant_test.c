@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 #include "qd_uuid.h"
 #include "standin_client.h"
 

@@ -21,12 +21,12 @@
 
 #include <memd/memd.h>
 
-#include "config.h"
-#include "hostsvc.h"
-#include "service.h"
-#include "summarize.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
+#include "service/service.h"
+#include "summarize/summarize.h"
 #include "test_util.h"
-#include "tokens.h"
+#include "tokens/tokens.h"
 
 #define STANDIN "tests/strategies/openai_standin.py"
 #define MS 1000000LL

@@ -20,7 +20,7 @@
 
 #include <memd/memd.h>
 
-#include "service.h"
+#include "service/service.h"
 #include "test_util.h"
 
 #define MAX_TOKENS 300

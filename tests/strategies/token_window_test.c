@@ -16,7 +16,7 @@
 
 #include <memd/memd.h>
 
-#include "service.h"
+#include "service/service.h"
 #include "test_util.h"
 
 #define BUDGET 120

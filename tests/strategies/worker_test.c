@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The after-append worker (host/worker.c): runs are single-flight per
+ * The after-append worker (host/util/worker.c): runs are single-flight per
  * session (never two at once for one session, while different sessions
  * run in parallel), a submit during a run gets exactly one more run after
  * it, bursts coalesce, and worker_free finishes what is queued.
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "worker.h"
+#include "util/worker.h"
 
 #define SESSIONS 3
 #define SUBMITS 200

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The exact BPE tokenizer (host/bpe.c) against the reference, js-tiktoken:
+ * The exact BPE tokenizer (host/tokens/bpe.c) against the reference, js-tiktoken:
  * MEMD_TOKENS_DIR holds the ranks files made from js-tiktoken's data and
  * reference.jsonl, the seeded corpus with js-tiktoken's token ids for both
  * encodings (written by tokens_test.sh). Every string must give the same
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bpe.h"
-#include "config.h"
-#include "hostsvc.h"
+#include "tokens/bpe.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
 #include <memd/memd.h>
 
 #define CORPUS_MIN 2000

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "settings.h"
+#include "config/config.h"
+#include "config/settings.h"
 
 static config_node *parse_ok(const char *text)
 {

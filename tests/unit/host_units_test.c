@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "event_json.h"
-#include "temp_state.h"
-#include "title.h"
-#include "tokens.h"
-#include "uuid.h"
+#include "json/event_json.h"
+#include "service/temp_state.h"
+#include "service/title.h"
+#include "tokens/tokens.h"
+#include "util/uuid.h"
 
 static size_t codepoints(const char *s)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * json_out (host/json_out.h) against the jansson path it replaces: for
+ * json_out (host/json/json_out.h) against the jansson path it replaces: for
  * randomized and hostile events and sessions its output must parse and be
  * json_equal to ej_event / ej_session (byte for byte when the stored JSON
  * texts are jansson's own compact dumps), its envelopes equal to the
@@ -16,10 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "event_json.h"
-#include "json_out.h"
-#include "service.h"
-#include "store.h"
+#include "json/event_json.h"
+#include "json/json_out.h"
+#include "service/service.h"
+#include "plugins/store.h"
 #include "test_util.h"
 
 #define SEED 0x9E3779B97F4A7C15ULL

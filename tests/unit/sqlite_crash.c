@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 #define ROUNDS 30
 #define APPENDERS_MAX 4          /* round r runs 1 + r % APPENDERS_MAX appenders */

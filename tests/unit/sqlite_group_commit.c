@@ -33,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hostsvc.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/hostsvc.h"
+#include "plugins/loader.h"
 #include "test_common.h"
 
 #define APP "gc"

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "plugins/loader.h"
 
 #define APP "mig"
 #define USER "u"

@@ -12,7 +12,7 @@
 
 #include <memd/memd.h>
 
-#include "service.h"
+#include "service/service.h"
 #include "test_util.h"
 
 #define WINDOW 5

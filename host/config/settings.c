@@ -1,0 +1,1085 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings: memd's config schema (config/memd.yaml documents every key;
+ * docs/architecture.md, Configuration). Every section is checked
+ * even after a problem was found, so one run reports every mistake.
+ */
+#include "config/settings.h"
+
+#include <float.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* File name of the built-in defaults in messages and node locations. */
+#define SETTINGS_DEFAULTS_NAME "<defaults>"
+/* Longest key path kept in a message ("index.vector.embedder.dim"). */
+#define SETTINGS_PATH_MAX 256
+#define SETTINGS_INDEX_MAX 24 /* "[" + a size_t in decimal + "]" */
+/* Longest single problem message. */
+#define SETTINGS_MSG_MAX 512
+/* Largest port number. */
+#define SETTINGS_PORT_MAX 65535
+/* Upper bound of sizes, counts and timeouts (they must fit an int). */
+#define SETTINGS_INT_MAX INT32_MAX
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+/* The zero-config nodes: used for a missing stores: section and a missing
+ * "*" app. */
+static const char settings_defaults_yaml[] =
+	"stores:\n"
+	"  " SETTINGS_STORE_DEFAULT ":\n"
+	"    plugin: sqlite\n"
+	"    path: " SETTINGS_SQLITE_PATH_DEFAULT "\n"
+	"apps:\n"
+	"  \"" SETTINGS_DEFAULT_APP "\":\n"
+	"    working_memory:\n"
+	"      strategy: " SETTINGS_STRATEGY_DEFAULT "\n"
+	"      max_messages: " STRINGIFY(SETTINGS_WINDOW_DEFAULT) "\n";
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct ctx {
+	config_diag *d;
+	size_t errors;
+	int nomem;
+} ctx;
+
+static void problem(ctx *c, const config_node *at, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void problem(ctx *c, const config_node *at, const char *path, const char *fmt, ...)
+{
+	char msg[SETTINGS_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	config_diag_add(c->d, at, path, "%s", msg);
+	c->errors++;
+}
+
+/* Append s to out (SETTINGS_PATH_MAX bytes, *used of them taken), cutting
+ * what does not fit. */
+static void path_append(char *out, size_t *used, const char *s)
+{
+	size_t len = strlen(s);
+	size_t room = SETTINGS_PATH_MAX - 1 - *used;
+	if (len > room)
+		len = room;
+	memcpy(out + *used, s, len);
+	*used += len;
+	out[*used] = '\0';
+}
+
+/* out = path + "." + key (or key alone at the top). */
+static void join(char *out, const char *path, const char *key)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	path_append(out, &used, path);
+	if (*path)
+		path_append(out, &used, ".");
+	path_append(out, &used, key);
+}
+
+static char *dup_or_flag(ctx *c, const char *s)
+{
+	if (!s)
+		return NULL;
+	char *p = strdup(s);
+	if (!p)
+		c->nomem = 1;
+	return p;
+}
+
+static const char *kind_of(const config_node *n)
+{
+	switch (config_node_type(n)) {
+	case CONFIG_MAP: return "a map";
+	case CONFIG_SEQ: return "a sequence";
+	case CONFIG_NULL: return "null";
+	case CONFIG_SCALAR: break;
+	}
+	return "a scalar";
+}
+
+/* "got "text"" for scalars, "got a map" otherwise; for messages. */
+static void describe(const config_node *n, char *out, size_t cap)
+{
+	if (config_node_type(n) == CONFIG_SCALAR)
+		snprintf(out, cap, "\"%s\"", config_scalar(n));
+	else
+		snprintf(out, cap, "%s", kind_of(n));
+}
+
+/* Value for key, with a null value counting as absent. */
+static const config_node *get(const config_node *map, const char *key)
+{
+	const config_node *v = config_map_get(map, key);
+	return config_node_type(v) == CONFIG_NULL ? NULL : v;
+}
+
+/* The node at key in map if it is a map; absent/null gives NULL quietly,
+ * anything else a problem and NULL. */
+static const config_node *get_map(ctx *c, const config_node *map, const char *path, const char *key)
+{
+	const config_node *v = get(map, key);
+	if (!v || config_node_type(v) == CONFIG_MAP)
+		return v;
+	char full[SETTINGS_PATH_MAX];
+	join(full, path, key);
+	problem(c, v, full, "expected a map, got %s", kind_of(v));
+	return NULL;
+}
+
+/* Report every key of map not in known (NULL-terminated). */
+static void check_keys(ctx *c, const config_node *map, const char *path,
+		       const char *const *known)
+{
+	for (size_t i = 0; i < config_len(map); i++) {
+		const char *key = config_map_key_at(map, i);
+		size_t j = 0;
+		while (known[j] && strcmp(known[j], key) != 0)
+			j++;
+		if (known[j])
+			continue;
+		char list[SETTINGS_MSG_MAX] = "";
+		size_t used = 0;
+		for (j = 0; known[j] && used < sizeof(list); j++)
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+						 j ? ", " : "", known[j]);
+		char full[SETTINGS_PATH_MAX];
+		join(full, path, key);
+		problem(c, config_map_key_node_at(map, i), full, "unknown key (known: %s)", list);
+	}
+}
+
+/* A string value (any scalar); *out = strdup(value or def). */
+static void get_string(ctx *c, const config_node *map, const char *path, const char *key,
+		       const char *def, char **out)
+{
+	const config_node *v = get(map, key);
+	const char *s = def;
+	if (v) {
+		if (config_node_type(v) == CONFIG_SCALAR) {
+			s = config_scalar(v);
+		} else {
+			char full[SETTINGS_PATH_MAX];
+			join(full, path, key);
+			problem(c, v, full, "expected a string, got %s", kind_of(v));
+		}
+	}
+	*out = dup_or_flag(c, s);
+}
+
+/* A string value that must be present and non-empty (when required) or
+ * non-empty if present. Returns the text (borrowed) or NULL. */
+static const char *get_text(ctx *c, const config_node *map, const config_node *at,
+			    const char *path, const char *key, int required, const char *why)
+{
+	char full[SETTINGS_PATH_MAX];
+	join(full, path, key);
+	const config_node *v = get(map, key);
+	if (!v) {
+		if (required)
+			problem(c, at, full, "required%s%s", why ? " " : "", why ? why : "");
+		return NULL;
+	}
+	if (config_node_type(v) != CONFIG_SCALAR) {
+		problem(c, v, full, "expected a string, got %s", kind_of(v));
+		return NULL;
+	}
+	if (!*config_scalar(v)) {
+		problem(c, v, full, "must not be empty");
+		return NULL;
+	}
+	return config_scalar(v);
+}
+
+static void get_int(ctx *c, const config_node *map, const char *path, const char *key,
+		    int64_t def, int64_t lo, int64_t hi, int64_t *out)
+{
+	*out = def;
+	const config_node *v = get(map, key);
+	if (!v)
+		return;
+	char full[SETTINGS_PATH_MAX];
+	char got[SETTINGS_MSG_MAX / 2];
+	join(full, path, key);
+	int64_t x;
+	if (config_as_int(v, &x) != 0) {
+		describe(v, got, sizeof(got));
+		problem(c, v, full, "expected an integer, got %s", got);
+		return;
+	}
+	if (x < lo || x > hi) {
+		problem(c, v, full, "must be between %lld and %lld, got %lld", (long long)lo,
+			(long long)hi, (long long)x);
+		return;
+	}
+	*out = x;
+}
+
+/* A number in the interval (lo, hi] when lo_open, else [lo, hi]. */
+static void get_double(ctx *c, const config_node *map, const char *path, const char *key,
+		       double def, double lo, int lo_open, double hi, double *out)
+{
+	*out = def;
+	const config_node *v = get(map, key);
+	if (!v)
+		return;
+	char full[SETTINGS_PATH_MAX];
+	char got[SETTINGS_MSG_MAX / 2];
+	join(full, path, key);
+	double x;
+	if (config_as_double(v, &x) != 0) {
+		describe(v, got, sizeof(got));
+		problem(c, v, full, "expected a number, got %s", got);
+		return;
+	}
+	if ((lo_open ? x <= lo : x < lo) || x > hi) {
+		problem(c, v, full, "must be %s %g and <= %g, got %g", lo_open ? ">" : ">=", lo, hi,
+			x);
+		return;
+	}
+	*out = x;
+}
+
+static void get_bool(ctx *c, const config_node *map, const char *path, const char *key,
+		     int32_t def, int32_t *out)
+{
+	*out = def;
+	const config_node *v = get(map, key);
+	if (!v)
+		return;
+	int32_t x;
+	if (config_as_bool(v, &x) != 0) {
+		char full[SETTINGS_PATH_MAX];
+		char got[SETTINGS_MSG_MAX / 2];
+		join(full, path, key);
+		describe(v, got, sizeof(got));
+		problem(c, v, full, "expected true or false, got %s", got);
+		return;
+	}
+	*out = x;
+}
+
+/* One of names (NULL-terminated); *out = its index, or def. */
+static void get_enum(ctx *c, const config_node *map, const char *path, const char *key,
+		     const char *const *names, size_t def, size_t *out)
+{
+	*out = def;
+	const config_node *v = get(map, key);
+	if (!v)
+		return;
+	const char *s = config_scalar(v);
+	for (size_t i = 0; s && names[i]; i++) {
+		if (strcmp(names[i], s) == 0) {
+			*out = i;
+			return;
+		}
+	}
+	char list[SETTINGS_MSG_MAX / 2] = "";
+	size_t used = 0;
+	for (size_t i = 0; names[i] && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+					 names[i]);
+	char full[SETTINGS_PATH_MAX];
+	char got[SETTINGS_MSG_MAX / 2];
+	join(full, path, key);
+	describe(v, got, sizeof(got));
+	problem(c, v, full, "expected one of %s, got %s", list, got);
+}
+
+/* ---- listen ------------------------------------------------------------ */
+
+int32_t settings_listen_split(const char *listen, char **ret_host, int32_t *ret_port)
+{
+	if (!listen || !ret_host || !ret_port)
+		return MEMD_EINVAL;
+	const char *host = listen;
+	size_t host_len;
+	const char *colon;
+	if (*listen == '[') {
+		const char *close = strchr(listen, ']');
+		if (!close || close[1] != ':')
+			return MEMD_EINVAL;
+		host = listen + 1;
+		host_len = (size_t)(close - host);
+		colon = close + 1;
+	} else {
+		colon = strrchr(listen, ':');
+		if (!colon || memchr(listen, ':', (size_t)(colon - listen)))
+			return MEMD_EINVAL; /* none, or a bare IPv6 address */
+		host_len = (size_t)(colon - listen);
+	}
+	if (host_len == 0)
+		return MEMD_EINVAL;
+	const char *p = colon + 1;
+	int64_t port = 0;
+	if (!*p)
+		return MEMD_EINVAL;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return MEMD_EINVAL;
+		port = port * 10 + (*p - '0');
+		if (port > SETTINGS_PORT_MAX)
+			return MEMD_EINVAL;
+	}
+	if (port < 1)
+		return MEMD_EINVAL;
+	char *h = strndup(host, host_len);
+	if (!h)
+		return MEMD_ENOMEM;
+	*ret_host = h;
+	*ret_port = (int32_t)port;
+	return 0;
+}
+
+/* ---- sections ---------------------------------------------------------- */
+
+/* Every API key an example config in this repository shows or ever
+ * showed. Anyone can read them, so a memd that uses one is open to
+ * anyone who can reach it; settings_load refuses them. An example that
+ * shows a key (better: ${VAR} without a default) adds it here. */
+static const char *const published_api_keys[] = {
+	"dev-only-key-change-me",       /* config/memd.yaml: the old ${MEMD_KEY:-...} default */
+	"dev-only-admin-key-change-me", /* config/memd.yaml: the old ${MEMD_ADMIN_KEY:-...} default */
+	NULL,
+};
+
+const char *const *settings_published_api_keys(void)
+{
+	return published_api_keys;
+}
+
+/* Is key usable: not published, long enough? Reports at the key's node. */
+static int api_key_ok(ctx *c, const config_node *at, const char *path, const char *key)
+{
+	for (size_t i = 0; published_api_keys[i]; i++)
+		if (strcmp(key, published_api_keys[i]) == 0) {
+			problem(c, at, path,
+				"this key is published in memd's example configs: anyone can use it; "
+				"make your own with `openssl rand -hex 32`");
+			return 0;
+		}
+	if (strlen(key) < SETTINGS_API_KEY_MIN) {
+		problem(c, at, path,
+			"too short (%zu bytes): an API key needs at least %d random bytes, "
+			"e.g. from `openssl rand -hex 32`",
+			strlen(key), SETTINGS_API_KEY_MIN);
+		return 0;
+	}
+	return 1;
+}
+
+/* server.api_keys[i].apps: the app names a key is limited to (exact
+ * names, as in the request path). NULL when absent or wrong (reported). */
+static char **load_key_apps(ctx *c, const config_node *item, const char *path)
+{
+	const config_node *seq = get(item, "apps");
+	char full[SETTINGS_PATH_MAX];
+	char **apps;
+	size_t n, k = 0;
+
+	if (!seq)
+		return NULL;
+	join(full, path, "apps");
+	if (config_node_type(seq) != CONFIG_SEQ || config_len(seq) == 0) {
+		problem(c, seq, full, "expected a non-empty sequence of app names, got %s",
+			config_node_type(seq) == CONFIG_SEQ ? "an empty one" : kind_of(seq));
+		return NULL;
+	}
+	n = config_len(seq);
+	apps = calloc(n + 1, sizeof(*apps));
+	if (!apps) {
+		c->nomem = 1;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const config_node *a = config_seq_at(seq, i);
+		char at[SETTINGS_PATH_MAX + SETTINGS_INDEX_MAX];
+		snprintf(at, sizeof(at), "%s[%zu]", full, i);
+		if (config_node_type(a) != CONFIG_SCALAR || !*config_scalar(a)) {
+			problem(c, a, at, "expected an app name, got %s",
+				config_node_type(a) == CONFIG_SCALAR ? "an empty string" : kind_of(a));
+			continue;
+		}
+		if ((apps[k] = dup_or_flag(c, config_scalar(a))))
+			k++;
+	}
+	return apps;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void load_api_keys(ctx *c, const config_node *server, settings *s)
+{
+	static const char *const known[] = {"key", "scope", "apps", NULL};
+	static const char *const scopes[] = {"read", "write", "admin", NULL};
+	static const int32_t scope_values[] = {SETTINGS_SCOPE_READ, SETTINGS_SCOPE_WRITE,
+					       SETTINGS_SCOPE_ADMIN};
+	const config_node *seq = get(server, "api_keys");
+	if (!seq)
+		return;
+	if (config_node_type(seq) != CONFIG_SEQ) {
+		problem(c, seq, "server.api_keys", "expected a sequence of {key, scope}, got %s",
+			kind_of(seq));
+		return;
+	}
+	size_t n = config_len(seq);
+	if (n == 0)
+		return;
+	s->api_keys = calloc(n, sizeof(*s->api_keys));
+	if (!s->api_keys) {
+		c->nomem = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const config_node *item = config_seq_at(seq, i);
+		char path[SETTINGS_PATH_MAX];
+		snprintf(path, sizeof(path), "server.api_keys[%zu]", i);
+		if (config_node_type(item) != CONFIG_MAP) {
+			problem(c, item, path, "expected a map {key, scope}, got %s", kind_of(item));
+			continue;
+		}
+		check_keys(c, item, path, known);
+		const char *key = get_text(c, item, item, path, "key", 1, NULL);
+		size_t scope;
+		get_enum(c, item, path, "scope", scopes, 0, &scope);
+		if (!key)
+			continue;
+		{
+			char full[SETTINGS_PATH_MAX];
+			join(full, path, "key");
+			if (!api_key_ok(c, get(item, "key"), full, key))
+				continue;
+		}
+		for (size_t j = 0; j < s->n_api_keys; j++) {
+			if (strcmp(s->api_keys[j].key, key) == 0) {
+				char full[SETTINGS_PATH_MAX];
+				join(full, path, "key");
+				problem(c, get(item, "key"), full,
+					"the same key as an earlier entry of server.api_keys");
+				key = NULL;
+				break;
+			}
+		}
+		if (!key)
+			continue;
+		settings_api_key *k = &s->api_keys[s->n_api_keys];
+		k->key = dup_or_flag(c, key);
+		if (!k->key)
+			continue;
+		k->scope = scope_values[scope];
+		k->apps = load_key_apps(c, item, path);
+		s->n_api_keys++;
+	}
+}
+
+/* A Host header value: a name or address, "[v6]", with an optional
+ * ":port"; no spaces, controls, '/', '@' or other URL punctuation. */
+static int host_value_ok(const char *v)
+{
+	if (!*v)
+		return 0;
+	for (const char *p = v; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch <= 0x20 || ch >= 0x7f || strchr("/\\@?#%,;\"'<>", ch))
+			return 0;
+	}
+	return 1;
+}
+
+static void load_allowed_hosts(ctx *c, const config_node *server, settings *s)
+{
+	const char *path = "server.allowed_hosts";
+	const config_node *seq = get(server, "allowed_hosts");
+	if (!seq)
+		return;
+	if (config_node_type(seq) != CONFIG_SEQ) {
+		problem(c, seq, path, "expected a sequence of host names, got %s", kind_of(seq));
+		return;
+	}
+	size_t n = config_len(seq);
+	if (n == 0) {
+		problem(c, seq, path,
+			"must not be empty (leave it out to answer 127.0.0.1, localhost and [::1])");
+		return;
+	}
+	s->allowed_hosts = calloc(n + 1, sizeof(*s->allowed_hosts));
+	if (!s->allowed_hosts) {
+		c->nomem = 1;
+		return;
+	}
+	for (size_t i = 0, k = 0; i < n; i++) {
+		const config_node *item = config_seq_at(seq, i);
+		char at[SETTINGS_PATH_MAX];
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (config_node_type(item) != CONFIG_SCALAR) {
+			problem(c, item, at, "expected a host name, got %s", kind_of(item));
+			continue;
+		}
+		if (!host_value_ok(config_scalar(item))) {
+			problem(c, item, at,
+				"expected a host name or address with an optional :port "
+				"(as in a Host header), got \"%s\"", config_scalar(item));
+			continue;
+		}
+		if ((s->allowed_hosts[k] = dup_or_flag(c, config_scalar(item))))
+			k++;
+	}
+}
+
+static void load_server(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"listen", "api_keys", "allowed_hosts", "threads",
+					    "max_body_bytes", "max_batch_events", "max_header_bytes",
+					    "request_timeout_ms", "header_timeout_s",
+					    "max_connections", "max_connections_per_ip",
+					    "max_response_bytes",
+					    "log_level", NULL};
+	static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+	static const int32_t level_values[] = {MEMD_LOG_ERROR, MEMD_LOG_WARN, MEMD_LOG_INFO,
+					       MEMD_LOG_DEBUG};
+	const char *path = "server";
+	const config_node *m = get_map(c, root, "", path);
+	check_keys(c, m, path, known);
+
+	get_string(c, m, path, "listen", SETTINGS_LISTEN_DEFAULT, &s->listen);
+	if (s->listen) {
+		char *host = NULL;
+		int32_t port;
+		int32_t rc = settings_listen_split(s->listen, &host, &port);
+		if (rc == MEMD_ENOMEM)
+			c->nomem = 1;
+		else if (rc)
+			problem(c, get(m, "listen"), "server.listen",
+				"expected host:port or [v6-address]:port with a port of 1..%d, got \"%s\"",
+				SETTINGS_PORT_MAX, s->listen);
+		free(host);
+	}
+	load_api_keys(c, m, s);
+	load_allowed_hosts(c, m, s);
+	get_int(c, m, path, "threads", SETTINGS_THREADS_DEFAULT, 0, SETTINGS_THREADS_MAX,
+		&s->threads);
+	get_int(c, m, path, "max_body_bytes", SETTINGS_MAX_BODY_BYTES_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->max_body_bytes);
+	get_int(c, m, path, "max_batch_events", SETTINGS_MAX_BATCH_EVENTS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->max_batch_events);
+	get_int(c, m, path, "max_header_bytes", SETTINGS_MAX_HEADER_BYTES_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->max_header_bytes);
+	get_int(c, m, path, "request_timeout_ms", SETTINGS_REQUEST_TIMEOUT_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->request_timeout_ms);
+	get_int(c, m, path, "header_timeout_s", SETTINGS_HEADER_TIMEOUT_S_DEFAULT, 1,
+		SETTINGS_HEADER_TIMEOUT_S_MAX, &s->header_timeout_s);
+	get_int(c, m, path, "max_connections", SETTINGS_MAX_CONNECTIONS_DEFAULT, 1,
+		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections);
+	get_int(c, m, path, "max_connections_per_ip", SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT, 0,
+		SETTINGS_MAX_CONNECTIONS_MAX, &s->max_connections_per_ip);
+	get_int(c, m, path, "max_response_bytes", SETTINGS_MAX_RESPONSE_BYTES_DEFAULT,
+		SETTINGS_MAX_RESPONSE_BYTES_MIN, SETTINGS_INT_MAX, &s->max_response_bytes);
+	size_t level;
+	get_enum(c, m, path, "log_level", levels, MEMD_LOG_INFO, &level);
+	s->log_level = level_values[level];
+}
+
+static void load_plugins(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"path", NULL};
+	const config_node *m = get_map(c, root, "", "plugins");
+	check_keys(c, m, "plugins", known);
+	const config_node *p = get(m, "path");
+	size_t n = config_node_type(p) == CONFIG_SEQ ? config_len(p) : 1;
+	s->plugin_path = calloc(n + 1, sizeof(*s->plugin_path));
+	if (!s->plugin_path) {
+		c->nomem = 1;
+		return;
+	}
+	if (!p)
+		return;
+	if (config_node_type(p) == CONFIG_MAP) {
+		problem(c, p, "plugins.path", "expected a directory or a list of directories, got a map");
+		return;
+	}
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		const config_node *dir = config_node_type(p) == CONFIG_SEQ ? config_seq_at(p, i) : p;
+		char path[SETTINGS_PATH_MAX];
+		if (config_node_type(p) == CONFIG_SEQ)
+			snprintf(path, sizeof(path), "plugins.path[%zu]", i);
+		else
+			snprintf(path, sizeof(path), "plugins.path");
+		const char *text = config_scalar(dir);
+		if (!text) {
+			problem(c, dir, path, "expected a directory, got %s", kind_of(dir));
+			continue;
+		}
+		if (!*text) {
+			problem(c, dir, path, "must not be empty");
+			continue;
+		}
+		s->plugin_path[out] = dup_or_flag(c, text);
+		if (s->plugin_path[out])
+			out++;
+	}
+}
+
+static void load_stores(ctx *c, const config_node *root, const config_node *defaults,
+			settings *s)
+{
+	const config_node *m = get(root, "stores");
+	if (!m)
+		m = config_map_get(defaults, "stores");
+	if (config_node_type(m) != CONFIG_MAP) {
+		problem(c, m, "stores", "expected a map of store name to {plugin: ..., ...}, got %s",
+			kind_of(m));
+		return;
+	}
+	size_t n = config_len(m);
+	if (n == 0) {
+		problem(c, m, "stores", "no store is defined");
+		return;
+	}
+	s->stores = calloc(n, sizeof(*s->stores));
+	if (!s->stores) {
+		c->nomem = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = config_map_key_at(m, i);
+		const config_node *v = config_map_value_at(m, i);
+		char path[SETTINGS_PATH_MAX];
+		join(path, "stores", name);
+		settings_store *st = &s->stores[s->n_stores];
+		if (!*name) {
+			problem(c, config_map_key_node_at(m, i), "stores", "a store name must not be empty");
+			continue;
+		}
+		/* The name is recorded even when the entry is bad, so that
+		 * references to it do not add a second, misleading problem. */
+		st->name = dup_or_flag(c, name);
+		if (!st->name)
+			continue;
+		st->node = v;
+		s->n_stores++;
+		if (config_node_type(v) != CONFIG_MAP) {
+			problem(c, v ? v : config_map_key_node_at(m, i), path,
+				"expected a map {plugin: ..., ...}, got %s", kind_of(v));
+			continue;
+		}
+		/* Other keys are the plugin's, checked by the loader. */
+		const char *plugin = get_text(c, v, v, path, "plugin", 1,
+					      "(the store plugin's name or .so path)");
+		st->plugin = dup_or_flag(c, plugin);
+	}
+}
+
+static char *store_names(const settings *s)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < s->n_stores; i++)
+		len += strlen(s->stores[i].name) + 2;
+	char *out = malloc(len);
+	if (!out)
+		return NULL;
+	out[0] = '\0';
+	for (size_t i = 0; i < s->n_stores; i++) {
+		if (i)
+			strcat(out, ", ");
+		strcat(out, s->stores[i].name);
+	}
+	return out;
+}
+
+/* A reference to a store by name: must exist. */
+static void check_store_ref(ctx *c, const config_node *at, const char *path, const char *name,
+			    const settings *s)
+{
+	if (!name || settings_store_get(s, name))
+		return;
+	char *names = store_names(s);
+	problem(c, at, path, "no store named \"%s\" in stores (defined: %s)", name,
+		names && *names ? names : "none");
+	free(names);
+}
+
+static void load_sessions(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"store", NULL};
+	const config_node *m = get_map(c, root, "", "sessions");
+	check_keys(c, m, "sessions", known);
+	const char *name = NULL;
+	if (get(m, "store")) {
+		name = get_text(c, m, m, "sessions", "store", 0, NULL);
+		if (!name)
+			return; /* reported */
+		check_store_ref(c, get(m, "store"), "sessions.store", name, s);
+	} else if (!s->n_stores) {
+		return; /* stores: is wrong, and reported */
+	} else if (settings_store_get(s, SETTINGS_STORE_DEFAULT)) {
+		name = SETTINGS_STORE_DEFAULT;
+	} else if (s->n_stores == 1) {
+		name = s->stores[0].name;
+	} else {
+		problem(c, m ? m : get(root, "stores"), "sessions.store",
+			"required: there are %zu stores and none is named \"%s\"", s->n_stores,
+			SETTINGS_STORE_DEFAULT);
+		return;
+	}
+	s->sessions_store = dup_or_flag(c, name);
+}
+
+static void load_embedder(ctx *c, const config_node *vector, settings *s)
+{
+	static const char *const known[] = {"type", "dim", "url", "model", "api_key",
+					    "batch", "timeout_ms", NULL};
+	static const char *const types[] = {"hash", "openai", NULL};
+	const char *path = "index.vector.embedder";
+	const config_node *m = get_map(c, vector, "index.vector", "embedder");
+	s->embedder = m;
+	check_keys(c, m, path, known);
+	size_t type;
+	get_enum(c, m, path, "type", types, 0, &type);
+	int64_t v;
+	get_int(c, m, path, "dim", SETTINGS_EMBEDDER_DIM_DEFAULT, 1, SETTINGS_EMBEDDER_DIM_MAX, &v);
+	get_int(c, m, path, "batch", SETTINGS_EMBEDDER_BATCH_DEFAULT, 1, SETTINGS_INT_MAX, &v);
+	get_int(c, m, path, "timeout_ms", SETTINGS_EMBEDDER_TIMEOUT_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &v);
+	int openai = type == 1;
+	get_text(c, m, m, path, "url", openai, "when type is openai");
+	get_text(c, m, m, path, "model", openai, "when type is openai");
+	get_text(c, m, m, path, "api_key", 0, NULL);
+}
+
+/* The default of index.keyword.snapshot (settings.h); NULL = none. */
+static char *snapshot_default(ctx *c, const settings *s)
+{
+	const settings_store *st = settings_store_get(s, s->sessions_store);
+	const char *db = SETTINGS_SQLITE_PATH_DEFAULT, *slash;
+	const config_node *p;
+	char *out;
+	size_t dl;
+
+	if (st && st->plugin && strcmp(st->plugin, "memory") == 0)
+		return NULL;
+	if (!st || !st->plugin || strcmp(st->plugin, "sqlite") != 0)
+		return dup_or_flag(c, SETTINGS_KEYWORD_SNAPSHOT_DEFAULT);
+	p = get(st->node, "path");
+	if (p && config_node_type(p) == CONFIG_SCALAR && *config_scalar(p))
+		db = config_scalar(p);
+	slash = strrchr(db, '/');
+	dl = slash ? (size_t)(slash - db) + 1 : 0;
+	out = malloc(dl + sizeof(SETTINGS_KEYWORD_SNAPSHOT_FILE));
+	if (!out) {
+		c->nomem = 1;
+		return NULL;
+	}
+	memcpy(out, db, dl);
+	memcpy(out + dl, SETTINGS_KEYWORD_SNAPSHOT_FILE, sizeof(SETTINGS_KEYWORD_SNAPSHOT_FILE));
+	return out;
+}
+
+static void load_snapshot(ctx *c, const config_node *kw, settings *s)
+{
+	const char *path = "index.keyword.snapshot";
+	const config_node *v = get(kw, "snapshot");
+	int32_t on;
+
+	if (v && config_node_type(v) != CONFIG_SCALAR) {
+		problem(c, v, path, "expected a file path, true or false, got %s", kind_of(v));
+		return;
+	}
+	if (v && !*config_scalar(v)) {
+		problem(c, v, path, "must not be empty (false: no snapshot)");
+		return;
+	}
+	if (!v || (config_as_bool(v, &on) == 0 && on))
+		s->keyword_snapshot = snapshot_default(c, s);
+	else if (config_as_bool(v, &on) != 0)
+		s->keyword_snapshot = dup_or_flag(c, config_scalar(v));
+}
+
+static void load_index(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"keyword", "vector", "default_mode", NULL};
+	static const char *const kw_known[] = {"enabled", "k1", "b", "snapshot", NULL};
+	static const char *const vec_known[] = {"enabled", "store", "embedder", NULL};
+	enum { SEARCH_KEYWORD, SEARCH_VECTOR, SEARCH_HYBRID };
+	static const char *const modes[] = {[SEARCH_KEYWORD] = "keyword", [SEARCH_VECTOR] = "vector",
+					    [SEARCH_HYBRID] = "hybrid", NULL};
+	const config_node *m = get_map(c, root, "", "index");
+	check_keys(c, m, "index", known);
+
+	const config_node *kw = get_map(c, m, "index", "keyword");
+	check_keys(c, kw, "index.keyword", kw_known);
+	get_bool(c, kw, "index.keyword", "enabled", 1, &s->keyword_enabled);
+	get_double(c, kw, "index.keyword", "k1", SETTINGS_KEYWORD_K1_DEFAULT, 0, 1, DBL_MAX,
+		   &s->keyword_k1);
+	get_double(c, kw, "index.keyword", "b", SETTINGS_KEYWORD_B_DEFAULT, 0, 1, 1, &s->keyword_b);
+	load_snapshot(c, kw, s);
+
+	const config_node *vec = get_map(c, m, "index", "vector");
+	check_keys(c, vec, "index.vector", vec_known);
+	get_bool(c, vec, "index.vector", "enabled", 0, &s->vector_enabled);
+	const char *store = get_text(c, vec, vec, "index.vector", "store", 0, NULL);
+	if (s->vector_enabled) {
+		if (store)
+			check_store_ref(c, get(vec, "store"), "index.vector.store", store, s);
+		else if (!get(vec, "store"))
+			problem(c, vec, "index.vector.store",
+				"required when index.vector.enabled is true");
+	}
+	s->vector_store = dup_or_flag(c, store);
+	load_embedder(c, vec, s);
+
+	/* Not given: keyword, or vector when only that is enabled. */
+	size_t mode = !s->keyword_enabled && s->vector_enabled ? SEARCH_VECTOR : SEARCH_KEYWORD;
+	const config_node *at = get(m, "default_mode");
+	if (at) {
+		get_enum(c, m, "index", "default_mode", modes, mode, &mode);
+		if (mode != SEARCH_VECTOR && !s->keyword_enabled)
+			problem(c, at, "index.default_mode",
+				"%s search needs index.keyword.enabled: true", modes[mode]);
+		if (mode != SEARCH_KEYWORD && !s->vector_enabled)
+			problem(c, at, "index.default_mode",
+				"%s search needs index.vector.enabled: true", modes[mode]);
+	}
+	s->search_mode_default = dup_or_flag(c, modes[mode]);
+}
+
+static void load_summarizer(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"type", "url", "model", "api_key", "timeout_ms",
+					    "retries", "max_tokens", NULL};
+	static const char *const types[] = {"extractive", "openai", NULL};
+	const char *path = "summarizer";
+	const config_node *m = get_map(c, root, "", path);
+	s->summarizer = m;
+	check_keys(c, m, path, known);
+	size_t type;
+	get_enum(c, m, path, "type", types, 0, &type);
+	int64_t v;
+	get_int(c, m, path, "timeout_ms", SETTINGS_SUMMARIZER_TIMEOUT_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &v);
+	get_int(c, m, path, "retries", SETTINGS_SUMMARIZER_RETRIES_DEFAULT, 0, SETTINGS_RETRIES_MAX,
+		&v);
+	get_int(c, m, path, "max_tokens", SETTINGS_SUMMARIZER_MAX_TOKENS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &v);
+	int openai = type == 1;
+	get_text(c, m, m, path, "url", openai, "when type is openai");
+	get_text(c, m, m, path, "model", openai, "when type is openai");
+	get_text(c, m, m, path, "api_key", 0, NULL);
+}
+
+static void load_tokenizer(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"type", "ranks", "encoding", NULL};
+	static const char *const types[] = {"approx", "bpe", NULL};
+	static const char *const encodings[] = {"cl100k_base", "o200k_base", NULL};
+	const char *path = "tokenizer";
+	const config_node *m = get_map(c, root, "", path);
+	s->tokenizer = m;
+	check_keys(c, m, path, known);
+	size_t type;
+	get_enum(c, m, path, "type", types, 0, &type);
+	size_t encoding;
+	get_enum(c, m, path, "encoding", encodings, 0, &encoding);
+	get_text(c, m, m, path, "ranks", type == 1, "when type is bpe (a tiktoken ranks file)");
+}
+
+static void load_state(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"temp_ttl_seconds", NULL};
+	const config_node *m = get_map(c, root, "", "state");
+	check_keys(c, m, "state", known);
+	get_int(c, m, "state", "temp_ttl_seconds", SETTINGS_TEMP_TTL_SECONDS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->temp_ttl_seconds);
+}
+
+/* One apps.<name> entry into s->apps[s->n_apps]. */
+static void load_app(ctx *c, const char *name, const config_node *key_node,
+		     const config_node *v, settings *s)
+{
+	static const char *const known[] = {"working_memory", NULL};
+	char path[SETTINGS_PATH_MAX];
+	join(path, "apps", name);
+	if (!*name || strlen(name) > MEMD_ID_MAX) {
+		problem(c, key_node, "apps", "an app name must be 1..%d bytes", MEMD_ID_MAX);
+		return;
+	}
+	if (config_node_type(v) != CONFIG_MAP) {
+		problem(c, v ? v : key_node, path, "expected a map {working_memory: ...}, got %s",
+			kind_of(v));
+		return;
+	}
+	check_keys(c, v, path, known);
+	const config_node *wm = get_map(c, v, path, "working_memory");
+	char wm_path[SETTINGS_PATH_MAX];
+	join(wm_path, path, "working_memory");
+	if (!wm) {
+		if (!get(v, "working_memory"))
+			problem(c, v, wm_path, "required ({strategy: ..., ...})");
+		return;
+	}
+	/* Other keys are the strategy's, checked by the loader. */
+	const char *strategy = get_text(c, wm, wm, wm_path, "strategy", 1,
+					"(the strategy plugin's name or .so path)");
+	if (!strategy)
+		return;
+	settings_app *app = &s->apps[s->n_apps];
+	app->name = dup_or_flag(c, name);
+	app->strategy = dup_or_flag(c, strategy);
+	app->node = wm;
+	if (app->name && app->strategy)
+		s->n_apps++;
+	else {
+		free(app->name);
+		free(app->strategy);
+		app->name = app->strategy = NULL;
+	}
+}
+
+static void load_apps(ctx *c, const config_node *root, const config_node *defaults,
+		      settings *s)
+{
+	const config_node *m = get_map(c, root, "", "apps");
+	const config_node *def_apps = config_map_get(defaults, "apps");
+	size_t n = config_len(m);
+	s->apps = calloc(n + 1, sizeof(*s->apps));
+	if (!s->apps) {
+		c->nomem = 1;
+		return;
+	}
+	int have_default = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = config_map_key_at(m, i);
+		if (strcmp(name, SETTINGS_DEFAULT_APP) == 0)
+			have_default = 1;
+		load_app(c, name, config_map_key_node_at(m, i), config_map_value_at(m, i), s);
+	}
+	if (!have_default)
+		load_app(c, SETTINGS_DEFAULT_APP, NULL, config_map_get(def_apps, SETTINGS_DEFAULT_APP),
+			 s);
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+void settings_clear(settings *s)
+{
+	if (!s)
+		return;
+	free(s->listen);
+	for (size_t i = 0; i < s->n_api_keys; i++) {
+		free(s->api_keys[i].key);
+		free_strv(s->api_keys[i].apps);
+	}
+	free(s->api_keys);
+	for (size_t i = 0; s->allowed_hosts && s->allowed_hosts[i]; i++)
+		free(s->allowed_hosts[i]);
+	free(s->allowed_hosts);
+	for (size_t i = 0; s->plugin_path && s->plugin_path[i]; i++)
+		free(s->plugin_path[i]);
+	free(s->plugin_path);
+	for (size_t i = 0; i < s->n_stores; i++) {
+		free(s->stores[i].name);
+		free(s->stores[i].plugin);
+	}
+	free(s->stores);
+	free(s->sessions_store);
+	free(s->keyword_snapshot);
+	free(s->vector_store);
+	free(s->search_mode_default);
+	for (size_t i = 0; i < s->n_apps; i++) {
+		free(s->apps[i].name);
+		free(s->apps[i].strategy);
+	}
+	free(s->apps);
+	config_free(s->root);
+	memset(s, 0, sizeof(*s));
+}
+
+int32_t settings_load(config_node *root, settings *ret, config_diag *d)
+{
+	static const char *const known[] = {"server", "plugins", "stores", "sessions", "index",
+					    "summarizer", "tokenizer", "state", "apps", NULL};
+	memd_error err = {0};
+	config_node *defaults = NULL;
+	int32_t rc = config_parse_string(settings_defaults_yaml, sizeof(settings_defaults_yaml) - 1,
+					 SETTINGS_DEFAULTS_NAME, &defaults, &err);
+	if (rc) {
+		/* The text is fixed, so only ENOMEM can get here. */
+		config_free(root);
+		config_diag_add(d, NULL, NULL, "%s", err.msg);
+		return rc;
+	}
+	if (root)
+		config_attach(root, defaults);
+	else
+		root = defaults;
+
+	settings s = {0};
+	s.root = root;
+	ctx c = {.d = d};
+	const config_node *top = root;
+	if (config_node_type(root) == CONFIG_NULL) {
+		top = NULL; /* an empty file: every default */
+	} else if (config_node_type(root) != CONFIG_MAP) {
+		problem(&c, root, NULL, "expected a map of sections (server, stores, apps, ...), got %s",
+			kind_of(root));
+		top = NULL;
+	}
+	check_keys(&c, top, "", known);
+	load_server(&c, top, &s);
+	load_plugins(&c, top, &s);
+	load_stores(&c, top, defaults, &s);
+	load_sessions(&c, top, &s);
+	load_index(&c, top, &s);
+	load_summarizer(&c, top, &s);
+	load_tokenizer(&c, top, &s);
+	load_state(&c, top, &s);
+	load_apps(&c, top, defaults, &s);
+
+	if (c.nomem || c.errors) {
+		settings_clear(&s);
+		if (c.nomem) {
+			config_diag_add(d, NULL, NULL, "out of memory while reading the config");
+			return MEMD_ENOMEM;
+		}
+		return MEMD_EINVAL;
+	}
+	*ret = s;
+	return 0;
+}
+
+const settings_app *settings_app_for(const settings *s, const char *app)
+{
+	if (!s)
+		return NULL;
+	const settings_app *fallback = NULL;
+	for (size_t i = 0; i < s->n_apps; i++) {
+		if (app && strcmp(s->apps[i].name, app) == 0)
+			return &s->apps[i];
+		if (strcmp(s->apps[i].name, SETTINGS_DEFAULT_APP) == 0)
+			fallback = &s->apps[i];
+	}
+	return fallback;
+}
+
+const settings_store *settings_store_get(const settings *s, const char *name)
+{
+	if (!s || !name)
+		return NULL;
+	for (size_t i = 0; i < s->n_stores; i++)
+		if (strcmp(s->stores[i].name, name) == 0)
+			return &s->stores[i];
+	return NULL;
+}

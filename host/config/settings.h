@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings: memd's config schema. Validates a parsed config tree (or the
+ * zero-config defaults) into a settings struct, reporting every problem as
+ * "file:line: key: message". Plugin-specific keys (under stores.<name> and
+ * apps.<app>.working_memory) are checked later against each plugin's own
+ * key schema by the loader.
+ */
+#ifndef MEMD_HOST_SETTINGS_H
+#define MEMD_HOST_SETTINGS_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+
+#define SETTINGS_LISTEN_DEFAULT "127.0.0.1:8700"
+#define SETTINGS_SQLITE_PATH_DEFAULT "./data/memd.db"
+#define SETTINGS_DEFAULT_APP "*"
+#define SETTINGS_WINDOW_DEFAULT 20
+
+/* Defaults of the keys settings_load validates; modules that read the
+ * summarizer/tokenizer/embedder nodes themselves use the same values. */
+#define SETTINGS_STORE_DEFAULT "main"           /* name of the zero-config store */
+#define SETTINGS_STRATEGY_DEFAULT "buffer_window" /* strategy of the default app */
+#define SETTINGS_THREADS_DEFAULT 0
+#define SETTINGS_MAX_BODY_BYTES_DEFAULT 8388608
+#define SETTINGS_MAX_BATCH_EVENTS_DEFAULT 1000
+#define SETTINGS_MAX_HEADER_BYTES_DEFAULT 16384
+#define SETTINGS_REQUEST_TIMEOUT_MS_DEFAULT 30000
+/* A request line and headers must arrive within this many seconds of the
+ * connection's start (or of its previous request's end). */
+#define SETTINGS_HEADER_TIMEOUT_S_DEFAULT 10
+#define SETTINGS_HEADER_TIMEOUT_S_MAX 3600
+/* Open client connections, at most (lowered at start to what the process
+ * may open: see host/http/server.c), and per client address (0: no
+ * per-address limit). */
+#define SETTINGS_MAX_CONNECTIONS_DEFAULT 4096
+#define SETTINGS_MAX_CONNECTIONS_MAX 1000000
+#define SETTINGS_MAX_CONNECTIONS_PER_IP_DEFAULT 256
+/* Largest answer built in memory (session get with events, context,
+ * search); an event page ends early at it. The minimum leaves room for
+ * a session object and its error message. */
+#define SETTINGS_MAX_RESPONSE_BYTES_DEFAULT 33554432
+#define SETTINGS_MAX_RESPONSE_BYTES_MIN 65536
+#define SETTINGS_KEYWORD_K1_DEFAULT 1.2
+/* BM25's length normalisation. Conversation turns are short texts, where
+ * normalising by length hurts ranking (as measured for microblog search);
+ * on tests/bench/keyword_bench's 600 questions at 10k/100k/1M events
+ * recall@10 is 0.928/0.903/0.908 with 0.3 against 0.920/0.897/0.902 with
+ * the textbook 0.75 (FTS5: 0.912/0.890/0.903), and tests/quality is the
+ * same with both. */
+#define SETTINGS_KEYWORD_B_DEFAULT 0.3
+/* index.keyword.snapshot: where the keyword index is saved so a restart
+ * loads it instead of replaying the whole feed (host/index/kw_snapshot.h).
+ * A file path (relative paths are taken from the working directory, as
+ * the sqlite store's path is), true for the default, false for none.
+ * The default: SETTINGS_KEYWORD_SNAPSHOT_FILE in the directory of the
+ * sqlite session store's file (so ./data/keyword.snapshot with zero
+ * config); SETTINGS_KEYWORD_SNAPSHOT_DEFAULT for other session stores;
+ * none for the memory store, whose feed does not outlive the process. */
+#define SETTINGS_KEYWORD_SNAPSHOT_FILE "keyword.snapshot"
+#define SETTINGS_KEYWORD_SNAPSHOT_DEFAULT "./data/" SETTINGS_KEYWORD_SNAPSHOT_FILE
+#define SETTINGS_SEARCH_MODE_DEFAULT "keyword"
+#define SETTINGS_EMBEDDER_TYPE_DEFAULT "hash"
+#define SETTINGS_EMBEDDER_DIM_DEFAULT 256
+#define SETTINGS_EMBEDDER_BATCH_DEFAULT 64
+#define SETTINGS_EMBEDDER_TIMEOUT_MS_DEFAULT 30000
+#define SETTINGS_SUMMARIZER_TYPE_DEFAULT "extractive"
+#define SETTINGS_SUMMARIZER_TIMEOUT_MS_DEFAULT 60000
+#define SETTINGS_SUMMARIZER_RETRIES_DEFAULT 3
+#define SETTINGS_SUMMARIZER_MAX_TOKENS_DEFAULT 1024
+#define SETTINGS_TOKENIZER_TYPE_DEFAULT "approx"
+#define SETTINGS_TEMP_TTL_SECONDS_DEFAULT 3600
+/* Upper bounds settings_load enforces. */
+#define SETTINGS_THREADS_MAX 1024
+#define SETTINGS_EMBEDDER_DIM_MAX 65536
+#define SETTINGS_RETRIES_MAX 100
+
+/* Shortest API key accepted, in bytes: 32 random bytes (or 32 hex digits,
+ * 128 bits) cannot be guessed over the network. */
+#define SETTINGS_API_KEY_MIN 32
+
+#define SETTINGS_SCOPE_READ  1
+#define SETTINGS_SCOPE_WRITE 2
+#define SETTINGS_SCOPE_ADMIN 3
+
+typedef struct settings_api_key {
+	char *key;      /* secret: never logged */
+	int32_t scope;  /* SETTINGS_SCOPE_* */
+	char **apps;    /* the apps it may use, NULL-terminated; NULL: every app */
+} settings_api_key;
+
+typedef struct settings_store {
+	char *name;                 /* key under stores: */
+	char *plugin;               /* plugin name or path */
+	const config_node *node;    /* the whole map (includes "plugin") */
+} settings_store;
+
+typedef struct settings_app {
+	char *name;                 /* app name, or "*" */
+	char *strategy;             /* plugin name or path */
+	const config_node *node;    /* working_memory map (includes "strategy") */
+} settings_app;
+
+typedef struct settings {
+	config_node *root;          /* owned; the nodes below point into it */
+
+	/* server: */
+	char *listen;               /* host:port */
+	settings_api_key *api_keys;
+	size_t n_api_keys;
+	/* server.allowed_hosts: the Host header values answered ("name" with
+	 * any port or none, "name:port" exactly), NULL-terminated; NULL when
+	 * not configured (then a loopback memd without keys answers only
+	 * 127.0.0.1, localhost and [::1]). */
+	char **allowed_hosts;
+	int64_t threads;            /* 0 = from the machine */
+	int64_t max_body_bytes;
+	int64_t max_batch_events;
+	int64_t max_header_bytes;
+	int64_t request_timeout_ms;
+	int64_t header_timeout_s;
+	int64_t max_connections;
+	int64_t max_connections_per_ip; /* 0 = no limit */
+	int64_t max_response_bytes;
+	int32_t log_level;          /* MEMD_LOG_* */
+
+	/* plugins: */
+	char **plugin_path;         /* NULL-terminated; empty if not configured */
+
+	/* stores:, sessions: */
+	settings_store *stores;
+	size_t n_stores;
+	char *sessions_store;       /* name of the session store */
+
+	/* index: */
+	int32_t keyword_enabled;
+	double keyword_k1;
+	double keyword_b;
+	char *keyword_snapshot;     /* file path, or NULL: no snapshot */
+	int32_t vector_enabled;
+	char *vector_store;         /* name in stores:, or NULL */
+	const config_node *embedder;/* index.vector.embedder map, or NULL */
+	char *search_mode_default;  /* keyword | vector | hybrid */
+
+	/* summarizer:, tokenizer: */
+	const config_node *summarizer; /* map with type: extractive|openai, or NULL */
+	const config_node *tokenizer;  /* map with type: approx|bpe, or NULL */
+
+	/* temp: state */
+	int64_t temp_ttl_seconds;
+
+	/* apps: ("*" always present after load) */
+	settings_app *apps;
+	size_t n_apps;
+} settings;
+
+/* Validate root (taking ownership of it, also on failure) into *ret.
+ * root NULL = zero-config. Every problem is added to d; returns 0, or
+ * MEMD_EINVAL if any problem was found (*ret untouched), or MEMD_ENOMEM. */
+int32_t settings_load(config_node *root, settings *ret, config_diag *d);
+/* The API keys memd refuses because its examples (or earlier versions
+ * of them) published them: NULL-terminated, static storage. */
+const char *const *settings_published_api_keys(void);
+/* Free what settings_load filled; accepts NULL. */
+void settings_clear(settings *s);
+/* The app entry for app (exact name, else "*"). Never NULL after load. */
+const settings_app *settings_app_for(const settings *s, const char *app);
+/* The store entry named name, or NULL. */
+const settings_store *settings_store_get(const settings *s, const char *name);
+/* Split a server.listen value "host:port" or "[v6addr]:port" (port
+ * 1..65535, host non-empty; brackets removed). On success *ret_host is
+ * malloc'd (caller frees) and *ret_port set; MEMD_EINVAL if malformed,
+ * MEMD_ENOMEM. */
+int32_t settings_listen_split(const char *listen, char **ret_host, int32_t *ret_port);
+
+#endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * event_json: the JSON shapes of memd's records (api/openapi.yaml), and
+ * validation of what clients send: ids, artifact names, event inputs.
+ */
+#ifndef MEMD_HOST_EVENT_JSON_H
+#define MEMD_HOST_EVENT_JSON_H
+
+#include <jansson.h>
+
+#include <memd/plugin.h>
+
+#include "plugins/hostsvc.h"
+
+/* RFC 3339 UTC with microseconds, e.g. "2026-11-21T05:04:00.123456Z",
+ * NUL-terminated; returns its length. Any int64 is formatted as gmtime_r
+ * and "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ" would (years beyond 9999 or
+ * before 0 included), without either. */
+#define EJ_TIME_LEN 64
+size_t ej_format_time(int64_t unix_us, char buf[EJ_TIME_LEN]);
+/* Parse RFC 3339 ("Z" or +hh:mm offset, optional fraction up to 9 digits)
+ * into unix us. 0 or MEMD_EINVAL. */
+int32_t ej_parse_time(const char *text, int64_t *ret_unix_us);
+
+/* 0 if s is a valid id: 1..MEMD_ID_MAX bytes of UTF-8 with no control
+ * characters and no '/'. Otherwise MEMD_EINVAL with "<what>: <reason>". */
+int32_t ej_check_id(const char *s, const char *what, memd_error *err);
+/* As ej_check_id, for artifact names: also refuses ".." anywhere in the
+ * name (as the store ABI promises plugins) and backslashes; "." is fine. */
+int32_t ej_check_name(const char *s, memd_error *err);
+/* 0 if s is valid UTF-8 (no overlongs/surrogates) of len bytes. */
+int ej_utf8_valid(const char *s, size_t len);
+
+/* New JSON objects for records (NULL on ENOMEM). JSON text members are
+ * embedded as JSON values, not strings. */
+json_t *ej_event(const memd_event *e);
+json_t *ej_session(const memd_session *s);
+json_t *ej_artifact(const memd_artifact *a);
+
+/* An event a client sent, validated and completed: owned strings behind
+ * ev's pointers. */
+typedef struct ej_event_in {
+	memd_event ev;
+	char *owned[8];
+	size_t n_owned;
+} ej_event_in;
+
+/* Validate one client event object (fields: id, invocation_id, author,
+ * role, branch, content, actions, metadata, timestamp; anything else is an
+ * error) and fill *ret: id defaults to a new UUIDv7, author to the role,
+ * timestamp to now_us, invocation_id to default_invocation; text is
+ * extracted from the content parts and tokens counted with svc. index is
+ * used in messages ("events[3].role: ..."). Strings not listed in owned
+ * point into `in`, which must outlive *ret. MEMD_EINVAL or MEMD_ENOMEM;
+ * on failure nothing needs freeing. */
+int32_t ej_event_parse(json_t *in, size_t index, const char *default_invocation, int64_t now_us,
+		       hostsvc *svc, ej_event_in *ret, memd_error *err);
+/* Free what ej_event_parse filled; accepts NULL. */
+void ej_event_in_clear(ej_event_in *e);
+
+/* Plain text of a content value (string, or {"parts": [...]}): text parts
+ * as is, tool calls as "name(args)", tool results as their content,
+ * joined by newlines. malloc'd; NULL on ENOMEM or bad shape (with err). */
+char *ej_content_text(json_t *content, memd_error *err);
+
+/* Parse text as a JSON value (JSON_DECODE_ANY); NULL when text is NULL or
+ * not JSON. */
+json_t *ej_load(const char *text);
+/* Compact JSON text of v (malloc'd) or NULL on ENOMEM. */
+char *ej_dump(const json_t *v);
+
+#endif

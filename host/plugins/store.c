@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+#include "plugins/store.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/errname.h"
+#include "util/prom.h"
+
+#define NS_PER_SEC 1000000000LL
+
+/* The plugin ops the wrappers time, by name (STORE_OP_<op> indexes). */
+#define STORE_OPS(X)                                                                      \
+	X(session_create) X(session_get) X(session_list) X(session_update)               \
+	X(session_delete) X(append) X(events_load) X(state_get) X(artifact_put)          \
+	X(artifact_get) X(artifact_list) X(artifact_versions) X(artifact_delete)          \
+	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)
+#define STORE_OP_ENUM(op) STORE_OP_##op,
+#define STORE_OP_NAME(op) #op,
+enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
+static const char *const op_names[STORE_N_OPS] = { STORE_OPS(STORE_OP_NAME) };
+
+/* Failed calls are counted per MEMD_E* code, -1 .. -N_ERR_SLOTS, any
+ * other code in one more slot; labelled by errname(). */
+#define N_ERR_SLOTS (-MEMD_EFORBIDDEN)
+
+struct store {
+	loader_instance *inst;
+	const memd_store_ops *ops;
+	void *handle;
+	const char *name;
+	int serialized;
+	pthread_mutex_t lock;
+	prom_histogram calls[STORE_N_OPS];                   /* time in the plugin */
+	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_SLOTS + 1]; /* last: other codes */
+	/* The storage's health, from the writes (store_health). */
+	pthread_mutex_t health_lock;
+	uint32_t health_flags;        /* MEMD_ERROR_STORAGE_* of the failed write; 0: healthy */
+	int64_t health_since_ns;      /* monotonic: when that write failed */
+	char health_msg[MEMD_ERROR_MSG_MAX];
+};
+
+/* The ops that write: their results say whether the storage takes writes. */
+static int op_writes(size_t op)
+{
+	switch (op) {
+	case STORE_OP_session_create:
+	case STORE_OP_session_update:
+	case STORE_OP_session_delete:
+	case STORE_OP_append:
+	case STORE_OP_artifact_put:
+	case STORE_OP_artifact_delete:
+	case STORE_OP_user_delete:
+	case STORE_OP_cursor_set:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+/* Count one call of op that took ns and returned r. */
+static void count_call(store *s, size_t op, int32_t r, int64_t ns)
+{
+	prom_observe(&s->calls[op], ns);
+	if (r < 0) {
+		size_t slot = -(int64_t)r <= (int64_t)N_ERR_SLOTS ? (size_t)(-r - 1) : N_ERR_SLOTS;
+		atomic_fetch_add_explicit(&s->errors[op][slot], 1, memory_order_relaxed);
+	}
+}
+
+/* Note a write's result for store_health: a failure with a
+ * MEMD_ERROR_STORAGE_* flag marks the storage degraded, a success clears
+ * the mark; other failures (conflicts, busy, not found) say nothing
+ * about it. */
+static void note_health(store *s, size_t op, int32_t r, const memd_error *err, int64_t now_ns)
+{
+	if (!op_writes(op) || (r < 0 && (!err || !(err->flags & MEMD_ERROR_STORAGE_MASK))))
+		return;
+	pthread_mutex_lock(&s->health_lock);
+	if (r >= 0) {
+		s->health_flags = 0;
+	} else {
+		s->health_flags = err->flags & MEMD_ERROR_STORAGE_MASK;
+		s->health_since_ns = now_ns;
+		snprintf(s->health_msg, sizeof(s->health_msg), "%s", err->msg);
+	}
+	pthread_mutex_unlock(&s->health_lock);
+}
+
+int store_health(store *s, store_health_report *ret)
+{
+	int degraded;
+
+	pthread_mutex_lock(&s->health_lock);
+	degraded = s->health_flags != 0;
+	if (degraded) {
+		ret->flags = s->health_flags;
+		ret->since_ns = s->health_since_ns;
+		memcpy(ret->msg, s->health_msg, sizeof(ret->msg));
+	}
+	pthread_mutex_unlock(&s->health_lock);
+	return degraded;
+}
+
+int64_t store_clock_ns(void)
+{
+	return mono_ns();
+}
+
+void store_render_durations(const store *s, prom_buf *b)
+{
+	char labels[256];
+
+	for (size_t op = 0; op < STORE_N_OPS; op++) {
+		if (!prom_count(&s->calls[op]))
+			continue;
+		snprintf(labels, sizeof(labels), "store=\"%s\",op=\"%s\"", s->name, op_names[op]);
+		prom_render_histogram(b, STORE_METRIC_DURATION, labels, &s->calls[op]);
+	}
+}
+
+void store_render_errors(const store *s, prom_buf *b)
+{
+	store *m = (store *)s; /* atomic loads take non-const */
+
+	for (size_t op = 0; op < STORE_N_OPS; op++)
+		for (size_t c = 0; c <= N_ERR_SLOTS; c++) {
+			uint64_t v = atomic_load_explicit(&m->errors[op][c], memory_order_relaxed);
+			if (v)
+				prom_printf(b,
+					    STORE_METRIC_ERRORS
+					    "{store=\"%s\",op=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+					    s->name, op_names[op],
+					    c < N_ERR_SLOTS ? errname(-(int32_t)c - 1) : "other", v);
+		}
+}
+
+int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
+{
+	store *s;
+	int32_t r;
+
+	r = loader_require_kind(loader_instance_plugin(inst), MEMD_KIND_STORE,
+				loader_instance_name(inst), err);
+	if (r < 0)
+		return r;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	s->inst = inst;
+	s->ops = loader_store_ops(loader_instance_plugin(inst));
+	s->handle = loader_instance_handle(inst);
+	s->name = loader_instance_name(inst);
+	s->serialized = loader_instance_serialized(inst);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->health_lock, NULL);
+	*ret = s;
+	return 0;
+}
+
+void store_free(store *s)
+{
+	if (!s)
+		return;
+	loader_instance_destroy(s->inst);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->health_lock);
+	free(s);
+}
+
+const char *store_name(const store *s)
+{
+	return s->name;
+}
+
+int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error *err)
+{
+	char msg[2 * MEMD_ERROR_MSG_MAX];
+
+	if (r >= 0 || !err)
+		return r;
+	if (err->code != r || !err->msg[0])
+		snprintf(msg, sizeof(msg), "%s: %s failed (error %d)", name, op, (int)r);
+	else
+		snprintf(msg, sizeof(msg), "%s: %s", name, err->msg);
+	err->struct_size = sizeof(*err);
+	if (err->code != r)
+		err->flags = r == MEMD_EUNAVAIL ? MEMD_ERROR_RETRYABLE : 0;
+	err->code = r;
+	memcpy(err->msg, msg, sizeof(err->msg) - 1);
+	err->msg[sizeof(err->msg) - 1] = '\0';
+	return r;
+}
+
+/* Forward op to the plugin: ENOTSUP if absent, serialized if needed, err
+ * always filled on failure; the call is timed (waiting for the lock of a
+ * serialized plugin included) and counted. */
+#define STORE_FORWARD(s, op, err, ...)                                                    \
+	do {                                                                              \
+		int32_t r_;                                                               \
+		int64_t t0_, t1_;                                                         \
+		if (!(s)->ops->op)                                                        \
+			return memd_error_set(err, MEMD_ENOTSUP, 0, "%s: does not support %s", \
+					      (s)->name, #op);                            \
+		if (err)                                                                  \
+			memset(err, 0, sizeof(*err));                                     \
+		t0_ = mono_ns();                                                          \
+		if ((s)->serialized)                                                      \
+			pthread_mutex_lock(&(s)->lock);                                   \
+		r_ = (s)->ops->op((s)->handle, __VA_ARGS__, err);                         \
+		if ((s)->serialized)                                                      \
+			pthread_mutex_unlock(&(s)->lock);                                 \
+		t1_ = mono_ns();                                                          \
+		count_call((s), STORE_OP_##op, r_, t1_ - t0_);                           \
+		r_ = store_fix_error((s)->name, #op, r_, err);                            \
+		note_health((s), STORE_OP_##op, r_, err, t1_);                           \
+		return r_;                                                                \
+	} while (0)
+
+int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
+			     const char *state_delta_json, const memd_session_sink *out,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_create, err, call, in, state_delta_json, out);
+}
+
+int32_t store_session_get(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_session_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, session_get, err, call, scope, out);
+}
+
+int32_t store_session_list(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_session_query *q, const memd_session_sink *out,
+			   memd_error *err)
+{
+	STORE_FORWARD(s, session_list, err, call, scope, q, out);
+}
+
+int32_t store_session_update(store *s, const memd_call *call, const memd_scope *scope,
+			     const memd_session_update *p, const memd_session_sink *out,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_update, err, call, scope, p, out);
+}
+
+int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *scope,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, session_delete, err, call, scope);
+}
+
+int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
+		     const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	STORE_FORWARD(s, append, err, call, scope, a, res);
+}
+
+int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_event_query *q, const memd_event_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, events_load, err, call, scope, q, out);
+}
+
+int32_t store_state_get(store *s, const memd_call *call, const memd_scope *scope,
+			const memd_text_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, state_get, err, call, scope, out);
+}
+
+int32_t store_artifact_put(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_artifact *a, int64_t *ret_version, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_put, err, call, scope, a, ret_version);
+}
+
+int32_t store_artifact_get(store *s, const memd_call *call, const memd_scope *scope,
+			   const char *name, int64_t version, const memd_artifact_sink *out,
+			   memd_error *err)
+{
+	STORE_FORWARD(s, artifact_get, err, call, scope, name, version, out);
+}
+
+int32_t store_artifact_list(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_artifact_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_list, err, call, scope, out);
+}
+
+int32_t store_artifact_versions(store *s, const memd_call *call, const memd_scope *scope,
+				const char *name, const memd_artifact_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_versions, err, call, scope, name, out);
+}
+
+int32_t store_artifact_delete(store *s, const memd_call *call, const memd_scope *scope,
+			      const char *name, memd_error *err)
+{
+	STORE_FORWARD(s, artifact_delete, err, call, scope, name);
+}
+
+int32_t store_user_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  memd_error *err)
+{
+	STORE_FORWARD(s, user_delete, err, call, scope);
+}
+
+int32_t store_feed_read(store *s, const memd_call *call, int64_t after, uint32_t limit,
+			const memd_feed_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, feed_read, err, call, after, limit, out);
+}
+
+int32_t store_feed_head(store *s, const memd_call *call, int64_t *ret_position, memd_error *err)
+{
+	STORE_FORWARD(s, feed_head, err, call, ret_position);
+}
+
+int32_t store_cursor_get(store *s, const memd_call *call, const char *name,
+			 int64_t *ret_position, memd_error *err)
+{
+	STORE_FORWARD(s, cursor_get, err, call, name, ret_position);
+}
+
+int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int64_t position,
+			 memd_error *err)
+{
+	STORE_FORWARD(s, cursor_set, err, call, name, position);
+}
+
+int32_t store_ping(store *s, const memd_call *call, memd_error *err)
+{
+	if (!s->ops->ping)
+		return 0;
+	STORE_FORWARD(s, ping, err, call);
+}

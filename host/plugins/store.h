@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store: the host's handle on one session-store plugin instance. Each
+ * store_* call forwards to the plugin's op with the same arguments and:
+ *  - returns MEMD_ENOTSUP with a message if the plugin lacks the op;
+ *  - serializes calls when the plugin is not MEMD_PLUGIN_THREADSAFE;
+ *  - guarantees err is filled (code, message prefixed with the instance
+ *    name) whenever the result is negative;
+ *  - times the call and counts failures by code (store_render_metrics).
+ * Argument contracts are those of memd_store_ops in api/memd/store.h.
+ */
+#ifndef MEMD_HOST_STORE_H
+#define MEMD_HOST_STORE_H
+
+#include <memd/plugin.h>
+
+#include "plugins/loader.h"
+#include "util/prom.h"
+
+/* The metrics store_render_metrics writes. */
+#define STORE_METRIC_DURATION "memd_store_call_duration_seconds"
+#define STORE_METRIC_ERRORS "memd_store_call_errors_total"
+
+typedef struct store store;
+
+/* Wrap inst (which must be a store; MEMD_EABI otherwise). On success the
+ * store owns inst. */
+int32_t store_new(loader_instance *inst, store **ret, memd_error *err);
+/* Destroy the instance; accepts NULL. */
+void store_free(store *s);
+const char *store_name(const store *s);
+
+int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
+			     const char *state_delta_json, const memd_session_sink *out,
+			     memd_error *err);
+int32_t store_session_get(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_session_sink *out, memd_error *err);
+int32_t store_session_list(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_session_query *q, const memd_session_sink *out,
+			   memd_error *err);
+int32_t store_session_update(store *s, const memd_call *call, const memd_scope *scope,
+			     const memd_session_update *p, const memd_session_sink *out,
+			     memd_error *err);
+int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *scope,
+			     memd_error *err);
+int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
+		     const memd_append *a, memd_append_result *res, memd_error *err);
+int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_event_query *q, const memd_event_sink *out, memd_error *err);
+int32_t store_state_get(store *s, const memd_call *call, const memd_scope *scope,
+			const memd_text_sink *out, memd_error *err);
+int32_t store_artifact_put(store *s, const memd_call *call, const memd_scope *scope,
+			   const memd_artifact *a, int64_t *ret_version, memd_error *err);
+int32_t store_artifact_get(store *s, const memd_call *call, const memd_scope *scope,
+			   const char *name, int64_t version, const memd_artifact_sink *out,
+			   memd_error *err);
+int32_t store_artifact_list(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_artifact_sink *out, memd_error *err);
+int32_t store_artifact_versions(store *s, const memd_call *call, const memd_scope *scope,
+				const char *name, const memd_artifact_sink *out, memd_error *err);
+int32_t store_artifact_delete(store *s, const memd_call *call, const memd_scope *scope,
+			      const char *name, memd_error *err);
+int32_t store_user_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  memd_error *err);
+int32_t store_feed_read(store *s, const memd_call *call, int64_t after, uint32_t limit,
+			const memd_feed_sink *out, memd_error *err);
+int32_t store_feed_head(store *s, const memd_call *call, int64_t *ret_position, memd_error *err);
+int32_t store_cursor_get(store *s, const memd_call *call, const char *name,
+			 int64_t *ret_position, memd_error *err);
+int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int64_t position,
+			 memd_error *err);
+/* A store without ping is taken to be reachable. */
+int32_t store_ping(store *s, const memd_call *call, memd_error *err);
+
+/* Why the storage of a store is degraded. */
+typedef struct store_health_report {
+	uint32_t flags;                  /* MEMD_ERROR_STORAGE_* */
+	int64_t since_ns;                /* store_clock_ns() when the write failed */
+	char msg[MEMD_ERROR_MSG_MAX];    /* that write's error message */
+} store_health_report;
+
+/* 1 (and *ret filled) when the last write of s that said anything about
+ * its storage failed with a MEMD_ERROR_STORAGE_* flag (full disk,
+ * read-only, I/O error): s stays degraded until one of its writes
+ * succeeds. 0 when healthy. Thread-safe. */
+int store_health(store *s, store_health_report *ret);
+/* The monotonic clock store_health_report.since_ns is read from (ns). */
+int64_t store_clock_ns(void);
+
+/* Append s's STORE_METRIC_DURATION{store,op} series to b: a histogram of
+ * the time in each plugin op called so far (for ops with a sink, the time
+ * includes the caller's sink). No HELP/TYPE lines: the caller writes them
+ * once for all stores. */
+void store_render_durations(const store *s, prom_buf *b);
+/* Append s's STORE_METRIC_ERRORS{store,op,code} series to b: failed calls
+ * by error name. No HELP/TYPE lines. */
+void store_render_errors(const store *s, prom_buf *b);
+
+/* Fill err for a negative result r from a component named name, keeping a
+ * message the callee wrote and prefixing it with name. Returns r. Shared
+ * with the other plugin wrappers. */
+int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error *err);
+
+#endif

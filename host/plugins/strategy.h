@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * strategy: the host's handle on one strategy plugin instance (one per app
+ * config entry), and the reader it gets over a session of a store.
+ */
+#ifndef MEMD_HOST_STRATEGY_H
+#define MEMD_HOST_STRATEGY_H
+
+#include <memd/plugin.h>
+
+#include "plugins/loader.h"
+#include "plugins/store.h"
+
+typedef struct strategy strategy;
+
+/* Wrap inst (which must be a strategy; MEMD_EABI otherwise). On success the
+ * strategy owns inst. */
+int32_t strategy_new(loader_instance *inst, strategy **ret, memd_error *err);
+/* Accepts NULL. */
+void strategy_free(strategy *st);
+/* The plugin's name, e.g. "buffer_window". */
+const char *strategy_plugin_name(const strategy *st);
+
+/* Run the strategy's context op over scope's session in s; out receives the
+ * summary and events. MEMD_ENOTFOUND if the session does not exist. */
+int32_t strategy_context(strategy *st, store *s, const memd_call *call, const memd_scope *scope,
+			 const memd_context_sink *out, memd_error *err);
+/* Run after_append if the plugin has it (0 otherwise); events it asks to
+ * persist go to persist. */
+int32_t strategy_after_append(strategy *st, store *s, const memd_call *call,
+			      const memd_scope *scope, const memd_event_sink *persist,
+			      memd_error *err);
+/* Nonzero if the plugin has an after_append op. */
+int strategy_has_after_append(const strategy *st);
+
+#endif

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * service_int: what the files of the libmemd facade share, and nobody
+ * else uses: the memd handle itself and the helpers every memd_* call is
+ * built from. The files, one a resource:
+ *   service.c               memd_open / memd_close, plugin registry, wiring
+ *   service_request.c       request plumbing (deadline, scope, body, answer)
+ *   service_sessions.c      sessions
+ *   service_events.c        event append and list
+ *   service_after_append.c  strategies' after_append hook, on the worker
+ *   service_context.c       working memory (memd_context)
+ *   service_state.c         state, temp: keys, invocation end
+ *   service_artifacts.c     artifacts
+ *   service_search.c        search and index rebuild (blocking, or as a job)
+ *   service_jobs.c          background jobs: get, list, cancel
+ *   service_admin.c         user delete, plugin listing, readiness, metrics
+ *   service_config_check.c  `memd config check`, `memd plugins list/check`
+ *
+ * Errors follow the facade's rule: a negative MEMD_E* code, with err
+ * filled (memd_error_set); outputs ret_* are written only on success.
+ */
+#ifndef MEMD_HOST_SERVICE_INT_H
+#define MEMD_HOST_SERVICE_INT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "json/event_json.h"
+#include "plugins/hostsvc.h"
+#include "index/index.h"
+#include "service/jobs.h"
+#include "json/json_out.h"
+#include "plugins/loader.h"
+#include "service/service.h"
+#include "plugins/strategy.h"
+#include "service/temp_state.h"
+#include "util/worker.h"
+
+#define US_PER_SEC 1000000LL
+/* Room for a config slot's name: "stores.<name>", "apps.<app>.working_memory". */
+#define SLOT_NAME_MAX 600
+
+typedef struct app_strategy {
+	char *app;
+	strategy *st;
+	const loader_instance *inst; /* borrowed from st, for listings */
+} app_strategy;
+
+typedef struct named_store {
+	char *name;
+	store *st;                   /* session stores */
+	loader_instance *other;      /* instances of other kinds, kept for later use */
+	const loader_instance *inst; /* borrowed: st's or other */
+} named_store;
+
+struct memd {
+	settings set;           /* vector_enabled cleared by MEMD_OPEN_NO_VECTOR */
+	uint32_t open_flags;    /* memd_options.flags */
+	hostsvc *svc;
+	temp_state *temp;
+	char **search;          /* NULL-terminated plugin search path */
+	/* registry of loaded plugins: each .so once, closed last */
+	loader_plugin **plugins;
+	size_t n_plugins;
+	named_store *stores;
+	size_t n_stores;
+	store *sessions;
+	app_strategy *apps;
+	size_t n_apps;
+	indexer *index;         /* search indexes (host/index/) */
+	worker *worker;         /* strategies' after_append, after the append */
+	jobs *jobs;             /* background jobs (index rebuilds) */
+};
+
+/* ---- service.c: plugins and apps ----------------------------------------- */
+
+/* The plugin search path: MEMD_PLUGIN_PATH entries, then extra, then
+ * config's (configured), then the install dir; either list may be NULL.
+ * NULL-terminated and malloc'd (free with service_free_strv); NULL on
+ * ENOMEM. */
+char **service_build_search(const char *const *extra, const char *const *configured);
+/* Free a NULL-terminated string vector and its strings. Accepts NULL. */
+void service_free_strv(char **v);
+
+/* The strategy of app (borrowed from m): its own, else the default app's
+ * (SETTINGS_DEFAULT_APP), else NULL. *ret_app is set, always, to the name
+ * of the app whose strategy that is (borrowed, the default's name when
+ * there is none). */
+strategy *service_strategy_for(memd *m, const char *app, const char **ret_app);
+
+/* ---- service_admin.c ------------------------------------------------------ */
+
+/* The MEMD_KIND_* bits as a new JSON array of words ("store", "vector",
+ * ...); NULL on ENOMEM. */
+json_t *service_kinds_json(uint32_t kind);
+
+/* ---- service_request.c: request plumbing --------------------------------- */
+
+/* Wall-clock time, microseconds since the epoch. */
+int64_t service_now_us(void);
+
+/* A call for one facade request: the plugins it reaches get the deadline
+ * server.request_timeout_ms from now, so a store that cannot answer in
+ * time (a queue behind a stuck writer, an exhausted pool) fails the
+ * request with MEMD_ETIMEDOUT (retryable) instead of holding it. */
+memd_call service_call_for_request(const memd *m);
+
+/* Sets err to MEMD_ENOMEM "out of memory"; returns MEMD_ENOMEM. */
+int32_t service_oom(memd_error *err);
+
+/* Check app and user (and sid unless NULL) as ids, and make them the
+ * scope *ret (which borrows the strings). MEMD_EINVAL naming the bad one. */
+int32_t service_check_scope(const char *app, const char *user, const char *sid, memd_scope *ret,
+			    memd_error *err);
+
+/* Hand o (consumed, NULL meaning a failed build: ENOMEM) to the caller as
+ * compact JSON text in *ret_json (malloc'd). */
+int32_t service_finish(json_t *o, char **ret_json, memd_error *err);
+
+/* Parse a request body: an object, or {} for NULL/empty. *ret is a new
+ * reference. MEMD_EINVAL for text that is not JSON or not an object. */
+int32_t service_parse_body(const char *body, json_t **ret, memd_error *err);
+
+/* MEMD_EINVAL "unknown field" for a key of o not in allowed (NULL-ended). */
+int32_t service_check_fields(json_t *o, const char *const *allowed, memd_error *err);
+
+/* o's member key: *ret is NULL when it is absent or null, else borrowed
+ * from o. MEMD_EINVAL when it is of another type. *ret is set even then
+ * (NULL) so a caller may read it after a failure in a chain. */
+int32_t service_opt_string_field(json_t *o, const char *key, const char **ret, memd_error *err);
+int32_t service_opt_object_field(json_t *o, const char *key, json_t **ret, memd_error *err);
+
+/* The outcome of a read that failed (r < 0) or whose writer jo refused a
+ * record. A refused record has a string that is not valid UTF-8: the
+ * store returned data memd cannot put in JSON (MEMD_EIO naming the
+ * field); the writer's ENOMEM is ENOMEM; its MEMD_ETOOBIG (the answer
+ * went over server.max_response_bytes) is MEMD_ETOOBIG with how_to_page,
+ * the way to ask for less, in the message; else r, or MEMD_EINTERNAL when
+ * r is not negative. Always returns a negative code. */
+int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, const char *how_to_page,
+			    memd_error *err);
+
+/* ---- service_sessions.c -------------------------------------------------- */
+
+/* The session of sc (sc->session set) as a new JSON object in *ret.
+ * The store's error (MEMD_ENOTFOUND when there is none), or
+ * MEMD_EINTERNAL when the store delivered nothing. */
+int32_t service_session_json(memd *m, const memd_call *call, const memd_scope *sc, json_t **ret,
+			     memd_error *err);
+
+/* ---- service_events.c: the append shared with memd_state_patch ----------- */
+
+/* Everything an append request owns while it runs. Zero-initialize;
+ * service_append_req_clear frees what is set. */
+typedef struct service_append_req {
+	json_t *body;
+	json_t *keep, *temp;
+	ej_event_in *in;
+	const memd_event **evp;
+	size_t n;
+	char *delta_text;
+	char *title;
+	int64_t *seqs;
+} service_append_req;
+
+/* Free what q holds (not q itself). */
+void service_append_req_clear(service_append_req *q);
+
+/* Append q's n events (evp) with q->delta_text and q->title (title if
+ * unset) to the session of sc in one store transaction, expecting version
+ * expected when has_version; then set q->temp's keys for invocation inv
+ * (NULL = none), and, unless the append was a replay or had no events,
+ * wake the indexes and queue the strategy's after_append. *ret is a new
+ * {"version","seqs","replayed"} object. Allocates q->seqs (q owns it). */
+int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, const char *inv,
+		       int has_version, int64_t expected, json_t **ret, memd_error *err);
+
+/* ---- service_after_append.c ----------------------------------------------- */
+
+/* The strategy's hook for one session, on a worker thread (single-flight
+ * per session): the worker_fn memd_open gives the worker, with m as
+ * userdata. Failures are logged and lose nothing: the append is already
+ * durable, and the next append runs the hook again. */
+void service_after_append_job(void *userdata, const memd_scope *sc);
+
+/* After an acknowledged append: queue the strategy's hook (it runs after
+ * the caller has its answer). Does nothing when the app's strategy has
+ * none; a failure to queue is logged. */
+void service_run_after_append(memd *m, const memd_scope *sc);
+
+/* ---- service_state.c: state deltas --------------------------------------- */
+
+/* Split a state delta object into what the store keeps and temp: keys.
+ * Both outputs are new objects (caller decrefs), written only on success.
+ * MEMD_EINVAL for a key that is empty, too long, not UTF-8, or a bare
+ * "temp:". */
+int32_t service_split_delta(json_t *delta, json_t **ret_store, json_t **ret_temp,
+			    memd_error *err);
+
+/* Set temp's keys (borrowed) in m's temp: state for the session of sc,
+ * written by invocation inv (NULL = none: only the TTL drops them).
+ * 0 or MEMD_ENOMEM; keys set before a failure stay set. */
+int32_t service_apply_temp(memd *m, const memd_scope *sc, const char *inv, json_t *temp,
+			   memd_error *err);
+
+#endif
