@@ -9,6 +9,7 @@
  *   service_events.c        event append and list
  *   service_after_append.c  strategies' after_append hook, on the worker
  *   service_context.c       working memory (memd_context)
+ *   service_delta.c         a state delta split into stored and temp: keys
  *   service_state.c         state, temp: keys, invocation end
  *   service_artifacts.c     artifacts
  *   service_search.c        search and index rebuild (blocking, or as a job)
@@ -188,7 +189,7 @@ void service_after_append_job(void *userdata, const memd_scope *sc);
  * none; a failure to queue is logged. */
 void service_run_after_append(memd *m, const memd_scope *sc);
 
-/* ---- service_state.c: state deltas --------------------------------------- */
+/* ---- service_delta.c: state deltas --------------------------------------- */
 
 /* Split a state delta object into what the store keeps and temp: keys.
  * Both outputs are new objects (caller decrefs), written only on success.
