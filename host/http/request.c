@@ -175,6 +175,18 @@ void http_op_done(http_req *rq, int64_t t0_ns, int32_t rc, const memd_error *err
 			http_now_ns() - t0_ns);
 }
 
+void http_op_reply(http_req *rq, int64_t t0_ns, int32_t rc, const memd_error *err,
+		   unsigned status, char *json)
+{
+	http_op_done(rq, t0_ns, rc, err);
+	if (rc < 0)
+		http_reply_memd_error(rq, err);
+	else if (status == HTTP_STATUS_NO_CONTENT)
+		http_reply_empty(rq, status);
+	else
+		http_reply_json(rq, status, json);
+}
+
 void http_req_free(http_req *rq)
 {
 	if (!rq)

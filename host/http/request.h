@@ -131,6 +131,15 @@ void http_reply_header(http_req *rq, const char *name, const char *value);
  * http_now_ns), that returned rc (err filled when rc < 0). */
 void http_op_done(http_req *rq, int64_t t0_ns, int32_t rc, const memd_error *err);
 
+#define HTTP_STATUS_NO_CONTENT 204u
+
+/* The usual end of a route: count the facade call (http_op_done), then
+ * reply with its error when rc < 0, else with json (taken over; NULL is
+ * an out-of-memory reply) and status, or with no body when status is
+ * HTTP_STATUS_NO_CONTENT (json is then ignored: pass NULL). */
+void http_op_reply(http_req *rq, int64_t t0_ns, int32_t rc, const memd_error *err,
+		   unsigned status, char *json);
+
 /* ---- lifecycle (dispatch.c) ------------------------------------------------------ */
 
 /* Free rq and everything it owns; accepts NULL. */

@@ -26,11 +26,7 @@ void http_h_artifact_list(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_artifact_list(rq->ctx->m, APP(rq), USER(rq), SID(rq), &out, &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_artifact_versions(http_req *rq)
@@ -41,11 +37,7 @@ void http_h_artifact_versions(http_req *rq)
 	int32_t r = memd_artifact_versions(rq->ctx->m, APP(rq), USER(rq), SID(rq), NAME(rq), &out,
 					   &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_artifact_put(http_req *rq)
@@ -135,9 +127,5 @@ void http_h_artifact_delete(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_artifact_delete(rq->ctx->m, APP(rq), USER(rq), SID(rq), NAME(rq), &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_empty(rq, 204);
+	http_op_reply(rq, t0, r, &err, HTTP_STATUS_NO_CONTENT, NULL);
 }

@@ -101,9 +101,5 @@ void http_h_invocation_end(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_invocation_end(rq->ctx->m, APP(rq), USER(rq), SID(rq), http_req_param(rq, 3),
 					&err);
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_empty(rq, 204);
+	http_op_reply(rq, t0, r, &err, HTTP_STATUS_NO_CONTENT, NULL);
 }

@@ -67,11 +67,7 @@ void http_h_job_list(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_job_list(rq->ctx->m, APP(rq), &out, &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_job_get(http_req *rq)
@@ -81,11 +77,7 @@ void http_h_job_get(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_job_get(rq->ctx->m, APP(rq), JOB(rq), &out, &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_job_cancel(http_req *rq)
@@ -95,9 +87,5 @@ void http_h_job_cancel(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_job_cancel(rq->ctx->m, APP(rq), JOB(rq), &out, &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }

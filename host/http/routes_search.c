@@ -20,9 +20,5 @@ void http_h_search(http_req *rq)
 	int32_t r = memd_search(rq->ctx->m, APP(rq), USER(rq), rq->body_len ? rq->body : NULL, &out,
 				&err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }

@@ -79,11 +79,7 @@ void http_h_plugins(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_plugins_json(rq->ctx->m, &out, &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_user_delete(http_req *rq)
@@ -92,9 +88,5 @@ void http_h_user_delete(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_user_delete(rq->ctx->m, http_req_param(rq, 0), http_req_param(rq, 1), &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_empty(rq, 204);
+	http_op_reply(rq, t0, r, &err, HTTP_STATUS_NO_CONTENT, NULL);
 }

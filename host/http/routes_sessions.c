@@ -79,11 +79,7 @@ void http_h_session_list(http_req *rq)
 	t0 = http_now_ns();
 	r = memd_session_list(rq->ctx->m, APP(rq), USER(rq), http_req_query(rq, "cursor"),
 			      (uint32_t)limit, archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, &out, &err);
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_session_get(http_req *rq)
@@ -117,11 +113,7 @@ void http_h_session_get(http_req *rq)
 	g.after_seq = (int64_t)after_seq;
 	t0 = http_now_ns();
 	r = memd_session_get(rq->ctx->m, APP(rq), USER(rq), SID(rq), &g, &out, &err);
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_session_patch(http_req *rq)
@@ -132,11 +124,7 @@ void http_h_session_patch(http_req *rq)
 	int32_t r = memd_session_patch(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
 				       &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_json(rq, 200, out);
+	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
 void http_h_session_delete(http_req *rq)
@@ -145,9 +133,5 @@ void http_h_session_delete(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_session_delete(rq->ctx->m, APP(rq), USER(rq), SID(rq), &err);
 
-	http_op_done(rq, t0, r, &err);
-	if (r < 0)
-		http_reply_memd_error(rq, &err);
-	else
-		http_reply_empty(rq, 204);
+	http_op_reply(rq, t0, r, &err, HTTP_STATUS_NO_CONTENT, NULL);
 }
