@@ -25,6 +25,8 @@
 #define START_TIMEOUT_MS 20000
 #define STOP_TIMEOUT_MS 30000
 #define POLL_MS 10
+#define MS_PER_SEC 1000
+#define NS_PER_MS 1000000
 #define PORT_TRIES 5
 #define FTW_FDS 16
 #define MSG_MAX 2048
@@ -451,18 +453,21 @@ void hs_raw_send(int fd, const void *data, size_t len)
 	}
 }
 
+int64_t hs_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * MS_PER_SEC + ts.tv_nsec / NS_PER_MS;
+}
+
 size_t hs_raw_read(int fd, char *buf, size_t cap, int timeout_ms)
 {
 	size_t n = 0;
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	int64_t start = hs_now_ms();
 	while (n + 1 < cap) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int left;
+		int left = timeout_ms - (int)(hs_now_ms() - start);
 		ssize_t r;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = timeout_ms - (int)((now.tv_sec - start.tv_sec) * 1000 +
-					  (now.tv_nsec - start.tv_nsec) / 1000000);
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			break;
 		r = recv(fd, buf + n, cap - 1 - n, 0);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define HS_MAX_HEADERS 32
@@ -85,6 +86,8 @@ int hs_raw_connect(const hs *h);
 /* As hs_raw_connect, but returns -1 when the connection is refused. */
 int hs_raw_connect_try(const hs *h);
 void hs_raw_send(int fd, const void *data, size_t len);
+/* The monotonic clock in milliseconds. */
+int64_t hs_now_ms(void);
 /* Read until the peer closes or timeout_ms passes; returns bytes read
  * into buf (NUL-terminated, at most cap - 1). */
 size_t hs_raw_read(int fd, char *buf, size_t cap, int timeout_ms);

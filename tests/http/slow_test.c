@@ -43,8 +43,6 @@
 #define POLL_STEP_US 20000
 #define FD_HEADROOM 512
 #define RESP_MAX 8192
-#define NS_PER_MS 1000000LL
-#define MS_PER_SEC 1000
 
 static hs H;
 
@@ -59,13 +57,6 @@ static void teardown(void)
 }
 
 TestSuite(slow, .init = setup, .fini = teardown, .timeout = 110);
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * MS_PER_SEC + ts.tv_nsec / NS_PER_MS;
-}
 
 /* A socket bound to addr, connecting to memd: nonblocking when nb (the
  * connection may still be in progress on return). */
@@ -90,14 +81,14 @@ static int connect_from(const char *addr, int nb)
 static int normal_request(const char *path, int64_t *ret_ms)
 {
 	char req[256], resp[RESP_MAX];
-	int64_t t0 = now_ms();
+	int64_t t0 = hs_now_ms();
 	int fd = connect_from(NORMAL_ADDR, 0);
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
 			 path);
 
 	hs_raw_send(fd, req, (size_t)n);
 	hs_raw_read(fd, resp, sizeof(resp), NORMAL_READ_MS);
-	*ret_ms = now_ms() - t0;
+	*ret_ms = hs_now_ms() - t0;
 	close(fd);
 	return hs_raw_status(resp);
 }
@@ -193,11 +184,11 @@ Test(slow, slowloris_from_one_address_leaves_others_answered)
 	/* Heads have all the time the test needs: what is measured here are
 	 * the connection limits. */
 	hs_start(&H, "  header_timeout_s: 3600\n", NULL);
-	settle_until = now_ms() + SETTLE_MS;
+	settle_until = hs_now_ms() + SETTLE_MS;
 	/* Only the /metrics request's own connection left (the start's
 	 * /healthz probes closed theirs). */
 	while ((open = open_connections()) != 1) {
-		cr_assert(now_ms() < settle_until, "memd still has %ld connections open", open);
+		cr_assert(hs_now_ms() < settle_until, "memd still has %ld connections open", open);
 		usleep(POLL_STEP_US);
 	}
 	memset(&s, 0, sizeof(s));
@@ -211,7 +202,7 @@ Test(slow, slowloris_from_one_address_leaves_others_answered)
 		open = open_connections() - 1;
 		if (closed + open == SLOW_CONNS)
 			break;
-		cr_assert(now_ms() < settle_until,
+		cr_assert(hs_now_ms() < settle_until,
 			  "after %d ms memd has taken %ld and refused %d of %d connections", SETTLE_MS,
 			  open, closed, SLOW_CONNS);
 		usleep(POLL_STEP_US);
@@ -241,10 +232,10 @@ Test(slow, trickled_head_cut_off_at_header_timeout)
 
 	hs_start(&H, "  header_timeout_s: 1\n", NULL);
 	fd = connect_from(SLOW_ADDR, 0);
-	t0 = now_ms();
+	t0 = hs_now_ms();
 	/* Much faster than the idle timeout, and a head of many seconds. */
 	until = t0 + SETTLE_MS / 4;
-	while (!closed && sent < strlen(head) && now_ms() < until) {
+	while (!closed && sent < strlen(head) && hs_now_ms() < until) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		if (send(fd, head + sent, 1, MSG_NOSIGNAL) == 1)
 			sent++;
@@ -252,7 +243,7 @@ Test(slow, trickled_head_cut_off_at_header_timeout)
 		closed = poll(&p, 1, 0) > 0;
 	}
 	cr_assert(closed, "memd still reads a head trickling in for %" PRId64 " ms (%zu bytes)",
-		  now_ms() - t0, sent);
+		  hs_now_ms() - t0, sent);
 	cr_assert_lt(sent, strlen(head));
 	hs_raw_read(fd, resp, sizeof(resp), NORMAL_READ_MS);
 	close(fd);
@@ -272,8 +263,8 @@ Test(slow, max_connections_fitted_to_the_open_file_limit)
 
 	hs_start(&H, "  max_connections: 5000\n", NULL);
 	/* The "listening" line may come just after the first answer. */
-	until = now_ms() + SETTLE_MS;
-	while (!strstr(log = hs_log_text(&H), "\"msg\":\"listening\"") && now_ms() < until) {
+	until = hs_now_ms() + SETTLE_MS;
+	while (!strstr(log = hs_log_text(&H), "\"msg\":\"listening\"") && hs_now_ms() < until) {
 		free(log);
 		usleep(POLL_STEP_US);
 	}

@@ -106,13 +106,6 @@ static void teardown(void)
 
 TestSuite(jobs, .fini = teardown, .timeout = 120);
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * MS_PER_SEC + ts.tv_nsec / NS_PER_MS;
-}
-
 static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / MS_PER_SEC, (ms % MS_PER_SEC) * NS_PER_MS };
@@ -207,7 +200,7 @@ static json_t *get_job(const char *id)
  * mid-way: 0 < done < total); returns it. */
 static json_t *wait_job(const char *id, const char *state)
 {
-	int64_t until = now_ms() + WAIT_MS;
+	int64_t until = hs_now_ms() + WAIT_MS;
 
 	for (;;) {
 		json_t *job = get_job(id);
@@ -216,7 +209,7 @@ static json_t *wait_job(const char *id, const char *state)
 			there = progress(job, "done") > 0 && progress(job, "done") < progress(job, "total");
 		if (there)
 			return job;
-		cr_assert_lt(now_ms(), until, "job %s: still %s (done %lld of %lld), want %s", id,
+		cr_assert_lt(hs_now_ms(), until, "job %s: still %s (done %lld of %lld), want %s", id,
 			     str(job, "state"), (long long)progress(job, "done"),
 			     (long long)progress(job, "total"), state);
 		json_decref(job);
@@ -286,9 +279,9 @@ Test(jobs, healthz_answers_promptly_while_a_rebuild_runs)
 	 * within the bound. */
 	for (int i = 0; i < CONNS; i++) {
 		hs_resp r = { 0 };
-		int64_t t0 = now_ms(), took;
+		int64_t t0 = hs_now_ms(), took;
 		hs_req_on(&H, conns[i], "GET", "/healthz", NULL, NULL, 0, &r);
-		took = now_ms() - t0;
+		took = hs_now_ms() - t0;
 		cr_assert_eq(r.status, 200);
 		cr_assert_lt(took, HEALTHZ_BOUND_MS, "connection %d: /healthz took %lld ms during the rebuild",
 			     i, (long long)took);
@@ -321,9 +314,9 @@ Test(jobs, healthz_answers_promptly_while_a_rebuild_runs)
 
 		json_decref(call("POST", BASE "other/sessions/s1/events", NULL,
 				 "{\"events\":[{\"role\":\"user\",\"content\":\"heron late\"}]}", 200));
-		t0 = now_ms();
+		t0 = hs_now_ms();
 		cr_assert_eq(hits("other", NULL), EVENTS + 1);
-		took = now_ms() - t0;
+		took = hs_now_ms() - t0;
 		cr_assert_lt(took, HEALTHZ_BOUND_MS, "another user's search took %lld ms during the rebuild",
 			     (long long)took);
 		hs_req(&H, "POST", BASE "big/search", NULL, body, strlen(body), &r);
