@@ -887,7 +887,7 @@ char *config_to_json(const config_node *n)
 
 /* ---- plugin key schema ------------------------------------------------- */
 
-static const char *type_name(const config_node *n)
+const char *config_node_kind(const config_node *n)
 {
 	switch (config_node_type(n)) {
 	case CONFIG_MAP: return "a map";
@@ -957,7 +957,7 @@ size_t config_check_plugin(const config_node *node, const char *path, const char
 	if (!path)
 		path = "";
 	if (node && node->type != CONFIG_MAP && node->type != CONFIG_NULL) {
-		config_diag_add(d, node, path, "expected a map, got %s", type_name(node));
+		config_diag_add(d, node, path, "expected a map, got %s", config_node_kind(node));
 		return 1;
 	}
 	for (size_t i = 0; i < config_len(node); i++) {
@@ -1013,7 +1013,7 @@ size_t config_check_plugin(const config_node *node, const char *path, const char
 					key_type_name(key->type), v->text);
 		else
 			config_diag_add(d, v, full, "expected %s, got %s", key_type_name(key->type),
-					type_name(v));
+					config_node_kind(v));
 		problems++;
 	}
 	for (size_t j = 0; keys && keys[j]; j++) {

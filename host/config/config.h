@@ -60,6 +60,8 @@ void config_free(config_node *root);
 void config_attach(config_node *root, config_node *other);
 
 config_type config_node_type(const config_node *n);
+/* What n is, for messages: "a map", "a sequence", "null" or "a scalar". */
+const char *config_node_kind(const config_node *n);
 const char *config_node_file(const config_node *n);
 unsigned config_node_line(const config_node *n);
 /* Scalar text (after ${VAR} expansion); NULL for non-scalars. */

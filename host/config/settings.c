@@ -95,24 +95,13 @@ static char *dup_or_flag(ctx *c, const char *s)
 	return p;
 }
 
-static const char *kind_of(const config_node *n)
-{
-	switch (config_node_type(n)) {
-	case CONFIG_MAP: return "a map";
-	case CONFIG_SEQ: return "a sequence";
-	case CONFIG_NULL: return "null";
-	case CONFIG_SCALAR: break;
-	}
-	return "a scalar";
-}
-
 /* "got "text"" for scalars, "got a map" otherwise; for messages. */
 static void describe(const config_node *n, char *out, size_t cap)
 {
 	if (config_node_type(n) == CONFIG_SCALAR)
 		snprintf(out, cap, "\"%s\"", config_scalar(n));
 	else
-		snprintf(out, cap, "%s", kind_of(n));
+		snprintf(out, cap, "%s", config_node_kind(n));
 }
 
 /* Value for key, with a null value counting as absent. */
@@ -131,7 +120,7 @@ static const config_node *get_map(ctx *c, const config_node *map, const char *pa
 		return v;
 	char full[SETTINGS_PATH_MAX];
 	join(full, path, key);
-	problem(c, v, full, "expected a map, got %s", kind_of(v));
+	problem(c, v, full, "expected a map, got %s", config_node_kind(v));
 	return NULL;
 }
 
@@ -169,7 +158,7 @@ static void get_string(ctx *c, const config_node *map, const char *path, const c
 		} else {
 			char full[SETTINGS_PATH_MAX];
 			join(full, path, key);
-			problem(c, v, full, "expected a string, got %s", kind_of(v));
+			problem(c, v, full, "expected a string, got %s", config_node_kind(v));
 		}
 	}
 	*out = dup_or_flag(c, s);
@@ -189,7 +178,7 @@ static const char *get_text(ctx *c, const config_node *map, const config_node *a
 		return NULL;
 	}
 	if (config_node_type(v) != CONFIG_SCALAR) {
-		problem(c, v, full, "expected a string, got %s", kind_of(v));
+		problem(c, v, full, "expected a string, got %s", config_node_kind(v));
 		return NULL;
 	}
 	if (!*config_scalar(v)) {
@@ -390,7 +379,7 @@ static char **load_key_apps(ctx *c, const config_node *item, const char *path)
 	join(full, path, "apps");
 	if (config_node_type(seq) != CONFIG_SEQ || config_len(seq) == 0) {
 		problem(c, seq, full, "expected a non-empty sequence of app names, got %s",
-			config_node_type(seq) == CONFIG_SEQ ? "an empty one" : kind_of(seq));
+			config_node_type(seq) == CONFIG_SEQ ? "an empty one" : config_node_kind(seq));
 		return NULL;
 	}
 	n = config_len(seq);
@@ -405,7 +394,7 @@ static char **load_key_apps(ctx *c, const config_node *item, const char *path)
 		snprintf(at, sizeof(at), "%s[%zu]", full, i);
 		if (config_node_type(a) != CONFIG_SCALAR || !*config_scalar(a)) {
 			problem(c, a, at, "expected an app name, got %s",
-				config_node_type(a) == CONFIG_SCALAR ? "an empty string" : kind_of(a));
+				config_node_type(a) == CONFIG_SCALAR ? "an empty string" : config_node_kind(a));
 			continue;
 		}
 		if ((apps[k] = dup_or_flag(c, config_scalar(a))))
@@ -432,7 +421,7 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 		return;
 	if (config_node_type(seq) != CONFIG_SEQ) {
 		problem(c, seq, "server.api_keys", "expected a sequence of {key, scope}, got %s",
-			kind_of(seq));
+			config_node_kind(seq));
 		return;
 	}
 	size_t n = config_len(seq);
@@ -448,7 +437,7 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 		char path[SETTINGS_PATH_MAX];
 		snprintf(path, sizeof(path), "server.api_keys[%zu]", i);
 		if (config_node_type(item) != CONFIG_MAP) {
-			problem(c, item, path, "expected a map {key, scope}, got %s", kind_of(item));
+			problem(c, item, path, "expected a map {key, scope}, got %s", config_node_kind(item));
 			continue;
 		}
 		check_keys(c, item, path, known);
@@ -506,7 +495,7 @@ static void load_allowed_hosts(ctx *c, const config_node *server, settings *s)
 	if (!seq)
 		return;
 	if (config_node_type(seq) != CONFIG_SEQ) {
-		problem(c, seq, path, "expected a sequence of host names, got %s", kind_of(seq));
+		problem(c, seq, path, "expected a sequence of host names, got %s", config_node_kind(seq));
 		return;
 	}
 	size_t n = config_len(seq);
@@ -525,7 +514,7 @@ static void load_allowed_hosts(ctx *c, const config_node *server, settings *s)
 		char at[SETTINGS_PATH_MAX];
 		snprintf(at, sizeof(at), "%s[%zu]", path, i);
 		if (config_node_type(item) != CONFIG_SCALAR) {
-			problem(c, item, at, "expected a host name, got %s", kind_of(item));
+			problem(c, item, at, "expected a host name, got %s", config_node_kind(item));
 			continue;
 		}
 		if (!host_value_ok(config_scalar(item))) {
@@ -620,7 +609,7 @@ static void load_plugins(ctx *c, const config_node *root, settings *s)
 			snprintf(path, sizeof(path), "plugins.path");
 		const char *text = config_scalar(dir);
 		if (!text) {
-			problem(c, dir, path, "expected a directory, got %s", kind_of(dir));
+			problem(c, dir, path, "expected a directory, got %s", config_node_kind(dir));
 			continue;
 		}
 		if (!*text) {
@@ -641,7 +630,7 @@ static void load_stores(ctx *c, const config_node *root, const config_node *defa
 		m = config_map_get(defaults, "stores");
 	if (config_node_type(m) != CONFIG_MAP) {
 		problem(c, m, "stores", "expected a map of store name to {plugin: ..., ...}, got %s",
-			kind_of(m));
+			config_node_kind(m));
 		return;
 	}
 	size_t n = config_len(m);
@@ -673,7 +662,7 @@ static void load_stores(ctx *c, const config_node *root, const config_node *defa
 		s->n_stores++;
 		if (config_node_type(v) != CONFIG_MAP) {
 			problem(c, v ? v : config_map_key_node_at(m, i), path,
-				"expected a map {plugin: ..., ...}, got %s", kind_of(v));
+				"expected a map {plugin: ..., ...}, got %s", config_node_kind(v));
 			continue;
 		}
 		/* Other keys are the plugin's, checked by the loader. */
@@ -795,7 +784,7 @@ static void load_snapshot(ctx *c, const config_node *kw, settings *s)
 	int32_t on;
 
 	if (v && config_node_type(v) != CONFIG_SCALAR) {
-		problem(c, v, path, "expected a file path, true or false, got %s", kind_of(v));
+		problem(c, v, path, "expected a file path, true or false, got %s", config_node_kind(v));
 		return;
 	}
 	if (v && !*config_scalar(v)) {
@@ -918,7 +907,7 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 	}
 	if (config_node_type(v) != CONFIG_MAP) {
 		problem(c, v ? v : key_node, path, "expected a map {working_memory: ...}, got %s",
-			kind_of(v));
+			config_node_kind(v));
 		return;
 	}
 	check_keys(c, v, path, known);
@@ -1034,7 +1023,7 @@ int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 		top = NULL; /* an empty file: every default */
 	} else if (config_node_type(root) != CONFIG_MAP) {
 		problem(&c, root, NULL, "expected a map of sections (server, stores, apps, ...), got %s",
-			kind_of(root));
+			config_node_kind(root));
 		top = NULL;
 	}
 	check_keys(&c, top, "", known);
