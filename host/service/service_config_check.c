@@ -126,6 +126,25 @@ static void check_raw_plugin_slots(const char *config_path, const char *const *e
 	config_free(root);
 }
 
+/* Parse config_path (NULL: no config, *ret_root = NULL) for a check that
+ * reports into d: a file that does not parse is one problem in d and
+ * MEMD_EINVAL; MEMD_ENOMEM as itself. */
+static int32_t parse_for_check(const char *config_path, config_node **ret_root, config_diag *d)
+{
+	memd_error err = { 0 };
+	config_node *root = NULL;
+	int32_t r;
+
+	if (config_path && (r = config_parse_file(config_path, &root, &err)) < 0) {
+		if (r == MEMD_ENOMEM)
+			return r;
+		config_diag_add(d, NULL, NULL, "%s", err.msg);
+		return MEMD_EINVAL;
+	}
+	*ret_root = root;
+	return 0;
+}
+
 int32_t service_check_config(const char *config_path, const char *const *extra_path,
 			     service_config_rule rule, config_diag *d)
 {
@@ -135,12 +154,8 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 	char **search;
 	int32_t r;
 
-	if (config_path && (r = config_parse_file(config_path, &root, &err)) < 0) {
-		if (r == MEMD_ENOMEM)
-			return r;
-		config_diag_add(d, NULL, NULL, "%s", err.msg);
-		return MEMD_EINVAL;
-	}
+	if ((r = parse_for_check(config_path, &root, d)) < 0)
+		return r;
 	if (rule)
 		rule(root, d); /* before settings_load, which takes root */
 	if ((r = settings_load(root, &set, d)) < 0) {
@@ -285,12 +300,8 @@ int32_t service_plugins_list(const char *config_path, const char *const *extra_p
 	memd_error err = { 0 };
 	int32_t r;
 
-	if (config_path && (r = config_parse_file(config_path, &root, &err)) < 0) {
-		if (r == MEMD_ENOMEM)
-			return r;
-		config_diag_add(d, NULL, NULL, "%s", err.msg);
-		return MEMD_EINVAL;
-	}
+	if ((r = parse_for_check(config_path, &root, d)) < 0)
+		return r;
 	if ((r = search_of(root, extra_path, &l.search)) < 0) {
 		config_free(root);
 		return r;
