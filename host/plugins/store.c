@@ -38,7 +38,10 @@ struct store {
 	_Atomic uint64_t errors[STORE_N_OPS][N_ERR_SLOTS + 1]; /* last: other codes */
 	/* The storage's health, from the writes (store_health). */
 	pthread_mutex_t health_lock;
-	uint32_t health_flags;        /* MEMD_ERROR_STORAGE_* of the failed write; 0: healthy */
+	/* MEMD_ERROR_STORAGE_* of the failed write; 0: healthy. Written under
+	 * health_lock; read without it by the write path, so that a healthy
+	 * store's writes take no lock for it. */
+	_Atomic uint32_t health_flags;
 	int64_t health_since_ns;      /* monotonic: when that write failed */
 	char health_msg[MEMD_ERROR_MSG_MAX];
 };
@@ -86,11 +89,14 @@ static void note_health(store *s, size_t op, int32_t r, const memd_error *err, i
 {
 	if (!op_writes(op) || (r < 0 && (!err || !(err->flags & MEMD_ERROR_STORAGE_MASK))))
 		return;
+	if (r >= 0 && !atomic_load_explicit(&s->health_flags, memory_order_relaxed))
+		return; /* healthy, and stays so */
 	pthread_mutex_lock(&s->health_lock);
 	if (r >= 0) {
-		s->health_flags = 0;
+		atomic_store_explicit(&s->health_flags, 0, memory_order_relaxed);
 	} else {
-		s->health_flags = err->flags & MEMD_ERROR_STORAGE_MASK;
+		atomic_store_explicit(&s->health_flags, err->flags & MEMD_ERROR_STORAGE_MASK,
+				      memory_order_relaxed);
 		s->health_since_ns = now_ns;
 		snprintf(s->health_msg, sizeof(s->health_msg), "%s", err->msg);
 	}
@@ -99,12 +105,14 @@ static void note_health(store *s, size_t op, int32_t r, const memd_error *err, i
 
 int store_health(store *s, store_health_report *ret)
 {
+	uint32_t flags;
 	int degraded;
 
 	pthread_mutex_lock(&s->health_lock);
-	degraded = s->health_flags != 0;
+	flags = atomic_load_explicit(&s->health_flags, memory_order_relaxed);
+	degraded = flags != 0;
 	if (degraded) {
-		ret->flags = s->health_flags;
+		ret->flags = flags;
 		ret->since_ns = s->health_since_ns;
 		memcpy(ret->msg, s->health_msg, sizeof(ret->msg));
 	}
