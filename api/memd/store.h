@@ -39,6 +39,19 @@
  *    position is committed). Deleting a session or user removes its events
  *    from the feed and adds one DELETE record.
  *
+ *  - Lanes (since 1.2; optional ops, a 1.0/1.1 store answers MEMD_ENOTSUP):
+ *    a lane is a row per (app, user, key) naming the lane's current
+ *    session, its lifecycle flags, its turn (id and lease) and usage sums;
+ *    its inbox is a list of items per lane. The host decides every change
+ *    (policy, priority, leases); a store only keeps rows and makes each
+ *    lane_write one conditional transaction: it applies iff the lane's
+ *    version equals expected_version (or, with MEMD_LW_CREATE, iff the
+ *    lane does not exist), else MEMD_ECONFLICT and nothing is written.
+ *    Times are unix microseconds the host passes in (now_us); a store
+ *    never reads its own clock for lane decisions. session_delete leaves
+ *    lanes pointing at the session (the host replaces it on the next open);
+ *    user_delete removes the user's lanes and their inboxes.
+ *
  * Records and strings passed in are borrowed for the call. Records passed
  * to a sink are borrowed for the sink call: the host copies what it keeps.
  */
@@ -56,6 +69,10 @@ extern "C" {
 
 /* memd_session.flags */
 #define MEMD_SESSION_ARCHIVED 0x1u
+/* since 1.2: a lane reset made this session and the first context read
+ * owes the user a notice (start_reason says why); cleared, once, by
+ * MEMD_PATCH_CLEAR_NOTICE. */
+#define MEMD_SESSION_NOTICE   0x2u
 
 typedef struct memd_session {
 	uint32_t struct_size;            /* since 1.0 */
@@ -70,7 +87,94 @@ typedef struct memd_session {
 	int64_t version;                 /* since 1.0: +1 per append; 0 at create */
 	int64_t last_seq;                /* since 1.0: seq of the newest event, 0 = none */
 	int64_t summary_seq;             /* since 1.0: seq of the newest summary, 0 = none */
+	/* Lifecycle (since 1.2; a store below 1.2 delivers a shorter struct:
+	 * read these only when struct_size covers them). All may be NULL/0. */
+	const char *lane_key;            /* since 1.2: the lane that made it */
+	const char *origin_json;         /* since 1.2: message source (JSON object) */
+	const char *origin_platform;     /* since 1.2: origin's platform, filterable */
+	const char *previous_session;    /* since 1.2: the session a reset replaced */
+	const char *start_reason;        /* since 1.2: suspended|idle|daily|explicit|switch */
+	const char *end_reason;          /* since 1.2: NULL while open */
+	int64_t ended_us;                /* since 1.2: 0 while open */
+	/* Usage sums (since 1.2), added by lane_write and append usage. */
+	int64_t input_tokens;            /* since 1.2 */
+	int64_t output_tokens;           /* since 1.2 */
+	int64_t cache_read_tokens;       /* since 1.2 */
+	int64_t cache_write_tokens;      /* since 1.2 */
+	int64_t cost_micro_usd;          /* since 1.2: USD x 1e6 */
+	int64_t last_prompt_tokens;      /* since 1.2: the latest nonzero report, not a sum */
 } memd_session;
+
+/* Token and cost usage to add (since 1.2). Every field is added to the
+ * sums except last_prompt_tokens, which replaces the stored one when > 0.
+ * Negative values are refused with MEMD_EINVAL. */
+typedef struct memd_usage {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t reserved;               /* since 1.2 */
+	int64_t input_tokens;            /* since 1.2 */
+	int64_t output_tokens;           /* since 1.2 */
+	int64_t cache_read_tokens;       /* since 1.2 */
+	int64_t cache_write_tokens;      /* since 1.2 */
+	int64_t cost_micro_usd;          /* since 1.2 */
+	int64_t last_prompt_tokens;      /* since 1.2 */
+} memd_usage;
+
+/* memd_lane.flags (since 1.2) */
+#define MEMD_LANE_SUSPENDED          0x1u  /* next open starts a new session */
+#define MEMD_LANE_RESUME_PENDING     0x2u  /* next open keeps the session; resume_reason says why */
+#define MEMD_LANE_FINALIZED          0x4u  /* the current session was finalized (expired) */
+#define MEMD_LANE_FRESH_RESET        0x8u  /* the current session came from an explicit reset */
+#define MEMD_LANE_RESET_HAD_ACTIVITY 0x10u /* the session the last reset replaced had events */
+
+/* A lane: the current session of one conversation key (since 1.2). */
+typedef struct memd_lane {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t flags;                  /* since 1.2: MEMD_LANE_* */
+	const char *app;                 /* since 1.2 */
+	const char *user;                /* since 1.2 */
+	const char *key;                 /* since 1.2: 1..MEMD_ID_MAX bytes, like an id */
+	const char *session;             /* since 1.2: the current session's id */
+	const char *origin_json;         /* since 1.2: the latest source seen; may be NULL */
+	int64_t created_us;              /* since 1.2: output (kept from the first write) */
+	int64_t updated_us;              /* since 1.2: last activity */
+	int64_t version;                 /* since 1.2: output: 1 after create, +1 per write */
+	const char *resume_reason;       /* since 1.2: with RESUME_PENDING, else NULL */
+	int64_t resume_marked_us;        /* since 1.2 */
+	const char *reset_reason;        /* since 1.2: the last reset's reason; NULL = none */
+	const char *previous_session;    /* since 1.2: what the last reset replaced */
+	int64_t reset_us;                /* since 1.2 */
+	const char *turn_id;             /* since 1.2: the turn in progress; NULL = none */
+	int64_t turn_started_us;         /* since 1.2 */
+	int64_t turn_lease_until_us;     /* since 1.2: the holder's lease ends then */
+	uint32_t interruptions;          /* since 1.2: consecutive interrupted turns */
+	uint32_t finalize_failures;      /* since 1.2: failed finalize attempts */
+	int64_t finalize_claim_until_us; /* since 1.2: a finalizer holds the lane until then */
+	/* Usage sums (since 1.2): output only; lane_write adds its usage. */
+	int64_t input_tokens;            /* since 1.2 */
+	int64_t output_tokens;           /* since 1.2 */
+	int64_t cache_read_tokens;       /* since 1.2 */
+	int64_t cache_write_tokens;      /* since 1.2 */
+	int64_t cost_micro_usd;          /* since 1.2 */
+	int64_t last_prompt_tokens;      /* since 1.2 */
+	uint32_t inbox_depth;            /* since 1.2: output: FIFO length + slot */
+	uint32_t reserved;               /* since 1.2 */
+} memd_lane;
+
+/* memd_inbox_item.mode (since 1.2) */
+#define MEMD_INBOX_INTERRUPT 1u /* fill the next-up slot, replacing what is there */
+#define MEMD_INBOX_QUEUE     2u /* the slot if it is free, else the FIFO's tail */
+
+/* One message waiting for a lane's turn holder (since 1.2). */
+typedef struct memd_inbox_item {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t mode;                   /* since 1.2: MEMD_INBOX_* it was put with */
+	const char *id;                  /* since 1.2: host-made, unique per lane */
+	const char *body_json;           /* since 1.2: the event, a JSON object */
+	int64_t created_us;              /* since 1.2 */
+	int64_t position;                /* since 1.2: output: ascending put order */
+	uint32_t in_slot;                /* since 1.2: output: 1 = the next-up slot */
+	uint32_t reserved;               /* since 1.2 */
+} memd_inbox_item;
 
 typedef struct memd_event {
 	uint32_t struct_size;            /* since 1.0 */
@@ -109,6 +213,9 @@ typedef struct memd_artifact {
 #define MEMD_FEED_EVENT          1u /* event is set */
 #define MEMD_FEED_DELETE_SESSION 2u /* scope app, user, session */
 #define MEMD_FEED_DELETE_USER    3u /* scope app, user; session NULL */
+/* since 1.2: a lane's session was finalized (scope app, user, session).
+ * Readers skip kinds they do not know. */
+#define MEMD_FEED_FINALIZE       4u
 
 typedef struct memd_feed_record {
 	uint32_t struct_size;            /* since 1.0 */
@@ -134,6 +241,8 @@ typedef struct memd_session_query {
 	uint32_t reserved;               /* since 1.0 */
 	int64_t before_created_us;       /* since 1.0: 0 = from the newest */
 	const char *before_id;           /* since 1.0: with before_created_us */
+	const char *origin_platform;     /* since 1.2: only sessions with this origin platform; NULL = any */
+	const char *lane_key;            /* since 1.2: only sessions made by this lane; NULL = any */
 } memd_session_query;
 
 /* memd_event_query.flags */
@@ -157,6 +266,10 @@ typedef struct memd_event_query {
 #define MEMD_PATCH_TITLE    0x1u
 #define MEMD_PATCH_METADATA 0x2u
 #define MEMD_PATCH_ARCHIVED 0x4u
+/* since 1.2: clear MEMD_SESSION_NOTICE without touching updated_us or
+ * version; MEMD_ECONFLICT if it was not set (so exactly one caller of
+ * several racing ones succeeds). */
+#define MEMD_PATCH_CLEAR_NOTICE 0x8u
 
 typedef struct memd_session_update {
 	uint32_t struct_size;            /* since 1.0 */
@@ -181,6 +294,10 @@ typedef struct memd_append {
 	const char *state_delta_json;    /* since 1.0: JSON object or NULL */
 	const char *title_if_unset;      /* since 1.0: becomes title iff title is NULL */
 	int64_t now_us;                  /* since 1.0: new updated_us */
+	/* since 1.2: added to the session's usage, and to the lane whose
+	 * current session it is (if any), in the same transaction; NULL = none.
+	 * The host sets it only for a store of minor >= 2. */
+	const memd_usage *usage;
 } memd_append;
 
 /* memd_append_result.flags */
@@ -192,6 +309,58 @@ typedef struct memd_append_result {
 	int64_t version;                 /* since 1.0: session version after */
 	int64_t *seqs;                   /* since 1.0: caller-owned, n_events slots */
 } memd_append_result;
+
+/* memd_lane_write.flags (since 1.2) */
+#define MEMD_LW_CREATE        0x1u /* the lane must not exist yet (else ECONFLICT) */
+#define MEMD_LW_CLEAR_INBOX   0x2u /* delete every inbox item of the lane */
+#define MEMD_LW_FEED_FINALIZE 0x4u /* add a MEMD_FEED_FINALIZE record for lane->session */
+
+/* One conditional write of a lane (since 1.2): all or nothing. */
+typedef struct memd_lane_write {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t flags;                  /* since 1.2: MEMD_LW_* */
+	int64_t expected_version;        /* since 1.2: without CREATE, must equal the lane's */
+	/* since 1.2: app, user, key, and the new value of every field except
+	 * created_us, version, the usage sums and inbox_depth (store-kept). */
+	const memd_lane *lane;
+	/* since 1.2: a session created in the same transaction (as
+	 * session_create, no state; MEMD_ECONFLICT if its id exists); NULL. */
+	const memd_session *create_session;
+	/* since 1.2: a session of (app, user) to mark ended (ended_us = now_us,
+	 * end_reason) if it exists and is open; NULL = none. */
+	const char *end_session;
+	const char *end_reason;          /* since 1.2 */
+	/* since 1.2: a session of (app, user) to reopen (ended_us = 0,
+	 * end_reason NULL); MEMD_ENOTFOUND if it does not exist; NULL = none. */
+	const char *reopen_session;
+	/* since 1.2: added to the lane's sums and to lane->session's; NULL. */
+	const memd_usage *usage;
+	int64_t now_us;                  /* since 1.2 */
+} memd_lane_write;
+
+/* Lanes newest activity first, by (updated_us, app, user, key)
+ * descending; keyset paging: only lanes strictly before the before_*
+ * tuple (since 1.2). Every set filter must hold. */
+#define MEMD_LQ_TURN_ANY  0u
+#define MEMD_LQ_TURN_SOME 1u /* only lanes with a turn (turn_id set) */
+#define MEMD_LQ_TURN_NONE 2u /* only lanes without a turn */
+typedef struct memd_lane_query {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t limit;                  /* since 1.2: > 0 */
+	const char *app;                 /* since 1.2: NULL = every app (user must be NULL) */
+	const char *user;                /* since 1.2: NULL = every user of app */
+	uint32_t flags_all;              /* since 1.2: lanes having all these MEMD_LANE_* bits */
+	uint32_t flags_none;             /* since 1.2: lanes having none of these bits */
+	uint32_t turn;                   /* since 1.2: MEMD_LQ_TURN_* */
+	uint32_t reserved;               /* since 1.2 */
+	int64_t updated_after_us;        /* since 1.2: only updated_us > this; 0 = no bound */
+	int64_t updated_before_us;       /* since 1.2: only updated_us < this; 0 = no bound */
+	int64_t lease_before_us;         /* since 1.2: only turns whose lease ends < this; 0 = no bound */
+	int64_t before_updated_us;       /* since 1.2: 0 = from the newest */
+	const char *before_app;          /* since 1.2: with before_updated_us */
+	const char *before_user;         /* since 1.2 */
+	const char *before_key;          /* since 1.2 */
+} memd_lane_query;
 
 /* ---- sinks (host-owned; copy what you keep; nonzero return stops) ---- */
 
@@ -212,6 +381,18 @@ typedef struct memd_artifact_sink {
 	void *userdata;                  /* since 1.0 */
 	int32_t (*artifact)(void *userdata, const memd_artifact *a); /* since 1.0 */
 } memd_artifact_sink;
+
+typedef struct memd_lane_sink {
+	uint32_t struct_size;            /* since 1.2 */
+	void *userdata;                  /* since 1.2 */
+	int32_t (*lane)(void *userdata, const memd_lane *l); /* since 1.2 */
+} memd_lane_sink;
+
+typedef struct memd_inbox_sink {
+	uint32_t struct_size;            /* since 1.2 */
+	void *userdata;                  /* since 1.2 */
+	int32_t (*item)(void *userdata, const memd_inbox_item *i); /* since 1.2 */
+} memd_inbox_sink;
 
 typedef struct memd_feed_sink {
 	uint32_t struct_size;            /* since 1.0 */
@@ -302,6 +483,55 @@ typedef struct memd_store_ops {
 
 	/* since 1.0: is the backend reachable? For /readyz. */
 	int32_t (*ping)(void *inst, const memd_call *call, memd_error *err);
+
+	/* ---- lanes (since 1.2, optional as a group) ---- */
+
+	/* since 1.2: scope->session ignored. Delivers the lane (with
+	 * inbox_depth). MEMD_ENOTFOUND if absent. */
+	int32_t (*lane_get)(void *inst, const memd_call *call, const memd_scope *scope,
+			    const char *key, const memd_lane_sink *out, memd_error *err);
+	/* since 1.2: see memd_lane_write and the header comment; w->lane's
+	 * app, user, key name the lane. Delivers the stored lane. */
+	int32_t (*lane_write)(void *inst, const memd_call *call, const memd_lane_write *w,
+			      const memd_lane_sink *out, memd_error *err);
+	/* since 1.2: see memd_lane_query; each lane with its inbox_depth. */
+	int32_t (*lane_list)(void *inst, const memd_call *call, const memd_lane_query *q,
+			     const memd_lane_sink *out, memd_error *err);
+	/* since 1.2: removes the lane and its inbox (its sessions stay).
+	 * MEMD_ENOTFOUND if absent. */
+	int32_t (*lane_delete)(void *inst, const memd_call *call, const memd_scope *scope,
+			       const char *key, memd_error *err);
+	/* since 1.2: deletes up to limit lanes (with their inboxes), of any
+	 * app, whose updated_us < updated_before_us, that are not suspended
+	 * and have no turn; writes how many. */
+	int32_t (*lane_prune)(void *inst, const memd_call *call, int64_t updated_before_us,
+			      uint32_t limit, uint32_t *ret_count, memd_error *err);
+
+	/* since 1.2: one atomic put (item->id, mode, body_json, created_us).
+	 * INTERRUPT replaces the slot's item; QUEUE takes the slot if it is
+	 * empty, else the FIFO's tail. Writes the depth after. MEMD_ENOTFOUND
+	 * if the lane does not exist. */
+	int32_t (*inbox_put)(void *inst, const memd_call *call, const memd_scope *scope,
+			     const char *key, const memd_inbox_item *item, uint32_t *ret_depth,
+			     memd_error *err);
+	/* since 1.2: only for the lane's turn holder: MEMD_ECONFLICT unless
+	 * turn_id is the lane's turn and its lease ends after now_us. Removes
+	 * and delivers the next item (the slot's; else the FIFO head), and
+	 * moves the FIFO head into an emptied slot, in one transaction, so
+	 * racing takers never get one item twice; delivers nothing when the
+	 * inbox is empty. Writes the depth after. */
+	int32_t (*inbox_take)(void *inst, const memd_call *call, const memd_scope *scope,
+			      const char *key, const char *turn_id, int64_t now_us,
+			      const memd_inbox_sink *out, uint32_t *ret_depth, memd_error *err);
+	/* since 1.2: every item, the slot's first, then the FIFO in order. */
+	int32_t (*inbox_list)(void *inst, const memd_call *call, const memd_scope *scope,
+			      const char *key, const memd_inbox_sink *out, memd_error *err);
+
+	/* since 1.2: up to limit sessions of any app and user with
+	 * 0 < ended_us < ended_before_us, oldest ended first (for retention). */
+	int32_t (*session_list_ended)(void *inst, const memd_call *call, int64_t ended_before_us,
+				      uint32_t limit, const memd_session_sink *out,
+				      memd_error *err);
 } memd_store_ops;
 
 #ifdef __cplusplus

@@ -57,6 +57,16 @@ typedef struct memd_strategy_ops {
 	 * to the session by the host. A failure here loses nothing. */
 	int32_t (*after_append)(void *inst, const memd_call *call, const memd_reader *reader,
 				const memd_event_sink *persist, memd_error *err);
+	/* since 1.2, optional: the session's lane expired and memd finalizes
+	 * the session: the last call a strategy gets for it, once per session
+	 * (with several memd processes too), on a worker thread, never while
+	 * after_append runs for the session. Events written to persist are
+	 * appended like after_append's (summary_buffer folds the rest of the
+	 * session into one summary). A failure is retried (at most 3 attempts
+	 * in all), then the session is finalized without it. */
+	int32_t (*on_session_finalize)(void *inst, const memd_call *call,
+				       const memd_reader *reader, const memd_event_sink *persist,
+				       memd_error *err);
 } memd_strategy_ops;
 
 #ifdef __cplusplus

@@ -88,7 +88,7 @@ Test(layout, abi_h)
 Test(layout, abi_h_constants)
 {
 	VAL(MEMD_ABI_MAJOR, 1);
-	VAL(MEMD_ABI_MINOR, 1);
+	VAL(MEMD_ABI_MINOR, 2);
 	VAL(MEMD_OK, 0);
 	VAL(MEMD_EINVAL, -1);
 	VAL(MEMD_ENOTFOUND, -2);
@@ -143,7 +143,7 @@ Test(layout, host_h)
 
 Test(layout, store_h)
 {
-	SIZE(memd_session, 88);
+	SIZE(memd_session, 192); /* 1.2 grew it */
 	MEMBER(memd_session, struct_size, 0, 4);
 	MEMBER(memd_session, flags, 4, 4);
 	MEMBER(memd_session, app, 8, 8);
@@ -156,6 +156,19 @@ Test(layout, store_h)
 	MEMBER(memd_session, version, 64, 8);
 	MEMBER(memd_session, last_seq, 72, 8);
 	MEMBER(memd_session, summary_seq, 80, 8);
+	MEMBER(memd_session, lane_key, 88, 8);
+	MEMBER(memd_session, origin_json, 96, 8);
+	MEMBER(memd_session, origin_platform, 104, 8);
+	MEMBER(memd_session, previous_session, 112, 8);
+	MEMBER(memd_session, start_reason, 120, 8);
+	MEMBER(memd_session, end_reason, 128, 8);
+	MEMBER(memd_session, ended_us, 136, 8);
+	MEMBER(memd_session, input_tokens, 144, 8);
+	MEMBER(memd_session, output_tokens, 152, 8);
+	MEMBER(memd_session, cache_read_tokens, 160, 8);
+	MEMBER(memd_session, cache_write_tokens, 168, 8);
+	MEMBER(memd_session, cost_micro_usd, 176, 8);
+	MEMBER(memd_session, last_prompt_tokens, 184, 8);
 	SIZE(memd_event, 144);
 	MEMBER(memd_event, struct_size, 0, 4);
 	MEMBER(memd_event, flags, 4, 4);
@@ -193,13 +206,15 @@ Test(layout, store_h)
 	MEMBER(memd_feed_record, user, 24, 8);
 	MEMBER(memd_feed_record, session, 32, 8);
 	MEMBER(memd_feed_record, event, 40, 8);
-	SIZE(memd_session_query, 32);
+	SIZE(memd_session_query, 48); /* 1.2 grew it */
 	MEMBER(memd_session_query, struct_size, 0, 4);
 	MEMBER(memd_session_query, flags, 4, 4);
 	MEMBER(memd_session_query, limit, 8, 4);
 	MEMBER(memd_session_query, reserved, 12, 4);
 	MEMBER(memd_session_query, before_created_us, 16, 8);
 	MEMBER(memd_session_query, before_id, 24, 8);
+	MEMBER(memd_session_query, origin_platform, 32, 8);
+	MEMBER(memd_session_query, lane_key, 40, 8);
 	SIZE(memd_event_query, 40);
 	MEMBER(memd_event_query, struct_size, 0, 4);
 	MEMBER(memd_event_query, flags, 4, 4);
@@ -216,7 +231,7 @@ Test(layout, store_h)
 	MEMBER(memd_session_update, archived, 24, 4);
 	MEMBER(memd_session_update, reserved, 28, 4);
 	MEMBER(memd_session_update, now_us, 32, 8);
-	SIZE(memd_append, 56);
+	SIZE(memd_append, 64); /* 1.2 grew it */
 	MEMBER(memd_append, struct_size, 0, 4);
 	MEMBER(memd_append, flags, 4, 4);
 	MEMBER(memd_append, expected_version, 8, 8);
@@ -226,6 +241,7 @@ Test(layout, store_h)
 	MEMBER(memd_append, state_delta_json, 32, 8);
 	MEMBER(memd_append, title_if_unset, 40, 8);
 	MEMBER(memd_append, now_us, 48, 8);
+	MEMBER(memd_append, usage, 56, 8);
 	SIZE(memd_append_result, 24);
 	MEMBER(memd_append_result, struct_size, 0, 4);
 	MEMBER(memd_append_result, flags, 4, 4);
@@ -247,7 +263,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_sink, struct_size, 0, 4);
 	MEMBER(memd_feed_sink, userdata, 8, 8);
 	MEMBER(memd_feed_sink, record, 16, 8);
-	SIZE(memd_store_ops, 160);
+	SIZE(memd_store_ops, 232); /* 1.2 grew it */
 	MEMBER(memd_store_ops, struct_size, 0, 4);
 	MEMBER(memd_store_ops, reserved, 4, 4);
 	MEMBER(memd_store_ops, session_create, 8, 8);
@@ -269,6 +285,99 @@ Test(layout, store_h)
 	MEMBER(memd_store_ops, cursor_get, 136, 8);
 	MEMBER(memd_store_ops, cursor_set, 144, 8);
 	MEMBER(memd_store_ops, ping, 152, 8);
+	MEMBER(memd_store_ops, lane_get, 160, 8);
+	MEMBER(memd_store_ops, lane_write, 168, 8);
+	MEMBER(memd_store_ops, lane_list, 176, 8);
+	MEMBER(memd_store_ops, lane_delete, 184, 8);
+	MEMBER(memd_store_ops, lane_prune, 192, 8);
+	MEMBER(memd_store_ops, inbox_put, 200, 8);
+	MEMBER(memd_store_ops, inbox_take, 208, 8);
+	MEMBER(memd_store_ops, inbox_list, 216, 8);
+	MEMBER(memd_store_ops, session_list_ended, 224, 8);
+	/* since 1.2: lanes */
+	SIZE(memd_usage, 56);
+	MEMBER(memd_usage, struct_size, 0, 4);
+	MEMBER(memd_usage, reserved, 4, 4);
+	MEMBER(memd_usage, input_tokens, 8, 8);
+	MEMBER(memd_usage, output_tokens, 16, 8);
+	MEMBER(memd_usage, cache_read_tokens, 24, 8);
+	MEMBER(memd_usage, cache_write_tokens, 32, 8);
+	MEMBER(memd_usage, cost_micro_usd, 40, 8);
+	MEMBER(memd_usage, last_prompt_tokens, 48, 8);
+	SIZE(memd_lane, 208);
+	MEMBER(memd_lane, struct_size, 0, 4);
+	MEMBER(memd_lane, flags, 4, 4);
+	MEMBER(memd_lane, app, 8, 8);
+	MEMBER(memd_lane, user, 16, 8);
+	MEMBER(memd_lane, key, 24, 8);
+	MEMBER(memd_lane, session, 32, 8);
+	MEMBER(memd_lane, origin_json, 40, 8);
+	MEMBER(memd_lane, created_us, 48, 8);
+	MEMBER(memd_lane, updated_us, 56, 8);
+	MEMBER(memd_lane, version, 64, 8);
+	MEMBER(memd_lane, resume_reason, 72, 8);
+	MEMBER(memd_lane, resume_marked_us, 80, 8);
+	MEMBER(memd_lane, reset_reason, 88, 8);
+	MEMBER(memd_lane, previous_session, 96, 8);
+	MEMBER(memd_lane, reset_us, 104, 8);
+	MEMBER(memd_lane, turn_id, 112, 8);
+	MEMBER(memd_lane, turn_started_us, 120, 8);
+	MEMBER(memd_lane, turn_lease_until_us, 128, 8);
+	MEMBER(memd_lane, interruptions, 136, 4);
+	MEMBER(memd_lane, finalize_failures, 140, 4);
+	MEMBER(memd_lane, finalize_claim_until_us, 144, 8);
+	MEMBER(memd_lane, input_tokens, 152, 8);
+	MEMBER(memd_lane, output_tokens, 160, 8);
+	MEMBER(memd_lane, cache_read_tokens, 168, 8);
+	MEMBER(memd_lane, cache_write_tokens, 176, 8);
+	MEMBER(memd_lane, cost_micro_usd, 184, 8);
+	MEMBER(memd_lane, last_prompt_tokens, 192, 8);
+	MEMBER(memd_lane, inbox_depth, 200, 4);
+	MEMBER(memd_lane, reserved, 204, 4);
+	SIZE(memd_inbox_item, 48);
+	MEMBER(memd_inbox_item, struct_size, 0, 4);
+	MEMBER(memd_inbox_item, mode, 4, 4);
+	MEMBER(memd_inbox_item, id, 8, 8);
+	MEMBER(memd_inbox_item, body_json, 16, 8);
+	MEMBER(memd_inbox_item, created_us, 24, 8);
+	MEMBER(memd_inbox_item, position, 32, 8);
+	MEMBER(memd_inbox_item, in_slot, 40, 4);
+	MEMBER(memd_inbox_item, reserved, 44, 4);
+	SIZE(memd_lane_write, 72);
+	MEMBER(memd_lane_write, struct_size, 0, 4);
+	MEMBER(memd_lane_write, flags, 4, 4);
+	MEMBER(memd_lane_write, expected_version, 8, 8);
+	MEMBER(memd_lane_write, lane, 16, 8);
+	MEMBER(memd_lane_write, create_session, 24, 8);
+	MEMBER(memd_lane_write, end_session, 32, 8);
+	MEMBER(memd_lane_write, end_reason, 40, 8);
+	MEMBER(memd_lane_write, reopen_session, 48, 8);
+	MEMBER(memd_lane_write, usage, 56, 8);
+	MEMBER(memd_lane_write, now_us, 64, 8);
+	SIZE(memd_lane_query, 96);
+	MEMBER(memd_lane_query, struct_size, 0, 4);
+	MEMBER(memd_lane_query, limit, 4, 4);
+	MEMBER(memd_lane_query, app, 8, 8);
+	MEMBER(memd_lane_query, user, 16, 8);
+	MEMBER(memd_lane_query, flags_all, 24, 4);
+	MEMBER(memd_lane_query, flags_none, 28, 4);
+	MEMBER(memd_lane_query, turn, 32, 4);
+	MEMBER(memd_lane_query, reserved, 36, 4);
+	MEMBER(memd_lane_query, updated_after_us, 40, 8);
+	MEMBER(memd_lane_query, updated_before_us, 48, 8);
+	MEMBER(memd_lane_query, lease_before_us, 56, 8);
+	MEMBER(memd_lane_query, before_updated_us, 64, 8);
+	MEMBER(memd_lane_query, before_app, 72, 8);
+	MEMBER(memd_lane_query, before_user, 80, 8);
+	MEMBER(memd_lane_query, before_key, 88, 8);
+	SIZE(memd_lane_sink, 24);
+	MEMBER(memd_lane_sink, struct_size, 0, 4);
+	MEMBER(memd_lane_sink, userdata, 8, 8);
+	MEMBER(memd_lane_sink, lane, 16, 8);
+	SIZE(memd_inbox_sink, 24);
+	MEMBER(memd_inbox_sink, struct_size, 0, 4);
+	MEMBER(memd_inbox_sink, userdata, 8, 8);
+	MEMBER(memd_inbox_sink, item, 16, 8);
 }
 
 Test(layout, store_h_constants)
@@ -284,6 +393,22 @@ Test(layout, store_h_constants)
 	VAL(MEMD_PATCH_TITLE, 1);
 	VAL(MEMD_PATCH_METADATA, 2);
 	VAL(MEMD_PATCH_ARCHIVED, 4);
+	VAL(MEMD_SESSION_NOTICE, 2);
+	VAL(MEMD_FEED_FINALIZE, 4);
+	VAL(MEMD_PATCH_CLEAR_NOTICE, 8);
+	VAL(MEMD_LANE_SUSPENDED, 1);
+	VAL(MEMD_LANE_RESUME_PENDING, 2);
+	VAL(MEMD_LANE_FINALIZED, 4);
+	VAL(MEMD_LANE_FRESH_RESET, 8);
+	VAL(MEMD_LANE_RESET_HAD_ACTIVITY, 16);
+	VAL(MEMD_INBOX_INTERRUPT, 1);
+	VAL(MEMD_INBOX_QUEUE, 2);
+	VAL(MEMD_LW_CREATE, 1);
+	VAL(MEMD_LW_CLEAR_INBOX, 2);
+	VAL(MEMD_LW_FEED_FINALIZE, 4);
+	VAL(MEMD_LQ_TURN_ANY, 0);
+	VAL(MEMD_LQ_TURN_SOME, 1);
+	VAL(MEMD_LQ_TURN_NONE, 2);
 	VAL(MEMD_APPEND_EXPECT_VERSION, 1);
 	VAL(MEMD_APPEND_REPLAYED, 1);
 }
@@ -302,11 +427,12 @@ Test(layout, strategy_h)
 	MEMBER(memd_context_sink, userdata, 8, 8);
 	MEMBER(memd_context_sink, summary, 16, 8);
 	MEMBER(memd_context_sink, event, 24, 8);
-	SIZE(memd_strategy_ops, 24);
+	SIZE(memd_strategy_ops, 32); /* 1.2 grew it */
 	MEMBER(memd_strategy_ops, struct_size, 0, 4);
 	MEMBER(memd_strategy_ops, reserved, 4, 4);
 	MEMBER(memd_strategy_ops, context, 8, 8);
 	MEMBER(memd_strategy_ops, after_append, 16, 8);
+	MEMBER(memd_strategy_ops, on_session_finalize, 24, 8);
 }
 
 Test(layout, vector_h)
