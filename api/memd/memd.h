@@ -133,7 +133,9 @@ MEMD_API int32_t memd_session_delete(memd *m, const char *app, const char *user,
 /* ---- events ----------------------------------------------------------- */
 
 /* body: {"events": [event...], "state_delta"?: object,
- *        "expected_version"?: int, "invocation_id"?: str}
+ *        "expected_version"?: int, "invocation_id"?: str,
+ *        "usage"?: usage (see lanes; added to the session's sums and its
+ *        lane's, in the same transaction)}
  * event: {"id"?, "invocation_id"?, "author"?, "role": "user|assistant|
  *         system|tool", "branch"?, "content": str | {"parts": [...]},
  *         "actions"?, "metadata"?, "timestamp"?}
@@ -158,7 +160,10 @@ MEMD_API int32_t memd_events_page(memd *m, const char *app, const char *user, co
 /* ---- working memory ---------------------------------------------------- */
 
 /* The app's strategy's view. Result: {"strategy": str, "summary": event|null,
- * "events": [...], "tokens": int}. */
+ * "events": [...], "tokens": int}, plus "notice": {"reason": "idle" |
+ * "daily" | "suspended", "text": str} on the first read of a session an
+ * automatic lane reset made (once, unless the lane's reset policy has
+ * notify: false). */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
 /* memd_context with flags (MEMD_READ_NO_TEXT, or 0). */
@@ -283,6 +288,188 @@ MEMD_API int32_t memd_job_list(memd *m, const char *app, char **ret_json, memd_e
  * everything); a finished job is returned unchanged. */
 MEMD_API int32_t memd_job_cancel(memd *m, const char *app, const char *id, char **ret_json,
 				 memd_error *err);
+
+/* ---- lanes: the conversations of a chat gateway ------------------------ */
+
+/* A lane is a deterministic key for one conversation (a DM, a group, a
+ * thread) naming its current session; memd decides when the lane starts a
+ * new session (reset policy, suspension), tracks its turn (one at a time,
+ * under a lease), its crash recovery (resume_pending) and an inbox of
+ * messages that arrive while a turn runs. Lanes live in the session store,
+ * so any number of memd processes over one database agree. A store without
+ * lane support (ABI below 1.2) makes every lane call fail with
+ * MEMD_ENOTSUP, naming the store.
+ *
+ * Lane keys are 1..255 bytes of UTF-8 without control characters or '/'
+ * (like ids). Times in JSON are RFC 3339 UTC. JSON shapes:
+ *
+ *  source: {"platform": str (required), "chat_type"?: "dm" | "group" |
+ *    "channel" | "thread" (default "dm"), "chat_id"?, "chat_name"?,
+ *    "thread_id"?, "user_id"?, "user_id_alt"?, "user_name"?: str}
+ *  usage: {"input_tokens"?, "output_tokens"?, "cache_read_tokens"?,
+ *    "cache_write_tokens"?, "last_prompt_tokens"?: int >= 0,
+ *    "cost_usd"?: number >= 0}
+ *  lane: {"key", "user", "session_id", "origin": source | null, "created",
+ *    "updated", "version", "suspended": bool, "resume_pending": bool,
+ *    "resume_reason": str | null, "interruptions": int, "finalized": bool,
+ *    "fresh_reset": bool, "last_reset": null | {"reason", "at",
+ *    "previous_session", "had_activity"}, "turn": null | {"id", "started",
+ *    "lease_until"}, "inbox_depth": int, "usage": usage (with all fields)}
+ *
+ * Sessions made by a lane carry "lane_key", "origin", "previous_session",
+ * "start_reason", "ended" and "end_reason" (null while open) and "usage". */
+
+/* Derive the lane of a message source by the app's lanes config: DMs are
+ * always private; groups and channels are per user unless
+ * group_sessions_per_user is false; threads are shared unless
+ * thread_sessions_per_user is true; the participant is user_id_alt, else
+ * user_id; without identifiers one shared lane per platform. Result:
+ * {"key", "user" (the user scope: the participant's, or one derived from
+ * the chat for a shared lane), "shared": bool, "source": the source as
+ * normalized}. Pure: writes nothing. MEMD_EINVAL for a bad source. */
+MEMD_API int32_t memd_lane_resolve(memd *m, const char *app, const char *body_json,
+				   char **ret_json, memd_error *err);
+
+/* Get-or-create (the entry point for every incoming message). body:
+ * {"source"?: source} (NULL = {}): kept as the lane's origin and as the
+ * origin of a session it creates. In this order: no lane yet: create it
+ * with a new session; suspended: a new session (reset reason
+ * "suspended"); resume_pending: keep the session ("resumed": true);
+ * the reset policy says expired (idle or daily): a new session; else keep
+ * it and mark activity. A lane whose turn is in progress is never reset.
+ * A new session ends the old one and links to it. Result: {"lane": lane,
+ * "session": session, "created": bool, "reset": null | {"reason",
+ * "had_activity", "previous_session"}, "resumed": bool}. Racing opens of
+ * one key (any number of processes) agree on one session. */
+MEMD_API int32_t memd_lane_open(memd *m, const char *app, const char *user, const char *key,
+				const char *body_json, char **ret_json, memd_error *err);
+
+/* memd_lane_resolve then memd_lane_open in one call. body: a source.
+ * Result: memd_lane_open's, plus "key", "user" and "shared". */
+MEMD_API int32_t memd_lane_open_source(memd *m, const char *app, const char *body_json,
+				       char **ret_json, memd_error *err);
+
+/* Result: the lane. MEMD_ENOTFOUND if there is none. */
+MEMD_API int32_t memd_lane_get(memd *m, const char *app, const char *user, const char *key,
+			       char **ret_json, memd_error *err);
+
+/* memd_lane_list_options.flags: filters, all of which must hold. */
+#define MEMD_LANES_SUSPENDED          0x1u
+#define MEMD_LANES_NOT_SUSPENDED      0x2u
+#define MEMD_LANES_RESUME_PENDING     0x4u
+#define MEMD_LANES_NOT_RESUME_PENDING 0x8u
+#define MEMD_LANES_IN_TURN            0x10u
+
+typedef struct memd_lane_list_options {
+	uint32_t struct_size;     /* sizeof(memd_lane_list_options) */
+	uint32_t flags;           /* MEMD_LANES_* */
+	uint32_t limit;           /* 0 = MEMD_LIST_LIMIT_DEFAULT; at most MEMD_LIST_LIMIT_MAX */
+	uint32_t reserved;
+	int64_t active_within_s;  /* only lanes active in the last N seconds; 0 = any */
+	const char *cursor;       /* NULL or the next_cursor of the previous page */
+} memd_lane_list_options;
+
+/* Lanes of (app, user), or of every user of app when user is NULL, newest
+ * activity first. opts NULL = no filter, default limit. Result:
+ * {"lanes": [lane...], "next_cursor": str | null}. */
+MEMD_API int32_t memd_lane_list(memd *m, const char *app, const char *user,
+				const memd_lane_list_options *opts, char **ret_json,
+				memd_error *err);
+
+/* Explicit reset (a user's /new): a new session (start_reason
+ * "explicit", fresh_reset), the old one ended, the inbox cleared; creates
+ * the lane if needed. body: {"source"?: source}. MEMD_ECONFLICT while a
+ * turn is in progress. Result: as memd_lane_open's, reset.reason
+ * "explicit". */
+MEMD_API int32_t memd_lane_reset(memd *m, const char *app, const char *user, const char *key,
+				 const char *body_json, char **ret_json, memd_error *err);
+
+/* Point the lane at an existing session of the same (app, user) (a user's
+ * /resume): the current session is ended, the target reopened. body:
+ * {"session_id": str}. MEMD_ENOTFOUND for an unknown session (another
+ * user's is unknown too); MEMD_ECONFLICT while a turn is in progress.
+ * Result: {"lane": lane, "session": session}. */
+MEMD_API int32_t memd_lane_switch(memd *m, const char *app, const char *user, const char *key,
+				  const char *body_json, char **ret_json, memd_error *err);
+
+/* Suspend the lane (a user's /stop): its next open starts a new session;
+ * resume_pending is cleared. Result: the lane. */
+MEMD_API int32_t memd_lane_suspend(memd *m, const char *app, const char *user,
+				   const char *key, char **ret_json, memd_error *err);
+
+/* Forget the lane and its inbox (its sessions stay). */
+MEMD_API int32_t memd_lane_delete(memd *m, const char *app, const char *user, const char *key,
+				  memd_error *err);
+
+/* ---- turns ---- */
+
+/* Begin a turn. body: {"lease_ms"?: int} (default lanes.lease_ms, at most
+ * lanes.max_lease_ms). Result: {"turn_id", "lease_ms", "lease_until",
+ * "lane": lane}. MEMD_ECONFLICT when another turn holds an unexpired
+ * lease (the message names the lease's end and the inbox depth); a turn
+ * whose lease ran out is first recorded as interrupted
+ * ("restart_interrupted"). MEMD_ENOTFOUND without a lane (open first). */
+MEMD_API int32_t memd_turn_begin(memd *m, const char *app, const char *user, const char *key,
+				 const char *body_json, char **ret_json, memd_error *err);
+
+/* Extend the turn's lease. body: {"lease_ms"?: int}. Result: as
+ * memd_turn_begin's. MEMD_ECONFLICT for a turn that is not the lane's
+ * (ended, expired and replaced, or never begun). */
+MEMD_API int32_t memd_turn_heartbeat(memd *m, const char *app, const char *user,
+				     const char *key, const char *turn_id, const char *body_json,
+				     char **ret_json, memd_error *err);
+
+/* End the turn. body: {"outcome": "ok" | "failed" | "interrupted",
+ * "reason"?: "shutdown_timeout" | "restart_timeout" | str, "usage"?:
+ * usage}. ok clears resume_pending and the interruption count;
+ * interrupted sets resume_pending (reason, default "interrupted") and
+ * counts an interruption, and the third in a row suspends the lane
+ * instead; a suspended lane is never marked pending. usage is added to
+ * the lane's and the session's sums. Result: {"lane": lane}.
+ * MEMD_ECONFLICT for a stale turn id. */
+MEMD_API int32_t memd_turn_end(memd *m, const char *app, const char *user, const char *key,
+			       const char *turn_id, const char *body_json, char **ret_json,
+			       memd_error *err);
+
+/* ---- inbox ---- */
+
+/* body: {"mode": "interrupt" | "queue", "event": object (an event as
+ * memd_events_append takes it)}. interrupt fills the next-up slot,
+ * replacing what is there; queue takes the slot if free, else the FIFO's
+ * tail. Result: {"id", "depth", "slot": bool}. MEMD_ENOTFOUND without a
+ * lane. */
+MEMD_API int32_t memd_inbox_put(memd *m, const char *app, const char *user, const char *key,
+				const char *body_json, char **ret_json, memd_error *err);
+
+/* The turn holder takes the next item: the slot's, else the FIFO head
+ * (the next FIFO item moves up into the slot). body: {"turn_id": str}.
+ * Result: {"item": null | {"id", "mode", "event", "created"}, "depth"}.
+ * Each item is taken exactly once. MEMD_ECONFLICT for a turn that is not
+ * the lane's. */
+MEMD_API int32_t memd_inbox_take(memd *m, const char *app, const char *user, const char *key,
+				 const char *body_json, char **ret_json, memd_error *err);
+
+/* Result: {"items": [item...] (slot first, then FIFO order), "depth"}. */
+MEMD_API int32_t memd_inbox_list(memd *m, const char *app, const char *user, const char *key,
+				 char **ret_json, memd_error *err);
+
+/* ---- background lane work ---- */
+
+/* Run one pass of the lane watcher now (it also runs every
+ * lanes.watch_interval_s in memd serve): record turns whose lease ran
+ * out as interrupted; finalize lanes whose policy says expired and that
+ * have no turn (strategy on_session_finalize, webhook, change-feed
+ * record; exactly once across processes); prune old lanes; delete ended
+ * sessions past sessions.retention_days. Bounded batches. Result:
+ * {"leases_expired", "finalized", "finalize_failed", "pruned",
+ * "sessions_deleted"}: counts of this pass. */
+MEMD_API int32_t memd_lanes_sweep(memd *m, char **ret_json, memd_error *err);
+
+/* Replace the clock every lane decision and lane/session timestamp reads
+ * (unix microseconds); NULL restores the system clock. For tests and
+ * simulations: set it before the calls it should affect. */
+typedef int64_t (*memd_clock_fn)(void *userdata);
+MEMD_API void memd_set_clock(memd *m, memd_clock_fn now_us, void *userdata);
 
 /* ---- users and plugins -------------------------------------------------- */
 
