@@ -17,7 +17,9 @@
 	X(session_create) X(session_get) X(session_list) X(session_update)               \
 	X(session_delete) X(append) X(events_load) X(state_get) X(artifact_put)          \
 	X(artifact_get) X(artifact_list) X(artifact_versions) X(artifact_delete)          \
-	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)
+	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)     \
+	X(lane_get) X(lane_write) X(lane_list) X(lane_delete) X(lane_prune) X(inbox_put) \
+	X(inbox_take) X(inbox_list) X(session_list_ended)
 #define STORE_OP_ENUM(op) STORE_OP_##op,
 #define STORE_OP_NAME(op) #op,
 enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
@@ -58,6 +60,11 @@ static int op_writes(size_t op)
 	case STORE_OP_artifact_delete:
 	case STORE_OP_user_delete:
 	case STORE_OP_cursor_set:
+	case STORE_OP_lane_write:
+	case STORE_OP_lane_delete:
+	case STORE_OP_lane_prune:
+	case STORE_OP_inbox_put:
+	case STORE_OP_inbox_take:
 		return 1;
 	default:
 		return 0;
@@ -191,6 +198,11 @@ const char *store_name(const store *s)
 	return s->name;
 }
 
+uint32_t store_minor(const store *s)
+{
+	return loader_descriptor(loader_instance_plugin(s->inst))->abi_minor;
+}
+
 int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error *err)
 {
 	char msg[2 * MEMD_ERROR_MSG_MAX];
@@ -235,31 +247,73 @@ int32_t store_fix_error(const char *name, const char *op, int32_t r, memd_error 
 		return r_;                                                                \
 	} while (0)
 
+/* Records a plugin delivers reach the host's sinks host-sized: a record
+ * whose struct_size ends before members the host knows (a store built
+ * against an older minor) is copied into a zeroed host-sized one, so
+ * that every reader sees those members as not set instead of reading
+ * past the plugin's record. A record at least host-sized goes through
+ * as it is. The norm_* sinks wrap the caller's sink (NULL stays NULL). */
+#define NORM_COPY(type, rec, copy)                                                        \
+	((rec)->struct_size >= sizeof(type)                                               \
+		 ? (rec)                                                                  \
+		 : (memset(&(copy), 0, sizeof(copy)),                                     \
+		    memcpy(&(copy), (rec), (rec)->struct_size),                           \
+		    (copy).struct_size = sizeof(type), (const type *)&(copy)))
+
+static int32_t norm_session(void *ud, const memd_session *rec)
+{
+	const memd_session_sink *out = ud;
+	memd_session copy;
+	return out->session(out->userdata, NORM_COPY(memd_session, rec, copy));
+}
+
+static int32_t norm_lane(void *ud, const memd_lane *rec)
+{
+	const memd_lane_sink *out = ud;
+	memd_lane copy;
+	return out->lane(out->userdata, NORM_COPY(memd_lane, rec, copy));
+}
+
+static int32_t norm_item(void *ud, const memd_inbox_item *rec)
+{
+	const memd_inbox_sink *out = ud;
+	memd_inbox_item copy;
+	return out->item(out->userdata, NORM_COPY(memd_inbox_item, rec, copy));
+}
+
+#define NORM_SINK(kind, fn, name, out)                                                    \
+	memd_##kind##_sink name##_ = { sizeof(name##_), (void *)(out), fn };                \
+	const memd_##kind##_sink *name = (out) ? &name##_ : NULL
+
 int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
 			     const char *state_delta_json, const memd_session_sink *out,
 			     memd_error *err)
 {
-	STORE_FORWARD(s, session_create, err, call, in, state_delta_json, out);
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_create, err, call, in, state_delta_json, norm);
 }
 
 int32_t store_session_get(store *s, const memd_call *call, const memd_scope *scope,
 			  const memd_session_sink *out, memd_error *err)
 {
-	STORE_FORWARD(s, session_get, err, call, scope, out);
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_get, err, call, scope, norm);
 }
 
 int32_t store_session_list(store *s, const memd_call *call, const memd_scope *scope,
 			   const memd_session_query *q, const memd_session_sink *out,
 			   memd_error *err)
 {
-	STORE_FORWARD(s, session_list, err, call, scope, q, out);
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_list, err, call, scope, q, norm);
 }
 
 int32_t store_session_update(store *s, const memd_call *call, const memd_scope *scope,
 			     const memd_session_update *p, const memd_session_sink *out,
 			     memd_error *err)
 {
-	STORE_FORWARD(s, session_update, err, call, scope, p, out);
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_update, err, call, scope, p, norm);
 }
 
 int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *scope,
@@ -351,4 +405,66 @@ int32_t store_ping(store *s, const memd_call *call, memd_error *err)
 	if (!s->ops->ping)
 		return 0;
 	STORE_FORWARD(s, ping, err, call);
+}
+
+int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
+		       const char *key, const memd_lane_sink *out, memd_error *err)
+{
+	NORM_SINK(lane, norm_lane, norm, out);
+	STORE_FORWARD(s, lane_get, err, call, scope, key, norm);
+}
+
+int32_t store_lane_write(store *s, const memd_call *call, const memd_lane_write *w,
+			 const memd_lane_sink *out, memd_error *err)
+{
+	NORM_SINK(lane, norm_lane, norm, out);
+	STORE_FORWARD(s, lane_write, err, call, w, norm);
+}
+
+int32_t store_lane_list(store *s, const memd_call *call, const memd_lane_query *q,
+			const memd_lane_sink *out, memd_error *err)
+{
+	NORM_SINK(lane, norm_lane, norm, out);
+	STORE_FORWARD(s, lane_list, err, call, q, norm);
+}
+
+int32_t store_lane_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  const char *key, memd_error *err)
+{
+	STORE_FORWARD(s, lane_delete, err, call, scope, key);
+}
+
+int32_t store_lane_prune(store *s, const memd_call *call, int64_t updated_before_us,
+			 uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, lane_prune, err, call, updated_before_us, limit, ret_count);
+}
+
+int32_t store_inbox_put(store *s, const memd_call *call, const memd_scope *scope,
+			const char *key, const memd_inbox_item *item, uint32_t *ret_depth,
+			memd_error *err)
+{
+	STORE_FORWARD(s, inbox_put, err, call, scope, key, item, ret_depth);
+}
+
+int32_t store_inbox_take(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *key, const char *turn_id, int64_t now_us,
+			 const memd_inbox_sink *out, uint32_t *ret_depth, memd_error *err)
+{
+	NORM_SINK(inbox, norm_item, norm, out);
+	STORE_FORWARD(s, inbox_take, err, call, scope, key, turn_id, now_us, norm, ret_depth);
+}
+
+int32_t store_inbox_list(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *key, const memd_inbox_sink *out, memd_error *err)
+{
+	NORM_SINK(inbox, norm_item, norm, out);
+	STORE_FORWARD(s, inbox_list, err, call, scope, key, norm);
+}
+
+int32_t store_session_list_ended(store *s, const memd_call *call, int64_t ended_before_us,
+				 uint32_t limit, const memd_session_sink *out, memd_error *err)
+{
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_list_ended, err, call, ended_before_us, limit, norm);
 }

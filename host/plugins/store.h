@@ -6,7 +6,11 @@
  *  - serializes calls when the plugin is not MEMD_PLUGIN_THREADSAFE;
  *  - guarantees err is filled (code, message prefixed with the instance
  *    name) whenever the result is negative;
- *  - times the call and counts failures by code (store_render_metrics).
+ *  - times the call and counts failures by code (store_render_metrics);
+ *  - hands the caller's sinks host-sized records: a session, lane or
+ *    inbox item a store of an older minor delivers shorter is copied
+ *    into a zeroed host-sized record first (members it lacks read as
+ *    NULL/0), so no reader looks past what the store wrote.
  * Argument contracts are those of memd_store_ops in api/memd/store.h.
  */
 #ifndef MEMD_HOST_STORE_H
@@ -29,6 +33,11 @@ int32_t store_new(loader_instance *inst, store **ret, memd_error *err);
 /* Destroy the instance; accepts NULL. */
 void store_free(store *s);
 const char *store_name(const store *s);
+/* The ABI minor the store was built for (its descriptor's abi_minor):
+ * members of call structs added in a later minor are not read by it, so
+ * the host sets them only for a store that knows them (append usage:
+ * minor >= 2). */
+uint32_t store_minor(const store *s);
 
 int32_t store_session_create(store *s, const memd_call *call, const memd_session *in,
 			     const char *state_delta_json, const memd_session_sink *out,
@@ -71,6 +80,30 @@ int32_t store_cursor_set(store *s, const memd_call *call, const char *name, int6
 			 memd_error *err);
 /* A store without ping is taken to be reachable. */
 int32_t store_ping(store *s, const memd_call *call, memd_error *err);
+
+/* Lanes (since 1.2; MEMD_ENOTSUP naming the store and op when the store
+ * lacks them, e.g. a 1.0 or 1.1 store). lane_write, lane_delete,
+ * lane_prune, inbox_put and inbox_take count as writes for store_health. */
+int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
+		       const char *key, const memd_lane_sink *out, memd_error *err);
+int32_t store_lane_write(store *s, const memd_call *call, const memd_lane_write *w,
+			 const memd_lane_sink *out, memd_error *err);
+int32_t store_lane_list(store *s, const memd_call *call, const memd_lane_query *q,
+			const memd_lane_sink *out, memd_error *err);
+int32_t store_lane_delete(store *s, const memd_call *call, const memd_scope *scope,
+			  const char *key, memd_error *err);
+int32_t store_lane_prune(store *s, const memd_call *call, int64_t updated_before_us,
+			 uint32_t limit, uint32_t *ret_count, memd_error *err);
+int32_t store_inbox_put(store *s, const memd_call *call, const memd_scope *scope,
+			const char *key, const memd_inbox_item *item, uint32_t *ret_depth,
+			memd_error *err);
+int32_t store_inbox_take(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *key, const char *turn_id, int64_t now_us,
+			 const memd_inbox_sink *out, uint32_t *ret_depth, memd_error *err);
+int32_t store_inbox_list(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *key, const memd_inbox_sink *out, memd_error *err);
+int32_t store_session_list_ended(store *s, const memd_call *call, int64_t ended_before_us,
+				 uint32_t limit, const memd_session_sink *out, memd_error *err);
 
 /* Why the storage of a store is degraded. */
 typedef struct store_health_report {

@@ -22,6 +22,8 @@
 #include "config/config.h"
 #include "plugins/hostsvc.h"
 #include "plugins/loader.h"
+#include "plugins/store.h"
+#include "util/prom.h"
 
 #define FIXTURE_SUBDIR "/tests/fixtures"
 #define PATH_BUF 4096
@@ -472,6 +474,79 @@ Test(loader, tables_are_zero_extended_and_never_overread)
 	cr_assert_eq(loader_require_kind(p, MEMD_KIND_VECTOR, "index.vector.store", &err), MEMD_EABI);
 	cr_assert_str_eq(err.msg, "memd-sizes.so: is a session store plugin, but "
 				  "index.vector.store needs a vector store");
+	loader_close(p);
+}
+
+/* ---- a store of an older minor behind the host's wrappers ------------ */
+
+static int32_t keep_session(void *ud, const memd_session *s)
+{
+	memcpy(ud, s, sizeof(*s));
+	return 0;
+}
+
+/* A 1.1 store under a 1.2 host: its short session records reach the
+ * host's sinks zero-extended (the 1.2 members NULL/0, not the bytes
+ * after its record), the lane ops it lacks answer MEMD_ENOTSUP naming it
+ * and the op, the ones it has are named in the metrics, and a lane write
+ * that fails for a full disk marks its storage degraded. */
+Test(loader, older_store_records_are_zero_extended_and_lane_ops_named)
+{
+	memd_error err = {.struct_size = sizeof(err)};
+	loader_plugin *p = NULL;
+	loader_instance *inst = NULL;
+	store *st = NULL;
+	memd_scope sc = {.struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1"};
+	memd_call call = {.struct_size = sizeof(call)};
+	memd_session got;
+	memd_session_sink sink = {sizeof(sink), &got, keep_session};
+	memd_inbox_item item = {.struct_size = sizeof(item), .id = "i1", .body_json = "{}"};
+	store_health_report health;
+	prom_buf b = {0};
+	uint32_t depth = 0;
+
+	cr_assert_eq(loader_open(fixture("old_store"), NULL, &p, &err), 0, "%s", err.msg);
+	cr_assert_eq(loader_instance_create(p, "stores.old", NULL, "plugin", NULL, &inst, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(store_new(inst, &st, &err), 0, "%s", err.msg);
+	cr_assert_eq(store_minor(st), 1);
+
+	memset(&got, 0x5A, sizeof(got));
+	cr_assert_eq(store_session_get(st, &call, &sc, &sink, &err), 0, "%s", err.msg);
+	cr_assert_eq(got.struct_size, sizeof(memd_session));
+	cr_assert_str_eq(got.id, "s1");
+	cr_assert_eq(got.last_seq, 4);
+	cr_assert_null(got.lane_key);
+	cr_assert_null(got.origin_json);
+	cr_assert_null(got.end_reason);
+	cr_assert_eq(got.ended_us, 0);
+	cr_assert_eq(got.input_tokens, 0);
+	cr_assert_eq(got.last_prompt_tokens, 0);
+
+	cr_assert_eq(store_lane_write(st, &call, &(memd_lane_write){.struct_size = 1}, NULL, &err),
+		     MEMD_ENOTSUP);
+	cr_assert_str_eq(err.msg, "stores.old: does not support lane_write");
+	cr_assert_eq(store_inbox_take(st, &call, &sc, "k", "t", 0, NULL, &depth, &err),
+		     MEMD_ENOTSUP);
+	cr_assert_str_eq(err.msg, "stores.old: does not support inbox_take");
+	cr_assert_eq(store_session_list_ended(st, &call, 0, 1, &sink, &err), MEMD_ENOTSUP);
+	cr_assert_str_eq(err.msg, "stores.old: does not support session_list_ended");
+
+	cr_assert_eq(store_lane_get(st, &call, &sc, "k", NULL, &err), MEMD_ENOTFOUND);
+	cr_assert_str_eq(err.msg, "stores.old: no lane 'k'");
+	cr_assert_eq(store_health(st, &health), 0);
+	cr_assert_eq(store_inbox_put(st, &call, &sc, "k", &item, &depth, &err), MEMD_EIO);
+	cr_assert_eq(store_health(st, &health), 1, "inbox_put counts as a write");
+	cr_assert_eq(health.flags, MEMD_ERROR_STORAGE_FULL);
+
+	store_render_errors(st, &b);
+	cr_assert_not_null(b.p);
+	cr_assert_not_null(strstr(b.p, STORE_METRIC_ERRORS "{store=\"stores.old\",op=\"lane_get\","
+					"code=\"not_found\"} 1\n"), "%s", b.p);
+	cr_assert_not_null(strstr(b.p, STORE_METRIC_ERRORS "{store=\"stores.old\",op=\"inbox_put\","
+					"code=\"storage_error\"} 1\n"), "%s", b.p);
+	free(b.p);
+	store_free(st);
 	loader_close(p);
 }
 
