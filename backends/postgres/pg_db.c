@@ -97,7 +97,33 @@ int pg_json_has_nul_escape(const char *json)
 	return 0;
 }
 
+int32_t pg_usage_check(const memd_usage *u, memd_error *err)
+{
+	if (!u)
+		return 0;
+	if (u->struct_size < sizeof(*u))
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "usage struct_size %u is smaller than memd_usage (%zu)",
+				      (unsigned)u->struct_size, sizeof(*u));
+	if (u->input_tokens < 0 || u->output_tokens < 0 || u->cache_read_tokens < 0 ||
+	    u->cache_write_tokens < 0 || u->cost_micro_usd < 0 || u->last_prompt_tokens < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "usage must not be negative");
+	return 0;
+}
+
 /* ---- values --------------------------------------------------------- */
+
+void pg_usage_vals(const memd_usage *u, char bufs[PG_USAGE_N][PG_INT_BUF], const char **vals)
+{
+	const int64_t v[PG_USAGE_N] = {
+		u ? u->input_tokens : 0, u ? u->output_tokens : 0,
+		u ? u->cache_read_tokens : 0, u ? u->cache_write_tokens : 0,
+		u ? u->cost_micro_usd : 0, u ? u->last_prompt_tokens : 0,
+	};
+
+	for (size_t i = 0; i < PG_USAGE_N; i++)
+		vals[i] = pg_i64(bufs[i], v[i]);
+}
 
 const char *pg_i64(char *buf, int64_t v)
 {

@@ -30,8 +30,15 @@ typedef enum pg_stmt_id {
 	PG_ST_SESSION_EXISTS,
 	PG_ST_SESSION_LIST,
 	PG_ST_SESSION_LIST_BEFORE,
+	PG_ST_SESSION_LIST_LANE,
+	PG_ST_SESSION_LIST_LANE_BEFORE,
+	PG_ST_SESSION_LIST_PLATFORM,
+	PG_ST_SESSION_LIST_PLATFORM_BEFORE,
+	PG_ST_SESSION_LIST_ENDED,
 	PG_ST_SESSION_UPDATE,
 	PG_ST_SESSION_APPENDED,
+	PG_ST_SESSION_LANE_LOCK,
+	PG_ST_SESSION_LANE_USAGE,
 	PG_ST_SESSION_DELETE,
 	PG_ST_USER_SESSIONS_DELETE,
 	PG_ST_STATE_USER_DELETE_ALL,
@@ -62,6 +69,34 @@ typedef enum pg_stmt_id {
 	PG_ST_ARTIFACT_LIST,
 	PG_ST_ARTIFACT_VERSIONS,
 	PG_ST_ARTIFACT_DELETE,
+	/* lanes and their inboxes */
+	PG_ST_LANE_GET,
+	PG_ST_LANE_LOCK,
+	PG_ST_LANE_CREATE,
+	PG_ST_LANE_SESSION_LOCK,
+	PG_ST_LANE_SESSION_END,
+	PG_ST_LANE_SESSION_REOPEN,
+	PG_ST_LANE_SESSION_USAGE,
+	PG_ST_LANE_INBOX_CLEAR,
+	PG_ST_LANE_WRITE,
+	PG_ST_LANE_FINALIZE,
+	PG_ST_LANE_LIST_ALL,
+	PG_ST_LANE_LIST_ALL_BEFORE,
+	PG_ST_LANE_LIST_APP,
+	PG_ST_LANE_LIST_APP_BEFORE,
+	PG_ST_LANE_LIST_USER,
+	PG_ST_LANE_LIST_USER_BEFORE,
+	PG_ST_LANE_DELETE,
+	PG_ST_LANE_PRUNE,
+	PG_ST_INBOX_LOCK,
+	PG_ST_INBOX_SLOT_FREE,
+	PG_ST_INBOX_SLOT_REPLACE,
+	PG_ST_INBOX_INSERT,
+	PG_ST_INBOX_HOLDER,
+	PG_ST_INBOX_TAKE,
+	PG_ST_INBOX_PROMOTE,
+	PG_ST_INBOX_LIST,
+	PG_ST_USER_LANES_DELETE,
 	/* feed and cursors */
 	PG_ST_FEED_ALLOC,
 	PG_ST_FEED_HEAD,
@@ -240,8 +275,21 @@ int32_t pg_check_json(const char *what, const char *json, memd_error *err);
 /* True if JSON text json holds the escape \u0000 (which jsonb refuses). */
 int pg_json_has_nul_escape(const char *json);
 
-/* Decimal text of v in buf (PG_INT_BUF bytes); returns buf. */
+/* True when versioned record p (with struct_size) reaches member m. */
+#define PG_HAS(p, m) ((p)->struct_size >= offsetof(__typeof__(*(p)), m) + sizeof((p)->m))
+
+/* The fields of a memd_usage, as statements take them: input, output,
+ * cache read, cache write, cost, last prompt. */
+#define PG_USAGE_N 6
+/* MEMD_EINVAL unless u is NULL or a whole memd_usage (struct_size) with
+ * no negative field. */
+int32_t pg_usage_check(const memd_usage *u, memd_error *err);
+/* Decimal text of u's PG_USAGE_N fields (all "0" for NULL) into bufs and
+ * vals[0..PG_USAGE_N). */
 #define PG_INT_BUF 24
+void pg_usage_vals(const memd_usage *u, char bufs[PG_USAGE_N][PG_INT_BUF], const char **vals);
+
+/* Decimal text of v in buf (PG_INT_BUF bytes); returns buf. */
 const char *pg_i64(char *buf, int64_t v);
 /* Column value as int64 (0 for NULL) / as a C string (NULL for SQL NULL,
  * valid until pg_reset). */

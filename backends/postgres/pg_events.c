@@ -126,7 +126,15 @@ static int32_t check_append(const memd_scope *scope, const memd_append *a,
 
 	for (uint32_t i = 0; r == 0 && i < a->n_events; i++)
 		r = check_nul_escapes(a->events[i], err);
+	if (r == 0 && PG_HAS(a, usage))
+		r = pg_usage_check(a->usage, err);
 	return r < 0 ? r : pg_state_check(a->state_delta_json, err);
+}
+
+/* The usage of a (NULL when none, or when a predates it). */
+static const memd_usage *append_usage(const memd_append *a)
+{
+	return PG_HAS(a, usage) ? a->usage : NULL;
 }
 
 /* ---- one append inside a group ------------------------------------- */
@@ -277,8 +285,13 @@ static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, size_t *ret_wr
 	int32_t r;
 
 	pu_group_begin(m, n);
-	/* Round 1: lock every member's session (in order) and look its ids up. */
+	/* Round 1: lock the lanes of members with usage (lanes before
+	 * sessions, as lane_write locks them), then every member's session
+	 * (in order), and look its ids up. */
 	r = pg_send(c, &SQL_BEGIN, NULL, err);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (append_usage(m[i]->a))
+			r = pg_session_send_lane_lock(c, m[i]->scope, err);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = send_checks(c, req_of(m[i]), err);
 	if (r == 0)
@@ -318,7 +331,8 @@ static int32_t group_once(pg_conn *c, pu_group_req **m, size_t n, size_t *ret_wr
 	for (size_t i = 0; r == 0 && i < n; i++)
 		if (m[i]->status == PU_GROUP_WRITE)
 			r = pg_session_send_appended(c, m[i]->scope, &req_of(m[i])->head,
-						     m[i]->a->now_us, m[i]->a->title_if_unset, err);
+						     m[i]->a->now_us, m[i]->a->title_if_unset,
+						     append_usage(m[i]->a), err);
 	if (r == 0)
 		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	if (r == 0)

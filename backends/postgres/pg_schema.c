@@ -17,7 +17,8 @@ typedef struct pg_migration {
  * COLLATE "C" so ids compare and sort bytewise (as every memd store does).
  * events.position is the store-wide feed position handed out by the one
  * feed_counter row (see pg_feed.c for why that orders the feed);
- * feed_deletes holds the DELETE records in the same position space.
+ * feed_deletes holds the DELETE records in the same position space (and,
+ * since version 2, the FINALIZE records).
  * Times are unix microseconds (bigint), exact. Event content, actions and
  * metadata and session metadata are jsonb (queryable); state values are
  * JSON text, because a state value may be any JSON, and jsonb cannot hold
@@ -96,9 +97,96 @@ static const char *const SQL_V1[] = {
 	NULL,
 };
 
+/* Version 2: lanes. Sessions gain their lifecycle (the lane that made
+ * them, the message source, the session a reset replaced, why they
+ * started and ended) and usage sums; ADD COLUMN with a constant default
+ * rewrites nothing, so an existing database migrates at once and its
+ * sessions read as open, made by no lane, with no usage. The partial
+ * indexes serve the session list's lane and platform filters and the
+ * retention scan of ended sessions as range scans, and cost nothing for
+ * sessions without a lane, platform or end.
+ *
+ * lanes: one row per (app, user, key), the host's fields plus what the
+ * store keeps: version, the usage sums, inbox_last (the last inbox
+ * position handed out: positions ascend in put order) and inbox_depth
+ * (the inbox's item count, kept by every write of the inbox under the
+ * lane row's lock). Its three listing indexes are the three shapes of a
+ * lane list (every app, one app, one user) in the list's order. inbox:
+ * the items of a lane, at most one of them in the next-up slot (the
+ * partial unique index), gone with their lane (the foreign key). The
+ * body is json, not jsonb: an item comes back as it was put. */
+static const char *const SQL_V2[] = {
+	"ALTER TABLE sessions"
+	"  ADD COLUMN lane_key text COLLATE \"C\","
+	"  ADD COLUMN origin jsonb,"
+	"  ADD COLUMN origin_platform text COLLATE \"C\","
+	"  ADD COLUMN previous_session text COLLATE \"C\","
+	"  ADD COLUMN start_reason text,"
+	"  ADD COLUMN end_reason text,"
+	"  ADD COLUMN ended_us bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN input_tokens bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN output_tokens bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN cache_read_tokens bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN cache_write_tokens bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN cost_micro_usd bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN last_prompt_tokens bigint NOT NULL DEFAULT 0",
+	"CREATE INDEX sessions_by_lane ON sessions (app, \"user\", lane_key, created_us, id)"
+	"  WHERE lane_key IS NOT NULL",
+	"CREATE INDEX sessions_by_platform"
+	"  ON sessions (app, \"user\", origin_platform, created_us, id)"
+	"  WHERE origin_platform IS NOT NULL",
+	"CREATE INDEX sessions_by_ended ON sessions (ended_us, app, \"user\", id)"
+	"  WHERE ended_us > 0",
+
+	"CREATE TABLE lanes ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  key text COLLATE \"C\" NOT NULL,"
+	"  flags integer NOT NULL DEFAULT 0,"
+	"  session text COLLATE \"C\" NOT NULL DEFAULT '',"
+	"  origin jsonb,"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  version bigint NOT NULL DEFAULT 0,"
+	"  resume_reason text, resume_marked_us bigint NOT NULL DEFAULT 0,"
+	"  reset_reason text, previous_session text COLLATE \"C\","
+	"  reset_us bigint NOT NULL DEFAULT 0,"
+	"  turn_id text COLLATE \"C\", turn_started_us bigint NOT NULL DEFAULT 0,"
+	"  turn_lease_until_us bigint NOT NULL DEFAULT 0,"
+	"  interruptions bigint NOT NULL DEFAULT 0,"
+	"  finalize_failures bigint NOT NULL DEFAULT 0,"
+	"  finalize_claim_until_us bigint NOT NULL DEFAULT 0,"
+	"  input_tokens bigint NOT NULL DEFAULT 0,"
+	"  output_tokens bigint NOT NULL DEFAULT 0,"
+	"  cache_read_tokens bigint NOT NULL DEFAULT 0,"
+	"  cache_write_tokens bigint NOT NULL DEFAULT 0,"
+	"  cost_micro_usd bigint NOT NULL DEFAULT 0,"
+	"  last_prompt_tokens bigint NOT NULL DEFAULT 0,"
+	"  inbox_last bigint NOT NULL DEFAULT 0,"
+	"  inbox_depth bigint NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, \"user\", key))",
+	"CREATE INDEX lanes_by_updated ON lanes (updated_us, app, \"user\", key)",
+	"CREATE INDEX lanes_by_app_updated ON lanes (app, updated_us, \"user\", key)",
+	"CREATE INDEX lanes_by_user_updated ON lanes (app, \"user\", updated_us, key)",
+
+	"CREATE TABLE inbox ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  key text COLLATE \"C\" NOT NULL,"
+	"  position bigint NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  mode integer NOT NULL,"
+	"  body json NOT NULL,"
+	"  created_us bigint NOT NULL,"
+	"  in_slot boolean NOT NULL DEFAULT false,"
+	"  PRIMARY KEY (app, \"user\", key, position),"
+	"  FOREIGN KEY (app, \"user\", key) REFERENCES lanes (app, \"user\", key)"
+	"    ON DELETE CASCADE)",
+	"CREATE UNIQUE INDEX inbox_slot ON inbox (app, \"user\", key) WHERE in_slot",
+	NULL,
+};
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const pg_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
+	{ 2, "lanes, session lifecycle and usage", SQL_V2 },
 };
 #define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)

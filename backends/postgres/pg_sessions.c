@@ -8,47 +8,94 @@
 
 #define EMPTY_OBJECT "{}"
 
-/* Every query that delivers a session selects these columns, in order. */
-#define SESSION_COLS \
-	"app, \"user\", id, title, metadata::text, flags, created_us, updated_us, version," \
-	" last_seq, summary_seq"
+#define NOTICE_FLAG "2" /* MEMD_SESSION_NOTICE in SQL */
+/* The session flags a store keeps. */
+#define SESSION_FLAGS_KEPT (MEMD_SESSION_ARCHIVED | MEMD_SESSION_NOTICE)
+/* The patch fields that change what a session says (and so updated_us). */
+#define PATCH_TOUCHES (MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED)
+#define PATCH_KNOWN (PATCH_TOUCHES | MEMD_PATCH_CLEAR_NOTICE)
 
 static const pg_sql SQL_BEGIN = { PG_ST_BEGIN, 0, "BEGIN" };
 static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 
-static const pg_sql SQL_SESSION_INSERT = { PG_ST_SESSION_INSERT, 7,
-	"INSERT INTO sessions (app, \"user\", id, title, metadata, flags, created_us, updated_us)"
-	" VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7)" };
+static const pg_sql SQL_SESSION_INSERT = { PG_ST_SESSION_INSERT, 12,
+	"INSERT INTO sessions (app, \"user\", id, title, metadata, flags, created_us, updated_us,"
+	" lane_key, origin, origin_platform, previous_session, start_reason)"
+	" VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $8, $9::jsonb, $10, $11, $12)" };
 static const pg_sql SQL_SESSION_GET = { PG_ST_SESSION_GET, 3,
-	"SELECT " SESSION_COLS " FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3" };
+	"SELECT " PG_SESSION_COLS " FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3" };
 static const pg_sql SQL_SESSION_EXISTS = { PG_ST_SESSION_EXISTS, 3,
 	"SELECT version, last_seq, summary_seq FROM sessions"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3" };
 static const pg_sql SQL_SESSION_LOCK = { PG_ST_SESSION_LOCK, 3,
 	"SELECT version, last_seq, summary_seq FROM sessions"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3 FOR NO KEY UPDATE" };
-/* $3: include archived; $4: limit. */
-static const pg_sql SQL_SESSION_LIST = { PG_ST_SESSION_LIST, 4,
-	"SELECT " SESSION_COLS " FROM sessions"
-	" WHERE app = $1 AND \"user\" = $2 AND ($3::boolean OR flags & 1 = 0)"
-	" ORDER BY created_us DESC, id DESC LIMIT $4" };
-static const pg_sql SQL_SESSION_LIST_BEFORE = { PG_ST_SESSION_LIST_BEFORE, 6,
-	"SELECT " SESSION_COLS " FROM sessions"
-	" WHERE app = $1 AND \"user\" = $2 AND ($3::boolean OR flags & 1 = 0)"
-	" AND (created_us, id) < ($5::bigint, $6::text)"
-	" ORDER BY created_us DESC, id DESC LIMIT $4" };
-static const pg_sql SQL_SESSION_UPDATE = { PG_ST_SESSION_UPDATE, 10,
+/* $3: include archived; $4: limit; $5: the origin platform, $6: the lane
+ * key (NULL = any); $7, $8: the keyset bound. Each filter has a statement
+ * whose index it ranges over: the lane's if a lane key is given, else the
+ * platform's, else (app, user, created_us, id); the other filter is
+ * checked on the rows of that range. */
+#define LIST_WHERE(bound) \
+	" WHERE app = $1 AND \"user\" = $2 AND ($3::boolean OR flags & 1 = 0)" bound \
+	" AND ($5::text IS NULL OR origin_platform = $5) AND ($6::text IS NULL OR lane_key = $6)" \
+	" ORDER BY created_us DESC, id DESC LIMIT $4"
+#define LIST_BEFORE " AND (created_us, id) < ($7::bigint, $8::text)"
+#define LIST_LANE " AND lane_key = $6"
+#define LIST_PLATFORM " AND origin_platform = $5"
+static const pg_sql SQL_SESSION_LIST = { PG_ST_SESSION_LIST, 6,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE("") };
+static const pg_sql SQL_SESSION_LIST_BEFORE = { PG_ST_SESSION_LIST_BEFORE, 8,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_BEFORE) };
+static const pg_sql SQL_SESSION_LIST_LANE = { PG_ST_SESSION_LIST_LANE, 6,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_LANE) };
+static const pg_sql SQL_SESSION_LIST_LANE_BEFORE = { PG_ST_SESSION_LIST_LANE_BEFORE, 8,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_LANE LIST_BEFORE) };
+static const pg_sql SQL_SESSION_LIST_PLATFORM = { PG_ST_SESSION_LIST_PLATFORM, 6,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_PLATFORM) };
+static const pg_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { PG_ST_SESSION_LIST_PLATFORM_BEFORE, 8,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_PLATFORM LIST_BEFORE) };
+/* Retention: ended sessions of every scope, oldest end first, over the
+ * partial index of ended sessions. */
+static const pg_sql SQL_SESSION_LIST_ENDED = { PG_ST_SESSION_LIST_ENDED, 2,
+	"SELECT " PG_SESSION_COLS " FROM sessions WHERE ended_us > 0 AND ended_us < $1"
+	" ORDER BY ended_us, app, \"user\", id LIMIT $2" };
+/* $11: clear the notice, which must be set (else no row changes); $12:
+ * the patch changes what the session says, so updated_us moves. */
+static const pg_sql SQL_SESSION_UPDATE = { PG_ST_SESSION_UPDATE, 12,
 	"UPDATE sessions SET"
 	" title = CASE WHEN $4::boolean THEN $5 ELSE title END,"
 	" metadata = CASE WHEN $6::boolean THEN $7::jsonb ELSE metadata END,"
-	" flags = CASE WHEN $8::boolean THEN (flags & ~1) | $9::integer ELSE flags END,"
-	" updated_us = $10"
+	" flags = CASE WHEN $8::boolean THEN (flags & ~1) | $9::integer ELSE flags END"
+	"  & ~(CASE WHEN $11::boolean THEN " NOTICE_FLAG " ELSE 0 END),"
+	" updated_us = CASE WHEN $12::boolean THEN $10 ELSE updated_us END"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3"
-	" RETURNING " SESSION_COLS };
-static const pg_sql SQL_SESSION_APPENDED = { PG_ST_SESSION_APPENDED, 7,
+	" AND (NOT $11::boolean OR flags & " NOTICE_FLAG " <> 0)"
+	" RETURNING " PG_SESSION_COLS };
+/* $8..$13: the usage of the append (PG_USAGE_N values, zeros for none). */
+static const pg_sql SQL_SESSION_APPENDED = { PG_ST_SESSION_APPENDED, 13,
 	"UPDATE sessions SET version = version + 1, last_seq = $4, summary_seq = $5,"
-	" updated_us = $6, title = coalesce(title, $7)"
+	" updated_us = $6, title = coalesce(title, $7),"
+	" input_tokens = input_tokens + $8, output_tokens = output_tokens + $9,"
+	" cache_read_tokens = cache_read_tokens + $10,"
+	" cache_write_tokens = cache_write_tokens + $11, cost_micro_usd = cost_micro_usd + $12,"
+	" last_prompt_tokens = CASE WHEN $13::bigint > 0 THEN $13 ELSE last_prompt_tokens END"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3" };
+/* The lane a session was made by (its lane_key never changes), locked
+ * before the session row: every writer takes a lane's lock before its
+ * sessions' (lane_write does), so the two cannot deadlock. */
+static const pg_sql SQL_SESSION_LANE_LOCK = { PG_ST_SESSION_LANE_LOCK, 3,
+	"SELECT 1 FROM lanes WHERE app = $1 AND \"user\" = $2"
+	" AND key = (SELECT lane_key FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3)"
+	" FOR UPDATE" };
+/* Usage of an append added to that lane if the session is its current one. */
+static const pg_sql SQL_SESSION_LANE_USAGE = { PG_ST_SESSION_LANE_USAGE, 9,
+	"UPDATE lanes SET"
+	" input_tokens = input_tokens + $4, output_tokens = output_tokens + $5,"
+	" cache_read_tokens = cache_read_tokens + $6,"
+	" cache_write_tokens = cache_write_tokens + $7, cost_micro_usd = cost_micro_usd + $8,"
+	" last_prompt_tokens = CASE WHEN $9::bigint > 0 THEN $9 ELSE last_prompt_tokens END"
+	" WHERE app = $1 AND \"user\" = $2 AND session = $3"
+	" AND key = (SELECT lane_key FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3)" };
 /* Delete the session (events, state and artifacts cascade) and, only if
  * it existed, add its DELETE record at the next feed position (taking the
  * feed counter's row lock last, as every writer does). */
@@ -59,6 +106,10 @@ static const pg_sql SQL_SESSION_DELETE = { PG_ST_SESSION_DELETE, 3,
 	"       WHERE id = 1 AND EXISTS (SELECT 1 FROM d) RETURNING last)"
 	" INSERT INTO feed_deletes (position, kind, app, \"user\", session)"
 	" SELECT last, 2, $1, $2, $3 FROM c RETURNING position" };
+/* A user's lanes go first (their inboxes cascade); they are not in the
+ * feed. */
+static const pg_sql SQL_USER_LANES_DELETE = { PG_ST_USER_LANES_DELETE, 2,
+	"DELETE FROM lanes WHERE app = $1 AND \"user\" = $2" };
 static const pg_sql SQL_USER_DELETE = { PG_ST_USER_SESSIONS_DELETE, 2,
 	"WITH d AS (DELETE FROM sessions WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
 	" k AS (DELETE FROM state_user WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
@@ -68,7 +119,7 @@ static const pg_sql SQL_USER_DELETE = { PG_ST_USER_SESSIONS_DELETE, 2,
 	" INSERT INTO feed_deletes (position, kind, app, \"user\", session)"
 	" SELECT last, 3, $1, $2, NULL FROM c RETURNING position" };
 
-static void session_from_row(const PGresult *res, int row, memd_session *s)
+void pg_session_from_row(const PGresult *res, int row, memd_session *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->struct_size = sizeof(*s);
@@ -77,12 +128,25 @@ static void session_from_row(const PGresult *res, int row, memd_session *s)
 	s->id = pg_get_text(res, row, 2);
 	s->title = pg_get_text(res, row, 3);
 	s->metadata_json = pg_get_text(res, row, 4);
-	s->flags = (uint32_t)pg_get_i64(res, row, 5) & MEMD_SESSION_ARCHIVED;
+	s->flags = (uint32_t)pg_get_i64(res, row, 5) & SESSION_FLAGS_KEPT;
 	s->created_us = pg_get_i64(res, row, 6);
 	s->updated_us = pg_get_i64(res, row, 7);
 	s->version = pg_get_i64(res, row, 8);
 	s->last_seq = pg_get_i64(res, row, 9);
 	s->summary_seq = pg_get_i64(res, row, 10);
+	s->lane_key = pg_get_text(res, row, 11);
+	s->origin_json = pg_get_text(res, row, 12);
+	s->origin_platform = pg_get_text(res, row, 13);
+	s->previous_session = pg_get_text(res, row, 14);
+	s->start_reason = pg_get_text(res, row, 15);
+	s->end_reason = pg_get_text(res, row, 16);
+	s->ended_us = pg_get_i64(res, row, 17);
+	s->input_tokens = pg_get_i64(res, row, 18);
+	s->output_tokens = pg_get_i64(res, row, 19);
+	s->cache_read_tokens = pg_get_i64(res, row, 20);
+	s->cache_write_tokens = pg_get_i64(res, row, 21);
+	s->cost_micro_usd = pg_get_i64(res, row, 22);
+	s->last_prompt_tokens = pg_get_i64(res, row, 23);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -101,7 +165,7 @@ static int32_t deliver_one(const PGresult *res, const memd_call *call, const mem
 		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
 				      scope->session);
 	pu_rows_read(call, 1);
-	session_from_row(res, 0, &s);
+	pg_session_from_row(res, 0, &s);
 	r = deliver(out, &s, err);
 	return r > 0 ? 0 : r;
 }
@@ -134,20 +198,68 @@ int32_t pg_session_head_result(const PGresult *res, const memd_call *call,
 }
 
 int32_t pg_session_send_appended(pg_conn *c, const memd_scope *scope, const pg_session_head *h,
-				 int64_t now_us, const char *title_if_unset, memd_error *err)
+				 int64_t now_us, const char *title_if_unset, const memd_usage *usage,
+				 memd_error *err)
 {
-	char b1[PG_INT_BUF], b2[PG_INT_BUF], b3[PG_INT_BUF];
-	const char *vals[7] = { scope->app, scope->user, scope->session,
-				pg_i64(b1, h->last_seq), pg_i64(b2, h->summary_seq),
-				pg_i64(b3, now_us), title_if_unset };
-	return pg_send(c, &SQL_SESSION_APPENDED, vals, err);
+	char b1[PG_INT_BUF], b2[PG_INT_BUF], b3[PG_INT_BUF], ub[PG_USAGE_N][PG_INT_BUF];
+	const char *vals[7 + PG_USAGE_N] = { scope->app, scope->user, scope->session,
+					     pg_i64(b1, h->last_seq), pg_i64(b2, h->summary_seq),
+					     pg_i64(b3, now_us), title_if_unset };
+	int32_t r;
+
+	pg_usage_vals(usage, ub, vals + 7);
+	r = pg_send(c, &SQL_SESSION_APPENDED, vals, err);
+	if (r == 0 && usage) {
+		const char *lv[3 + PG_USAGE_N] = { scope->app, scope->user, scope->session };
+		pg_usage_vals(usage, ub, lv + 3);
+		r = pg_send(c, &SQL_SESSION_LANE_USAGE, lv, err);
+	}
+	return r;
+}
+
+int32_t pg_session_send_lane_lock(pg_conn *c, const memd_scope *scope, memd_error *err)
+{
+	const char *vals[3] = { scope->app, scope->user, scope->session };
+	return pg_send(c, &SQL_SESSION_LANE_LOCK, vals, err);
 }
 
 /* ---- create --------------------------------------------------------- */
 
+int32_t pg_session_check_new(const memd_session *s, memd_error *err)
+{
+	memd_scope scope = { .struct_size = sizeof(scope), .app = s->app, .user = s->user,
+			     .session = s->id };
+	int32_t r = pu_check_scope(&scope, 1, err);
+
+	if (r == 0 && s->metadata_json)
+		r = pg_check_json_object("session metadata", s->metadata_json, err);
+	if (r < 0 || !PG_HAS(s, start_reason))
+		return r;
+	if (s->lane_key)
+		r = pu_check_id("session lane_key", s->lane_key, err);
+	if (r == 0 && s->previous_session)
+		r = pu_check_id("session previous_session", s->previous_session, err);
+	if (r == 0 && s->origin_json)
+		r = pg_check_json_object("session origin", s->origin_json, err);
+	return r;
+}
+
+int32_t pg_session_send_insert(pg_conn *c, const memd_session *s, memd_error *err)
+{
+	char fl[PG_INT_BUF], cr[PG_INT_BUF];
+	int v12 = PG_HAS(s, start_reason);
+	const char *vals[12] = { s->app, s->user, s->id, s->title,
+				 s->metadata_json ? s->metadata_json : EMPTY_OBJECT,
+				 pg_i64(fl, s->flags & SESSION_FLAGS_KEPT),
+				 pg_i64(cr, s->created_us),
+				 v12 ? s->lane_key : NULL, v12 ? s->origin_json : NULL,
+				 v12 ? s->origin_platform : NULL, v12 ? s->previous_session : NULL,
+				 v12 ? s->start_reason : NULL };
+	return pg_send(c, &SQL_SESSION_INSERT, vals, err);
+}
+
 typedef struct create_ctx {
 	const memd_session *s;
-	const char *metadata;
 	pg_state_list *writes;
 	const memd_scope *scope;
 	const memd_session_sink *out;
@@ -157,17 +269,13 @@ static int32_t create_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	create_ctx *x = ctx;
 	const memd_session *s = x->s;
-	char fl[PG_INT_BUF], cr[PG_INT_BUF];
-	const char *vals[7] = { s->app, s->user, s->id, s->title, x->metadata,
-				pg_i64(fl, s->flags & MEMD_SESSION_ARCHIVED),
-				pg_i64(cr, s->created_us) };
 	const char *get[3] = { s->app, s->user, s->id };
 	size_t get_at;
 	int32_t r;
 
 	r = pg_send(c, &SQL_BEGIN, NULL, err);
 	if (r == 0)
-		r = pg_send(c, &SQL_SESSION_INSERT, vals, err);
+		r = pg_session_send_insert(c, s, err);
 	if (r == 0)
 		r = pg_state_send(c, x->writes, err);
 	get_at = pg_n_queued(c);
@@ -198,16 +306,12 @@ int32_t pg_session_create(void *inst, const memd_call *call, const memd_session 
 		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
 	scope = (memd_scope){ .struct_size = sizeof(scope), .app = s->app, .user = s->user,
 			      .session = s->id };
-	r = pu_check_scope(&scope, 1, err);
-	if (r < 0)
-		return r;
 	x = (create_ctx){ 0 };
 	x.s = s;
 	x.scope = &scope;
 	x.out = out;
 	x.writes = &writes;
-	x.metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
-	r = pg_check_json_object("session metadata", x.metadata, err);
+	r = pg_session_check_new(s, err);
 	if (r == 0)
 		r = pg_state_collect(state_delta_json, &scope, 0, &writes, err);
 	if (r == 0)
@@ -223,6 +327,8 @@ typedef struct read_ctx {
 	const memd_scope *scope;
 	const memd_session_query *q;
 	const memd_session_sink *out;
+	int64_t ended_before_us;  /* session_list_ended */
+	uint32_t limit;
 } read_ctx;
 
 static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
@@ -255,15 +361,22 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	read_ctx *x = ctx;
 	const memd_session_query *q = x->q;
+	const char *platform = PG_HAS(q, origin_platform) ? q->origin_platform : NULL;
+	const char *lane = PG_HAS(q, lane_key) ? q->lane_key : NULL;
 	char lim[PG_INT_BUF], before[PG_INT_BUF];
-	const char *vals[6] = { x->scope->app, x->scope->user,
+	const char *vals[8] = { x->scope->app, x->scope->user,
 				(q->flags & MEMD_SQ_INCLUDE_ARCHIVED) ? "t" : "f",
-				pg_i64(lim, q->limit), pg_i64(before, q->before_created_us),
+				pg_i64(lim, q->limit), platform, lane,
+				pg_i64(before, q->before_created_us),
 				/* No id: every session created at that instant is "after". */
 				q->before_id ? q->before_id : "" };
+	const pg_sql *sql = lane ? (q->before_created_us ? &SQL_SESSION_LIST_LANE_BEFORE :
+						      &SQL_SESSION_LIST_LANE) :
+			    platform ? (q->before_created_us ? &SQL_SESSION_LIST_PLATFORM_BEFORE :
+							       &SQL_SESSION_LIST_PLATFORM) :
+			    q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST;
 	PGresult *res;
-	int32_t r = pg_send(c, q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST,
-			    vals, err);
+	int32_t r = pg_send(c, sql, vals, err);
 
 	if (r == 0)
 		r = pg_run(c, "list sessions", err);
@@ -273,7 +386,7 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 	pu_rows_read(x->call, (uint64_t)PQntuples(res));
 	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
 		memd_session s;
-		session_from_row(res, i, &s);
+		pg_session_from_row(res, i, &s);
 		r = deliver(x->out, &s, err);
 	}
 	return r > 0 ? 0 : r;
@@ -295,7 +408,47 @@ int32_t pg_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (q->before_created_us && q->before_id &&
 	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
+	if (PG_HAS(q, origin_platform) && q->origin_platform &&
+	    (r = pu_check_id("origin_platform", q->origin_platform, err)) < 0)
+		return r;
+	if (PG_HAS(q, lane_key) && q->lane_key && (r = pu_check_id("lane_key", q->lane_key, err)) < 0)
+		return r;
 	return pg_with_conn(inst, call, list_once, &x, err);
+}
+
+static int32_t ended_once(pg_conn *c, void *ctx, memd_error *err)
+{
+	read_ctx *x = ctx;
+	char before[PG_INT_BUF], lim[PG_INT_BUF];
+	const char *vals[2] = { pg_i64(before, x->ended_before_us), pg_i64(lim, x->limit) };
+	PGresult *res;
+	int32_t r = pg_send(c, &SQL_SESSION_LIST_ENDED, vals, err);
+
+	if (r == 0)
+		r = pg_run(c, "list ended sessions", err);
+	if (r < 0)
+		return r;
+	res = pg_res(c, 0);
+	pu_rows_read(x->call, (uint64_t)PQntuples(res));
+	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
+		memd_session s;
+		pg_session_from_row(res, i, &s);
+		r = deliver(x->out, &s, err);
+	}
+	return r > 0 ? 0 : r;
+}
+
+int32_t pg_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
+			      uint32_t limit, const memd_session_sink *out, memd_error *err)
+{
+	read_ctx x = { .call = call, .out = out, .ended_before_us = ended_before_us,
+		       .limit = limit };
+
+	if (!out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session sink is missing");
+	if (limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "ended session list limit must be > 0");
+	return pg_with_conn(inst, call, ended_once, &x, err);
 }
 
 /* ---- update --------------------------------------------------------- */
@@ -310,8 +463,9 @@ static int32_t update_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	update_ctx *x = ctx;
 	const memd_session_update *p = x->p;
+	int clear_notice = (p->fields & MEMD_PATCH_CLEAR_NOTICE) != 0;
 	char now[PG_INT_BUF];
-	const char *vals[10] = {
+	const char *vals[12] = {
 		x->scope->app, x->scope->user, x->scope->session,
 		(p->fields & MEMD_PATCH_TITLE) ? "t" : "f", p->title,
 		(p->fields & MEMD_PATCH_METADATA) ? "t" : "f",
@@ -319,13 +473,24 @@ static int32_t update_once(pg_conn *c, void *ctx, memd_error *err)
 		(p->fields & MEMD_PATCH_ARCHIVED) ? "t" : "f",
 		p->archived ? "1" : "0",
 		pg_i64(now, p->now_us),
+		clear_notice ? "t" : "f",
+		/* A patch of nothing still moves updated_us, as it always did. */
+		(p->fields & PATCH_TOUCHES) || !clear_notice ? "t" : "f",
 	};
+	const char *get[3] = { x->scope->app, x->scope->user, x->scope->session };
 	int32_t r = pg_send(c, &SQL_SESSION_UPDATE, vals, err);
 
+	/* When the notice was not set the update changes no row: the read
+	 * after it (same round) tells a missing session from a conflict. */
+	if (r == 0 && clear_notice)
+		r = pg_send(c, &SQL_SESSION_GET, get, err);
 	if (r == 0)
 		r = pg_run(c, "update session", err);
 	if (r < 0)
 		return r;
+	if (clear_notice && PQntuples(pg_res(c, 0)) == 0 && PQntuples(pg_res(c, 1)) > 0)
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "session '%.64s' has no notice to clear", x->scope->session);
 	return deliver_one(pg_res(c, 0), NULL, x->scope, x->out, err);
 }
 
@@ -340,7 +505,7 @@ int32_t pg_session_update(void *inst, const memd_call *call, const memd_scope *s
 		return r;
 	if (!p || !out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch or sink is missing");
-	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED))
+	if (p->fields & ~PATCH_KNOWN)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch has unknown fields 0x%x",
 				      (unsigned)p->fields);
 	if ((p->fields & MEMD_PATCH_METADATA) && p->metadata_json) {
@@ -366,6 +531,8 @@ static int32_t delete_once(pg_conn *c, void *ctx, memd_error *err)
 	const char *vals[3] = { x->scope->app, x->scope->user, x->scope->session };
 	int32_t r = pg_send(c, &SQL_BEGIN, NULL, err);
 
+	if (r == 0 && x->user)
+		r = pg_send(c, &SQL_USER_LANES_DELETE, vals, err);
 	if (r == 0)
 		r = pg_send(c, x->user ? &SQL_USER_DELETE : &SQL_SESSION_DELETE, vals, err);
 	if (r == 0)

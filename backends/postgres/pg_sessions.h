@@ -1,13 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pg_sessions: sessions of the PostgreSQL store (create, get, list, update,
- * delete, user_delete) and the session-row statements other ops queue in
- * their rounds.
+ * delete, user_delete, the ended-session list) and the session-row
+ * statements other ops queue in their rounds.
  */
 #ifndef MEMD_PG_SESSIONS_H
 #define MEMD_PG_SESSIONS_H
 
 #include "pg_db.h"
+
+/* The columns every query that delivers a session selects, in the order
+ * pg_session_from_row reads them. */
+#define PG_SESSION_COLS \
+	"app, \"user\", id, title, metadata::text, flags, created_us, updated_us, version," \
+	" last_seq, summary_seq, lane_key, origin::text, origin_platform, previous_session," \
+	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens," \
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+
+/* Fill s from the PG_SESSION_COLS of row `row` of res (every 1.2 member).
+ * Strings are borrowed from res. */
+void pg_session_from_row(const PGresult *res, int row, memd_session *s);
+
+/* The checks of a session to create, before anything is sent: its scope,
+ * metadata and (when s reaches them) lifecycle members. */
+int32_t pg_session_check_new(const memd_session *s, memd_error *err);
+/* Queue the insert of s as session_create makes it (flags ARCHIVED and
+ * NOTICE, the lifecycle members s reaches; version 0, no usage).
+ * MEMD_ECONFLICT from pg_run if the id exists. */
+int32_t pg_session_send_insert(pg_conn *c, const memd_session *s, memd_error *err);
 
 /* What a write needs to know about a session row. */
 typedef struct pg_session_head {
@@ -30,9 +50,16 @@ int32_t pg_session_head_result(const PGresult *res, const memd_call *call,
 	pg_session_head_result((res), (call), (scope), NULL, (err))
 /* Queue the session update of an append: version + 1, last_seq and
  * summary_seq from h, updated_us = now_us, title = title_if_unset if the
- * title is NULL. */
+ * title is NULL, usage (NULL = none) added to the session's sums and to
+ * those of the lane it was made by, if that lane's current session it
+ * is (whose lock pg_session_send_lane_lock took first). */
 int32_t pg_session_send_appended(pg_conn *c, const memd_scope *scope, const pg_session_head *h,
-				 int64_t now_us, const char *title_if_unset, memd_error *err);
+				 int64_t now_us, const char *title_if_unset, const memd_usage *usage,
+				 memd_error *err);
+/* Queue the lock of the lane scope's session was made by (if any), which
+ * an append with usage takes before it locks the session (the lanes'
+ * lock order: lane, then its sessions). */
+int32_t pg_session_send_lane_lock(pg_conn *c, const memd_scope *scope, memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h for each contract. inst is
  * the pg_store. */
@@ -51,5 +78,7 @@ int32_t pg_session_delete(void *inst, const memd_call *call, const memd_scope *s
 			  memd_error *err);
 int32_t pg_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
 		       memd_error *err);
+int32_t pg_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
+			      uint32_t limit, const memd_session_sink *out, memd_error *err);
 
 #endif

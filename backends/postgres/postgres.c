@@ -213,12 +213,13 @@ static const memd_store_ops store_ops = {
 	.cursor_get = pg_cursor_get,
 	.cursor_set = pg_cursor_set,
 	.ping = pg_ping,
+	.session_list_ended = pg_session_list_ended,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 0,
+	.abi_minor = 2,
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "postgres",
