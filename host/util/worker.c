@@ -26,6 +26,7 @@ struct worker {
 	pthread_mutex_t lock;
 	pthread_cond_t work;  /* queue not empty, or stopping */
 	pthread_cond_t idle;  /* active reached 0 */
+	pthread_cond_t gone;  /* a job was forgotten (worker_run_exclusive waits) */
 	job *buckets[WORKER_BUCKETS];
 	job *head, *tail;
 	uint32_t active;      /* jobs queued or running */
@@ -66,6 +67,7 @@ static void forget(worker *w, job *j)
 	*p = j->next_in_bucket;
 	free(j->key);
 	free(j);
+	pthread_cond_broadcast(&w->gone);
 	if (--w->active == 0)
 		pthread_cond_broadcast(&w->idle);
 }
@@ -118,6 +120,7 @@ int32_t worker_new(uint32_t threads, worker_fn fn, void *userdata, worker **ret,
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->work, NULL);
 	pthread_cond_init(&w->idle, NULL);
+	pthread_cond_init(&w->gone, NULL);
 	w->fn = fn;
 	w->userdata = userdata;
 	for (uint32_t i = 0; i < threads; i++) {
@@ -131,42 +134,44 @@ int32_t worker_new(uint32_t threads, worker_fn fn, void *userdata, worker **ret,
 	return 0;
 }
 
-int32_t worker_submit(worker *w, const memd_scope *scope)
+/* The key of scope's session: app \0 user \0 session \0 (malloc'd; NULL
+ * on ENOMEM), its length and hash. */
+static char *make_key(const memd_scope *scope, size_t *ret_len, uint64_t *ret_hash)
 {
 	size_t la = strlen(scope->app), lu = strlen(scope->user), ls = strlen(scope->session);
 	size_t len = la + lu + ls + 3;
-	uint64_t h;
-	job *j;
 	char *key = malloc(len);
 
 	if (!key)
-		return MEMD_ENOMEM;
+		return NULL;
 	memcpy(key, scope->app, la + 1);
 	memcpy(key + la + 1, scope->user, lu + 1);
 	memcpy(key + la + lu + 2, scope->session, ls + 1);
-	h = hash_key(key, len);
-	pthread_mutex_lock(&w->lock);
-	if (w->stopping) {
-		pthread_mutex_unlock(&w->lock);
-		free(key);
-		return MEMD_ECANCELED;
-	}
+	*ret_len = len;
+	*ret_hash = hash_key(key, len);
+	return key;
+}
+
+/* The job of key, or NULL. Under the lock. */
+static job *find(worker *w, const char *key, size_t len, uint64_t h)
+{
+	job *j;
 	for (j = w->buckets[h % WORKER_BUCKETS]; j; j = j->next_in_bucket)
 		if (j->hash == h && memcmp(j->key, key, len) == 0)
-			break;
-	if (j) {
-		if (j->running && !j->queued)
-			j->rerun = 1;
-		pthread_mutex_unlock(&w->lock);
-		free(key);
-		return 0;
-	}
-	j = calloc(1, sizeof(*j));
-	if (!j) {
-		pthread_mutex_unlock(&w->lock);
-		free(key);
-		return MEMD_ENOMEM;
-	}
+			return j;
+	return NULL;
+}
+
+/* A new job for key (taken over), registered and counted but neither
+ * queued nor running; NULL on ENOMEM (key is then still the caller's).
+ * Under the lock. */
+static job *add(worker *w, char *key, uint64_t h)
+{
+	size_t la = strlen(key), lu = strlen(key + la + 1);
+	job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
 	j->key = key;
 	j->user = key + la + 1;
 	j->session = key + la + lu + 2;
@@ -174,7 +179,74 @@ int32_t worker_submit(worker *w, const memd_scope *scope)
 	j->next_in_bucket = w->buckets[h % WORKER_BUCKETS];
 	w->buckets[h % WORKER_BUCKETS] = j;
 	w->active++;
+	return j;
+}
+
+int32_t worker_submit(worker *w, const memd_scope *scope)
+{
+	size_t len;
+	uint64_t h;
+	job *j;
+	char *key = make_key(scope, &len, &h);
+
+	if (!key)
+		return MEMD_ENOMEM;
+	pthread_mutex_lock(&w->lock);
+	if (w->stopping) {
+		pthread_mutex_unlock(&w->lock);
+		free(key);
+		return MEMD_ECANCELED;
+	}
+	if ((j = find(w, key, len, h))) {
+		if (j->running && !j->queued)
+			j->rerun = 1;
+		pthread_mutex_unlock(&w->lock);
+		free(key);
+		return 0;
+	}
+	if (!(j = add(w, key, h))) {
+		pthread_mutex_unlock(&w->lock);
+		free(key);
+		return MEMD_ENOMEM;
+	}
 	enqueue(w, j);
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+int32_t worker_run_exclusive(worker *w, const memd_scope *scope, worker_fn fn, void *userdata)
+{
+	size_t len;
+	uint64_t h;
+	job *j;
+	char *key = make_key(scope, &len, &h);
+
+	if (!key)
+		return MEMD_ENOMEM;
+	pthread_mutex_lock(&w->lock);
+	while (!w->stopping && find(w, key, len, h))
+		pthread_cond_wait(&w->gone, &w->lock);
+	if (w->stopping) {
+		pthread_mutex_unlock(&w->lock);
+		free(key);
+		return MEMD_ECANCELED;
+	}
+	if (!(j = add(w, key, h))) {
+		pthread_mutex_unlock(&w->lock);
+		free(key);
+		return MEMD_ENOMEM;
+	}
+	j->running = 1;
+	pthread_mutex_unlock(&w->lock);
+	fn(userdata, scope);
+	pthread_mutex_lock(&w->lock);
+	j->running = 0;
+	if (j->rerun) {
+		j->rerun = 0;
+		enqueue(w, j);
+	} else {
+		forget(w, j);
+	}
 	pthread_mutex_unlock(&w->lock);
 	return 0;
 }
@@ -210,6 +282,7 @@ void worker_free(worker *w)
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->work);
 	pthread_cond_destroy(&w->idle);
+	pthread_cond_destroy(&w->gone);
 	free(w->threads);
 	free(w);
 }

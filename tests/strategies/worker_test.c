@@ -3,12 +3,15 @@
  * The after-append worker (host/util/worker.c): runs are single-flight per
  * session (never two at once for one session, while different sessions
  * run in parallel), a submit during a run gets exactly one more run after
- * it, bursts coalesce, and worker_free finishes what is queued.
+ * it, bursts coalesce, and worker_free finishes what is queued. An
+ * exclusive run (a strategy's finalize) waits for the session's run in
+ * progress, never overlaps one, and a submit meanwhile runs after it.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,4 +131,86 @@ Test(worker, bad_arguments)
 	cr_assert_eq(worker_new(0, job, NULL, &w, &err), MEMD_EINVAL);
 	cr_assert_null(w);
 	worker_free(NULL);
+}
+
+/* ---- worker_run_exclusive ---- */
+
+typedef struct excl_state {
+	atomic_int running;   /* runs of session "a" in progress (worker or exclusive) */
+	atomic_int overlap;
+	atomic_int runs;      /* worker runs finished */
+	atomic_int excl_ran;  /* the exclusive run has started */
+	atomic_int submitted; /* the test submitted during the exclusive run */
+	worker *w;
+} excl_state;
+
+static void enter(excl_state *s)
+{
+	if (atomic_fetch_add(&s->running, 1) != 0)
+		atomic_fetch_add(&s->overlap, 1);
+}
+
+/* A worker run: the first waits (bounded, MEET_NS) for the exclusive run
+ * to start, which it must not while this run is in progress. */
+static void excl_job(void *ud, const memd_scope *sc)
+{
+	excl_state *s = ud;
+	(void)sc;
+	enter(s);
+	if (atomic_load(&s->runs) == 0)
+		for (long long until = mono_ns() + MEET_NS;
+		     !atomic_load(&s->excl_ran) && mono_ns() < until;)
+			sched_yield();
+	atomic_fetch_sub(&s->running, 1);
+	atomic_fetch_add(&s->runs, 1);
+}
+
+/* The exclusive run: stays in progress until the test has submitted. */
+static void excl_fn(void *ud, const memd_scope *sc)
+{
+	excl_state *s = ud;
+	(void)sc;
+	enter(s);
+	atomic_store(&s->excl_ran, 1);
+	for (long long until = mono_ns() + GATE_NS; !atomic_load(&s->submitted) && mono_ns() < until;)
+		sched_yield();
+	atomic_fetch_sub(&s->running, 1);
+}
+
+static void *excl_thread(void *arg)
+{
+	excl_state *s = arg;
+	memd_scope a = scope_of("a");
+	intptr_t r = worker_run_exclusive(s->w, &a, excl_fn, s);
+	return (void *)r;
+}
+
+Test(worker, exclusive_run_waits_and_is_never_overlapped, .timeout = 60)
+{
+	static excl_state s;
+	memd_error err = { 0 };
+	memd_scope a = scope_of("a");
+	pthread_t t;
+	void *rv;
+
+	cr_assert_eq(worker_new(WORKER_THREADS_DEFAULT, excl_job, &s, &s.w, &err), 0, "%s", err.msg);
+	cr_assert_eq(worker_submit(s.w, &a), 0);
+	for (long long until = mono_ns() + GATE_NS; !atomic_load(&s.running) && mono_ns() < until;)
+		sched_yield();
+	cr_assert_eq(atomic_load(&s.running), 1, "the worker run did not start");
+	cr_assert_eq(pthread_create(&t, NULL, excl_thread, &s), 0);
+	for (long long until = mono_ns() + GATE_NS; !atomic_load(&s.excl_ran) && mono_ns() < until;)
+		sched_yield();
+	cr_assert_eq(atomic_load(&s.excl_ran), 1, "the exclusive run never started");
+	cr_assert_eq(atomic_load(&s.runs), 1, "the exclusive run started before the worker's ended");
+	/* A submit during the exclusive run: one more worker run, after it. */
+	cr_assert_eq(worker_submit(s.w, &a), 0);
+	cr_assert_eq(worker_pending(s.w), 1);
+	atomic_store(&s.submitted, 1);
+	cr_assert_eq(pthread_join(t, &rv), 0);
+	cr_assert_eq((intptr_t)rv, 0);
+	worker_drain(s.w);
+	cr_assert_eq(atomic_load(&s.runs), 2);
+	cr_assert_eq(atomic_load(&s.overlap), 0, "a run overlapped the exclusive run");
+	worker_free(s.w);
 }
