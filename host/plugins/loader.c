@@ -238,6 +238,7 @@ static const op_info vector_ops[] = {
 static const op_info strategy_ops[] = {
 	OP(memd_strategy_ops, context, 1),
 	OP(memd_strategy_ops, after_append, 0),
+	OP(memd_strategy_ops, on_session_finalize, 0),
 };
 static const op_info embedder_ops[] = {
 	OP(memd_embedder_ops, dimension, 1),

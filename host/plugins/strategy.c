@@ -55,6 +55,11 @@ int strategy_has_after_append(const strategy *st)
 	return st->ops->after_append != NULL;
 }
 
+int strategy_has_on_session_finalize(const strategy *st)
+{
+	return st->ops->on_session_finalize != NULL;
+}
+
 static int32_t reader_session(const memd_reader *r, const memd_call *call,
 			      const memd_session_sink *out, memd_error *err)
 {
@@ -112,4 +117,24 @@ int32_t strategy_after_append(strategy *st, store *s, const memd_call *call,
 	if (st->serialized)
 		pthread_mutex_unlock(&st->lock);
 	return store_fix_error(st->name, "after_append", r, err);
+}
+
+int32_t strategy_on_session_finalize(strategy *st, store *s, const memd_call *call,
+				     const memd_scope *scope, const memd_event_sink *persist,
+				     memd_error *err)
+{
+	memd_reader reader = reader_for(s, scope);
+	int32_t r;
+
+	if (!st->ops->on_session_finalize)
+		return memd_error_set(err, MEMD_ENOTSUP, 0, "strategy %s has no on_session_finalize",
+				      st->name);
+	if (err)
+		memset(err, 0, sizeof(*err));
+	if (st->serialized)
+		pthread_mutex_lock(&st->lock);
+	r = st->ops->on_session_finalize(st->handle, call, &reader, persist, err);
+	if (st->serialized)
+		pthread_mutex_unlock(&st->lock);
+	return store_fix_error(st->name, "on_session_finalize", r, err);
 }

@@ -32,5 +32,14 @@ int32_t strategy_after_append(strategy *st, store *s, const memd_call *call,
 			      memd_error *err);
 /* Nonzero if the plugin has an after_append op. */
 int strategy_has_after_append(const strategy *st);
+/* Run on_session_finalize (since ABI 1.2) over scope's session in s;
+ * events it asks to persist go to persist. MEMD_ENOTSUP when the plugin
+ * has none (a strategy built for 1.0 or 1.1, or one that keeps nothing
+ * to fold): the caller finalizes the session without it. */
+int32_t strategy_on_session_finalize(strategy *st, store *s, const memd_call *call,
+				     const memd_scope *scope, const memd_event_sink *persist,
+				     memd_error *err);
+/* Nonzero if the plugin has an on_session_finalize op. */
+int strategy_has_on_session_finalize(const strategy *st);
 
 #endif

@@ -55,6 +55,14 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 int32_t service_context_read(memd *m, const memd_call *call, const char *app, const char *user,
 			     const char *sid, uint32_t flags, char **ret_json, memd_error *err);
 
+/* The app strategy's on_session_finalize for one session, as the lane
+ * watcher runs it when the session's lane expires (exclusive with the
+ * strategy's after_append for the session; events it asks for are
+ * appended). 0 when the strategy has none; MEMD_EINVAL for bad ids; else
+ * the strategy's or the store's error. */
+int32_t service_session_finalize_strategy(memd *m, const char *app, const char *user,
+					  const char *sid, memd_error *err);
+
 /* The session store of an open memd (borrowed). */
 store *service_session_store(memd *m);
 

@@ -2,7 +2,8 @@
 /*
  * service_after_append: a strategy's after_append hook, queued after an
  * acknowledged append and run on the worker, persisting the events it
- * asks for (a summary, say).
+ * asks for (a summary, say); the same persisting serves the strategy's
+ * on_session_finalize (service_lanes_watch.c).
  */
 #include "service/service_int.h"
 
@@ -17,15 +18,10 @@ static memd_call call_new(void)
 	return c;
 }
 
-/* Events a strategy's after_append asks to persist, appended one by one. */
-typedef struct persist_ctx {
-	memd *m;
-	const memd_scope *sc;
-} persist_ctx;
-
+/* Events a strategy's hook asks to persist, appended one by one. */
 static int32_t persist_event(void *ud, const memd_event *in)
 {
-	persist_ctx *pc = ud;
+	service_persist_ctx *pc = ud;
 	memd_call call = call_new();
 	memd_event e = { .struct_size = sizeof(e) };
 	const memd_event *one[1] = { &e };
@@ -49,7 +45,7 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	}
 	if (!e.author)
 		e.author = e.role;
-	a.now_us = service_now_us();
+	a.now_us = pc->now_us ? pc->now_us : service_now_us();
 	if (!e.timestamp_us)
 		e.timestamp_us = a.now_us;
 	if (!e.tokens && e.text)
@@ -61,14 +57,20 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	return r;
 }
 
+memd_event_sink service_persist_sink(service_persist_ctx *pc)
+{
+	memd_event_sink persist = { sizeof(persist), pc, persist_event };
+	return persist;
+}
+
 void service_after_append_job(void *userdata, const memd_scope *sc)
 {
 	memd *m = userdata;
 	const char *app_name;
 	strategy *st = service_strategy_for(m, sc->app, &app_name);
 	memd_call call = call_new();
-	persist_ctx pc = { m, sc };
-	memd_event_sink persist = { sizeof(persist), &pc, persist_event };
+	service_persist_ctx pc = { m, sc, 0 };
+	memd_event_sink persist = service_persist_sink(&pc);
 	memd_error err = { 0 };
 
 	if (!st || !strategy_has_after_append(st))

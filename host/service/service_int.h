@@ -8,6 +8,8 @@
  *   service_sessions.c      sessions
  *   service_events.c        event append and list
  *   service_after_append.c  strategies' after_append hook, on the worker
+ *   service_lanes_watch.c   the lane watcher: expired leases, finalize,
+ *                           prune, retention (memd_lanes_sweep)
  *   service_context.c       working memory (memd_context)
  *   service_delta.c         a state delta split into stored and temp: keys
  *   service_state.c         state, temp: keys, invocation end
@@ -178,6 +180,20 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 
 /* ---- service_after_append.c ----------------------------------------------- */
 
+/* Where a strategy's hook (after_append, on_session_finalize) puts the
+ * events it asks to persist: each is appended to the session of sc on
+ * its own (an id made if it has none, author its role if unset, tokens
+ * counted), stamped now_us (0 = the wall clock). A failure is logged and
+ * returned to the strategy. */
+typedef struct service_persist_ctx {
+	memd *m;
+	const memd_scope *sc;
+	int64_t now_us;
+} service_persist_ctx;
+
+/* The sink over pc (borrowed: pc must outlive the sink's use). */
+memd_event_sink service_persist_sink(service_persist_ctx *pc);
+
 /* The strategy's hook for one session, on a worker thread (single-flight
  * per session): the worker_fn memd_open gives the worker, with m as
  * userdata. Failures are logged and lose nothing: the append is already
@@ -188,6 +204,15 @@ void service_after_append_job(void *userdata, const memd_scope *sc);
  * the caller has its answer). Does nothing when the app's strategy has
  * none; a failure to queue is logged. */
 void service_run_after_append(memd *m, const memd_scope *sc);
+
+/* ---- service_lanes_watch.c ------------------------------------------------ */
+
+/* The app strategy's on_session_finalize for the session of sc (set),
+ * on the calling thread but exclusive with the worker's after_append runs
+ * for the session; the events it asks for are persisted stamped now_us
+ * (0 = the wall clock). 0 when the strategy has no such op (or answers
+ * MEMD_ENOTSUP); else its error, or MEMD_ECANCELED once memd is closing. */
+int32_t service_finalize_strategy(memd *m, const memd_scope *sc, int64_t now_us, memd_error *err);
 
 /* ---- service_delta.c: state deltas --------------------------------------- */
 
