@@ -19,6 +19,16 @@
  * If summarizing fails nothing is written and nothing is lost; the next
  * append tries again.
  *
+ * Finalizing (on_session_finalize, when the session's lane expired; the
+ * host never runs it while after_append runs for the session, so it is
+ * single-flight with the folds): every event after the latest summary's
+ * covers_seq is folded into one last summary covering the session's last
+ * seq, whatever the threshold says. The events are read and summarized a
+ * slice at a time (at most max_tokens of events each, as a fold's slice),
+ * each slice folded into the text of the ones before, and only the final
+ * text is persisted: one summary event. Nothing after the summary:
+ * nothing is written.
+ *
  * Context: the session record gives the latest summary's seq, one read
  * fetches that summary, and the events after its covers_seq are read
  * newest-first until the budget left by the summary is spent (a token
@@ -474,6 +484,104 @@ static int32_t sb_after_append(void *inst, const memd_call *call, const memd_rea
 	return 0;
 }
 
+/* Attempts of a finalize when another process writes a summary while it
+ * summarizes (its slices are then stale: it starts over from that one). */
+#define SB_FINALIZE_ATTEMPTS 3
+
+/* One finalize attempt: fold everything after the latest summary into one
+ * new summary. *ret_stale: a summary was written meanwhile (nothing was
+ * persisted). */
+static int32_t finalize_once(const sb *b, const memd_call *call, const memd_reader *r,
+			     const memd_event_sink *persist, int *ret_stale, memd_error *err)
+{
+	win_event prev = { 0 };
+	text_acc acc = { 0 };
+	memd_text_sink sink = { sizeof(sink), &acc, got_text };
+	char *carry = NULL; /* the summary of the slices folded so far */
+	int64_t summary_seq = 0, last_seq = 0, covers = 0;
+	uint32_t folded = 0;
+	int32_t rc;
+
+	*ret_stale = 0;
+	if ((rc = read_session(r, call, &summary_seq, &last_seq, err)) < 0)
+		return rc;
+	if (summary_seq > 0 && (rc = read_summary(r, call, summary_seq, &prev, err)) < 0)
+		return rc;
+	if (prev.buf)
+		covers = prev.ev.covers_seq;
+	while (covers < last_seq) {
+		slice s = { 0 };
+		const memd_event **evp = NULL;
+
+		if ((rc = read_slice(b, call, r, covers, last_seq + 1, &s, err)) < 0 || !s.events.n)
+			goto next;
+		if (!b->host->summarize) {
+			rc = memd_error_set(err, MEMD_ENOTSUP, 0, "the host has no summarizer");
+			goto next;
+		}
+		if (!(evp = malloc(s.events.n * sizeof(*evp)))) {
+			rc = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+			goto next;
+		}
+		for (size_t i = 0; i < s.events.n; i++)
+			evp[i] = &s.events.v[i].ev;
+		rc = b->host->summarize(b->host, call, carry ? carry : prev.buf ? prev.ev.text : NULL,
+					evp, (uint32_t)s.events.n, half_target(b), &sink, err);
+		if (rc == 0 && !acc.text)
+			rc = memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE,
+					    "the summarizer said nothing");
+		if (rc == 0) {
+			free(carry);
+			carry = acc.text;
+			acc.text = NULL;
+			covers = s.events.v[s.events.n - 1].ev.seq;
+			folded += (uint32_t)s.events.n;
+		}
+next:
+		free(evp);
+		if (rc < 0 || !s.events.n) {
+			win_list_clear(&s.events);
+			break;
+		}
+		win_list_clear(&s.events);
+	}
+	if (rc < 0 || !folded)
+		goto out;
+	{
+		int64_t now_summary = 0, now_last = 0;
+		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0)
+			goto out;
+		if (now_summary != summary_seq) {
+			*ret_stale = 1;
+			goto out;
+		}
+	}
+	rc = persist_summary(call, persist, carry, covers, folded, err);
+	if (rc == 0)
+		b->host->log(b->host, MEMD_LOG_DEBUG,
+			     "finalized: folded %u events (up to seq %lld) into the last summary",
+			     folded, (long long)covers);
+out:
+	free(carry);
+	free(acc.text);
+	win_event_clear(&prev);
+	return rc;
+}
+
+static int32_t sb_on_session_finalize(void *inst, const memd_call *call, const memd_reader *reader,
+				      const memd_event_sink *persist, memd_error *err)
+{
+	const sb *b = inst;
+	for (int i = 0; i < SB_FINALIZE_ATTEMPTS; i++) {
+		int stale;
+		int32_t rc = finalize_once(b, call, reader, persist, &stale, err);
+		if (rc < 0 || !stale)
+			return rc;
+	}
+	return memd_error_set(err, MEMD_ECONFLICT, MEMD_ERROR_RETRYABLE,
+			      "summaries kept being written while finalizing; try again");
+}
+
 /* ---- set-up ------------------------------------------------------------------ */
 
 static int32_t sb_init(const memd_host *host, void **ret_instance, memd_error *err)
@@ -560,16 +668,17 @@ static const memd_strategy_ops sb_ops = {
 	.struct_size = sizeof(memd_strategy_ops),
 	.context = sb_context,
 	.after_append = sb_after_append,
+	.on_session_finalize = sb_on_session_finalize,
 };
 
 static const memd_plugin sb_plugin = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 0,
+	.abi_minor = 2, /* on_session_finalize */
 	.kind = MEMD_KIND_STRATEGY,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "summary_buffer",
-	.version = "1.0.0",
+	.version = "1.1.0",
 	.description = "the latest summary plus every event after it, folded progressively",
 	.config_keys = sb_keys,
 	.init = sb_init,

@@ -8,7 +8,10 @@
  * event after its covers_seq (so no event leaves the context without a
  * summary covering it), covers_seq never goes back, and the rows read per
  * context call stay bounded (counted, not timed). Summaries survive a
- * restart of memd.
+ * restart of memd. Finalizing a session (the strategy's
+ * on_session_finalize) folds every event after the latest summary, however
+ * long the backlog, into exactly one more summary covering the last event,
+ * and never overlaps a fold of after_append.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -343,4 +346,101 @@ Test(summary_buffer, concurrent_appends_never_overlap_summaries, .timeout = 60)
 		json_decref(o);
 	}
 	cr_assert_gt(n, 0);
+}
+
+/* Every summary event of n_all (synced) covers strictly more than the one
+ * before it and less than its own seq; the number of them. */
+static size_t check_summaries(const char *sid)
+{
+	memd_error err = { 0 };
+	int64_t prev = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < n_all; i++) {
+		if (!all[i].summary)
+			continue;
+		char *page = NULL;
+		cr_assert_eq(memd_events_list(m, "chat", "u", sid, all[i].seq - 1, 1, &page, &err), 0);
+		json_t *o = tu_json(page), *e = json_array_get(json_object_get(o, "events"), 0);
+		int64_t covers = json_integer_value(json_object_get(e, "covers_seq"));
+		cr_assert_gt(covers, prev, "summary at seq %lld covers %lld, not more than %lld",
+			     (long long)all[i].seq, (long long)covers, (long long)prev);
+		cr_assert_lt(covers, all[i].seq);
+		prev = covers;
+		n++;
+		json_decref(o);
+	}
+	return n;
+}
+
+/* The newest non-summary seq of n_all (synced). */
+static int64_t last_event_seq(void)
+{
+	int64_t last = 0;
+	for (size_t i = 0; i < n_all; i++)
+		if (!all[i].summary)
+			last = all[i].seq;
+	return last;
+}
+
+#define FINALIZE_TURNS 60 /* far more than max_tokens: several slices */
+
+Test(summary_buffer, finalize_folds_the_rest_into_one_summary, .timeout = 60)
+{
+	memd_error err = { 0 };
+	char *out = NULL, plain[TU_PATH_MAX + 512];
+
+	/* A backlog no fold touched: appended while the app's strategy was
+	 * buffer_window, which has no after_append. */
+	memd_close(m);
+	snprintf(plain, sizeof(plain),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, synchronous: normal}\n"
+		 "summarizer: {type: extractive}\n"
+		 "apps:\n  '*': {working_memory: {strategy: buffer_window}}\n", dir.path);
+	m = tu_open(&dir, plain);
+	n_all = 0;
+	tu_ok(memd_session_create(m, "chat", "u", "{\"id\":\"fin\"}", &out, &err), &err, &out);
+	for (int t = 0; t < FINALIZE_TURNS; t++)
+		append_turn("fin", t);
+	memd_close(m);
+	m = tu_open(&dir, yaml);
+	sync_events("fin");
+	cr_assert_eq(check_summaries("fin"), 0);
+	size_t events = n_all;
+
+	cr_assert_eq(service_session_finalize_strategy(m, "chat", "u", "fin", &err), 0, "%s",
+		     err.msg);
+	sync_events("fin");
+	cr_assert_eq(n_all, events + 1, "finalize wrote %zu events, not one summary", n_all - events);
+	cr_assert(all[n_all - 1].summary);
+	cr_assert_eq(check_summaries("fin"), 1);
+	json_t *ctx = context("fin", NULL);
+	cr_assert_eq(covers_of(ctx), last_event_seq(), "the last summary does not cover the last event");
+	cr_assert_eq(json_array_size(json_object_get(ctx, "events")), 0);
+	json_t *meta = json_object_get(json_object_get(ctx, "summary"), "metadata");
+	cr_assert_eq(json_integer_value(json_object_get(meta, "folded_events")), (json_int_t)events,
+		     "the summary folded %lld of %zu events",
+		     (long long)json_integer_value(json_object_get(meta, "folded_events")), events);
+	json_decref(ctx);
+
+	/* Nothing after the summary: a second finalize writes nothing. */
+	cr_assert_eq(service_session_finalize_strategy(m, "chat", "u", "fin", &err), 0, "%s",
+		     err.msg);
+	sync_events("fin");
+	cr_assert_eq(n_all, events + 1);
+
+	/* Right after appends, while their folds may be queued or running:
+	 * the finalize waits for them, so no summary is stale. */
+	for (int t = 0; t < FINALIZE_TURNS; t++)
+		append_turn("fin", 1000 + t);
+	cr_assert_eq(service_session_finalize_strategy(m, "chat", "u", "fin", &err), 0, "%s",
+		     err.msg);
+	memd_close(m); /* finishes any fold queued meanwhile */
+	m = tu_open(&dir, yaml);
+	sync_events("fin");
+	check_summaries("fin");
+	ctx = context("fin", NULL);
+	cr_assert_eq(covers_of(ctx), last_event_seq(), "events were left after the last summary");
+	json_decref(ctx);
+
+	cr_assert_eq(service_session_finalize_strategy(m, "chat", "u", "nope", &err), MEMD_ENOTFOUND);
 }
