@@ -18,13 +18,20 @@
  * Then it asks for exactly the events from that user turn on and streams
  * them to the host. The cost depends on the size of the last turns, not on
  * the length of the session.
+ *
+ * on_session_finalize (ABI 1.2, optional) shows the last call a strategy
+ * gets for a session: memd makes it once when the session's lane expires.
+ * This one leaves a closing note, a role "summary" event (which its own
+ * context leaves out) saying how many user turns the session had, covering
+ * its last event. It reads only seqs and roles, a page at a time.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <memd/plugin.h>
 
-#define RT_VERSION "1.0.0"
+#define RT_VERSION "1.1.0"
 /* Bounds of the `turns` key. */
 #define RT_TURNS_MIN 1
 #define RT_TURNS_MAX 10000
@@ -34,6 +41,8 @@
 #define RT_PAGE_MIN 16
 #define RT_PAGE_MAX 1024
 #define RT_MAX_TOKENS_LIMIT 100000000
+/* Room for the closing note's text and content JSON. */
+#define RT_NOTE_MAX 128
 
 typedef struct recent_turns {
 	const memd_host *host;
@@ -178,6 +187,59 @@ static int32_t rt_context(void *inst, const memd_call *call, const memd_reader *
 	return reader->events(reader, call, &q, &sink, err);
 }
 
+/* The closing note: count the user turns a page at a time (ascending, after
+ * the last seq seen), then write one summary event covering the last seq.
+ * An empty session gets no note. A persist failure is returned as is: memd
+ * retries the finalize. */
+static int32_t rt_on_session_finalize(void *inst, const memd_call *call, const memd_reader *reader,
+				      const memd_event_sink *persist, memd_error *err)
+{
+	const recent_turns *rt = inst;
+	rt_page page = {.host = rt->host, .cap = rt->page};
+	memd_event_sink sink = {.struct_size = sizeof(sink), .userdata = &page,
+				.event = rt_collect};
+	int64_t after = 0, users = 0;
+	char text[RT_NOTE_MAX], content[2 * RT_NOTE_MAX];
+	memd_event note = {.struct_size = sizeof(note)};
+	int32_t rc = 0;
+
+	page.marks = malloc(sizeof(*page.marks) * page.cap);
+	if (!page.marks)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "recent_turns: out of memory");
+	for (;;) {
+		memd_event_query q = {
+			.struct_size = sizeof(q),
+			.flags = MEMD_EVQ_NO_SUMMARY,
+			.after_seq = after,
+			.limit = page.cap,
+		};
+		page.n = 0;
+		if ((rc = reader->events(reader, call, &q, &sink, err)) < 0)
+			break;
+		for (uint32_t i = 0; i < page.n; i++)
+			users += page.marks[i].is_user;
+		if (page.n)
+			after = page.marks[page.n - 1].seq;
+		if (page.n < page.cap)
+			break;
+	}
+	free(page.marks);
+	if (rc < 0 || after == 0)
+		return rc;
+	snprintf(text, sizeof(text), "The session ended after %lld user turns.", (long long)users);
+	snprintf(content, sizeof(content), "{\"parts\":[{\"text\":\"%s\"}]}", text);
+	note.role = "summary";
+	note.author = "recent_turns";
+	note.content_json = content;
+	note.text = text;
+	note.covers_seq = after;
+	rc = persist->event(persist->userdata, &note);
+	if (rc < 0)
+		return memd_error_set(err, rc, MEMD_ERROR_RETRYABLE,
+				      "recent_turns: the host could not persist the closing note");
+	return 0;
+}
+
 static int32_t rt_init(const memd_host *host, void **ret_instance, memd_error *err)
 {
 	int64_t turns, max_tokens;
@@ -237,12 +299,13 @@ static const memd_config_key *const rt_keys[] = {&rt_key_turns, &rt_key_max_toke
 static const memd_strategy_ops rt_ops = {
 	.struct_size = sizeof(memd_strategy_ops),
 	.context = rt_context,
+	.on_session_finalize = rt_on_session_finalize,
 };
 
 static const memd_plugin rt_plugin = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 0, /* uses nothing newer than ABI 1.0 */
+	.abi_minor = 2, /* on_session_finalize came with ABI 1.2 */
 	.kind = MEMD_KIND_STRATEGY,
 	.flags = MEMD_PLUGIN_THREADSAFE, /* no shared mutable state */
 	.name = "recent_turns",

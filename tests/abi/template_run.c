@@ -7,7 +7,10 @@
  * through the reader page by page so that a long session costs no more
  * than a short one. The reader here follows the memd_reader contract
  * (strategy.h, store.h's memd_event_query) over an in-memory session and
- * counts the rows it hands out in call->rows_read, as stores do.
+ * counts the rows it hands out in call->rows_read, as stores do. Its
+ * on_session_finalize leaves one closing note (a summary event covering
+ * the last event, with the number of user turns) and nothing for an empty
+ * session.
  *
  * Exit status 0 if every check passed; each failure is printed.
  */
@@ -266,6 +269,73 @@ static void check_case(loader_instance *inst, session *s, int turns, const char 
 	check_case_tokens(inst, s, turns, 0, what);
 }
 
+/* ---- on_session_finalize ------------------------------------------------- */
+
+typedef struct persisted {
+	int n;
+	char role[32];
+	char text[256];
+	int64_t covers_seq;
+	int has_content;
+} persisted;
+
+static int32_t got_persist(void *userdata, const memd_event *e)
+{
+	persisted *p = userdata;
+	p->n++;
+	snprintf(p->role, sizeof(p->role), "%s", e->role ? e->role : "");
+	snprintf(p->text, sizeof(p->text), "%s", e->text ? e->text : "");
+	p->covers_seq = e->covers_seq;
+	p->has_content = e->content_json && e->content_json[0] == '{';
+	return 0;
+}
+
+static int32_t finalize(loader_instance *inst, session *s, persisted *p, memd_error *err)
+{
+	memd_scope scope = {.struct_size = sizeof(scope), .app = "a", .user = "u", .session = "s"};
+	memd_reader reader = {
+		.struct_size = sizeof(reader),
+		.reader_data = s,
+		.scope = &scope,
+		.session = reader_session,
+		.events = reader_events,
+	};
+	memd_call call = {.struct_size = sizeof(call)};
+	memd_event_sink sink = {.struct_size = sizeof(sink), .userdata = p, .event = got_persist};
+	const memd_strategy_ops *ops = loader_strategy_ops(loader_instance_plugin(inst));
+	memset(p, 0, sizeof(*p));
+	if (!ops->on_session_finalize)
+		return memd_error_set(err, MEMD_ENOTSUP, 0, "the template has no on_session_finalize");
+	return ops->on_session_finalize(loader_instance_handle(inst), &call, &reader, &sink, err);
+}
+
+static void check_finalize(loader_instance *inst, session *s)
+{
+	persisted p;
+	memd_error err = {.struct_size = sizeof(err)};
+	int32_t rc;
+
+	build(s, 10);
+	rc = finalize(inst, s, &p, &err);
+	check(rc == 0, "finalize failed: %d %s", rc, err.msg);
+	check(p.n == 1 && strcmp(p.role, "summary") == 0 && p.has_content,
+	      "finalize: %d events, role '%s'; expected one summary with content", p.n, p.role);
+	check(p.covers_seq == s->n, "finalize: the note covers %lld, not the last seq %lld",
+	      (long long)p.covers_seq, (long long)s->n);
+	check(strstr(p.text, " 10 user turns") != NULL, "finalize: the note says '%s'", p.text);
+
+	build(s, 0);
+	rc = finalize(inst, s, &p, &err);
+	check(rc == 0 && p.n == 0, "finalize of an empty session: %d, %d events", rc, p.n);
+
+	build(s, 10);
+	s->fail_with = MEMD_EUNAVAIL;
+	rc = finalize(inst, s, &p, &err);
+	check(rc == MEMD_EUNAVAIL && p.n == 0, "finalize over a failing reader: %d, %d events", rc,
+	      p.n);
+	s->fail_with = 0;
+}
+
 static loader_instance *instance(loader_plugin *p, const char *yaml, config_node **ret_node,
 				 memd_error *err)
 {
@@ -350,7 +420,10 @@ int main(int argc, char **argv)
 	      "long session: read %llu rows of %lld; must stay under %d",
 	      (unsigned long long)rows, (long long)s.n, LONG_ROWS_BOUND);
 
+	check_finalize(two, &s);
+
 	/* A failing reader: the error comes back unchanged. */
+	build(&s, LONG_TURNS);
 	s.fail_with = MEMD_EUNAVAIL;
 	memset(&err, 0, sizeof(err));
 	int32_t rc = run(two, &s, &c, &rows, &err);
