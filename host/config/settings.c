@@ -8,6 +8,7 @@
 
 #include <float.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -703,9 +704,11 @@ static void check_store_ref(ctx *c, const config_node *at, const char *path, con
 
 static void load_sessions(ctx *c, const config_node *root, settings *s)
 {
-	static const char *const known[] = {"store", NULL};
+	static const char *const known[] = {"store", "retention_days", NULL};
 	const config_node *m = get_map(c, root, "", "sessions");
 	check_keys(c, m, "sessions", known);
+	get_int(c, m, "sessions", "retention_days", 0, 0, SETTINGS_INT_MAX,
+		&s->sessions_retention_days);
 	const char *name = NULL;
 	if (get(m, "store")) {
 		name = get_text(c, m, m, "sessions", "store", 0, NULL);
@@ -894,11 +897,339 @@ static void load_state(ctx *c, const config_node *root, settings *s)
 		SETTINGS_INT_MAX, &s->temp_ttl_seconds);
 }
 
+/* ---- lanes ------------------------------------------------------------- */
+
+static const char *const lane_chat_types[] = {"dm", "group", "channel", "thread", NULL};
+
+/* The built-in reset policy (lanes.reset without keys). Its strings are
+ * only read (copied), never freed. */
+static const settings_lane_reset lane_reset_defaults = {
+	.mode = SETTINGS_LANE_RESET_BOTH,
+	.idle_minutes = SETTINGS_LANES_IDLE_MINUTES_DEFAULT,
+	.at_hour = SETTINGS_LANES_AT_HOUR_DEFAULT,
+	.timezone = (char *)"",
+	.notify = 1,
+	.idle_notice = (char *)SETTINGS_LANES_IDLE_NOTICE_DEFAULT,
+	.daily_notice = (char *)SETTINGS_LANES_DAILY_NOTICE_DEFAULT,
+	.suspended_notice = (char *)SETTINGS_LANES_SUSPENDED_NOTICE_DEFAULT,
+};
+
+static void lane_reset_clear(settings_lane_reset *r)
+{
+	free(r->timezone);
+	free(r->idle_notice);
+	free(r->daily_notice);
+	free(r->suspended_notice);
+	memset(r, 0, sizeof(*r));
+}
+
+static void lanes_clear(settings_lanes *l)
+{
+	lane_reset_clear(&l->reset);
+	for (size_t i = 0; i < l->n_overrides; i++) {
+		free(l->overrides[i].platform);
+		free(l->overrides[i].chat_type);
+		lane_reset_clear(&l->overrides[i].reset);
+	}
+	free(l->overrides);
+	free(l->webhook_url);
+	free(l->webhook_secret);
+	memset(l, 0, sizeof(*l));
+}
+
+/* A time zone name as an IANA zone file is named: letters, digits and
+ * "/_-+.", no leading '/', no "." or ".." component; "" is the host's
+ * zone. (Whether the zone exists is checked when memd loads it.) */
+static int tz_name_ok(const char *name)
+{
+	size_t len = strlen(name);
+	if (len == 0)
+		return 1;
+	if (len > MEMD_ID_MAX || name[0] == '/')
+		return 0;
+	for (const char *p = name; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		int alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			    (ch >= '0' && ch <= '9');
+		if (!alnum && !strchr("/_-+.", ch))
+			return 0;
+	}
+	for (const char *p = name; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return name[len - 1] != '/';
+}
+
+/* A non-empty text at key, else def; *out = a copy. */
+static void get_notice(ctx *c, const config_node *map, const char *path, const char *key,
+		       const char *def, char **out)
+{
+	if (get(map, key))
+		def = get_text(c, map, map, path, key, 0, NULL);
+	*out = dup_or_flag(c, def ? def : "");
+}
+
+/* A reset map (lanes.reset, an override's reset) over base into *out
+ * (which the caller clears). */
+static void load_lane_reset(ctx *c, const config_node *m, const char *path,
+			    const settings_lane_reset *base, settings_lane_reset *out)
+{
+	static const char *const known[] = {"mode", "idle_minutes", "at_hour", "timezone",
+					    "notify", "idle_notice", "daily_notice",
+					    "suspended_notice", NULL};
+	static const char *const modes[] = {[SETTINGS_LANE_RESET_NONE] = "none",
+					    [SETTINGS_LANE_RESET_IDLE] = "idle",
+					    [SETTINGS_LANE_RESET_DAILY] = "daily",
+					    [SETTINGS_LANE_RESET_BOTH] = "both", NULL};
+	const config_node *tz = get(m, "timezone");
+	size_t mode;
+
+	check_keys(c, m, path, known);
+	get_enum(c, m, path, "mode", modes, (size_t)base->mode, &mode);
+	out->mode = (int32_t)mode;
+	get_int(c, m, path, "idle_minutes", base->idle_minutes, 1, SETTINGS_INT_MAX,
+		&out->idle_minutes);
+	get_int(c, m, path, "at_hour", base->at_hour, 0, SETTINGS_LANES_AT_HOUR_MAX,
+		&out->at_hour);
+	get_bool(c, m, path, "notify", base->notify, &out->notify);
+	get_string(c, m, path, "timezone", base->timezone, &out->timezone);
+	out->timezone_node = base->timezone_node;
+	if (tz && config_node_type(tz) == CONFIG_SCALAR) {
+		char full[SETTINGS_PATH_MAX];
+		join(full, path, "timezone");
+		out->timezone_node = tz;
+		if (!tz_name_ok(config_scalar(tz)))
+			problem(c, tz, full,
+				"expected an IANA time zone name (e.g. Europe/Berlin) or \"\" for "
+				"the host's zone, got \"%s\"", config_scalar(tz));
+	}
+	get_notice(c, m, path, "idle_notice", base->idle_notice, &out->idle_notice);
+	get_notice(c, m, path, "daily_notice", base->daily_notice, &out->daily_notice);
+	get_notice(c, m, path, "suspended_notice", base->suspended_notice,
+		   &out->suspended_notice);
+}
+
+/* A platform name as lane keys take it: letters, digits, '_', '-', '.'. */
+static int platform_ok(const char *p)
+{
+	size_t len = strlen(p);
+	if (len == 0 || len > SETTINGS_LANES_PLATFORM_MAX)
+		return 0;
+	for (; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("_-.", ch)))
+			return 0;
+	}
+	return 1;
+}
+
+/* Append the entries of seq (lanes.overrides) to out->overrides, each
+ * resolved over base. */
+static void load_lane_overrides(ctx *c, const config_node *seq, const char *path,
+				const settings_lane_reset *base, settings_lanes *out)
+{
+	static const char *const known[] = {"platform", "chat_type", "reset", NULL};
+	settings_lane_override *grown;
+	size_t n;
+
+	if (!seq)
+		return;
+	if (config_node_type(seq) != CONFIG_SEQ) {
+		problem(c, seq, path, "expected a sequence of {platform, chat_type, reset}, got %s",
+			config_node_kind(seq));
+		return;
+	}
+	n = config_len(seq);
+	if (!n)
+		return;
+	grown = realloc(out->overrides, (out->n_overrides + n) * sizeof(*grown));
+	if (!grown) {
+		c->nomem = 1;
+		return;
+	}
+	out->overrides = grown;
+	for (size_t i = 0; i < n; i++) {
+		const config_node *item = config_seq_at(seq, i);
+		settings_lane_override *o = &out->overrides[out->n_overrides];
+		char at[SETTINGS_PATH_MAX], full[SETTINGS_PATH_MAX];
+		const char *platform, *chat_type;
+		size_t type;
+
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (config_node_type(item) != CONFIG_MAP) {
+			problem(c, item, at, "expected a map {platform, chat_type, reset}, got %s",
+				config_node_kind(item));
+			continue;
+		}
+		check_keys(c, item, at, known);
+		memset(o, 0, sizeof(*o));
+		platform = get_text(c, item, item, at, "platform", 0, NULL);
+		chat_type = get_text(c, item, item, at, "chat_type", 0, NULL);
+		if (platform && !platform_ok(platform)) {
+			join(full, at, "platform");
+			problem(c, get(item, "platform"), full,
+				"expected a platform name (1..%d letters, digits, '_', '-', '.'), "
+				"got \"%s\"", SETTINGS_LANES_PLATFORM_MAX, platform);
+		}
+		if (chat_type)
+			get_enum(c, item, at, "chat_type", lane_chat_types, 0, &type);
+		if (!get(item, "platform") && !get(item, "chat_type"))
+			problem(c, item, at, "needs a platform, a chat_type or both to match");
+		o->reset_node = get_map(c, item, at, "reset");
+		join(full, at, "reset");
+		load_lane_reset(c, o->reset_node, full, base, &o->reset);
+		o->platform = dup_or_flag(c, platform);
+		for (char *p = o->platform; p && *p; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+		o->chat_type = dup_or_flag(c, chat_type);
+		out->n_overrides++;
+	}
+}
+
+/* The top-level overrides again, over an app's own reset: what they
+ * said wrong was reported with the top-level section, so this pass
+ * reports nothing. */
+static void relay_lane_overrides(ctx *c, const config_node *seq,
+				 const settings_lane_reset *base, settings_lanes *out)
+{
+	config_diag quiet = {0};
+	ctx q = {.d = &quiet};
+
+	load_lane_overrides(&q, seq, "lanes.overrides", base, out);
+	config_diag_clear(&quiet);
+	c->nomem |= q.nomem;
+}
+
+/* A webhook URL: "" (none) or http(s)://host... without spaces. */
+static int webhook_url_ok(const char *u)
+{
+	size_t skip;
+
+	if (!*u)
+		return 1;
+	if (strncmp(u, "http://", 7) == 0)
+		skip = 7;
+	else if (strncmp(u, "https://", 8) == 0)
+		skip = 8;
+	else
+		return 0;
+	if (!u[skip] || u[skip] == '/')
+		return 0;
+	for (const char *p = u; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7f)
+			return 0;
+	return 1;
+}
+
+static void load_lane_finalize(ctx *c, const config_node *m, const char *path,
+			       const settings_lanes *base, settings_lanes *out)
+{
+	static const char *const known[] = {"webhook", NULL};
+	static const char *const wh_known[] = {"url", "secret", "timeout_ms", "retries", NULL};
+	char wh_path[SETTINGS_PATH_MAX];
+	const config_node *wh;
+
+	check_keys(c, m, path, known);
+	join(wh_path, path, "webhook");
+	wh = get_map(c, m, path, "webhook");
+	check_keys(c, wh, wh_path, wh_known);
+	get_string(c, wh, wh_path, "url", base ? base->webhook_url : "", &out->webhook_url);
+	if (get(wh, "url") && out->webhook_url && !webhook_url_ok(out->webhook_url)) {
+		char full[SETTINGS_PATH_MAX];
+		join(full, wh_path, "url");
+		problem(c, get(wh, "url"), full,
+			"expected an http:// or https:// URL (or \"\" for none), got \"%s\"",
+			out->webhook_url);
+	}
+	get_string(c, wh, wh_path, "secret", base ? base->webhook_secret : "",
+		   &out->webhook_secret);
+	get_int(c, wh, wh_path, "timeout_ms",
+		base ? base->webhook_timeout_ms : SETTINGS_LANES_WEBHOOK_TIMEOUT_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &out->webhook_timeout_ms);
+	get_int(c, wh, wh_path, "retries",
+		base ? base->webhook_retries : SETTINGS_LANES_WEBHOOK_RETRIES_DEFAULT, 0,
+		SETTINGS_RETRIES_MAX, &out->webhook_retries);
+}
+
+/* A lanes map (the top-level section when base is NULL, else an app's
+ * over base) into *out (cleared by the caller). top_overrides: the
+ * top-level overrides, relayed after an app's own. */
+static void load_lanes_map(ctx *c, const config_node *m, const char *path,
+			   const settings_lanes *base, const config_node *top_overrides,
+			   settings_lanes *out)
+{
+	static const char *const top_known[] = {"watch_interval_s", "lease_ms", "max_lease_ms",
+						"group_sessions_per_user",
+						"thread_sessions_per_user", "prune_after_days",
+						"reset", "overrides", "finalize", NULL};
+	char sub[SETTINGS_PATH_MAX];
+
+	check_keys(c, m, path, base ? top_known + 1 : top_known);
+	get_int(c, m, path, "lease_ms", base ? base->lease_ms : SETTINGS_LANES_LEASE_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &out->lease_ms);
+	get_int(c, m, path, "max_lease_ms",
+		base ? base->max_lease_ms : SETTINGS_LANES_MAX_LEASE_MS_DEFAULT, 1,
+		SETTINGS_INT_MAX, &out->max_lease_ms);
+	/* An app that sets neither inherits the pair, reported already. */
+	if (out->lease_ms > out->max_lease_ms &&
+	    (!base || get(m, "lease_ms") || get(m, "max_lease_ms"))) {
+		char full[SETTINGS_PATH_MAX];
+		const config_node *at = get(m, "lease_ms") ? get(m, "lease_ms") : get(m, "max_lease_ms");
+		join(full, path, get(m, "lease_ms") ? "lease_ms" : "max_lease_ms");
+		problem(c, at ? at : m, full, "lease_ms (%lld) must not be over max_lease_ms (%lld)",
+			(long long)out->lease_ms, (long long)out->max_lease_ms);
+	}
+	get_bool(c, m, path, "group_sessions_per_user", base ? base->group_sessions_per_user : 1,
+		 &out->group_sessions_per_user);
+	get_bool(c, m, path, "thread_sessions_per_user",
+		 base ? base->thread_sessions_per_user : 0, &out->thread_sessions_per_user);
+	get_int(c, m, path, "prune_after_days", base ? base->prune_after_days : 0, 0,
+		SETTINGS_INT_MAX, &out->prune_after_days);
+	join(sub, path, "reset");
+	load_lane_reset(c, get_map(c, m, path, "reset"), sub,
+			base ? &base->reset : &lane_reset_defaults, &out->reset);
+	join(sub, path, "overrides");
+	load_lane_overrides(c, get(m, "overrides"), sub, &out->reset, out);
+	if (base)
+		relay_lane_overrides(c, top_overrides, &out->reset, out);
+	join(sub, path, "finalize");
+	load_lane_finalize(c, get_map(c, m, path, "finalize"), sub, base, out);
+}
+
+static void load_lanes(ctx *c, const config_node *root, settings *s)
+{
+	const config_node *m = get_map(c, root, "", "lanes");
+	get_int(c, m, "lanes", "watch_interval_s", SETTINGS_LANES_WATCH_INTERVAL_S_DEFAULT, 1,
+		SETTINGS_INT_MAX, &s->lanes_watch_interval_s);
+	load_lanes_map(c, m, "lanes", NULL, NULL, &s->lanes);
+}
+
+const settings_lane_reset *settings_lane_reset_for(const settings_lanes *lanes,
+						   const char *platform, const char *chat_type)
+{
+	for (size_t i = 0; i < lanes->n_overrides; i++) {
+		const settings_lane_override *o = &lanes->overrides[i];
+		if (o->platform && (!platform || strcasecmp(o->platform, platform) != 0))
+			continue;
+		if (o->chat_type && strcmp(o->chat_type, chat_type ? chat_type : "dm") != 0)
+			continue;
+		return &o->reset;
+	}
+	return &lanes->reset;
+}
+
 /* One apps.<name> entry into s->apps[s->n_apps]. */
 static void load_app(ctx *c, const char *name, const config_node *key_node,
 		     const config_node *v, settings *s)
 {
-	static const char *const known[] = {"working_memory", NULL};
+	static const char *const known[] = {"working_memory", "lanes", NULL};
 	char path[SETTINGS_PATH_MAX];
 	join(path, "apps", name);
 	if (!*name || strlen(name) > MEMD_ID_MAX) {
@@ -925,6 +1256,10 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 	if (!strategy)
 		return;
 	settings_app *app = &s->apps[s->n_apps];
+	char lanes_path[SETTINGS_PATH_MAX];
+	join(lanes_path, path, "lanes");
+	load_lanes_map(c, get_map(c, v, path, "lanes"), lanes_path, &s->lanes,
+		       get(get(s->root, "lanes"), "overrides"), &app->lanes);
 	app->name = dup_or_flag(c, name);
 	app->strategy = dup_or_flag(c, strategy);
 	app->node = wm;
@@ -934,6 +1269,7 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 		free(app->name);
 		free(app->strategy);
 		app->name = app->strategy = NULL;
+		lanes_clear(&app->lanes);
 	}
 }
 
@@ -987,9 +1323,11 @@ void settings_clear(settings *s)
 	free(s->keyword_snapshot);
 	free(s->vector_store);
 	free(s->search_mode_default);
+	lanes_clear(&s->lanes);
 	for (size_t i = 0; i < s->n_apps; i++) {
 		free(s->apps[i].name);
 		free(s->apps[i].strategy);
+		lanes_clear(&s->apps[i].lanes);
 	}
 	free(s->apps);
 	config_free(s->root);
@@ -999,7 +1337,8 @@ void settings_clear(settings *s)
 int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 {
 	static const char *const known[] = {"server", "plugins", "stores", "sessions", "index",
-					    "summarizer", "tokenizer", "state", "apps", NULL};
+					    "summarizer", "tokenizer", "state", "lanes", "apps",
+					    NULL};
 	memd_error err = {0};
 	config_node *defaults = NULL;
 	int32_t rc = config_parse_string(settings_defaults_yaml, sizeof(settings_defaults_yaml) - 1,
@@ -1035,6 +1374,7 @@ int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 	load_summarizer(&c, top, &s);
 	load_tokenizer(&c, top, &s);
 	load_state(&c, top, &s);
+	load_lanes(&c, top, &s);
 	load_apps(&c, top, defaults, &s);
 
 	if (c.nomem || c.errors) {

@@ -71,6 +71,24 @@
 #define SETTINGS_SUMMARIZER_MAX_TOKENS_DEFAULT 1024
 #define SETTINGS_TOKENIZER_TYPE_DEFAULT "approx"
 #define SETTINGS_TEMP_TTL_SECONDS_DEFAULT 3600
+/* lanes: (a chat gateway's conversations; api/memd/memd.h "lanes"). */
+#define SETTINGS_LANES_WATCH_INTERVAL_S_DEFAULT 300   /* the watcher's pass, every 5 minutes */
+#define SETTINGS_LANES_LEASE_MS_DEFAULT 60000         /* a turn's lease unless it asks */
+#define SETTINGS_LANES_MAX_LEASE_MS_DEFAULT 3600000   /* the longest lease a turn may ask */
+#define SETTINGS_LANES_IDLE_MINUTES_DEFAULT 1440      /* a day */
+#define SETTINGS_LANES_AT_HOUR_DEFAULT 4              /* 04:00 local time */
+#define SETTINGS_LANES_AT_HOUR_MAX 23
+#define SETTINGS_LANES_WEBHOOK_TIMEOUT_MS_DEFAULT 5000
+#define SETTINGS_LANES_WEBHOOK_RETRIES_DEFAULT 3
+#define SETTINGS_LANES_IDLE_NOTICE_DEFAULT                                               \
+	"Session expired due to inactivity: this is a new session."
+#define SETTINGS_LANES_DAILY_NOTICE_DEFAULT                                              \
+	"Session expired at the daily reset: this is a new session."
+#define SETTINGS_LANES_SUSPENDED_NOTICE_DEFAULT                                          \
+	"The previous session was stopped: this is a new session."
+/* Longest platform name in an override (as lane keys take them). */
+#define SETTINGS_LANES_PLATFORM_MAX 64
+
 /* Upper bounds settings_load enforces. */
 #define SETTINGS_THREADS_MAX 1024
 #define SETTINGS_EMBEDDER_DIM_MAX 65536
@@ -96,10 +114,59 @@ typedef struct settings_store {
 	const config_node *node;    /* the whole map (includes "plugin") */
 } settings_store;
 
+/* lanes.reset.mode */
+#define SETTINGS_LANE_RESET_NONE  0
+#define SETTINGS_LANE_RESET_IDLE  1
+#define SETTINGS_LANE_RESET_DAILY 2
+#define SETTINGS_LANE_RESET_BOTH  3
+
+/* A reset policy (lanes.reset, an override's reset). Strings owned. */
+typedef struct settings_lane_reset {
+	int32_t mode;               /* SETTINGS_LANE_RESET_* */
+	int64_t idle_minutes;       /* >= 1 */
+	int64_t at_hour;            /* 0..23 */
+	char *timezone;             /* IANA name; "" = the host's zone */
+	/* Where timezone was set (for a problem found when the zone is
+	 * loaded: memd_open, memd config check); NULL = the default. */
+	const config_node *timezone_node;
+	int32_t notify;             /* the next context of a reset session carries a notice */
+	char *idle_notice;
+	char *daily_notice;
+	char *suspended_notice;
+} settings_lane_reset;
+
+/* lanes.overrides[i]: a reset policy for some platform and chat type. */
+typedef struct settings_lane_override {
+	char *platform;             /* lowercase; NULL = any */
+	char *chat_type;            /* dm | group | channel | thread; NULL = any */
+	settings_lane_reset reset;  /* the lanes' reset with this entry's reset keys over it */
+	const config_node *reset_node; /* the entry's reset map, or NULL */
+} settings_lane_override;
+
+/* The lanes settings of an app: the top-level lanes: section with the
+ * app's apps.<name>.lanes keys over it. */
+typedef struct settings_lanes {
+	int64_t lease_ms;
+	int64_t max_lease_ms;       /* >= lease_ms */
+	int32_t group_sessions_per_user;
+	int32_t thread_sessions_per_user;
+	int64_t prune_after_days;   /* 0 = never */
+	settings_lane_reset reset;
+	/* First match wins: an app's own overrides, then the top-level ones
+	 * (resolved over the app's reset). */
+	settings_lane_override *overrides;
+	size_t n_overrides;
+	char *webhook_url;          /* "" = no webhook */
+	char *webhook_secret;       /* secret: never logged */
+	int64_t webhook_timeout_ms;
+	int64_t webhook_retries;
+} settings_lanes;
+
 typedef struct settings_app {
 	char *name;                 /* app name, or "*" */
 	char *strategy;             /* plugin name or path */
 	const config_node *node;    /* working_memory map (includes "strategy") */
+	settings_lanes lanes;       /* lanes: with apps.<name>.lanes over it */
 } settings_app;
 
 typedef struct settings {
@@ -132,6 +199,7 @@ typedef struct settings {
 	settings_store *stores;
 	size_t n_stores;
 	char *sessions_store;       /* name of the session store */
+	int64_t sessions_retention_days; /* delete ended sessions older than this; 0 = never */
 
 	/* index: */
 	int32_t keyword_enabled;
@@ -150,6 +218,10 @@ typedef struct settings {
 	/* temp: state */
 	int64_t temp_ttl_seconds;
 
+	/* lanes: (the top-level section; each app has its own resolved copy) */
+	int64_t lanes_watch_interval_s;
+	settings_lanes lanes;
+
 	/* apps: ("*" always present after load) */
 	settings_app *apps;
 	size_t n_apps;
@@ -166,6 +238,11 @@ const char *const *settings_published_api_keys(void);
 void settings_clear(settings *s);
 /* The app entry for app (exact name, else "*"). Never NULL after load. */
 const settings_app *settings_app_for(const settings *s, const char *app);
+/* The reset policy of a lane of lanes on platform with chat_type (either
+ * may be NULL): the first override that matches (platform compared
+ * without ASCII case), else lanes->reset. Never NULL. */
+const settings_lane_reset *settings_lane_reset_for(const settings_lanes *lanes,
+						   const char *platform, const char *chat_type);
 /* The store entry named name, or NULL. */
 const settings_store *settings_store_get(const settings *s, const char *name);
 /* Split a server.listen value "host:port" or "[v6addr]:port" (port

@@ -669,9 +669,9 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	assert_prefix(&d, "t.yaml:11: summarizer.typ: unknown key");
 	assert_line(&d, "t.yaml:12: tokenizer.rank: unknown key (known: type, ranks, encoding)");
 	assert_line(&d, "t.yaml:13: state.ttl: unknown key (known: temp_ttl_seconds)");
-	assert_line(&d, "t.yaml:14: sessions.stor: unknown key (known: store)");
+	assert_line(&d, "t.yaml:14: sessions.stor: unknown key (known: store, retention_days)");
 	assert_line(&d, "t.yaml:15: plugins.paths: unknown key (known: path)");
-	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory)");
+	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory, lanes)");
 	cr_assert_eq(d.n, 11);
 	config_diag_clear(&d);
 }
@@ -975,6 +975,147 @@ Test(settings, memd_yaml_example_values)
 	cr_assert_not_null(s.tokenizer);
 	cr_assert_not_null(s.embedder);
 	settings_clear(&s);
+}
+
+/* ---- lanes ------------------------------------------------------------- */
+
+Test(settings, lanes_defaults)
+{
+	settings s;
+	config_diag d = {0};
+	cr_assert_eq(settings_load(NULL, &s, &d), 0);
+	cr_assert_eq(s.lanes_watch_interval_s, 300);
+	cr_assert_eq(s.sessions_retention_days, 0);
+	const settings_lanes *l = &settings_app_for(&s, "any")->lanes;
+	cr_assert_eq(l->lease_ms, 60000);
+	cr_assert_eq(l->max_lease_ms, 3600000);
+	cr_assert_eq(l->group_sessions_per_user, 1);
+	cr_assert_eq(l->thread_sessions_per_user, 0);
+	cr_assert_eq(l->prune_after_days, 0);
+	cr_assert_eq(l->reset.mode, SETTINGS_LANE_RESET_BOTH);
+	cr_assert_eq(l->reset.idle_minutes, 1440);
+	cr_assert_eq(l->reset.at_hour, 4);
+	cr_assert_str_eq(l->reset.timezone, "");
+	cr_assert_null(l->reset.timezone_node);
+	cr_assert_eq(l->reset.notify, 1);
+	cr_assert_str_eq(l->reset.idle_notice, SETTINGS_LANES_IDLE_NOTICE_DEFAULT);
+	cr_assert_str_eq(l->reset.daily_notice, SETTINGS_LANES_DAILY_NOTICE_DEFAULT);
+	cr_assert_str_eq(l->reset.suspended_notice, SETTINGS_LANES_SUSPENDED_NOTICE_DEFAULT);
+	cr_assert_eq(l->n_overrides, 0);
+	cr_assert_str_eq(l->webhook_url, "");
+	cr_assert_eq(l->webhook_timeout_ms, 5000);
+	cr_assert_eq(l->webhook_retries, 3);
+	cr_assert_eq(settings_lane_reset_for(l, "telegram", "dm"), &l->reset);
+	settings_clear(&s);
+}
+
+/* An app's lanes keys go over the top-level ones; its overrides come
+ * first, then the top-level ones, resolved over the app's reset. */
+Test(settings, lanes_per_app_and_overrides)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("lanes:\n"
+			  "  watch_interval_s: 60\n"
+			  "  lease_ms: 1000\n"
+			  "  reset: {mode: daily, at_hour: 3, timezone: Europe/Berlin, notify: false}\n"
+			  "  overrides:\n"
+			  "    - {platform: Telegram, chat_type: dm, reset: {mode: idle, idle_minutes: 60}}\n"
+			  "    - {chat_type: thread, reset: {mode: none}}\n"
+			  "  finalize: {webhook: {url: 'https://hooks.example/x', secret: s3, retries: 0}}\n"
+			  "sessions: {retention_days: 30}\n"
+			  "apps:\n"
+			  "  bot:\n"
+			  "    working_memory: {strategy: all}\n"
+			  "    lanes:\n"
+			  "      max_lease_ms: 5000\n"
+			  "      reset: {at_hour: 6, idle_notice: 'gone'}\n"
+			  "      overrides: [{platform: slack, reset: {mode: both}}]\n",
+			  &s, &d);
+	char *all = diag_text(&d);
+	cr_assert_eq(rc, 0, "%s", all);
+	free(all);
+	cr_assert_eq(s.lanes_watch_interval_s, 60);
+	cr_assert_eq(s.sessions_retention_days, 30);
+
+	const settings_lanes *top = &settings_app_for(&s, "other")->lanes;
+	cr_assert_eq(top->lease_ms, 1000);
+	cr_assert_eq(top->max_lease_ms, 3600000);
+	cr_assert_eq(top->reset.mode, SETTINGS_LANE_RESET_DAILY);
+	cr_assert_eq(top->reset.at_hour, 3);
+	cr_assert_str_eq(top->reset.timezone, "Europe/Berlin");
+	cr_assert_eq(config_node_line(top->reset.timezone_node), 4);
+	cr_assert_eq(top->reset.notify, 0);
+	cr_assert_eq(top->n_overrides, 2);
+	const settings_lane_reset *tg = settings_lane_reset_for(top, "TELEGRAM", "dm");
+	cr_assert_eq(tg->mode, SETTINGS_LANE_RESET_IDLE);
+	cr_assert_eq(tg->idle_minutes, 60);
+	cr_assert_eq(tg->at_hour, 3, "an override keeps the keys it does not set");
+	cr_assert_eq(settings_lane_reset_for(top, "telegram", "group"), &top->reset);
+	cr_assert_eq(settings_lane_reset_for(top, "discord", "thread")->mode,
+		     SETTINGS_LANE_RESET_NONE);
+	cr_assert_str_eq(top->webhook_url, "https://hooks.example/x");
+	cr_assert_str_eq(top->webhook_secret, "s3");
+	cr_assert_eq(top->webhook_retries, 0);
+
+	const settings_lanes *bot = &settings_app_for(&s, "bot")->lanes;
+	cr_assert_eq(bot->lease_ms, 1000);
+	cr_assert_eq(bot->max_lease_ms, 5000);
+	cr_assert_eq(bot->reset.mode, SETTINGS_LANE_RESET_DAILY);
+	cr_assert_eq(bot->reset.at_hour, 6);
+	cr_assert_str_eq(bot->reset.idle_notice, "gone");
+	cr_assert_str_eq(bot->webhook_url, "https://hooks.example/x");
+	cr_assert_eq(bot->n_overrides, 3);
+	cr_assert_eq(settings_lane_reset_for(bot, "slack", "dm")->mode, SETTINGS_LANE_RESET_BOTH);
+	tg = settings_lane_reset_for(bot, "telegram", "dm");
+	cr_assert_eq(tg->mode, SETTINGS_LANE_RESET_IDLE);
+	cr_assert_eq(tg->at_hour, 6, "top-level overrides resolve over the app's reset");
+	cr_assert_str_eq(tg->idle_notice, "gone");
+	settings_clear(&s);
+}
+
+Test(settings, lanes_bad_values_reported_with_location)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("lanes:\n"                                            /* 1 */
+			  "  lease_ms: 9000\n"                                  /* 2 */
+			  "  max_lease_ms: 5000\n"                              /* 3 */
+			  "  watch_interval_s: 0\n"                             /* 4 */
+			  "  reset:\n"                                          /* 5 */
+			  "    mode: weekly\n"                                  /* 6 */
+			  "    at_hour: 24\n"                                   /* 7 */
+			  "    idle_minutes: 0\n"                               /* 8 */
+			  "    timezone: ../etc/passwd\n"                       /* 9 */
+			  "    idle_notice: ''\n"                               /* 10 */
+			  "  overrides:\n"                                      /* 11 */
+			  "    - {platform: 'tele gram', chat_type: dms}\n"     /* 12 */
+			  "    - {reset: {mode: idle}}\n"                       /* 13 */
+			  "  finalize: {webhook: {url: 'ftp://x'}}\n"           /* 14 */
+			  "sessions: {retention_days: -1}\n"                    /* 15 */
+			  "apps:\n"                                             /* 16 */
+			  "  a:\n"                                              /* 17 */
+			  "    working_memory: {strategy: all}\n"               /* 18 */
+			  "    lanes: {watch_interval_s: 5, reset: {notify: maybe}}\n", /* 19 */
+			  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:2: lanes.lease_ms: lease_ms (9000) must not be over max_lease_ms (5000)");
+	assert_line(&d, "t.yaml:4: lanes.watch_interval_s: must be between 1 and 2147483647, got 0");
+	assert_line(&d, "t.yaml:6: lanes.reset.mode: expected one of none, idle, daily, both, got \"weekly\"");
+	assert_line(&d, "t.yaml:7: lanes.reset.at_hour: must be between 0 and 23, got 24");
+	assert_line(&d, "t.yaml:8: lanes.reset.idle_minutes: must be between 1 and 2147483647, got 0");
+	assert_prefix(&d, "t.yaml:9: lanes.reset.timezone: expected an IANA time zone name");
+	assert_line(&d, "t.yaml:10: lanes.reset.idle_notice: must not be empty");
+	assert_prefix(&d, "t.yaml:12: lanes.overrides[0].platform: expected a platform name");
+	assert_line(&d, "t.yaml:12: lanes.overrides[0].chat_type: expected one of dm, group, channel, thread, got \"dms\"");
+	assert_line(&d, "t.yaml:13: lanes.overrides[1]: needs a platform, a chat_type or both to match");
+	assert_line(&d, "t.yaml:14: lanes.finalize.webhook.url: expected an http:// or https:// URL (or \"\" for none), got \"ftp://x\"");
+	assert_line(&d, "t.yaml:15: sessions.retention_days: must be between 0 and 2147483647, got -1");
+	assert_prefix(&d, "t.yaml:19: apps.a.lanes.watch_interval_s: unknown key (known: lease_ms,");
+	assert_line(&d, "t.yaml:19: apps.a.lanes.reset.notify: expected true or false, got \"maybe\"");
+	cr_assert_eq(d.n, 14, "each problem once (the top-level overrides are not reported again "
+			      "for the app)");
+	config_diag_clear(&d);
 }
 
 Test(settings, allowed_hosts)
