@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "json/event_json.h"
+#include "json/lane_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +310,12 @@ json_t *ej_event(const memd_event *e)
 	return o;
 }
 
+int ej_session_has_lifecycle(const memd_session *s)
+{
+	return s->lane_key || s->origin_json || s->previous_session || s->start_reason ||
+	       s->end_reason || s->ended_us || lj_session_has_usage(s);
+}
+
 json_t *ej_session(const memd_session *s)
 {
 	json_t *o = json_object();
@@ -330,6 +337,23 @@ json_t *ej_session(const memd_session *s)
 	bad |= json_object_set_new(o, "last_seq", json_integer(s->last_seq));
 	bad |= json_object_set_new(o, "summary_seq",
 				   s->summary_seq ? json_integer(s->summary_seq) : json_null());
+	if (ej_session_has_lifecycle(s)) {
+		json_t *origin = ej_load(s->origin_json);
+		bad |= set_str(o, "lane_key", s->lane_key);
+		bad |= json_object_set_new(o, "origin", origin ? origin : json_null());
+		bad |= set_str(o, "previous_session", s->previous_session);
+		bad |= set_str(o, "start_reason", s->start_reason);
+		if (s->ended_us)
+			bad |= set_time(o, "ended", s->ended_us);
+		else
+			bad |= json_object_set_new(o, "ended", json_null());
+		bad |= set_str(o, "end_reason", s->end_reason);
+		bad |= json_object_set_new(o, "usage", lj_usage(s->input_tokens, s->output_tokens,
+								s->cache_read_tokens,
+								s->cache_write_tokens,
+								s->cost_micro_usd,
+								s->last_prompt_tokens));
+	}
 	if (bad) {
 		json_decref(o);
 		return NULL;

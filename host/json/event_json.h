@@ -34,7 +34,13 @@ int ej_utf8_valid(const char *s, size_t len);
 /* New JSON objects for records (NULL on ENOMEM). JSON text members are
  * embedded as JSON values, not strings. */
 json_t *ej_event(const memd_event *e);
+/* A session made or touched by a lane (lane_key, origin, previous
+ * session, start or end reason, end time or usage set) also carries
+ * "lane_key", "origin", "previous_session", "start_reason", "ended" and
+ * "end_reason" (null while open) and "usage" (lane_json.h's lj_usage). */
 json_t *ej_session(const memd_session *s);
+/* 1 when ej_session writes s's lifecycle members. */
+int ej_session_has_lifecycle(const memd_session *s);
 json_t *ej_artifact(const memd_artifact *a);
 
 /* An event a client sent, validated and completed: owned strings behind

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "json/event_json.h"
+#include "json/lane_json.h"
 
 #define JO_INITIAL_CAP 4096
 #define JO_INT_MAX_LEN 20 /* "-9223372036854775808" */
@@ -698,6 +699,40 @@ int32_t jo_event(json_out *jo, const memd_event *e)
 	return LIT(jo, "}");
 }
 
+/* The members ej_session adds for a session of a lane. usage is built
+ * with jansson (a real number) and copied as jansson dumps it. */
+static int32_t jo_session_lifecycle(json_out *jo, const memd_session *s)
+{
+	json_t *usage;
+	char *text;
+
+	LIT(jo, "," KEY("lane_key"));
+	str_value(jo, "lane_key", s->lane_key);
+	LIT(jo, "," KEY("origin"));
+	jo_json_text(jo, s->origin_json, "null");
+	LIT(jo, "," KEY("previous_session"));
+	str_value(jo, "previous_session", s->previous_session);
+	LIT(jo, "," KEY("start_reason"));
+	str_value(jo, "start_reason", s->start_reason);
+	LIT(jo, "," KEY("ended"));
+	if (s->ended_us)
+		jo_time(jo, s->ended_us);
+	else
+		LIT(jo, "null");
+	LIT(jo, "," KEY("end_reason"));
+	str_value(jo, "end_reason", s->end_reason);
+	LIT(jo, "," KEY("usage"));
+	usage = lj_usage(s->input_tokens, s->output_tokens, s->cache_read_tokens,
+			 s->cache_write_tokens, s->cost_micro_usd, s->last_prompt_tokens);
+	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
+	json_decref(usage);
+	if (!text)
+		return fail(jo, MEMD_ENOMEM);
+	jo_raw(jo, text, strlen(text));
+	free(text);
+	return jo->error;
+}
+
 int32_t jo_session_open(json_out *jo, const memd_session *s)
 {
 	LIT(jo, "{" KEY("id"));
@@ -721,7 +756,13 @@ int32_t jo_session_open(json_out *jo, const memd_session *s)
 	LIT(jo, "," KEY("last_seq"));
 	jo_int(jo, s->last_seq);
 	LIT(jo, "," KEY("summary_seq"));
-	return s->summary_seq ? jo_int(jo, s->summary_seq) : LIT(jo, "null");
+	if (s->summary_seq)
+		jo_int(jo, s->summary_seq);
+	else
+		LIT(jo, "null");
+	if (!ej_session_has_lifecycle(s))
+		return jo->error;
+	return jo_session_lifecycle(jo, s);
 }
 
 int32_t jo_session(json_out *jo, const memd_session *s)

@@ -847,18 +847,39 @@ Test(json_out, events_equal_the_jansson_path)
 	cr_assert_gt(summaries, 100);
 }
 
-static void rand_session(rng *r, memd_session *s, char *strs[5], int *canonical, int allow_deep)
+/* Strings of a random session: id, app, user, title, metadata, origin;
+ * lane_key, previous_session, start_reason, end_reason. */
+#define SESSION_STRS 10
+
+static void rand_session(rng *r, memd_session *s, char *strs[SESSION_STRS], int *canonical,
+			 int allow_deep)
 {
 	memset(s, 0, sizeof(*s));
+	memset(strs, 0, SESSION_STRS * sizeof(*strs));
 	s->struct_size = sizeof(*s);
 	for (int i = 0; i < 4; i++)
 		strs[i] = rand_field(r, 40);
-	rand_texts(r, &strs[4], 1, allow_deep, canonical);
+	rand_texts(r, &strs[4], 2, allow_deep, canonical);
 	s->id = strs[0];
 	s->app = strs[1];
 	s->user = strs[2];
 	s->title = strs[3];
 	s->metadata_json = strs[4];
+	/* A lane's session half the time: the lifecycle members and usage. */
+	if (below(r, 2)) {
+		for (int i = 6; i < SESSION_STRS; i++)
+			strs[i] = below(r, 4) ? rand_field(r, 40) : NULL;
+		s->origin_json = strs[5];
+		s->lane_key = strs[6];
+		s->previous_session = strs[7];
+		s->start_reason = strs[8];
+		s->end_reason = strs[9];
+		s->ended_us = below(r, 2) ? rand_int(r) : 0;
+		s->input_tokens = below(r, 2) ? rand_int(r) : 0;
+		s->output_tokens = rand_int(r);
+		s->cost_micro_usd = below(r, 2) ? (int64_t)below(r, 100000000) : 0;
+		s->last_prompt_tokens = below(r, 2) ? rand_int(r) : 0;
+	}
 	s->flags = below(r, 2) ? MEMD_SESSION_ARCHIVED : 0;
 	s->created_us = rand_int(r);
 	s->updated_us = rand_int(r);
@@ -874,7 +895,7 @@ Test(json_out, sessions_equal_the_jansson_path)
 
 	for (int i = 0; i < SESSION_CASES; i++) {
 		memd_session s;
-		char *strs[5];
+		char *strs[SESSION_STRS];
 		int canonical = 1;
 		json_t *ref;
 		json_out jo;
@@ -898,7 +919,7 @@ Test(json_out, sessions_equal_the_jansson_path)
 			free(got);
 			json_decref(ref);
 		}
-		for (int k = 0; k < 5; k++)
+		for (int k = 0; k < SESSION_STRS; k++)
 			free(strs[k]);
 	}
 	cr_assert_gt(bad, 5);
@@ -1094,7 +1115,7 @@ Test(json_out, session_get_envelope_equals_the_jansson_one)
 	for (int i = 0; i < ENVELOPE_CASES; i++) {
 		jo_session_get g;
 		memd_session s;
-		char *strs[5];
+		char *strs[SESSION_STRS];
 		int exact = 1, with_events = (int)below(&r, 3), failed = 0;
 		size_t deliveries = 1 + below(&r, 2), n_events = below(&r, 5);
 		json_t *ref = NULL, *arr = NULL;
@@ -1114,7 +1135,7 @@ Test(json_out, session_get_envelope_equals_the_jansson_one)
 			} else {
 				cr_assert_eq(rc, 0);
 			}
-			for (int f = 0; f < 5; f++)
+			for (int f = 0; f < SESSION_STRS; f++)
 				free(strs[f]);
 		}
 		if (with_events && !failed) {
@@ -1148,6 +1169,53 @@ Test(json_out, session_get_envelope_equals_the_jansson_one)
 		}
 		json_decref(ref);
 	}
+}
+
+/* A lane's session carries its lifecycle and usage; a plain one does
+ * not, in both writers. */
+Test(json_out, lane_sessions_carry_lifecycle_members)
+{
+	memd_session s = { .struct_size = sizeof(s), .id = "s2", .app = "a", .user = "u",
+			   .metadata_json = "{}", .lane_key = "telegram:dm:1",
+			   .origin_json = "{\"platform\":\"telegram\"}", .previous_session = "s1",
+			   .start_reason = "idle", .input_tokens = 10, .output_tokens = 5,
+			   .cost_micro_usd = 1500000, .last_prompt_tokens = 7 };
+	memd_session plain = { .struct_size = sizeof(s), .id = "s", .app = "a", .user = "u" };
+	json_t *o = ej_session(&s), *want;
+	json_out jo;
+	char *got;
+	size_t len;
+
+	want = json_pack("{s:s,s:{s:s},s:s,s:s,s:n,s:n,s:{s:i,s:i,s:i,s:i,s:i,s:f}}", "lane_key",
+			 "telegram:dm:1", "origin", "platform", "telegram", "previous_session", "s1",
+			 "start_reason", "idle", "ended", "end_reason", "usage", "input_tokens", 10,
+			 "output_tokens", 5, "cache_read_tokens", 0, "cache_write_tokens", 0,
+			 "last_prompt_tokens", 7, "cost_usd", 1.5);
+	{
+		const char *key;
+		json_t *v;
+		json_object_foreach(want, key, v)
+			cr_assert(json_equal(json_object_get(o, key), v), "%s", key);
+	}
+	jo_init(&jo);
+	cr_assert_eq(jo_session(&jo, &s), 0);
+	cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+	assert_same_json(got, len, o, 1);
+	free(got);
+	json_decref(o);
+
+	s.ended_us = 1000000;
+	s.end_reason = "session_reset";
+	o = ej_session(&s);
+	cr_assert_str_eq(json_string_value(json_object_get(o, "ended")), "1970-01-01T00:00:01.000000Z");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "end_reason")), "session_reset");
+	json_decref(o);
+
+	o = ej_session(&plain);
+	cr_assert_null(json_object_get(o, "lane_key"));
+	cr_assert_null(json_object_get(o, "usage"));
+	json_decref(o);
+	json_decref(want);
 }
 
 Test(json_out, misuse_and_sticky_errors)

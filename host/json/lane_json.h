@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lane_json: the JSON shapes of lanes, inbox items and usage
+ * (api/memd/memd.h, "lanes"), and validation of the usage a client sends.
+ */
+#ifndef MEMD_HOST_LANE_JSON_H
+#define MEMD_HOST_LANE_JSON_H
+
+#include <jansson.h>
+
+#include <memd/plugin.h>
+
+/* Micro-USD per USD: costs are kept as integers (memd_usage.cost_micro_usd). */
+#define LJ_MICRO_PER_USD 1000000.0
+
+/* {"input_tokens", "output_tokens", "cache_read_tokens",
+ * "cache_write_tokens", "last_prompt_tokens", "cost_usd"} of usage sums
+ * (every field); NULL on ENOMEM. */
+json_t *lj_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
+		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens);
+/* 1 when any usage member of s is nonzero. */
+int lj_session_has_usage(const memd_session *s);
+
+/* The lane JSON object (memd.h's "lane"); NULL on ENOMEM. */
+json_t *lj_lane(const memd_lane *l);
+/* An inbox item: {"id", "mode" ("interrupt" | "queue"), "event",
+ * "created"}; NULL on ENOMEM. */
+json_t *lj_inbox_item(const memd_inbox_item *i);
+
+/* Validate a client's usage object (v; "what" names it in messages) into
+ * *ret (struct_size set): every member optional, token counts integers
+ * >= 0, cost_usd a number >= 0 (kept as micro-USD, rounded to the
+ * nearest), nothing else. MEMD_EINVAL naming the member. */
+int32_t lj_usage_parse(json_t *v, const char *what, memd_usage *ret, memd_error *err);
+
+#endif
