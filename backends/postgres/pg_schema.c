@@ -111,7 +111,8 @@ static const char *const SQL_V1[] = {
  * position handed out: positions ascend in put order) and inbox_depth
  * (the inbox's item count, kept by every write of the inbox under the
  * lane row's lock). Its three listing indexes are the three shapes of a
- * lane list (every app, one app, one user) in the list's order. inbox:
+ * lane list (every app, one app, one user) in the list's order;
+ * lanes_by_session finds the lane an append's usage also goes to. inbox:
  * the items of a lane, at most one of them in the next-up slot (the
  * partial unique index), gone with their lane (the foreign key). The
  * body is json, not jsonb: an item comes back as it was put. */
@@ -166,6 +167,7 @@ static const char *const SQL_V2[] = {
 	"CREATE INDEX lanes_by_updated ON lanes (updated_us, app, \"user\", key)",
 	"CREATE INDEX lanes_by_app_updated ON lanes (app, updated_us, \"user\", key)",
 	"CREATE INDEX lanes_by_user_updated ON lanes (app, \"user\", updated_us, key)",
+	"CREATE INDEX lanes_by_session ON lanes (app, \"user\", session)",
 
 	"CREATE TABLE inbox ("
 	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"

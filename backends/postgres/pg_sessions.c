@@ -80,22 +80,19 @@ static const pg_sql SQL_SESSION_APPENDED = { PG_ST_SESSION_APPENDED, 13,
 	" cache_write_tokens = cache_write_tokens + $11, cost_micro_usd = cost_micro_usd + $12,"
 	" last_prompt_tokens = CASE WHEN $13::bigint > 0 THEN $13 ELSE last_prompt_tokens END"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3" };
-/* The lane a session was made by (its lane_key never changes), locked
+/* The lane whose current session this is (lanes_by_session), locked
  * before the session row: every writer takes a lane's lock before its
- * sessions' (lane_write does), so the two cannot deadlock. */
+ * sessions' (lane_write does), so the two do not deadlock. */
 static const pg_sql SQL_SESSION_LANE_LOCK = { PG_ST_SESSION_LANE_LOCK, 3,
-	"SELECT 1 FROM lanes WHERE app = $1 AND \"user\" = $2"
-	" AND key = (SELECT lane_key FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3)"
-	" FOR UPDATE" };
-/* Usage of an append added to that lane if the session is its current one. */
+	"SELECT 1 FROM lanes WHERE app = $1 AND \"user\" = $2 AND session = $3 FOR UPDATE" };
+/* Usage of an append added to that lane. */
 static const pg_sql SQL_SESSION_LANE_USAGE = { PG_ST_SESSION_LANE_USAGE, 9,
 	"UPDATE lanes SET"
 	" input_tokens = input_tokens + $4, output_tokens = output_tokens + $5,"
 	" cache_read_tokens = cache_read_tokens + $6,"
 	" cache_write_tokens = cache_write_tokens + $7, cost_micro_usd = cost_micro_usd + $8,"
 	" last_prompt_tokens = CASE WHEN $9::bigint > 0 THEN $9 ELSE last_prompt_tokens END"
-	" WHERE app = $1 AND \"user\" = $2 AND session = $3"
-	" AND key = (SELECT lane_key FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3)" };
+	" WHERE app = $1 AND \"user\" = $2 AND session = $3" };
 /* Delete the session (events, state and artifacts cascade) and, only if
  * it existed, add its DELETE record at the next feed position (taking the
  * feed counter's row lock last, as every writer does). */

@@ -51,14 +51,14 @@ int32_t pg_session_head_result(const PGresult *res, const memd_call *call,
 /* Queue the session update of an append: version + 1, last_seq and
  * summary_seq from h, updated_us = now_us, title = title_if_unset if the
  * title is NULL, usage (NULL = none) added to the session's sums and to
- * those of the lane it was made by, if that lane's current session it
- * is (whose lock pg_session_send_lane_lock took first). */
+ * those of the lane whose current session it is, if any (whose lock
+ * pg_session_send_lane_lock took first). */
 int32_t pg_session_send_appended(pg_conn *c, const memd_scope *scope, const pg_session_head *h,
 				 int64_t now_us, const char *title_if_unset, const memd_usage *usage,
 				 memd_error *err);
-/* Queue the lock of the lane scope's session was made by (if any), which
- * an append with usage takes before it locks the session (the lanes'
- * lock order: lane, then its sessions). */
+/* Queue the lock of the lane whose current session scope's is (if any),
+ * which an append with usage takes before it locks the session (the
+ * lanes' lock order: lane, then its sessions). */
 int32_t pg_session_send_lane_lock(pg_conn *c, const memd_scope *scope, memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h for each contract. inst is

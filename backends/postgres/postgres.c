@@ -15,6 +15,7 @@
 #include "pg_db.h"
 #include "pg_events.h"
 #include "pg_feed.h"
+#include "pg_lanes.h"
 #include "pg_sessions.h"
 #include "pg_state.h"
 
@@ -213,6 +214,14 @@ static const memd_store_ops store_ops = {
 	.cursor_get = pg_cursor_get,
 	.cursor_set = pg_cursor_set,
 	.ping = pg_ping,
+	.lane_get = pg_lane_get,
+	.lane_write = pg_lane_write,
+	.lane_list = pg_lane_list,
+	.lane_delete = pg_lane_delete,
+	.lane_prune = pg_lane_prune,
+	.inbox_put = pg_inbox_put,
+	.inbox_take = pg_inbox_take,
+	.inbox_list = pg_inbox_list,
 	.session_list_ended = pg_session_list_ended,
 };
 
