@@ -9,7 +9,8 @@ set -euo pipefail
 
 run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
           libsqlite3-dev libjansson-dev libyaml-dev libcurl4-openssl-dev
-          libmicrohttpd-dev libpq-dev libmariadb-dev)
+          libmicrohttpd-dev libpq-dev libmariadb-dev
+          tzdata) # the IANA zones a lane's daily reset is reckoned in (TZif files)
 test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 curl nodejs postgresql
            mariadb-server mariadb-client openssl)
 # tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench.
