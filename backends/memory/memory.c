@@ -27,132 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "hmap.h"
-#include "plugin_util.h"
-
-#define MEM_PLUGIN_NAME "memory"
-#define MEM_PLUGIN_VERSION "1.0.0"
-#define MEM_ROLE_SUMMARY "summary"
-#define MEM_EMPTY_OBJECT "{}"
-/* app \0 user \0 session \0: the longest composite key. */
-#define MEM_KEY_PARTS 3
-#define MEM_KEY_MAX (MEM_KEY_PARTS * (MEMD_ID_MAX + 1))
-#define MEM_MIN_CAP 16
-/* Compact the feed when dead records are over half of it and at least this many. */
-#define MEM_FEED_COMPACT_MIN 64
-/* Ids are UTF-8 without control characters (as the facade promises). */
-#define US_PER_S 1000000
-#define NS_PER_US 1000
-
-/* Is member m inside the struct_size the caller declared? */
-#define MEM_HAS(p, m) ((p)->struct_size >= offsetof(__typeof__(*(p)), m) + sizeof((p)->m))
-
-/* ---- records ---------------------------------------------------------- */
-
-struct mem_session;
-
-typedef struct mem_event {
-	const struct mem_session *owner;
-	char *id;
-	char *invocation_id;
-	char *author;
-	char *role;
-	char *branch;
-	char *content_json;
-	char *actions_json;
-	char *metadata_json;
-	char *text;
-	uint32_t flags;
-	int is_summary;
-	int64_t seq;
-	int64_t timestamp_us;
-	int64_t tokens;
-	int64_t covers_seq;
-	int64_t position;
-} mem_event;
-
-typedef struct mem_artifact {
-	int64_t version;
-	char *mime_type;
-	void *data;
-	uint64_t size;
-	int64_t created_us;
-} mem_artifact;
-
-/* Every version of one artifact name; versions[i].version == i + 1. */
-typedef struct mem_artset {
-	char *name;
-	mem_artifact *versions;
-	size_t n;
-	size_t cap;
-} mem_artset;
-
-struct mem_user;
-
-typedef struct mem_session {
-	struct mem_user *owner;
-	char *app;
-	char *user;
-	char *id;
-	char *title;           /* NULL = unset */
-	char *metadata_json;
-	uint32_t flags;
-	int64_t created_us;
-	int64_t updated_us;
-	int64_t version;
-	int64_t summary_seq;
-	mem_event **events;    /* events[seq - 1] */
-	size_t n_events;
-	size_t cap_events;
-	int64_t *summaries;    /* seqs of role-summary events, ascending */
-	size_t n_summaries;
-	size_t cap_summaries;
-	hmap event_ids;        /* event id -> mem_event* */
-	hmap state;            /* plain key -> JSON text */
-	hmap artifacts;        /* name -> mem_artset* */
-} mem_session;
-
-typedef struct mem_user {
-	char *app;
-	char *user;
-	hmap state;            /* "user:" key (bare) -> JSON text */
-	mem_session **sessions; /* newest first by (created_us, id) */
-	size_t n_sessions;
-	size_t cap_sessions;
-} mem_user;
-
-typedef struct mem_app {
-	hmap state;            /* "app:" key (bare) -> JSON text */
-} mem_app;
-
-#define MEM_FEED_DEAD 0u
-
-typedef struct mem_feed_entry {
-	int64_t position;
-	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
-	mem_event *event;      /* kind EVENT */
-	char *app;             /* kinds DELETE_*: owned */
-	char *user;
-	char *session;         /* DELETE_SESSION only */
-} mem_feed_entry;
-
-typedef struct mem_store {
-	const memd_host *host;
-	pthread_mutex_t lock;
-	hmap sessions;         /* app\0user\0id -> mem_session* */
-	hmap users;            /* app\0user -> mem_user* */
-	hmap apps;             /* app -> mem_app* */
-	hmap cursors;          /* name -> int64_t* */
-	mem_feed_entry *feed;  /* ascending position */
-	size_t n_feed;
-	size_t cap_feed;
-	size_t n_dead;
-	int64_t feed_head;
-} mem_store;
+#include "mem_store.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static char *mem_strdup(const char *s)
+char *mem_strdup(const char *s)
 {
 	size_t n;
 	char *d;
@@ -166,8 +45,7 @@ static char *mem_strdup(const char *s)
 	return d;
 }
 
-/* Copy s into *ret (NULL stays NULL). 0, or -1 on ENOMEM. */
-static int mem_dup_opt(const char *s, char **ret)
+int mem_dup_opt(const char *s, char **ret)
 {
 	*ret = NULL;
 	if (!s)
@@ -176,13 +54,12 @@ static int mem_dup_opt(const char *s, char **ret)
 	return *ret ? 0 : -1;
 }
 
-static int32_t mem_enomem(memd_error *err)
+int32_t mem_enomem(memd_error *err)
 {
 	return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 }
 
-/* Grow *arr (elements of size elem) so that it can hold `need` elements. */
-static int mem_grow(void **arr, size_t *cap, size_t need, size_t elem)
+int mem_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
 	size_t nc;
 	void *p;
@@ -203,11 +80,9 @@ static int mem_grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/* Build the composite key of parts (each a checked id) into buf. */
-static size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user,
-		      const char *session)
+size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user, const char *third)
 {
-	const char *parts[MEM_KEY_PARTS] = { app, user, session };
+	const char *parts[MEM_KEY_PARTS] = { app, user, third };
 	size_t n = 0;
 
 	for (int i = 0; i < MEM_KEY_PARTS && parts[i]; i++) {
@@ -230,30 +105,26 @@ static int64_t mem_monotonic_us(const mem_store *st)
 	return (int64_t)ts.tv_sec * US_PER_S + ts.tv_nsec / NS_PER_US;
 }
 
-/* Deadline/cancel check at the start of an op; takes no lock. */
-static int32_t mem_begin(const mem_store *st, const memd_call *call, memd_error *err)
+int32_t mem_begin(const mem_store *st, const memd_call *call, memd_error *err)
 {
 	if (!st)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no store instance");
 	return pu_call_check(call, mem_monotonic_us(st), err);
 }
 
-/* A sink's nonzero return stops the producer: passes r on (filling err
- * when negative). Producers return mem_sink_final(r) at the end. */
-static int32_t mem_sink_result(int32_t r, memd_error *err)
+int32_t mem_sink_result(int32_t r, memd_error *err)
 {
 	if (r < 0)
 		return memd_error_set(err, r, 0, "result sink stopped the call (%d)", (int)r);
 	return r;
 }
 
-/* A positive sink result only meant "stop": the call succeeded. */
-static int32_t mem_sink_final(int32_t r)
+int32_t mem_sink_final(int32_t r)
 {
 	return r > 0 ? 0 : r;
 }
 
-static int32_t mem_check_json_object(const char *what, const char *text, memd_error *err)
+int32_t mem_check_json_object(const char *what, const char *text, memd_error *err)
 {
 	json_error_t jerr;
 	json_t *v;
@@ -344,7 +215,7 @@ static void mem_app_free(void *p)
 	free(a);
 }
 
-static void mem_feed_entry_clear(mem_feed_entry *f)
+void mem_feed_entry_clear(mem_feed_entry *f)
 {
 	free(f->app);
 	free(f->user);
@@ -356,7 +227,7 @@ static void mem_feed_entry_clear(mem_feed_entry *f)
 
 /* ---- lookups ---------------------------------------------------------- */
 
-static mem_session *mem_session_find(const mem_store *st, const memd_scope *scope)
+mem_session *mem_session_find(const mem_store *st, const memd_scope *scope)
 {
 	char key[MEM_KEY_MAX];
 	size_t n = mem_key(key, scope->app, scope->user, scope->session);
@@ -364,7 +235,7 @@ static mem_session *mem_session_find(const mem_store *st, const memd_scope *scop
 	return node ? node->value : NULL;
 }
 
-static mem_user *mem_user_find(const mem_store *st, const char *app, const char *user)
+mem_user *mem_user_find(const mem_store *st, const char *app, const char *user)
 {
 	char key[MEM_KEY_MAX];
 	size_t n = mem_key(key, app, user, NULL);
@@ -384,9 +255,8 @@ static int32_t mem_session_require(const mem_store *st, const memd_scope *scope,
 	return 0;
 }
 
-/* The user record of (app, user), created if absent. */
-static int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
-				      mem_user **ret, memd_error *err)
+int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
+			       mem_user **ret, memd_error *err)
 {
 	char key[MEM_KEY_MAX];
 	size_t n = mem_key(key, app, user, NULL);
@@ -413,8 +283,7 @@ static int32_t mem_user_get_or_create(mem_store *st, const char *app, const char
 	return 0;
 }
 
-static int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret,
-				     memd_error *err)
+int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret, memd_error *err)
 {
 	hmap_node *node = hmap_find(&st->apps, app, strlen(app));
 	mem_app *a;
@@ -437,8 +306,7 @@ static int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **r
 	return 0;
 }
 
-/* Drop a user record that holds nothing any more. */
-static void mem_user_drop_if_empty(mem_store *st, mem_user *u)
+void mem_user_drop_if_empty(mem_store *st, mem_user *u)
 {
 	char key[MEM_KEY_MAX];
 	size_t n;
@@ -525,7 +393,7 @@ static void mem_session_fill(const mem_session *s, memd_session *out)
 	out->summary_seq = s->summary_seq;
 }
 
-static int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
+int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
 				   memd_error *err)
 {
 	memd_session rec;
@@ -603,10 +471,9 @@ static void mem_feed_compact(mem_store *st)
 	st->n_dead = 0;
 }
 
-/* A DELETE record prepared before a delete commits. */
-static int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
-				       const char *user, const char *session,
-				       mem_feed_entry *ret, memd_error *err)
+int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
+				const char *user, const char *session, mem_feed_entry *ret,
+				memd_error *err)
 {
 	mem_feed_entry f = { .kind = kind };
 
@@ -620,8 +487,7 @@ static int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char 
 	return 0;
 }
 
-/* Capacity must have been reserved. */
-static void mem_feed_push(mem_store *st, mem_feed_entry f)
+void mem_feed_push(mem_store *st, mem_feed_entry f)
 {
 	f.position = ++st->feed_head;
 	if (f.event)

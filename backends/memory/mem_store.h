@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mem_store: the records of the in-memory store and the helpers its files
+ * share (memory.c: sessions, events, state, artifacts, the feed, cursors).
+ *
+ * Every function here expects the store's lock to be held by the caller
+ * unless it says otherwise, and follows the store's two-phase rule: a
+ * function that can fail changes nothing visible when it does; a function
+ * documented as a commit step cannot fail.
+ */
+#ifndef MEMD_MEMORY_MEM_STORE_H
+#define MEMD_MEMORY_MEM_STORE_H
+
+#include <memd/plugin.h>
+
+#include <pthread.h>
+
+#include "hmap.h"
+#include "plugin_util.h"
+
+#define MEM_PLUGIN_NAME "memory"
+#define MEM_PLUGIN_VERSION "1.0.0"
+#define MEM_ROLE_SUMMARY "summary"
+#define MEM_EMPTY_OBJECT "{}"
+/* app \0 user \0 session \0: the longest composite key. */
+#define MEM_KEY_PARTS 3
+#define MEM_KEY_MAX (MEM_KEY_PARTS * (MEMD_ID_MAX + 1))
+#define MEM_MIN_CAP 16
+/* Compact the feed when dead records are over half of it and at least this many. */
+#define MEM_FEED_COMPACT_MIN 64
+#define US_PER_S 1000000
+#define NS_PER_US 1000
+
+/* Is member m inside the struct_size the caller declared? */
+#define MEM_HAS(p, m) ((p)->struct_size >= offsetof(__typeof__(*(p)), m) + sizeof((p)->m))
+
+/* ---- records ---------------------------------------------------------- */
+
+struct mem_session;
+
+typedef struct mem_event {
+	const struct mem_session *owner;
+	char *id;
+	char *invocation_id;
+	char *author;
+	char *role;
+	char *branch;
+	char *content_json;
+	char *actions_json;
+	char *metadata_json;
+	char *text;
+	uint32_t flags;
+	int is_summary;
+	int64_t seq;
+	int64_t timestamp_us;
+	int64_t tokens;
+	int64_t covers_seq;
+	int64_t position;
+} mem_event;
+
+typedef struct mem_artifact {
+	int64_t version;
+	char *mime_type;
+	void *data;
+	uint64_t size;
+	int64_t created_us;
+} mem_artifact;
+
+/* Every version of one artifact name; versions[i].version == i + 1. */
+typedef struct mem_artset {
+	char *name;
+	mem_artifact *versions;
+	size_t n;
+	size_t cap;
+} mem_artset;
+
+struct mem_user;
+
+typedef struct mem_session {
+	struct mem_user *owner;
+	char *app;
+	char *user;
+	char *id;
+	char *title;           /* NULL = unset */
+	char *metadata_json;
+	uint32_t flags;
+	int64_t created_us;
+	int64_t updated_us;
+	int64_t version;
+	int64_t summary_seq;
+	mem_event **events;    /* events[seq - 1] */
+	size_t n_events;
+	size_t cap_events;
+	int64_t *summaries;    /* seqs of role-summary events, ascending */
+	size_t n_summaries;
+	size_t cap_summaries;
+	hmap event_ids;        /* event id -> mem_event* */
+	hmap state;            /* plain key -> JSON text */
+	hmap artifacts;        /* name -> mem_artset* */
+} mem_session;
+
+typedef struct mem_user {
+	char *app;
+	char *user;
+	hmap state;            /* "user:" key (bare) -> JSON text */
+	mem_session **sessions; /* newest first by (created_us, id) */
+	size_t n_sessions;
+	size_t cap_sessions;
+} mem_user;
+
+typedef struct mem_app {
+	hmap state;            /* "app:" key (bare) -> JSON text */
+} mem_app;
+
+#define MEM_FEED_DEAD 0u
+
+typedef struct mem_feed_entry {
+	int64_t position;
+	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
+	mem_event *event;      /* kind EVENT */
+	char *app;             /* kinds DELETE_*: owned */
+	char *user;
+	char *session;         /* NULL for DELETE_USER */
+} mem_feed_entry;
+
+typedef struct mem_store {
+	const memd_host *host;
+	pthread_mutex_t lock;
+	hmap sessions;         /* app\0user\0id -> mem_session* */
+	hmap users;            /* app\0user -> mem_user* */
+	hmap apps;             /* app -> mem_app* */
+	hmap cursors;          /* name -> int64_t* */
+	mem_feed_entry *feed;  /* ascending position */
+	size_t n_feed;
+	size_t cap_feed;
+	size_t n_dead;
+	int64_t feed_head;
+} mem_store;
+
+/* ---- small helpers (memory.c; no lock needed) ------------------------- */
+
+/* A copy of s (NULL for NULL, or on ENOMEM). */
+char *mem_strdup(const char *s);
+/* Copy s into *ret (NULL stays NULL). 0, or -1 on ENOMEM. */
+int mem_dup_opt(const char *s, char **ret);
+int32_t mem_enomem(memd_error *err);
+/* Grow *arr (elements of size elem) so that it can hold `need` elements.
+ * 0, or -1 on ENOMEM (*arr unchanged). */
+int mem_grow(void **arr, size_t *cap, size_t need, size_t elem);
+/* Build the composite key of the parts (each a checked id; a NULL part
+ * ends the key) into buf; returns its length. */
+size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user, const char *third);
+/* Deadline/cancel check at the start of an op; takes no lock. */
+int32_t mem_begin(const mem_store *st, const memd_call *call, memd_error *err);
+/* A sink's nonzero return stops the producer: passes r on (filling err
+ * when negative). Producers return mem_sink_final(r) at the end. */
+int32_t mem_sink_result(int32_t r, memd_error *err);
+/* A positive sink result only meant "stop": the call succeeded. */
+int32_t mem_sink_final(int32_t r);
+/* 0 if text is NULL or a JSON object, else MEMD_EINVAL naming what. */
+int32_t mem_check_json_object(const char *what, const char *text, memd_error *err);
+
+/* ---- lookups and records (memory.c) ----------------------------------- */
+
+mem_session *mem_session_find(const mem_store *st, const memd_scope *scope);
+mem_user *mem_user_find(const mem_store *st, const char *app, const char *user);
+/* The user record of (app, user), created (empty) if absent. */
+int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
+			       mem_user **ret, memd_error *err);
+/* The app record, created (empty) if absent. */
+int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret, memd_error *err);
+/* Drop a user record that holds nothing any more (no sessions, no
+ * state); u is freed then. */
+void mem_user_drop_if_empty(mem_store *st, mem_user *u);
+
+/* Deliver s to out (NULL: no-op). */
+int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
+			    memd_error *err);
+
+/* A DELETE record for the scope, allocated (and the feed's room for it
+ * reserved) before the delete commits. Free an unused one with
+ * mem_feed_entry_clear. */
+int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
+				const char *user, const char *session, mem_feed_entry *ret,
+				memd_error *err);
+/* Commit step: the next position for f (room reserved). */
+void mem_feed_push(mem_store *st, mem_feed_entry f);
+void mem_feed_entry_clear(mem_feed_entry *f);
+
+#endif
