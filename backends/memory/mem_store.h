@@ -19,7 +19,7 @@
 #include "plugin_util.h"
 
 #define MEM_PLUGIN_NAME "memory"
-#define MEM_PLUGIN_VERSION "1.0.0"
+#define MEM_PLUGIN_VERSION "1.1.0"
 #define MEM_ROLE_SUMMARY "summary"
 #define MEM_EMPTY_OBJECT "{}"
 /* app \0 user \0 session \0: the longest composite key. */
@@ -74,6 +74,16 @@ typedef struct mem_artset {
 	size_t cap;
 } mem_artset;
 
+/* Token and cost sums of a session or a lane (memd_usage's fields). */
+typedef struct mem_usage {
+	int64_t input_tokens;
+	int64_t output_tokens;
+	int64_t cache_read_tokens;
+	int64_t cache_write_tokens;
+	int64_t cost_micro_usd;
+	int64_t last_prompt_tokens; /* the latest nonzero report, not a sum */
+} mem_usage;
+
 struct mem_user;
 
 typedef struct mem_session {
@@ -88,6 +98,15 @@ typedef struct mem_session {
 	int64_t updated_us;
 	int64_t version;
 	int64_t summary_seq;
+	/* Lifecycle (store.h 1.2); every string may be NULL. */
+	char *lane_key;
+	char *origin_json;
+	char *origin_platform;
+	char *previous_session;
+	char *start_reason;
+	char *end_reason;
+	int64_t ended_us;      /* 0 while open */
+	mem_usage usage;
 	mem_event **events;    /* events[seq - 1] */
 	size_t n_events;
 	size_t cap_events;
@@ -118,7 +137,7 @@ typedef struct mem_feed_entry {
 	int64_t position;
 	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
 	mem_event *event;      /* kind EVENT */
-	char *app;             /* kinds DELETE_*: owned */
+	char *app;             /* other kinds: owned */
 	char *user;
 	char *session;         /* NULL for DELETE_USER */
 } mem_feed_entry;
@@ -160,27 +179,72 @@ int32_t mem_sink_final(int32_t r);
 /* 0 if text is NULL or a JSON object, else MEMD_EINVAL naming what. */
 int32_t mem_check_json_object(const char *what, const char *text, memd_error *err);
 
+/* Check *in (struct_size, no negative value) and copy it into *ret, the
+ * members beyond in->struct_size reading as 0. MEMD_EINVAL on bad input. */
+int32_t mem_usage_read(const memd_usage *in, mem_usage *ret, memd_error *err);
+/* Add every member of add to sum, except last_prompt_tokens, which
+ * replaces sum's when it is > 0. */
+void mem_usage_add(mem_usage *sum, const mem_usage *add);
+
 /* ---- lookups and records (memory.c) ----------------------------------- */
 
 mem_session *mem_session_find(const mem_store *st, const memd_scope *scope);
+/* The session (app, user, id), or NULL. */
+mem_session *mem_session_find3(const mem_store *st, const char *app, const char *user,
+			       const char *id);
 mem_user *mem_user_find(const mem_store *st, const char *app, const char *user);
 /* The user record of (app, user), created (empty) if absent. */
 int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
 			       mem_user **ret, memd_error *err);
 /* The app record, created (empty) if absent. */
 int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret, memd_error *err);
+/* The app record, or NULL. */
+mem_app *mem_app_find(const mem_store *st, const char *app);
 /* Drop a user record that holds nothing any more (no sessions, no
  * state); u is freed then. */
 void mem_user_drop_if_empty(mem_store *st, mem_user *u);
 
-/* Deliver s to out (NULL: no-op). */
+/* Deliver s (every member, the 1.2 lifecycle and usage ones included) to
+ * out (NULL: no-op). */
 int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
 			    memd_error *err);
 
-/* A DELETE record for the scope, allocated (and the feed's room for it
- * reserved) before the delete commits. Free an unused one with
- * mem_feed_entry_clear. */
-int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
+/* A parsed state delta, staged before a write commits. */
+typedef struct mem_state_op {
+	int32_t scope;         /* PU_SCOPE_* */
+	hmap_node *node;       /* bare key; value = JSON text, or NULL to delete */
+} mem_state_op;
+
+typedef struct mem_state_ops {
+	mem_state_op *ops;
+	size_t n;
+	size_t cap;
+	size_t sets[PU_SCOPE_COUNT]; /* inserts each scope may need */
+} mem_state_ops;
+
+/* Check a session record for creating: ids, metadata and origin JSON;
+ * the lifecycle members only when in->struct_size covers them. No lock. */
+int32_t mem_session_check(const memd_session *in, memd_error *err);
+
+/* A session made but not yet linked: mem_session_prepare allocates and
+ * checks everything (MEMD_ECONFLICT if the id exists), then exactly one of
+ * mem_session_commit (cannot fail) or mem_session_abort. */
+typedef struct mem_session_new {
+	mem_session *s;
+	hmap_node *node;       /* for st->sessions */
+	mem_app *app;          /* for app: state keys */
+	int created_user;      /* s->owner was made for it */
+	mem_state_ops state;   /* staged initial state */
+} mem_session_new;
+int32_t mem_session_prepare(mem_store *st, const memd_session *in, const char *delta,
+			    mem_session_new *ret, memd_error *err);
+void mem_session_commit(mem_store *st, mem_session_new *n);
+void mem_session_abort(mem_store *st, mem_session_new *n);
+
+/* A feed record of kind (not EVENT) for the scope, allocated (and the
+ * feed's room for it reserved) before the write commits. Free an unused
+ * one with mem_feed_entry_clear. */
+int32_t mem_feed_prepare_scoped(mem_store *st, uint32_t kind, const char *app,
 				const char *user, const char *session, mem_feed_entry *ret,
 				memd_error *err);
 /* Commit step: the next position for f (room reserved). */

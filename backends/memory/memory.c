@@ -142,6 +142,41 @@ int32_t mem_check_json_object(const char *what, const char *text, memd_error *er
 	return 0;
 }
 
+/* ---- usage ------------------------------------------------------------ */
+
+int32_t mem_usage_read(const memd_usage *in, mem_usage *ret, memd_error *err)
+{
+	memd_usage u;
+	size_t n;
+
+	if (!in || in->struct_size < offsetof(memd_usage, input_tokens) + sizeof(in->input_tokens))
+		return memd_error_set(err, MEMD_EINVAL, 0, "usage record is missing or too small");
+	memset(&u, 0, sizeof(u));
+	n = in->struct_size < sizeof(u) ? in->struct_size : sizeof(u);
+	memcpy(&u, in, n);
+	if (u.input_tokens < 0 || u.output_tokens < 0 || u.cache_read_tokens < 0 ||
+	    u.cache_write_tokens < 0 || u.cost_micro_usd < 0 || u.last_prompt_tokens < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "usage values must not be negative");
+	ret->input_tokens = u.input_tokens;
+	ret->output_tokens = u.output_tokens;
+	ret->cache_read_tokens = u.cache_read_tokens;
+	ret->cache_write_tokens = u.cache_write_tokens;
+	ret->cost_micro_usd = u.cost_micro_usd;
+	ret->last_prompt_tokens = u.last_prompt_tokens;
+	return 0;
+}
+
+void mem_usage_add(mem_usage *sum, const mem_usage *add)
+{
+	sum->input_tokens += add->input_tokens;
+	sum->output_tokens += add->output_tokens;
+	sum->cache_read_tokens += add->cache_read_tokens;
+	sum->cache_write_tokens += add->cache_write_tokens;
+	sum->cost_micro_usd += add->cost_micro_usd;
+	if (add->last_prompt_tokens > 0)
+		sum->last_prompt_tokens = add->last_prompt_tokens;
+}
+
 /* ---- freeing ---------------------------------------------------------- */
 
 static void mem_event_free(mem_event *e)
@@ -191,6 +226,12 @@ static void mem_session_free(mem_session *s)
 	free(s->id);
 	free(s->title);
 	free(s->metadata_json);
+	free(s->lane_key);
+	free(s->origin_json);
+	free(s->origin_platform);
+	free(s->previous_session);
+	free(s->start_reason);
+	free(s->end_reason);
 	free(s);
 }
 
@@ -229,9 +270,21 @@ void mem_feed_entry_clear(mem_feed_entry *f)
 
 mem_session *mem_session_find(const mem_store *st, const memd_scope *scope)
 {
+	return mem_session_find3(st, scope->app, scope->user, scope->session);
+}
+
+mem_session *mem_session_find3(const mem_store *st, const char *app, const char *user,
+			       const char *id)
+{
 	char key[MEM_KEY_MAX];
-	size_t n = mem_key(key, scope->app, scope->user, scope->session);
+	size_t n = mem_key(key, app, user, id);
 	hmap_node *node = hmap_find(&st->sessions, key, n);
+	return node ? node->value : NULL;
+}
+
+mem_app *mem_app_find(const mem_store *st, const char *app)
+{
+	hmap_node *node = hmap_find(&st->apps, app, strlen(app));
 	return node ? node->value : NULL;
 }
 
@@ -391,6 +444,19 @@ static void mem_session_fill(const mem_session *s, memd_session *out)
 	out->version = s->version;
 	out->last_seq = (int64_t)s->n_events;
 	out->summary_seq = s->summary_seq;
+	out->lane_key = s->lane_key;
+	out->origin_json = s->origin_json;
+	out->origin_platform = s->origin_platform;
+	out->previous_session = s->previous_session;
+	out->start_reason = s->start_reason;
+	out->end_reason = s->end_reason;
+	out->ended_us = s->ended_us;
+	out->input_tokens = s->usage.input_tokens;
+	out->output_tokens = s->usage.output_tokens;
+	out->cache_read_tokens = s->usage.cache_read_tokens;
+	out->cache_write_tokens = s->usage.cache_write_tokens;
+	out->cost_micro_usd = s->usage.cost_micro_usd;
+	out->last_prompt_tokens = s->usage.last_prompt_tokens;
 }
 
 int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
@@ -471,7 +537,7 @@ static void mem_feed_compact(mem_store *st)
 	st->n_dead = 0;
 }
 
-int32_t mem_feed_prepare_delete(mem_store *st, uint32_t kind, const char *app,
+int32_t mem_feed_prepare_scoped(mem_store *st, uint32_t kind, const char *app,
 				const char *user, const char *session, mem_feed_entry *ret,
 				memd_error *err)
 {
@@ -496,18 +562,6 @@ void mem_feed_push(mem_store *st, mem_feed_entry f)
 }
 
 /* ---- state deltas ----------------------------------------------------- */
-
-typedef struct mem_state_op {
-	int32_t scope;         /* PU_SCOPE_* */
-	hmap_node *node;       /* bare key; value = JSON text, or NULL to delete */
-} mem_state_op;
-
-typedef struct mem_state_ops {
-	mem_state_op *ops;
-	size_t n;
-	size_t cap;
-	size_t sets[PU_SCOPE_COUNT]; /* inserts each scope may need */
-} mem_state_ops;
 
 static void mem_state_ops_free(mem_state_ops *o)
 {
@@ -655,29 +709,63 @@ static int32_t mem_init(const memd_host *host, void **ret_instance, memd_error *
 
 /* ---- sessions --------------------------------------------------------- */
 
-static int32_t mem_session_create_locked(mem_store *st, const memd_session *in,
-					 const char *delta, const memd_session_sink *out,
-					 memd_error *err)
+/* Copy in's lifecycle members (store.h 1.2) that its struct_size covers.
+ * 0, or -1 on ENOMEM (the caller frees s). */
+static int mem_session_copy_lifecycle(const memd_session *in, mem_session *s)
+{
+	if (!MEM_HAS(in, start_reason))
+		return 0;
+	s->flags |= in->flags & MEMD_SESSION_NOTICE;
+	if (mem_dup_opt(in->lane_key, &s->lane_key) < 0 ||
+	    mem_dup_opt(in->origin_json, &s->origin_json) < 0 ||
+	    mem_dup_opt(in->origin_platform, &s->origin_platform) < 0 ||
+	    mem_dup_opt(in->previous_session, &s->previous_session) < 0 ||
+	    mem_dup_opt(in->start_reason, &s->start_reason) < 0)
+		return -1;
+	return 0;
+}
+
+int32_t mem_session_check(const memd_session *in, memd_error *err)
+{
+	int32_t r;
+
+	if (!in || !MEM_HAS(in, summary_seq))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session record is missing or too small");
+	if ((r = pu_check_id("app", in->app, err)) < 0 ||
+	    (r = pu_check_id("user", in->user, err)) < 0 ||
+	    (r = pu_check_id("session id", in->id, err)) < 0 ||
+	    (r = mem_check_json_object("session metadata", in->metadata_json, err)) < 0)
+		return r;
+	if (!MEM_HAS(in, start_reason))
+		return 0;
+	if ((in->lane_key && (r = pu_check_id("session lane key", in->lane_key, err)) < 0) ||
+	    (in->previous_session &&
+	     (r = pu_check_id("previous session", in->previous_session, err)) < 0) ||
+	    (r = mem_check_json_object("session origin", in->origin_json, err)) < 0)
+		return r;
+	return 0;
+}
+
+int32_t mem_session_prepare(mem_store *st, const memd_session *in, const char *delta,
+			    mem_session_new *ret, memd_error *err)
 {
 	char key[MEM_KEY_MAX];
 	size_t klen = mem_key(key, in->app, in->user, in->id);
-	mem_state_ops ops;
+	mem_session_new n;
 	mem_session *s = NULL;
 	mem_user *u = NULL;
-	mem_app *a = NULL;
-	hmap_node *node = NULL;
-	int created_user;
 	int32_t r;
 
+	memset(&n, 0, sizeof(n));
 	if (hmap_find(&st->sessions, key, klen))
 		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
 				      in->id);
-	if ((r = mem_state_stage(delta, &ops, err)) < 0)
+	if ((r = mem_state_stage(delta, &n.state, err)) < 0)
 		return r;
-	created_user = mem_user_find(st, in->app, in->user) == NULL;
+	n.created_user = mem_user_find(st, in->app, in->user) == NULL;
 	if ((r = mem_user_get_or_create(st, in->app, in->user, &u, err)) < 0)
 		goto fail;
-	s = calloc(1, sizeof(*s));
+	n.s = s = calloc(1, sizeof(*s));
 	if (!s) {
 		r = mem_enomem(err);
 		goto fail;
@@ -693,26 +781,41 @@ static int32_t mem_session_create_locked(mem_store *st, const memd_session *in,
 	    mem_dup_opt(in->id, &s->id) < 0 || mem_dup_opt(in->title, &s->title) < 0 ||
 	    mem_dup_opt(in->metadata_json ? in->metadata_json : MEM_EMPTY_OBJECT,
 			&s->metadata_json) < 0 ||
-	    !(node = hmap_node_new(key, klen, s)) || hmap_reserve(&st->sessions, 1) < 0 ||
+	    mem_session_copy_lifecycle(in, s) < 0 ||
+	    !(n.node = hmap_node_new(key, klen, s)) || hmap_reserve(&st->sessions, 1) < 0 ||
 	    mem_grow((void **)&u->sessions, &u->cap_sessions, u->n_sessions + 1,
 		     sizeof(*u->sessions)) < 0) {
 		r = mem_enomem(err);
 		goto fail;
 	}
-	if ((r = mem_state_reserve(st, s, &ops, &a, err)) < 0)
+	if ((r = mem_state_reserve(st, s, &n.state, &n.app, err)) < 0)
 		goto fail;
-	/* Commit. */
-	hmap_insert(&st->sessions, node);
-	mem_user_link(u, s);
-	mem_state_commit(s, a, &ops);
-	return mem_sink_final(mem_session_deliver(s, out, err));
+	*ret = n;
+	return 0;
 fail:
-	hmap_node_free(node);
-	mem_session_free(s);
-	mem_state_ops_free(&ops);
-	if (created_user && u)
-		mem_user_drop_if_empty(st, u);
+	n.s = s;
+	mem_session_abort(st, &n);
 	return r;
+}
+
+void mem_session_commit(mem_store *st, mem_session_new *n)
+{
+	hmap_insert(&st->sessions, n->node);
+	mem_user_link(n->s->owner, n->s);
+	mem_state_commit(n->s, n->app, &n->state);
+	memset(n, 0, sizeof(*n));
+}
+
+void mem_session_abort(mem_store *st, mem_session_new *n)
+{
+	mem_user *u = n->s ? n->s->owner : NULL;
+
+	hmap_node_free(n->node);
+	mem_session_free(n->s);
+	mem_state_ops_free(&n->state);
+	if (n->created_user && u)
+		mem_user_drop_if_empty(st, u);
+	memset(n, 0, sizeof(*n));
 }
 
 static int32_t mem_session_create(void *inst, const memd_call *call, const memd_session *s,
@@ -720,19 +823,19 @@ static int32_t mem_session_create(void *inst, const memd_call *call, const memd_
 				  memd_error *err)
 {
 	mem_store *st = inst;
+	mem_session_new n;
+	mem_session *made;
 	int32_t r;
 
-	if ((r = mem_begin(st, call, err)) < 0)
-		return r;
-	if (!s || !MEM_HAS(s, summary_seq))
-		return memd_error_set(err, MEMD_EINVAL, 0, "session record is missing or too small");
-	if ((r = pu_check_id("app", s->app, err)) < 0 ||
-	    (r = pu_check_id("user", s->user, err)) < 0 ||
-	    (r = pu_check_id("session id", s->id, err)) < 0 ||
-	    (r = mem_check_json_object("session metadata", s->metadata_json, err)) < 0)
+	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_session_check(s, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
-	r = mem_session_create_locked(st, s, state_delta_json, out, err);
+	r = mem_session_prepare(st, s, state_delta_json, &n, err);
+	if (r == 0) {
+		made = n.s;
+		mem_session_commit(st, &n);
+		r = mem_sink_final(mem_session_deliver(made, out, err));
+	}
 	pthread_mutex_unlock(&st->lock);
 	return r;
 }
@@ -756,6 +859,21 @@ static int32_t mem_session_get(void *inst, const memd_call *call, const memd_sco
 	return r;
 }
 
+/* Does s pass q's filters (archived, and the 1.2 origin and lane ones)? */
+static int mem_session_matches(const mem_session *s, const memd_session_query *q)
+{
+	if ((s->flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+		return 0;
+	if (!MEM_HAS(q, lane_key))
+		return 1;
+	if (q->origin_platform &&
+	    (!s->origin_platform || strcmp(s->origin_platform, q->origin_platform) != 0))
+		return 0;
+	if (q->lane_key && (!s->lane_key || strcmp(s->lane_key, q->lane_key) != 0))
+		return 0;
+	return 1;
+}
+
 static int32_t mem_session_list(void *inst, const memd_call *call, const memd_scope *scope,
 				const memd_session_query *q, const memd_session_sink *out,
 				memd_error *err)
@@ -775,6 +893,9 @@ static int32_t mem_session_list(void *inst, const memd_call *call, const memd_sc
 	if (q->before_created_us && q->before_id &&
 	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
+	if (MEM_HAS(q, lane_key) && q->lane_key &&
+	    (r = pu_check_id("lane key filter", q->lane_key, err)) < 0)
+		return r;
 	if (!out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "no session sink");
 	pthread_mutex_lock(&st->lock);
@@ -783,7 +904,7 @@ static int32_t mem_session_list(void *inst, const memd_call *call, const memd_sc
 	for (; u && i < u->n_sessions && sent < q->limit; i++) {
 		const mem_session *s = u->sessions[i];
 		examined++;
-		if ((s->flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+		if (!mem_session_matches(s, q))
 			continue;
 		sent++;
 		if ((r = mem_session_deliver(s, out, err)) != 0)
@@ -820,7 +941,11 @@ static int32_t mem_session_update(void *inst, const memd_call *call, const memd_
 	}
 	pthread_mutex_lock(&st->lock);
 	r = mem_session_require(st, scope, &s, err);
+	if (r == 0 && (p->fields & MEMD_PATCH_CLEAR_NOTICE) && !(s->flags & MEMD_SESSION_NOTICE))
+		r = memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' owes no notice", s->id);
 	if (r == 0) {
+		if (p->fields & MEMD_PATCH_CLEAR_NOTICE)
+			s->flags &= ~MEMD_SESSION_NOTICE;
 		if (p->fields & MEMD_PATCH_TITLE) {
 			free(s->title);
 			s->title = title;
@@ -837,7 +962,9 @@ static int32_t mem_session_update(void *inst, const memd_call *call, const memd_
 			else
 				s->flags &= ~MEMD_SESSION_ARCHIVED;
 		}
-		s->updated_us = p->now_us;
+		/* Clearing the notice alone is bookkeeping, not an update. */
+		if (p->fields != MEMD_PATCH_CLEAR_NOTICE)
+			s->updated_us = p->now_us;
 		pu_rows_read(call, 1);
 		r = mem_sink_final(mem_session_deliver(s, out, err));
 	}
@@ -872,7 +999,7 @@ static int32_t mem_session_delete(void *inst, const memd_call *call, const memd_
 		return r;
 	pthread_mutex_lock(&st->lock);
 	if ((r = mem_session_require(st, scope, &s, err)) < 0 ||
-	    (r = mem_feed_prepare_delete(st, MEMD_FEED_DELETE_SESSION, s->app, s->user, s->id,
+	    (r = mem_feed_prepare_scoped(st, MEMD_FEED_DELETE_SESSION, s->app, s->user, s->id,
 					 &del, err)) < 0)
 		goto out;
 	u = s->owner;
@@ -1017,8 +1144,10 @@ static int32_t mem_replay_check(const mem_session *s, const memd_append *a, int6
 	return 1;
 }
 
+/* usage: what a->usage adds (checked), or NULL. */
 static int32_t mem_append_locked(mem_store *st, const memd_call *call, const memd_scope *scope,
-				 const memd_append *a, memd_append_result *res, memd_error *err)
+				 const memd_append *a, const mem_usage *usage,
+				 memd_append_result *res, memd_error *err)
 {
 	mem_batch b;
 	mem_session *s = NULL;
@@ -1088,6 +1217,9 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 		s->title = b.title;
 		b.title = NULL;
 	}
+	if (usage) {
+		mem_usage_add(&s->usage, usage);
+	}
 	s->version++;
 	s->updated_us = a->now_us;
 	res->flags = 0;
@@ -1102,19 +1234,24 @@ static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *s
 			  const memd_append *a, memd_append_result *res, memd_error *err)
 {
 	mem_store *st = inst;
+	mem_usage usage;
+	int with_usage;
 	int32_t r;
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0)
 		return r;
 	if (!a || !MEM_HAS(a, now_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append is missing or too small");
+	with_usage = MEM_HAS(a, usage) && a->usage;
+	if (with_usage && (r = mem_usage_read(a->usage, &usage, err)) < 0)
+		return r;
 	if (!res || !MEM_HAS(res, seqs))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append result is missing or too small");
 	if (a->n_events && (!a->events || !res->seqs))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without events or seqs",
 				      a->n_events);
 	pthread_mutex_lock(&st->lock);
-	r = mem_append_locked(st, call, scope, a, res, err);
+	r = mem_append_locked(st, call, scope, a, with_usage ? &usage : NULL, res, err);
 	pthread_mutex_unlock(&st->lock);
 	return r;
 }
@@ -1551,7 +1688,7 @@ static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_sco
 	u = mem_user_find(st, scope->app, scope->user);
 	if (!u)
 		goto out; /* nothing of theirs is stored: nothing to forget */
-	if ((r = mem_feed_prepare_delete(st, MEMD_FEED_DELETE_USER, u->app, u->user, NULL, &del,
+	if ((r = mem_feed_prepare_scoped(st, MEMD_FEED_DELETE_USER, u->app, u->user, NULL, &del,
 					 err)) < 0)
 		goto out;
 	while (u->n_sessions) {
@@ -1690,7 +1827,9 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-#define MEM_ABI_MINOR_NEEDED 0
+/* 1.2: a session's lifecycle members and append usage (the host passes
+ * usage only to a store of this minor). */
+#define MEM_ABI_MINOR_NEEDED 2
 
 static const memd_store_ops mem_ops = {
 	.struct_size = sizeof(memd_store_ops),
