@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mem_store: the records of the in-memory store and the helpers its files
- * share (memory.c: sessions, events, state, artifacts, the feed, cursors).
+ * share (memory.c: sessions, events, state, artifacts, the feed, cursors;
+ * mem_lanes.c: lanes, their inboxes and the session lifecycle).
  *
  * Every function here expects the store's lock to be held by the caller
  * unless it says otherwise, and follows the store's two-phase rule: a
@@ -22,7 +23,7 @@
 #define MEM_PLUGIN_VERSION "1.1.0"
 #define MEM_ROLE_SUMMARY "summary"
 #define MEM_EMPTY_OBJECT "{}"
-/* app \0 user \0 session \0: the longest composite key. */
+/* app \0 user \0 session (or lane key) \0: the longest composite key. */
 #define MEM_KEY_PARTS 3
 #define MEM_KEY_MAX (MEM_KEY_PARTS * (MEMD_ID_MAX + 1))
 #define MEM_MIN_CAP 16
@@ -37,6 +38,7 @@
 /* ---- records ---------------------------------------------------------- */
 
 struct mem_session;
+struct mem_lane;
 
 typedef struct mem_event {
 	const struct mem_session *owner;
@@ -84,6 +86,14 @@ typedef struct mem_usage {
 	int64_t last_prompt_tokens; /* the latest nonzero report, not a sum */
 } mem_usage;
 
+/* Lanes in ascending (updated_us, app, user, key) order; lane_list walks
+ * one of these backwards. */
+typedef struct mem_lane_index {
+	struct mem_lane **v;
+	size_t n;
+	size_t cap;
+} mem_lane_index;
+
 struct mem_user;
 
 typedef struct mem_session {
@@ -105,7 +115,7 @@ typedef struct mem_session {
 	char *previous_session;
 	char *start_reason;
 	char *end_reason;
-	int64_t ended_us;      /* 0 while open */
+	int64_t ended_us;      /* 0 while open; > 0: in mem_store.ended */
 	mem_usage usage;
 	mem_event **events;    /* events[seq - 1] */
 	size_t n_events;
@@ -125,10 +135,12 @@ typedef struct mem_user {
 	mem_session **sessions; /* newest first by (created_us, id) */
 	size_t n_sessions;
 	size_t cap_sessions;
+	mem_lane_index lanes;  /* the user's lanes */
 } mem_user;
 
 typedef struct mem_app {
 	hmap state;            /* "app:" key (bare) -> JSON text */
+	mem_lane_index lanes;  /* the app's lanes, every user */
 } mem_app;
 
 #define MEM_FEED_DEAD 0u
@@ -149,6 +161,12 @@ typedef struct mem_store {
 	hmap users;            /* app\0user -> mem_user* */
 	hmap apps;             /* app -> mem_app* */
 	hmap cursors;          /* name -> int64_t* */
+	hmap lanes;            /* app\0user\0key -> mem_lane* */
+	mem_lane_index all_lanes; /* every lane */
+	/* Ended sessions, ascending (ended_us, app, user, id). */
+	mem_session **ended;
+	size_t n_ended;
+	size_t cap_ended;
 	mem_feed_entry *feed;  /* ascending position */
 	size_t n_feed;
 	size_t cap_feed;
@@ -200,8 +218,8 @@ int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
 int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret, memd_error *err);
 /* The app record, or NULL. */
 mem_app *mem_app_find(const mem_store *st, const char *app);
-/* Drop a user record that holds nothing any more (no sessions, no
- * state); u is freed then. */
+/* Drop a user record that holds nothing any more (no sessions, state or
+ * lanes); u is freed then. */
 void mem_user_drop_if_empty(mem_store *st, mem_user *u);
 
 /* Deliver s (every member, the 1.2 lifecycle and usage ones included) to

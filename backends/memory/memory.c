@@ -13,7 +13,8 @@
  *    summary seqs, so every events_load is a range walk over what it returns;
  *  - state: one hash per scope (session, user, app), key -> JSON text;
  *  - the change feed: an array in position order; records of deleted
- *    sessions are marked dead and compacted away when they dominate.
+ *    sessions are marked dead and compacted away when they dominate;
+ *  - lanes, their inboxes and the ended-session index: mem_lanes.c.
  *
  * Writes are transactions in two phases: every check and allocation
  * first (a failure there changes nothing visible), then a commit phase
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mem_lanes.h"
 #include "mem_store.h"
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -241,6 +243,7 @@ static void mem_user_free(mem_user *u)
 		return;
 	hmap_clear(&u->state, free);
 	free(u->sessions);
+	free(u->lanes.v);
 	free(u->app);
 	free(u->user);
 	free(u);
@@ -253,6 +256,7 @@ static void mem_app_free(void *p)
 	if (!a)
 		return;
 	hmap_clear(&a->state, free);
+	free(a->lanes.v);
 	free(a);
 }
 
@@ -364,7 +368,7 @@ void mem_user_drop_if_empty(mem_store *st, mem_user *u)
 	char key[MEM_KEY_MAX];
 	size_t n;
 
-	if (u->n_sessions || u->state.count)
+	if (u->n_sessions || u->state.count || u->lanes.n)
 		return;
 	n = mem_key(key, u->app, u->user, NULL);
 	hmap_node_free(hmap_remove(&st->users, key, n));
@@ -672,6 +676,7 @@ static void mem_fini(void *instance)
 
 	if (!st)
 		return;
+	mem_lanes_fini(st);
 	while ((n = hmap_next(&st->sessions, &it)))
 		mem_session_free(n->value);
 	hmap_clear(&st->sessions, NULL);
@@ -684,6 +689,7 @@ static void mem_fini(void *instance)
 	for (size_t i = 0; i < st->n_feed; i++)
 		mem_feed_entry_clear(&st->feed[i]);
 	free(st->feed);
+	free(st->ended);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
@@ -703,6 +709,7 @@ static int32_t mem_init(const memd_host *host, void **ret_instance, memd_error *
 	hmap_init(&st->users);
 	hmap_init(&st->apps);
 	hmap_init(&st->cursors);
+	hmap_init(&st->lanes);
 	*ret_instance = st;
 	return 0;
 }
@@ -982,6 +989,7 @@ static void mem_session_destroy(mem_store *st, mem_session *s)
 
 	hmap_node_free(hmap_remove(&st->sessions, key, n));
 	mem_user_unlink(s->owner, s);
+	mem_ended_unlink(st, s);
 	mem_feed_kill_session(st, s);
 	mem_session_free(s);
 }
@@ -1219,6 +1227,7 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 	}
 	if (usage) {
 		mem_usage_add(&s->usage, usage);
+		mem_lanes_add_usage(st, s, usage);
 	}
 	s->version++;
 	s->updated_us = a->now_us;
@@ -1698,6 +1707,7 @@ static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_sco
 	}
 	examined += u->state.count;
 	hmap_clear(&u->state, free);
+	examined += mem_lanes_user_forget(st, u);
 	mem_feed_push(st, del);
 	mem_feed_compact(st);
 	mem_user_drop_if_empty(st, u);
@@ -1827,8 +1837,8 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-/* 1.2: a session's lifecycle members and append usage (the host passes
- * usage only to a store of this minor). */
+/* 1.2: the lane ops, a session's lifecycle members and append usage
+ * (the host passes usage only to a store of this minor). */
 #define MEM_ABI_MINOR_NEEDED 2
 
 static const memd_store_ops mem_ops = {
@@ -1852,6 +1862,15 @@ static const memd_store_ops mem_ops = {
 	.cursor_get = mem_cursor_get,
 	.cursor_set = mem_cursor_set,
 	.ping = mem_ping,
+	.lane_get = mem_lane_get,
+	.lane_write = mem_lane_write,
+	.lane_list = mem_lane_list,
+	.lane_delete = mem_lane_delete,
+	.lane_prune = mem_lane_prune,
+	.inbox_put = mem_inbox_put,
+	.inbox_take = mem_inbox_take,
+	.inbox_list = mem_inbox_list,
+	.session_list_ended = mem_session_list_ended,
 };
 
 static const memd_plugin mem_plugin = {
