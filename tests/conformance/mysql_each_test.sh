@@ -21,10 +21,13 @@ template=${MEMD_CONFORMANCE_CONFIG:?MEMD_CONFORMANCE_CONFIG is not set}
 [[ "$template" == *@TESTDB@* ]] || { echo "mysql_each_test: the config has no @TESTDB@" >&2; exit 1; }
 : "${MEMD_MYSQL_HOST:?MEMD_MYSQL_HOST is not set (run under tests/services/with-services.sh)}"
 
-mapfile -t tests < <("$prog" --list 2>/dev/null | sed -n 's/^[^ ]*── //p')
+# Each entry is SUITE/TEST: --list names a suite ("store: 25 tests") and
+# then its tests ("├── name"), for every suite of the program.
+mapfile -t tests < <("$prog" --list 2>/dev/null |
+	awk '/^[^ ]+: [0-9]+ tests?$/ { suite = $1; sub(/:$/, "", suite); next }
+	     /── / { sub(/^[^ ]*── /, ""); print suite "/" $0 }')
 [[ ${#tests[@]} -gt 0 ]] || { echo "mysql_each_test: $prog lists no tests" >&2; exit 1; }
 
-suite=$("$prog" --list 2>/dev/null | sed -n '1s/:.*//p')
 out=$(mktemp -d "${TMPDIR:-/tmp}/memd-each-test.XXXXXX") || exit 1
 dbs=()
 cleanup() {
@@ -42,7 +45,7 @@ trap cleanup EXIT
 run_one() { # INDEX NAME
 	local i=$1 name=$2 db="memd_c$$_$1"
 	MEMD_CONFORMANCE_CONFIG=${template//@TESTDB@/$db} \
-		"$prog" --filter "$suite/$name" >"$out/$i.log" 2>&1
+		"$prog" --filter "$name" >"$out/$i.log" 2>&1
 	echo $? >"$out/$i.rc"
 }
 
@@ -67,7 +70,7 @@ for i in "${!tests[@]}"; do
 	fi
 	if [[ "$rc" != 0 ]]; then
 		failed=$((failed + 1))
-		echo "== $suite/${tests[$i]}: FAILED (exit $rc)"
+		echo "== ${tests[$i]}: FAILED (exit $rc)"
 		cat "$out/$i.log"
 	fi
 done

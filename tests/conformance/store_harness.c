@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <ftw.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,23 @@ static void conf_session_copy(const memd_session *in, conf_session *out)
 	out->version = in->version;
 	out->last_seq = in->last_seq;
 	out->summary_seq = in->summary_seq;
+	if (in->struct_size < offsetof(memd_session, last_prompt_tokens) +
+				      sizeof(in->last_prompt_tokens))
+		return;
+	out->lane_key = tc_strdup(in->lane_key);
+	out->origin_json = tc_strdup(in->origin_json);
+	out->origin_platform = tc_strdup(in->origin_platform);
+	out->previous_session = tc_strdup(in->previous_session);
+	out->start_reason = tc_strdup(in->start_reason);
+	out->end_reason = tc_strdup(in->end_reason);
+	out->ended_us = in->ended_us;
+	out->usage = (memd_usage){ .struct_size = sizeof(memd_usage),
+				   .input_tokens = in->input_tokens,
+				   .output_tokens = in->output_tokens,
+				   .cache_read_tokens = in->cache_read_tokens,
+				   .cache_write_tokens = in->cache_write_tokens,
+				   .cost_micro_usd = in->cost_micro_usd,
+				   .last_prompt_tokens = in->last_prompt_tokens };
 }
 
 void conf_session_clear(conf_session *s)
@@ -152,6 +170,12 @@ void conf_session_clear(conf_session *s)
 	free(s->id);
 	free(s->title);
 	free(s->metadata_json);
+	free(s->lane_key);
+	free(s->origin_json);
+	free(s->origin_platform);
+	free(s->previous_session);
+	free(s->start_reason);
+	free(s->end_reason);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -212,6 +236,70 @@ void conf_artifacts_clear(conf_artifacts *l)
 		free(l->v[i].mime_type);
 		free(l->v[i].data);
 	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static void conf_lane_copy(const memd_lane *in, conf_lane *out)
+{
+	out->l = *in;
+	out->l.app = tc_strdup(in->app);
+	out->l.user = tc_strdup(in->user);
+	out->l.key = tc_strdup(in->key);
+	out->l.session = tc_strdup(in->session);
+	out->l.origin_json = tc_strdup(in->origin_json);
+	out->l.resume_reason = tc_strdup(in->resume_reason);
+	out->l.reset_reason = tc_strdup(in->reset_reason);
+	out->l.previous_session = tc_strdup(in->previous_session);
+	out->l.turn_id = tc_strdup(in->turn_id);
+}
+
+void conf_lane_clear(conf_lane *l)
+{
+	if (!l)
+		return;
+	free((char *)l->l.app);
+	free((char *)l->l.user);
+	free((char *)l->l.key);
+	free((char *)l->l.session);
+	free((char *)l->l.origin_json);
+	free((char *)l->l.resume_reason);
+	free((char *)l->l.reset_reason);
+	free((char *)l->l.previous_session);
+	free((char *)l->l.turn_id);
+	memset(l, 0, sizeof(*l));
+}
+
+void conf_lanes_clear(conf_lanes *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_lane_clear(&l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static void conf_inbox_item_copy(const memd_inbox_item *in, conf_inbox_item *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->mode = in->mode;
+	out->in_slot = in->in_slot;
+	out->id = tc_strdup(in->id);
+	out->body_json = tc_strdup(in->body_json);
+	out->created_us = in->created_us;
+	out->position = in->position;
+}
+
+static void conf_inbox_item_clear(conf_inbox_item *i)
+{
+	free(i->id);
+	free(i->body_json);
+	memset(i, 0, sizeof(*i));
+}
+
+void conf_inbox_clear(conf_inbox *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_inbox_item_clear(&l->v[i]);
 	free(l->v);
 	memset(l, 0, sizeof(*l));
 }
@@ -298,6 +386,42 @@ static int32_t conf_feed_many(void *ud, const memd_feed_record *r)
 	return 0;
 }
 
+static int32_t conf_lane_one(void *ud, const memd_lane *l)
+{
+	conf_lane *out = ud;
+	cr_assert_geq(l->struct_size, sizeof(*l), "lane record struct_size %u", l->struct_size);
+	cr_assert_null(out->l.key, "a single-lane op delivered more than one lane");
+	conf_lane_copy(l, out);
+	return 0;
+}
+
+static int32_t conf_lane_many(void *ud, const memd_lane *l)
+{
+	conf_lanes *ls = ud;
+	cr_assert_geq(l->struct_size, sizeof(*l), "lane record struct_size %u", l->struct_size);
+	ls->v = conf_grow(ls->v, &ls->cap, ls->n + 1, sizeof(*ls->v));
+	conf_lane_copy(l, &ls->v[ls->n++]);
+	return 0;
+}
+
+static int32_t conf_inbox_one(void *ud, const memd_inbox_item *i)
+{
+	conf_inbox_item *out = ud;
+	cr_assert_geq(i->struct_size, sizeof(*i), "inbox item struct_size %u", i->struct_size);
+	cr_assert_null(out->id, "inbox_take delivered more than one item");
+	conf_inbox_item_copy(i, out);
+	return 0;
+}
+
+static int32_t conf_inbox_many(void *ud, const memd_inbox_item *i)
+{
+	conf_inbox *l = ud;
+	cr_assert_geq(i->struct_size, sizeof(*i), "inbox item struct_size %u", i->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	conf_inbox_item_copy(i, &l->v[l->n++]);
+	return 0;
+}
+
 typedef struct conf_text {
 	char *text;
 } conf_text;
@@ -365,6 +489,32 @@ int32_t conf_session_create(conf_store *st, const char *app, const char *user, c
 	r = st->ops->session_create(st->h, &c, &s, state_delta, &sink, &st->err);
 	conf_session_clear(&tmp);
 	return r;
+}
+
+int32_t conf_session_create_full(conf_store *st, const memd_session *s, conf_session *ret)
+{
+	memd_call c = conf_call(st);
+	conf_session tmp = { 0 };
+	memd_session_sink sink = { sizeof(sink), ret ? ret : &tmp, conf_session_one };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	r = st->ops->session_create(st->h, &c, s, NULL, &sink, &st->err);
+	conf_session_clear(&tmp);
+	return r;
+}
+
+int32_t conf_session_list_q(conf_store *st, const char *app, const char *user,
+			    const memd_session_query *q, conf_sessions *out)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_session_query qq = *q;
+	memd_session_sink sink = { sizeof(sink), out, conf_session_many };
+
+	qq.struct_size = sizeof(qq);
+	CONF_ERR_RESET(st);
+	return st->ops->session_list(st->h, &c, &sc, &qq, &sink, &st->err);
 }
 
 int32_t conf_session_get(conf_store *st, const char *app, const char *user, const char *id,
@@ -439,6 +589,9 @@ int32_t conf_append(conf_store *st, const memd_scope *sc, memd_event *const *evs
 	a.state_delta_json = o->delta;
 	a.title_if_unset = o->title_if_unset;
 	a.now_us = o->now_us;
+	a.usage = o->usage;
+	if (o->struct_size)
+		a.struct_size = o->struct_size;
 	if (!ret)
 		ret = &tmp;
 	ret->struct_size = sizeof(*ret);
@@ -649,4 +802,193 @@ int32_t conf_cursor_set(conf_store *st, const char *name, int64_t position)
 
 	CONF_ERR_RESET(st);
 	return st->ops->cursor_set(st->h, &c, name, position, &st->err);
+}
+
+/* ---- lanes ------------------------------------------------------------ */
+
+#define CONF_NEED(st, op)                                                                 \
+	do {                                                                              \
+		if (!(st)->ops->op)                                                       \
+			return conf_enotsup(st, #op);                                     \
+	} while (0)
+
+void conf_require_lanes(conf_store *st)
+{
+	const memd_store_ops *o = st->ops;
+	const char *required = getenv("MEMD_CONFORMANCE_LANES");
+	int all = o->lane_get && o->lane_write && o->lane_list && o->lane_delete &&
+		  o->lane_prune && o->inbox_put && o->inbox_take && o->inbox_list &&
+		  o->session_list_ended;
+
+	if (all)
+		return;
+	if (loader_descriptor(st->plugin)->abi_minor < 2 && !(required && strcmp(required, "1") == 0))
+		cr_skip_test("the plugin (ABI 1.%u) has no lane ops",
+			     (unsigned)loader_descriptor(st->plugin)->abi_minor);
+	cr_assert_fail("the plugin lacks some lane op (lane_get %p, lane_write %p, lane_list %p, "
+		       "lane_delete %p, lane_prune %p, inbox_put %p, inbox_take %p, inbox_list %p, "
+		       "session_list_ended %p)",
+		       (void *)o->lane_get, (void *)o->lane_write, (void *)o->lane_list,
+		       (void *)o->lane_delete, (void *)o->lane_prune, (void *)o->inbox_put,
+		       (void *)o->inbox_take, (void *)o->inbox_list, (void *)o->session_list_ended);
+}
+
+int32_t conf_lane_get(conf_store *st, const char *app, const char *user, const char *key,
+		      conf_lane *ret)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	conf_lane tmp = { 0 };
+	memd_lane_sink sink = { sizeof(sink), &tmp, conf_lane_one };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_get);
+	r = st->ops->lane_get(st->h, &c, &sc, key, &sink, &st->err);
+	if (r == 0 && ret) {
+		cr_assert_not_null(tmp.l.key, "lane_get delivered nothing");
+		conf_lane_clear(ret);
+		*ret = tmp;
+	} else {
+		conf_lane_clear(&tmp);
+	}
+	return r;
+}
+
+int32_t conf_lane_write(conf_store *st, memd_lane_write *w, conf_lane *ret)
+{
+	memd_call c = conf_call(st);
+	conf_lane tmp = { 0 };
+	memd_lane_sink sink = { sizeof(sink), &tmp, conf_lane_one };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_write);
+	w->struct_size = sizeof(*w);
+	r = st->ops->lane_write(st->h, &c, w, &sink, &st->err);
+	if (r == 0) {
+		cr_assert_not_null(tmp.l.key, "lane_write delivered no lane");
+		if (ret) {
+			conf_lane_clear(ret);
+			*ret = tmp;
+			return r;
+		}
+	}
+	conf_lane_clear(&tmp);
+	return r;
+}
+
+int32_t conf_lane_list(conf_store *st, memd_lane_query *q, conf_lanes *out)
+{
+	memd_call c = conf_call(st);
+	memd_lane_sink sink = { sizeof(sink), out, conf_lane_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_list);
+	q->struct_size = sizeof(*q);
+	return st->ops->lane_list(st->h, &c, q, &sink, &st->err);
+}
+
+int32_t conf_lane_delete(conf_store *st, const char *app, const char *user, const char *key)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_delete);
+	return st->ops->lane_delete(st->h, &c, &sc, key, &st->err);
+}
+
+int32_t conf_lane_prune(conf_store *st, int64_t updated_before_us, uint32_t limit,
+			uint32_t *ret_count)
+{
+	memd_call c = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_prune);
+	return st->ops->lane_prune(st->h, &c, updated_before_us, limit, ret_count, &st->err);
+}
+
+int32_t conf_inbox_put(conf_store *st, const char *app, const char *user, const char *key,
+		       const char *id, uint32_t mode, const char *body_json, int64_t created_us,
+		       uint32_t *ret_depth)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_inbox_item item = { .struct_size = sizeof(item), .mode = mode, .id = id,
+				 .body_json = body_json, .created_us = created_us };
+	uint32_t depth = 0;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, inbox_put);
+	return st->ops->inbox_put(st->h, &c, &sc, key, &item, ret_depth ? ret_depth : &depth,
+				  &st->err);
+}
+
+int32_t conf_inbox_take(conf_store *st, const char *app, const char *user, const char *key,
+			const char *turn_id, int64_t now_us, conf_inbox_item *ret,
+			uint32_t *ret_depth)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	conf_inbox_item tmp = { 0 };
+	memd_inbox_sink sink = { sizeof(sink), &tmp, conf_inbox_one };
+	uint32_t depth = 0;
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, inbox_take);
+	r = st->ops->inbox_take(st->h, &c, &sc, key, turn_id, now_us, &sink,
+				ret_depth ? ret_depth : &depth, &st->err);
+	if (r == 0 && ret) {
+		conf_inbox_item_clear(ret);
+		*ret = tmp;
+	} else {
+		conf_inbox_item_clear(&tmp);
+	}
+	return r;
+}
+
+int32_t conf_inbox_list(conf_store *st, const char *app, const char *user, const char *key,
+			conf_inbox *out)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_inbox_sink sink = { sizeof(sink), out, conf_inbox_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, inbox_list);
+	return st->ops->inbox_list(st->h, &c, &sc, key, &sink, &st->err);
+}
+
+int32_t conf_session_list_ended(conf_store *st, int64_t ended_before_us, uint32_t limit,
+				conf_sessions *out)
+{
+	memd_call c = conf_call(st);
+	memd_session_sink sink = { sizeof(sink), out, conf_session_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, session_list_ended);
+	return st->ops->session_list_ended(st->h, &c, ended_before_us, limit, &sink, &st->err);
+}
+
+void *conf_twin_open(conf_store *st)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	loader_instance *twin = NULL;
+	int32_t r = loader_instance_create(st->plugin, CONF_INSTANCE_NAME, st->cfg, "plugin",
+					   NULL, &twin, &err);
+
+	cr_assert_eq(r, 0, "a second instance (%s): %s", st->config_text, err.msg);
+	return twin;
+}
+
+void conf_twin_close(void *twin)
+{
+	loader_instance_destroy(twin);
+}
+
+void *conf_twin_handle(void *twin)
+{
+	return loader_instance_handle(twin);
 }

@@ -60,6 +60,11 @@ typedef struct conf_session {
 	uint32_t flags;
 	char *app, *user, *id, *title, *metadata_json;
 	int64_t created_us, updated_us, version, last_seq, summary_seq;
+	/* since 1.2 (zero/NULL when the record is shorter) */
+	char *lane_key, *origin_json, *origin_platform, *previous_session, *start_reason,
+		*end_reason;
+	int64_t ended_us;
+	memd_usage usage;        /* the session's sums */
 } conf_session;
 
 typedef struct conf_sessions {
@@ -97,7 +102,31 @@ typedef struct conf_feed {
 	size_t n, cap;
 } conf_feed;
 
+/* A deep copy of memd_lane (strings owned, NULL kept NULL). */
+typedef struct conf_lane {
+	memd_lane l;
+} conf_lane;
+
+typedef struct conf_lanes {
+	conf_lane *v;
+	size_t n, cap;
+} conf_lanes;
+
+typedef struct conf_inbox_item {
+	uint32_t mode, in_slot;
+	char *id, *body_json;
+	int64_t created_us, position;
+} conf_inbox_item;
+
+typedef struct conf_inbox {
+	conf_inbox_item *v;
+	size_t n, cap;
+} conf_inbox;
+
 void conf_session_clear(conf_session *s);
+void conf_lane_clear(conf_lane *l);
+void conf_lanes_clear(conf_lanes *l);
+void conf_inbox_clear(conf_inbox *l);
 void conf_sessions_clear(conf_sessions *l);
 void conf_events_clear(conf_events *l);
 void conf_artifacts_clear(conf_artifacts *l);
@@ -129,12 +158,20 @@ int32_t conf_session_update(conf_store *st, const char *app, const char *user, c
 			    const memd_session_update *p, conf_session *ret);
 int32_t conf_session_delete(conf_store *st, const char *app, const char *user, const char *id);
 
+/* Create s as given (every member, 1.2 ones included); ret may be NULL. */
+int32_t conf_session_create_full(conf_store *st, const memd_session *s, conf_session *ret);
+/* session_list with a full query (q->struct_size is set here). */
+int32_t conf_session_list_q(conf_store *st, const char *app, const char *user,
+			    const memd_session_query *q, conf_sessions *out);
+
 typedef struct conf_append_opts {
 	const char *delta;
 	uint32_t flags;
 	int64_t expected_version;
 	const char *title_if_unset;
 	int64_t now_us;
+	const memd_usage *usage;  /* since 1.2 */
+	uint32_t struct_size;     /* of the memd_append passed; 0 = sizeof */
 } conf_append_opts;
 
 /* seqs has n slots (may be NULL when n is 0); o may be NULL. */
@@ -172,6 +209,42 @@ int32_t conf_feed_head(conf_store *st, int64_t *ret);
 int64_t conf_feed_last(conf_store *st);
 int32_t conf_cursor_get(conf_store *st, const char *name, int64_t *ret);
 int32_t conf_cursor_set(conf_store *st, const char *name, int64_t position);
+
+/* ---- lanes (since 1.2): MEMD_ENOTSUP when the plugin lacks the op ---- */
+
+/* Does the plugin provide every lane op? When not: the test is skipped
+ * for a plugin of ABI minor < 2 unless MEMD_CONFORMANCE_LANES=1 (this
+ * repository's stores all must provide them), and fails otherwise. */
+void conf_require_lanes(conf_store *st);
+
+int32_t conf_lane_get(conf_store *st, const char *app, const char *user, const char *key,
+		      conf_lane *ret);
+/* w->struct_size is set here; ret may be NULL. */
+int32_t conf_lane_write(conf_store *st, memd_lane_write *w, conf_lane *ret);
+/* q->struct_size is set here. */
+int32_t conf_lane_list(conf_store *st, memd_lane_query *q, conf_lanes *out);
+int32_t conf_lane_delete(conf_store *st, const char *app, const char *user, const char *key);
+int32_t conf_lane_prune(conf_store *st, int64_t updated_before_us, uint32_t limit,
+			uint32_t *ret_count);
+int32_t conf_inbox_put(conf_store *st, const char *app, const char *user, const char *key,
+		       const char *id, uint32_t mode, const char *body_json, int64_t created_us,
+		       uint32_t *ret_depth);
+/* ret gets the item taken (ret->id NULL when the inbox was empty). */
+int32_t conf_inbox_take(conf_store *st, const char *app, const char *user, const char *key,
+			const char *turn_id, int64_t now_us, conf_inbox_item *ret,
+			uint32_t *ret_depth);
+int32_t conf_inbox_list(conf_store *st, const char *app, const char *user, const char *key,
+			conf_inbox *out);
+int32_t conf_session_list_ended(conf_store *st, int64_t ended_before_us, uint32_t limit,
+				conf_sessions *out);
+
+/* A second instance of the plugin on the same config (and temp dir): for
+ * a durable store it sees the same data, as a second memd process would.
+ * conf_twin_close destroys it (accepts NULL). */
+void *conf_twin_open(conf_store *st);
+void conf_twin_close(void *twin);
+/* The op handle of a twin (for calling st->ops->* on it). */
+void *conf_twin_handle(void *twin);
 
 /* JSON equality of two texts (both must parse). */
 int conf_json_equal(const char *a, const char *b);
