@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "sq_events.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugin_util.h"
 #include "sq_feed.h"
 #include "sq_group.h"
+#include "sq_lanes.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
 
@@ -86,12 +88,22 @@ static int is_summary(const char *role)
 
 /* ---- append --------------------------------------------------------- */
 
+/* The append's usage: only an append of 1.2 or later has the member. */
+static const memd_usage *usage_of(const memd_append *a)
+{
+	if (a->struct_size < offsetof(memd_append, usage) + sizeof(a->usage))
+		return NULL;
+	return a->usage;
+}
+
 /* Validate the batch before any lock is taken: a bad batch writes nothing. */
 static int32_t check_append(const memd_scope *scope, const memd_append *a,
 			    const memd_append_result *res, memd_error *err)
 {
 	int32_t r = pu_check_append(scope, a, res, err);
-	return r < 0 ? r : sq_state_check(a->state_delta_json, err);
+	if (r == 0)
+		r = sq_state_check(a->state_delta_json, err);
+	return r < 0 ? r : sq_usage_check(usage_of(a), err);
 }
 
 /* The seq of event id in scope's session, or 0 if there is none. */
@@ -227,6 +239,8 @@ static int32_t append_locked(sq_conn *c, const memd_scope *scope, const memd_app
 		r = sq_state_apply(c, scope, a->state_delta_json, err);
 	if (r == 0)
 		r = sq_session_appended(c, scope, &head, now_us, a->title_if_unset, err);
+	if (r == 0)
+		r = sq_usage_add(c, scope, usage_of(a), 1, err);
 	if (r == 0) {
 		*ret_version = head.version + 1;
 		*ret_replayed = 0;

@@ -99,7 +99,7 @@ int32_t sq_feed_tombstone(sq_conn *c, uint32_t kind, const memd_scope *scope, me
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(st, 4, scope->user);
 	if (rc == SQLITE_OK)
-		rc = sq_bind_text(st, 5, kind == MEMD_FEED_DELETE_SESSION ? scope->session : NULL);
+		rc = sq_bind_text(st, 5, kind == MEMD_FEED_DELETE_USER ? NULL : scope->session);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)

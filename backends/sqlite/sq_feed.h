@@ -17,9 +17,9 @@ int32_t sq_feed_alloc(sq_conn *c, uint32_t n, int64_t *ret_first, memd_error *er
 /* Write the positions handed out in this transaction to the counter row
  * (nothing to do if none were). sq_write_end calls it before COMMIT. */
 int32_t sq_feed_flush(sq_conn *c, memd_error *err);
-/* Add a DELETE record (kind MEMD_FEED_DELETE_SESSION with scope->session,
- * or MEMD_FEED_DELETE_USER) at a new position, inside the write
- * transaction on c. */
+/* Add a record without an event (kind MEMD_FEED_DELETE_SESSION or
+ * MEMD_FEED_FINALIZE with scope->session, or MEMD_FEED_DELETE_USER) at a
+ * new position, inside the write transaction on c. */
 int32_t sq_feed_tombstone(sq_conn *c, uint32_t kind, const memd_scope *scope, memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h. inst is the sq_store. */

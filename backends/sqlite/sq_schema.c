@@ -112,11 +112,82 @@ static const char SQL_V3[] =
 	"DROP INDEX events_by_seq;"
 	"CREATE INDEX events_by_seq ON events (app, user, session, seq, timestamp_us, role);";
 
+/* Version 4 (ABI 1.2): lanes. Sessions gain their lifecycle (the lane
+ * that made them, the message source, what they replaced, why they began
+ * and ended) and usage sums; existing rows read as open sessions with no
+ * lane and no usage. A lane is one row per (app, user, key); its inbox
+ * depth and the next inbox position are kept in the row, so listings
+ * need no count and puts and takes lock the lane row they change. The
+ * inbox holds one row per item, in_slot = 1 for the next-up slot, and
+ * goes with its lane (ON DELETE CASCADE).
+ *
+ * lane_list walks one of three indexes in (updated_us, app, user, key)
+ * order, by how much of the scope it fixes: a user's lanes, an app's, or
+ * every app's (the watcher's scans); lane_prune walks the last one from
+ * the oldest. session_list filters by origin platform or lane through
+ * partial indexes of the sessions that have one; session_list_ended walks
+ * a partial index of the ended ones. */
+static const char SQL_V4[] =
+	"ALTER TABLE sessions ADD COLUMN lane_key TEXT;"
+	"ALTER TABLE sessions ADD COLUMN origin TEXT;"
+	"ALTER TABLE sessions ADD COLUMN origin_platform TEXT;"
+	"ALTER TABLE sessions ADD COLUMN previous_session TEXT;"
+	"ALTER TABLE sessions ADD COLUMN start_reason TEXT;"
+	"ALTER TABLE sessions ADD COLUMN end_reason TEXT;"
+	"ALTER TABLE sessions ADD COLUMN ended_us INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN cost_micro_usd INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN last_prompt_tokens INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX sessions_by_platform ON sessions (app, user, origin_platform, created_us, id)"
+	"  WHERE origin_platform IS NOT NULL;"
+	"CREATE INDEX sessions_by_lane ON sessions (app, user, lane_key, created_us, id)"
+	"  WHERE lane_key IS NOT NULL;"
+	"CREATE INDEX sessions_ended ON sessions (ended_us, app, user, id) WHERE ended_us > 0;"
+
+	"CREATE TABLE lanes ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, key TEXT NOT NULL,"
+	"  session TEXT NOT NULL, flags INTEGER NOT NULL DEFAULT 0, origin TEXT,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  version INTEGER NOT NULL,"
+	"  resume_reason TEXT, resume_marked_us INTEGER NOT NULL DEFAULT 0,"
+	"  reset_reason TEXT, previous_session TEXT, reset_us INTEGER NOT NULL DEFAULT 0,"
+	"  turn_id TEXT, turn_started_us INTEGER NOT NULL DEFAULT 0,"
+	"  turn_lease_until_us INTEGER NOT NULL DEFAULT 0,"
+	"  interruptions INTEGER NOT NULL DEFAULT 0,"
+	"  finalize_failures INTEGER NOT NULL DEFAULT 0,"
+	"  finalize_claim_until_us INTEGER NOT NULL DEFAULT 0,"
+	"  input_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  output_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  cache_read_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  cache_write_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  cost_micro_usd INTEGER NOT NULL DEFAULT 0,"
+	"  last_prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  inbox_depth INTEGER NOT NULL DEFAULT 0,"
+	"  inbox_next INTEGER NOT NULL DEFAULT 1,"
+	"  PRIMARY KEY (app, user, key)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX lanes_of_user ON lanes (app, user, updated_us, key);"
+	"CREATE INDEX lanes_of_app ON lanes (app, updated_us, user, key);"
+	"CREATE INDEX lanes_by_activity ON lanes (updated_us, app, user, key);"
+
+	"CREATE TABLE inbox ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, key TEXT NOT NULL,"
+	"  position INTEGER NOT NULL, id TEXT NOT NULL, mode INTEGER NOT NULL,"
+	"  body TEXT NOT NULL, created_us INTEGER NOT NULL,"
+	"  in_slot INTEGER NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, key, position),"
+	"  FOREIGN KEY (app, user, key) REFERENCES lanes (app, user, key) ON DELETE CASCADE"
+	") WITHOUT ROWID;";
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const sq_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "events_by_id ordered by id first", SQL_V2 },
 	{ 3, "events_by_seq covers timestamp and role; events_by_time dropped", SQL_V3 },
+	{ 4, "lanes, inboxes, sessions' lifecycle and usage", SQL_V4 },
 };
 #define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)

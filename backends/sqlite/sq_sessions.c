@@ -1,22 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 #include "sq_sessions.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "plugin_util.h"
 #include "sq_feed.h"
+#include "sq_lanes.h"
 #include "sq_state.h"
 
 #define EMPTY_OBJECT "{}"
 
-/* Every query that delivers a session selects these columns, in order. */
-#define SESSION_COLS \
-	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
-	"summary_seq"
+#define SESSION_COLS SQ_SESSION_COLS
+/* The flags a session row keeps. */
+#define SESSION_FLAGS (MEMD_SESSION_ARCHIVED | MEMD_SESSION_NOTICE)
+/* Does a session record passed in hold the members 1.2 added? */
+#define SESSION_HAS_LIFECYCLE(s) \
+	((s)->struct_size >= offsetof(memd_session, last_prompt_tokens) + sizeof(int64_t))
 
 static const sq_sql SQL_SESSION_INSERT = { SQ_ST_SESSION_INSERT,
-	"INSERT INTO sessions (app, user, id, title, metadata, flags, created_us, updated_us)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)" };
+	"INSERT INTO sessions (app, user, id, title, metadata, flags, created_us, updated_us,"
+	" lane_key, origin, origin_platform, previous_session, start_reason)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12)" };
 static const sq_sql SQL_SESSION_GET = { SQ_ST_SESSION_GET,
 	"SELECT " SESSION_COLS " FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
 static const sq_sql SQL_SESSION_HEAD = { SQ_ST_SESSION_HEAD,
@@ -30,6 +35,30 @@ static const sq_sql SQL_SESSION_LIST_BEFORE = { SQ_ST_SESSION_LIST_BEFORE,
 	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_created"
 	" WHERE app = ?1 AND user = ?2 AND (created_us, id) < (?3, ?4)"
 	" ORDER BY created_us DESC, id DESC" };
+/* The same walks through the partial indexes of the sessions that have an
+ * origin platform (?5) or a lane (?6); each statement checks both. */
+#define SESSION_FILTERS \
+	" AND (?5 IS NULL OR origin_platform = ?5) AND (?6 IS NULL OR lane_key = ?6)"
+static const sq_sql SQL_SESSION_LIST_PLATFORM = { SQ_ST_SESSION_LIST_PLATFORM,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_platform"
+	" WHERE app = ?1 AND user = ?2 AND origin_platform = ?5" SESSION_FILTERS
+	" ORDER BY created_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { SQ_ST_SESSION_LIST_PLATFORM_BEFORE,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_platform"
+	" WHERE app = ?1 AND user = ?2 AND origin_platform = ?5 AND (created_us, id) < (?3, ?4)"
+	SESSION_FILTERS " ORDER BY created_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_LIST_LANE = { SQ_ST_SESSION_LIST_LANE,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_lane"
+	" WHERE app = ?1 AND user = ?2 AND lane_key = ?6" SESSION_FILTERS
+	" ORDER BY created_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_LIST_LANE_BEFORE = { SQ_ST_SESSION_LIST_LANE_BEFORE,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_lane"
+	" WHERE app = ?1 AND user = ?2 AND lane_key = ?6 AND (created_us, id) < (?3, ?4)"
+	SESSION_FILTERS " ORDER BY created_us DESC, id DESC" };
+/* Sets nothing but the flag: updated_us and version stay. */
+static const sq_sql SQL_SESSION_CLEAR_NOTICE = { SQ_ST_SESSION_CLEAR_NOTICE,
+	"UPDATE sessions SET flags = flags & ~?4"
+	" WHERE app = ?1 AND user = ?2 AND id = ?3 AND flags & ?4" };
 static const sq_sql SQL_SESSION_UPDATE = { SQ_ST_SESSION_UPDATE,
 	"UPDATE sessions SET"
 	" title = CASE WHEN ?4 THEN ?5 ELSE title END,"
@@ -45,10 +74,12 @@ static const sq_sql SQL_SESSION_DELETE = { SQ_ST_SESSION_DELETE,
 	"DELETE FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
 static const sq_sql SQL_USER_SESSIONS_DELETE = { SQ_ST_USER_SESSIONS_DELETE,
 	"DELETE FROM sessions WHERE app = ?1 AND user = ?2" };
+static const sq_sql SQL_USER_LANES_DELETE = { SQ_ST_USER_LANES_DELETE,
+	"DELETE FROM lanes WHERE app = ?1 AND user = ?2" };
 static const sq_sql SQL_STATE_USER_DELETE_ALL = { SQ_ST_STATE_USER_DELETE_ALL,
 	"DELETE FROM state_user WHERE app = ?1 AND user = ?2" };
 
-static void session_from_row(sqlite3_stmt *st, memd_session *s)
+void sq_session_from_row(sqlite3_stmt *st, memd_session *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->struct_size = sizeof(*s);
@@ -57,12 +88,25 @@ static void session_from_row(sqlite3_stmt *st, memd_session *s)
 	s->id = sq_col_text(st, 2);
 	s->title = sq_col_text(st, 3);
 	s->metadata_json = sq_col_text(st, 4);
-	s->flags = (uint32_t)sqlite3_column_int64(st, 5) & MEMD_SESSION_ARCHIVED;
+	s->flags = (uint32_t)sqlite3_column_int64(st, 5) & SESSION_FLAGS;
 	s->created_us = sqlite3_column_int64(st, 6);
 	s->updated_us = sqlite3_column_int64(st, 7);
 	s->version = sqlite3_column_int64(st, 8);
 	s->last_seq = sqlite3_column_int64(st, 9);
 	s->summary_seq = sqlite3_column_int64(st, 10);
+	s->lane_key = sq_col_text(st, 11);
+	s->origin_json = sq_col_text(st, 12);
+	s->origin_platform = sq_col_text(st, 13);
+	s->previous_session = sq_col_text(st, 14);
+	s->start_reason = sq_col_text(st, 15);
+	s->end_reason = sq_col_text(st, 16);
+	s->ended_us = sqlite3_column_int64(st, 17);
+	s->input_tokens = sqlite3_column_int64(st, 18);
+	s->output_tokens = sqlite3_column_int64(st, 19);
+	s->cache_read_tokens = sqlite3_column_int64(st, 20);
+	s->cache_write_tokens = sqlite3_column_int64(st, 21);
+	s->cost_micro_usd = sqlite3_column_int64(st, 22);
+	s->last_prompt_tokens = sqlite3_column_int64(st, 23);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -85,7 +129,7 @@ static int32_t get_and_deliver(sq_conn *c, const memd_call *call, const memd_sco
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		session_from_row(st, &s);
+		sq_session_from_row(st, &s);
 		sq_count_rows(call, st, 1);
 		r = out ? deliver(out, &s, err) : 0;
 		if (r > 0)
@@ -156,10 +200,33 @@ int32_t sq_session_appended(sq_conn *c, const memd_scope *scope, const sq_sessio
 
 /* ---- ops ------------------------------------------------------------ */
 
-static int32_t insert_session(sq_conn *c, const memd_session *s, const char *metadata,
-			      memd_error *err)
+int32_t sq_session_check(const memd_session *s, const char **ret_metadata, memd_error *err)
+{
+	memd_scope scope = { .struct_size = sizeof(scope), .app = s->app, .user = s->user,
+			     .session = s->id };
+	const char *metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
+	int32_t r = pu_check_scope(&scope, 1, err);
+
+	if (r == 0)
+		r = sq_check_json_object("session metadata", metadata, err);
+	if (r == 0 && SESSION_HAS_LIFECYCLE(s)) {
+		if (s->lane_key)
+			r = pu_check_id("session lane_key", s->lane_key, err);
+		if (r == 0 && s->previous_session)
+			r = pu_check_id("previous_session", s->previous_session, err);
+		if (r == 0 && s->origin_json)
+			r = sq_check_json_object("session origin", s->origin_json, err);
+	}
+	if (r == 0)
+		*ret_metadata = metadata;
+	return r;
+}
+
+int32_t sq_session_insert(sq_conn *c, const memd_session *s, const char *metadata,
+			  memd_error *err)
 {
 	sqlite3_stmt *st = NULL;
+	int lifecycle = SESSION_HAS_LIFECYCLE(s);
 	int32_t r = sq_stmt(c, &SQL_SESSION_INSERT, &st, err);
 	int rc;
 
@@ -175,9 +242,19 @@ static int32_t insert_session(sq_conn *c, const memd_session *s, const char *met
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(st, 5, metadata);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 6, s->flags & MEMD_SESSION_ARCHIVED);
+		rc = sqlite3_bind_int64(st, 6, s->flags & SESSION_FLAGS);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 7, s->created_us);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 8, lifecycle ? s->lane_key : NULL);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 9, lifecycle ? s->origin_json : NULL);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 10, lifecycle ? s->origin_platform : NULL);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 11, lifecycle ? s->previous_session : NULL);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 12, lifecycle ? s->start_reason : NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if ((rc & 0xff) == SQLITE_CONSTRAINT)
@@ -202,11 +279,7 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 		return memd_error_set(err, MEMD_EINVAL, 0, "session or its sink is missing");
 	scope = (memd_scope){ .struct_size = sizeof(scope), .app = s->app, .user = s->user,
 			      .session = s->id };
-	r = pu_check_scope(&scope, 1, err);
-	if (r < 0)
-		return r;
-	metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
-	r = sq_check_json_object("session metadata", metadata, err);
+	r = sq_session_check(s, &metadata, err);
 	if (r == 0)
 		r = sq_state_check(state_delta_json, err);
 	if (r < 0)
@@ -214,7 +287,7 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 	r = sq_write_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = insert_session(c, s, metadata, err);
+	r = sq_session_insert(c, s, metadata, err);
 	if (r == 0)
 		r = sq_state_apply(c, &scope, state_delta_json, err);
 	if (r == 0)
@@ -248,6 +321,8 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
+	const sq_sql *sql;
+	const char *platform = NULL, *lane = NULL;
 	uint64_t stepped = 0;
 	uint32_t delivered = 0;
 	int32_t r = pu_check_scope(scope, 0, err);
@@ -261,14 +336,30 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 		return memd_error_set(err, MEMD_EINVAL, 0, "session list limit must be > 0");
 	if (q->before_created_us && q->before_id && (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
+	if (q->struct_size >= offsetof(memd_session_query, lane_key) + sizeof(q->lane_key)) {
+		platform = q->origin_platform;
+		lane = q->lane_key;
+	}
+	if (lane && (r = pu_check_id("lane_key", lane, err)) < 0)
+		return r;
+	if (lane)
+		sql = q->before_created_us ? &SQL_SESSION_LIST_LANE_BEFORE : &SQL_SESSION_LIST_LANE;
+	else if (platform)
+		sql = q->before_created_us ? &SQL_SESSION_LIST_PLATFORM_BEFORE
+					   : &SQL_SESSION_LIST_PLATFORM;
+	else
+		sql = q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST;
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = sq_stmt(c, q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST, &st,
-		    err);
+	r = sq_stmt(c, sql, &st, err);
 	if (r < 0)
 		goto out;
 	rc = sq_bind_scope(st, scope, 0);
+	if (rc == SQLITE_OK && (lane || platform))
+		rc = sq_bind_text(st, 5, platform);
+	if (rc == SQLITE_OK && (lane || platform))
+		rc = sq_bind_text(st, 6, lane);
 	if (rc == SQLITE_OK && q->before_created_us) {
 		rc = sqlite3_bind_int64(st, 3, q->before_created_us);
 		/* No id: every session created at that instant is "after". */
@@ -285,7 +376,7 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 		stepped++;
 		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
 			goto out;
-		session_from_row(st, &s);
+		sq_session_from_row(st, &s);
 		if ((s.flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
 			continue;
 		delivered++;
@@ -342,6 +433,36 @@ static int32_t update_session(sq_conn *c, const memd_scope *scope, const memd_se
 	return r;
 }
 
+/* Clear MEMD_SESSION_NOTICE: MEMD_ECONFLICT if it was not set (the
+ * first of racing readers owes the notice), MEMD_ENOTFOUND if there is
+ * no such session. */
+static int32_t clear_notice(sq_conn *c, const memd_scope *scope, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_SESSION_CLEAR_NOTICE, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 4, MEMD_SESSION_NOTICE);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "clear the notice of session '%.64s'", scope->session);
+	sq_stmt_done(st);
+	if (r == 0 && sqlite3_changes(c->db) == 0) {
+		sq_session_head head;
+		r = sq_session_head_get(c, NULL, scope, &head, err);
+		if (r == 0)
+			r = memd_error_set(err, MEMD_ECONFLICT, 0,
+					   "session '%.64s' owes no notice (cleared already?)",
+					   scope->session);
+	}
+	return r;
+}
+
 int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *scope,
 			  const memd_session_update *p, const memd_session_sink *out,
 			  memd_error *err)
@@ -354,7 +475,8 @@ int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *s
 		return r;
 	if (!p || !out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch or sink is missing");
-	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED))
+	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED |
+			  MEMD_PATCH_CLEAR_NOTICE))
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch has unknown fields 0x%x",
 				      (unsigned)p->fields);
 	if ((p->fields & MEMD_PATCH_METADATA) && p->metadata_json) {
@@ -368,7 +490,10 @@ int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *s
 	r = sq_write_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = update_session(c, scope, p, err);
+	if (p->fields & MEMD_PATCH_CLEAR_NOTICE)
+		r = clear_notice(c, scope, err);
+	if (r == 0 && (p->fields & ~MEMD_PATCH_CLEAR_NOTICE))
+		r = update_session(c, scope, p, err);
 	if (r == 0)
 		r = get_and_deliver(c, NULL, scope, out, err);
 	return sq_write_end(store, c, r, err);
@@ -440,7 +565,7 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 {
 	sq_store *store = inst;
 	memd_scope user;
-	int64_t n_sessions = 0, n_keys = 0;
+	int64_t n_sessions = 0, n_keys = 0, n_lanes = 0;
 	sq_conn *c = NULL;
 	int32_t r = pu_check_scope(scope, 0, err);
 
@@ -454,8 +579,11 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 	if (r == 0)
 		r = delete_scoped(c, &SQL_STATE_USER_DELETE_ALL, &user, 0, "user state", &n_keys,
 				  err);
+	/* Their inboxes go with the lanes (ON DELETE CASCADE). */
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_LANES_DELETE, &user, 0, "lanes", &n_lanes, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
-	if (r == 0 && (n_sessions || n_keys))
+	if (r == 0 && (n_sessions || n_keys || n_lanes))
 		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_USER, &user, err);
 	return sq_write_end(store, c, r, err);
 }

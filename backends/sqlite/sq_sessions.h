@@ -8,6 +8,28 @@
 
 #include "sq_db.h"
 
+/* Every query that delivers a session selects these columns, in the
+ * order sq_session_from_row reads them. */
+#define SQ_SESSION_COLS \
+	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
+	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
+	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+
+/* Fill s from the SQ_SESSION_COLS of st's current row. Strings are
+ * borrowed from st until its next step or reset. */
+void sq_session_from_row(sqlite3_stmt *st, memd_session *s);
+
+/* Check a session record for sq_session_insert: its scope, metadata
+ * (NULL reads as {}: *ret_metadata is what to store) and, when the record
+ * has them, its lifecycle members. MEMD_EINVAL says what is wrong. */
+int32_t sq_session_check(const memd_session *s, const char **ret_metadata, memd_error *err);
+/* Insert s (checked) inside the write transaction on c: version 0, no
+ * state, updated_us = created_us, the lifecycle members it has.
+ * MEMD_ECONFLICT if the id exists in (app, user). */
+int32_t sq_session_insert(sq_conn *c, const memd_session *s, const char *metadata,
+			  memd_error *err);
+
 /* What a write needs to know about a session row. */
 typedef struct sq_session_head {
 	int64_t version;

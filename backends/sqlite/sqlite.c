@@ -15,6 +15,7 @@
 #include "sq_events.h"
 #include "sq_feed.h"
 #include "sq_group.h"
+#include "sq_lanes.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
 
@@ -183,12 +184,21 @@ static const memd_store_ops store_ops = {
 	.cursor_get = sq_cursor_get,
 	.cursor_set = sq_cursor_set,
 	.ping = sq_ping,
+	.lane_get = sq_lane_get,
+	.lane_write = sq_lane_write,
+	.lane_list = sq_lane_list,
+	.lane_delete = sq_lane_delete,
+	.lane_prune = sq_lane_prune,
+	.inbox_put = sq_inbox_put,
+	.inbox_take = sq_inbox_take,
+	.inbox_list = sq_inbox_list,
+	.session_list_ended = sq_session_list_ended,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 0,
+	.abi_minor = 2, /* lanes */
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "sqlite",

@@ -4,12 +4,15 @@
  * is migrated in place when the store opens it, and keeps working.
  *
  * Schema version 2 orders events_by_id by the id first; version 3 makes
- * events_by_seq cover timestamp and role and drops events_by_time. The
- * test makes a store, appends to it, turns the file back into version 1's
- * shape (its indexes, user_version 1) with a connection of its own,
- * reopens the store and checks the indexes, the data, idempotent replays
- * (which look ids up in events_by_id), after_time reads (which walk
- * events_by_seq) and new appends.
+ * events_by_seq cover timestamp and role and drops events_by_time;
+ * version 4 adds lanes, inboxes and the sessions' lifecycle and usage
+ * columns. Each test makes a store, writes to it, turns the file back
+ * into an older version's shape with a connection of its own, reopens
+ * the store and checks the schema, the data and that it keeps working:
+ * from version 1, idempotent replays (which look ids up in events_by_id),
+ * after_time reads (which walk events_by_seq) and new appends; from
+ * version 3, sessions, events and state as they were, with the new
+ * members unset, and lanes, inboxes and usage on the old sessions.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -30,11 +33,33 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 3
+#define SCHEMA_LATEST 4
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
+
+/* Undo version 4 (lanes, the sessions' lifecycle and usage columns). */
+static const char SQL_BACK_TO_V3[] =
+	"DROP TABLE inbox;"
+	"DROP TABLE lanes;"
+	"DROP INDEX sessions_by_platform;"
+	"DROP INDEX sessions_by_lane;"
+	"DROP INDEX sessions_ended;"
+	"ALTER TABLE sessions DROP COLUMN lane_key;"
+	"ALTER TABLE sessions DROP COLUMN origin;"
+	"ALTER TABLE sessions DROP COLUMN origin_platform;"
+	"ALTER TABLE sessions DROP COLUMN previous_session;"
+	"ALTER TABLE sessions DROP COLUMN start_reason;"
+	"ALTER TABLE sessions DROP COLUMN end_reason;"
+	"ALTER TABLE sessions DROP COLUMN ended_us;"
+	"ALTER TABLE sessions DROP COLUMN input_tokens;"
+	"ALTER TABLE sessions DROP COLUMN output_tokens;"
+	"ALTER TABLE sessions DROP COLUMN cache_read_tokens;"
+	"ALTER TABLE sessions DROP COLUMN cache_write_tokens;"
+	"ALTER TABLE sessions DROP COLUMN cost_micro_usd;"
+	"ALTER TABLE sessions DROP COLUMN last_prompt_tokens;"
+	"PRAGMA user_version = 3;";
 
 static const char SQL_BACK_TO_V1[] =
 	"DROP INDEX events_by_id;"
@@ -226,6 +251,8 @@ Test(sqlite_migrate, version_1_database_migrates_and_keeps_working, .init = setu
 	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
 	first_id_column(db, col, sizeof(col));
 	cr_assert_str_eq(col, "id");
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V3, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
 	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V1, NULL, NULL, NULL), SQLITE_OK, "%s",
 		     sqlite3_errmsg(db));
 	first_id_column(db, col, sizeof(col));
@@ -275,5 +302,141 @@ Test(sqlite_migrate, version_1_database_migrates_and_keeps_working, .init = setu
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM events"), 2 * N_BATCHES + 2);
 	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
+	sqlite3_close(db);
+}
+
+static int64_t column_count(sqlite3 *db, const char *table, const char *column)
+{
+	char sql[LINE_MAX_LEN];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+		 table, column);
+	return query_int(db, sql);
+}
+
+typedef struct kept_session {
+	int64_t version, last_seq, ended_us, input_tokens;
+	int has_lane_key;
+	char end_reason[ID_MAX];
+} kept_session;
+
+static int32_t keep_session(void *userdata, const memd_session *s)
+{
+	kept_session *k = userdata;
+
+	cr_assert_geq(s->struct_size, sizeof(*s));
+	k->version = s->version;
+	k->last_seq = s->last_seq;
+	k->ended_us = s->ended_us;
+	k->input_tokens = s->input_tokens;
+	k->has_lane_key = s->lane_key != NULL;
+	snprintf(k->end_reason, sizeof(k->end_reason), "%s", s->end_reason ? s->end_reason : "");
+	return 0;
+}
+
+static int32_t keep_lane_version(void *userdata, const memd_lane *l)
+{
+	*(int64_t *)userdata = l->version;
+	return 0;
+}
+
+static int32_t keep_state(void *userdata, const char *text, size_t len)
+{
+	snprintf(userdata, LINE_MAX_LEN, "%.*s", (int)len, text);
+	return 0;
+}
+
+#define V3_LANE "telegram:dm:1"
+#define V3_USAGE_TOKENS 42
+#define V3_END_US 99
+
+Test(sqlite_migrate, version_3_database_gains_lanes_and_keeps_its_data, .init = setup,
+     .fini = teardown, .timeout = 30)
+{
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = 1, .updated_us = 1 };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_append_result res;
+	memd_error err = { 0 };
+	int64_t seqs[2], lane_version = 0;
+	kept_session k = { 0 };
+	char state[LINE_MAX_LEN] = "";
+	sqlite3 *db = NULL;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, "{\"k\":1}", &sink, &err), 0, "%s",
+		     err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, seqs, &res, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V3, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(column_count(db, "sessions", "ended_us"), 0);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'lanes'"), 0);
+	sqlite3_close(db);
+
+	store_open(&s);
+	{
+		memd_session_sink keep = { .struct_size = sizeof(keep), .userdata = &k,
+					   .session = keep_session };
+		memd_text_sink st_sink = { .struct_size = sizeof(st_sink), .userdata = state,
+					   .text = keep_state };
+		cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+		cr_assert_eq(k.version, N_BATCHES);
+		cr_assert_eq(k.last_seq, 2 * N_BATCHES);
+		cr_assert_eq(k.ended_us, 0, "an old session reads as ended");
+		cr_assert_eq(k.input_tokens, 0);
+		cr_assert_not(k.has_lane_key);
+		cr_assert_eq(s.ops->state_get(s.h, NULL, &sc, &st_sink, &err), 0, "%s", err.msg);
+		cr_assert_str_eq(state, "{\"k\":1}");
+	}
+	/* A lane on the old session: usage, an inbox, an end. */
+	{
+		memd_usage u = { .struct_size = sizeof(u), .input_tokens = V3_USAGE_TOKENS };
+		memd_lane l = { .struct_size = sizeof(l), .app = APP, .user = USER, .key = V3_LANE,
+				.session = SID, .updated_us = 2 };
+		memd_lane_write w = { .struct_size = sizeof(w), .flags = MEMD_LW_CREATE, .lane = &l,
+				      .usage = &u, .now_us = 2 };
+		memd_lane_sink ls = { .struct_size = sizeof(ls), .userdata = &lane_version,
+				      .lane = keep_lane_version };
+		memd_inbox_item it = { .struct_size = sizeof(it), .mode = MEMD_INBOX_QUEUE,
+				       .id = "m1", .body_json = "{}", .created_us = 2 };
+		memd_scope lsc = { .struct_size = sizeof(lsc), .app = APP, .user = USER };
+		memd_session_sink keep = { .struct_size = sizeof(keep), .userdata = &k,
+					   .session = keep_session };
+		uint32_t depth = 0;
+
+		cr_assert_eq(s.ops->lane_write(s.h, NULL, &w, &ls, &err), 0, "%s", err.msg);
+		cr_assert_eq(lane_version, 1);
+		cr_assert_eq(s.ops->inbox_put(s.h, NULL, &lsc, V3_LANE, &it, &depth, &err), 0, "%s",
+			     err.msg);
+		cr_assert_eq(depth, 1);
+		w = (memd_lane_write){ .struct_size = sizeof(w), .expected_version = 1, .lane = &l,
+				       .end_session = SID, .end_reason = "idle", .now_us = V3_END_US };
+		cr_assert_eq(s.ops->lane_write(s.h, NULL, &w, &ls, &err), 0, "%s", err.msg);
+		cr_assert_eq(lane_version, 2);
+		cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+		cr_assert_eq(k.input_tokens, V3_USAGE_TOKENS);
+		cr_assert_eq(k.ended_us, V3_END_US);
+		cr_assert_str_eq(k.end_reason, "idle");
+		cr_assert_eq(k.last_seq, 2 * N_BATCHES);
+	}
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
+	cr_assert_eq(column_count(db, "sessions", "last_prompt_tokens"), 1);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM events"), 2 * N_BATCHES);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM inbox"), 1);
+	{
+		char col[ID_MAX];
+		first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
+		cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
+	}
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 	sqlite3_close(db);
 }
