@@ -9,6 +9,7 @@
 #include "plugin_util.h"
 #include "pu_group.h"
 #include "my_feed.h"
+#include "my_lanes.h"
 #include "my_sessions.h"
 #include "my_state.h"
 
@@ -99,7 +100,11 @@ static int is_summary(const char *role)
 static int32_t check_append(const memd_scope *scope, const memd_append *a,
 			    const memd_append_result *res, memd_error *err)
 {
+	const memd_usage *u = my_append_usage(a);
 	int32_t r = pu_check_append(scope, a, res, err);
+
+	if (r == 0 && u)
+		r = my_usage_check("append usage", u, err);
 	return r < 0 ? r : my_state_check(a->state_delta_json, err);
 }
 
@@ -425,6 +430,8 @@ static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 		if (r == 0)
 			r = my_session_appended(c, m[i]->scope, h, a->now_us, a->title_if_unset,
 						err);
+		if (r == 0 && my_append_usage(a))
+			r = my_usage_appended(c, m[i]->scope, my_append_usage(a), err);
 	}
 	if (r < 0 || total == 0)
 		return r;

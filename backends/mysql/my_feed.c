@@ -9,15 +9,15 @@
 
 /* A feed_read with limit 0 reads everything. */
 #define MY_NO_LIMIT UINT64_MAX
-/* Initial room for buffered DELETE records. */
+/* Initial room for buffered DELETE and FINALIZE records. */
 #define MY_DELETES_INITIAL 16
 
 static const my_sql SQL_FEED_HEAD = { MY_ST_FEED_HEAD,
 	"SELECT last FROM memd_feed_counter WHERE id = 1" };
 static const my_sql SQL_FEED_ADVANCE = { MY_ST_FEED_ADVANCE,
 	"UPDATE memd_feed_counter SET last = LAST_INSERT_ID(last + ?) WHERE id = 1" };
-/* The head first (kind 0), then the DELETE records after ?1: one
- * statement, so one snapshot. */
+/* The head first (kind 0), then the DELETE and FINALIZE records after ?1:
+ * one statement, so one snapshot. */
 static const my_sql SQL_FEED_DELETES = { MY_ST_FEED_DELETES,
 	"SELECT 0 AS kind, last AS position, NULL AS app, NULL AS user, NULL AS session"
 	" FROM memd_feed_counter WHERE id = 1"
@@ -66,7 +66,7 @@ int32_t my_feed_tombstone(my_conn *c, uint32_t kind, const memd_scope *scope, me
 	my_param_i64(&p, kind);
 	my_param_text(&p, scope->app);
 	my_param_text(&p, scope->user);
-	my_param_text(&p, kind == MEMD_FEED_DELETE_SESSION ? scope->session : NULL);
+	my_param_text(&p, kind == MEMD_FEED_DELETE_USER ? NULL : scope->session);
 	return my_exec(c, &SQL_FEED_TOMBSTONE, &p, NULL, err);
 }
 

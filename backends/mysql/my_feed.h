@@ -15,9 +15,9 @@
  * releases its locks (trx_t::commit_in_memory: deregister_rw, then
  * release_locks), so whenever a reader sees counter value H, every
  * position <= H is committed and visible. feed_read reads H together with
- * the DELETE records in one statement (one snapshot), then the events
- * with position <= H: nothing it returns can later be joined by a new
- * record below it. The price is that appends (of any session) commit one
+ * the DELETE and FINALIZE records in one statement (one snapshot), then
+ * the events with position <= H: nothing it returns can later be joined
+ * by a new record below it. The price is that appends (of any session) commit one
  * after another; the lock is held only for the event insert and the
  * commit, and InnoDB releases it before the log flush. Group commit
  * (my_events.h) puts many concurrent appends behind one such step: one
@@ -32,8 +32,10 @@
 /* Inside a transaction on c: take n positions; *ret_first is the first
  * (the others follow it). Holds the counter's lock until commit. */
 int32_t my_feed_alloc(my_conn *c, uint32_t n, int64_t *ret_first, memd_error *err);
-/* Inside a transaction on c: add a DELETE record of kind
- * (MEMD_FEED_DELETE_SESSION or _USER) for scope. */
+/* Inside a transaction on c: add a record of kind MEMD_FEED_DELETE_SESSION,
+ * MEMD_FEED_DELETE_USER (scope's session ignored) or MEMD_FEED_FINALIZE
+ * for scope. They live in memd_feed_deletes, in the events' position
+ * space; like my_feed_alloc, call it as the transaction's last write. */
 int32_t my_feed_tombstone(my_conn *c, uint32_t kind, const memd_scope *scope, memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h. inst is the my_store. */

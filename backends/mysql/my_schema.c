@@ -20,8 +20,16 @@
  *
  * events.position is the store-wide change-feed position, assigned from
  * the one row of memd_feed_counter (see my_feed.h for why that orders the
- * feed by commit); memd_feed_deletes holds the DELETE records, in the same
- * position space. */
+ * feed by commit); memd_feed_deletes holds the DELETE records (and since
+ * version 2 the FINALIZE records, kind 4), in the same position space.
+ *
+ * Version 2 adds lanes: the lifecycle and usage columns of a session (with
+ * defaults, so the sessions of version 1 read as open, made by no lane,
+ * with no usage), memd_lanes (one row per (app, user, lane_key)) and
+ * memd_inbox (a lane's items by a position the lane row hands out from
+ * inbox_last). Ids and keys stay VARBINARY(255); reasons and origins are
+ * free text. The widest new index key, (app, user, lane_key, created_us,
+ * id), takes 1283 bytes. */
 #define MY_TABLE_OPTIONS \
 	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
 
@@ -107,12 +115,75 @@ static const char *const SQL_V1[] = {
 	NULL,
 };
 
+/* Every step is idempotent (IF NOT EXISTS), as migrations must be. */
+static const char *const SQL_V2[] = {
+	"ALTER TABLE memd_sessions"
+	"  ADD COLUMN IF NOT EXISTS lane_key VARBINARY(255) NULL,"
+	"  ADD COLUMN IF NOT EXISTS origin LONGTEXT NULL,"
+	"  ADD COLUMN IF NOT EXISTS origin_platform VARBINARY(255) NULL,"
+	"  ADD COLUMN IF NOT EXISTS previous_session VARBINARY(255) NULL,"
+	"  ADD COLUMN IF NOT EXISTS start_reason LONGTEXT NULL,"
+	"  ADD COLUMN IF NOT EXISTS end_reason LONGTEXT NULL,"
+	"  ADD COLUMN IF NOT EXISTS ended_us BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS input_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS output_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS cache_read_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS cost_micro_usd BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS last_prompt_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  ADD KEY IF NOT EXISTS memd_sessions_by_platform"
+	"   (app, user, origin_platform, created_us, id),"
+	"  ADD KEY IF NOT EXISTS memd_sessions_by_lane (app, user, lane_key, created_us, id),"
+	"  ADD KEY IF NOT EXISTS memd_sessions_by_ended (ended_us, app, user, id)",
+
+	"CREATE TABLE IF NOT EXISTS memd_lanes ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  lane_key VARBINARY(255) NOT NULL,"
+	"  flags INT UNSIGNED NOT NULL DEFAULT 0,"
+	"  session VARBINARY(255) NOT NULL, origin LONGTEXT NULL,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL,"
+	"  version BIGINT NOT NULL,"
+	"  resume_reason LONGTEXT NULL, resume_marked_us BIGINT NOT NULL DEFAULT 0,"
+	"  reset_reason LONGTEXT NULL, previous_session VARBINARY(255) NULL,"
+	"  reset_us BIGINT NOT NULL DEFAULT 0,"
+	"  turn_id VARBINARY(255) NULL, turn_started_us BIGINT NOT NULL DEFAULT 0,"
+	"  turn_lease_until_us BIGINT NOT NULL DEFAULT 0,"
+	"  interruptions INT UNSIGNED NOT NULL DEFAULT 0,"
+	"  finalize_failures INT UNSIGNED NOT NULL DEFAULT 0,"
+	"  finalize_claim_until_us BIGINT NOT NULL DEFAULT 0,"
+	"  input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  cache_read_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  cache_write_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  cost_micro_usd BIGINT NOT NULL DEFAULT 0,"
+	"  last_prompt_tokens BIGINT NOT NULL DEFAULT 0,"
+	"  inbox_last BIGINT NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, lane_key),"
+	"  KEY memd_lanes_by_updated (updated_us, app, user, lane_key),"
+	"  KEY memd_lanes_app_by_updated (app, updated_us, user, lane_key),"
+	"  KEY memd_lanes_user_by_updated (app, user, updated_us, lane_key),"
+	"  KEY memd_lanes_by_session (app, user, session),"
+	"  CONSTRAINT memd_lanes_version CHECK (version > 0)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_inbox ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  lane_key VARBINARY(255) NOT NULL, position BIGINT NOT NULL,"
+	"  id VARBINARY(255) NOT NULL, mode INT UNSIGNED NOT NULL,"
+	"  in_slot TINYINT NOT NULL DEFAULT 0, body LONGTEXT NOT NULL,"
+	"  created_us BIGINT NOT NULL,"
+	"  PRIMARY KEY (app, user, lane_key, position)"
+	")" MY_TABLE_OPTIONS,
+	NULL,
+};
+
 /* Every table with every column the plugin uses, read once after the
  * migrations (no rows), so a table of the same name that is not memd's is
  * refused at start, not at the first call. */
 static const char *const SQL_PROBES[] = {
 	"SELECT app, user, id, title, metadata, flags, created_us, updated_us, version,"
-	" last_seq, summary_seq FROM memd_sessions WHERE 1 = 0",
+	" last_seq, summary_seq, lane_key, origin, origin_platform, previous_session,"
+	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens,"
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens FROM memd_sessions WHERE 1 = 0",
 	"SELECT position, app, user, session, seq, id, invocation_id, author, role, branch,"
 	" content, actions, metadata, timestamp_us, text, tokens, covers_seq, is_summary"
 	" FROM memd_events WHERE 1 = 0",
@@ -124,6 +195,14 @@ static const char *const SQL_PROBES[] = {
 	"SELECT id, last FROM memd_feed_counter WHERE 1 = 0",
 	"SELECT position, kind, app, user, session FROM memd_feed_deletes WHERE 1 = 0",
 	"SELECT name, position FROM memd_cursors WHERE 1 = 0",
+	"SELECT app, user, lane_key, flags, session, origin, created_us, updated_us, version,"
+	" resume_reason, resume_marked_us, reset_reason, previous_session, reset_us, turn_id,"
+	" turn_started_us, turn_lease_until_us, interruptions, finalize_failures,"
+	" finalize_claim_until_us, input_tokens, output_tokens, cache_read_tokens,"
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, inbox_last"
+	" FROM memd_lanes WHERE 1 = 0",
+	"SELECT app, user, lane_key, position, id, mode, in_slot, body, created_us"
+	" FROM memd_inbox WHERE 1 = 0",
 	NULL,
 };
 
@@ -137,10 +216,11 @@ typedef struct my_migration {
  * step must be safe to run again (it may have been cut off half way). */
 static const my_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
+	{ 2, "session lanes: lifecycle and usage of sessions, lanes, inboxes", SQL_V2 },
 };
 #define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-_Static_assert(MY_SCHEMA_LATEST == 1, "update migrations[] with MY_SCHEMA_LATEST");
+_Static_assert(MY_SCHEMA_LATEST == 2, "update migrations[] with MY_SCHEMA_LATEST");
 
 static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
 	"CREATE TABLE IF NOT EXISTS memd_schema ("

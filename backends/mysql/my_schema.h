@@ -3,8 +3,8 @@
  * my_schema: versioned schema migrations of the MariaDB store, run at
  * startup. Safe when several memd processes start at once: the steps run
  * under a named server lock (GET_LOCK) per database, every step is
- * idempotent (CREATE ... IF NOT EXISTS), and memd_schema records the
- * version each step reached.
+ * idempotent (CREATE ... IF NOT EXISTS, ADD COLUMN IF NOT EXISTS), and
+ * memd_schema records the version each step reached.
  */
 #ifndef MEMD_MY_SCHEMA_H
 #define MEMD_MY_SCHEMA_H
@@ -12,7 +12,7 @@
 #include "my_db.h"
 
 /* The schema version this plugin writes. */
-#define MY_SCHEMA_LATEST 1
+#define MY_SCHEMA_LATEST 2
 
 /* Bring the database on c up to MY_SCHEMA_LATEST. *ret_version is the
  * version found afterwards. Refuses a database whose schema is newer

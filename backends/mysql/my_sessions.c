@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_sessions.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 
 #include "plugin_util.h"
 #include "my_feed.h"
+#include "my_lanes.h"
 #include "my_state.h"
 
 #define EMPTY_OBJECT "{}"
@@ -17,11 +19,21 @@
 /* Every query that delivers a session selects these columns, in order. */
 #define SESSION_COLS \
 	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
-	"summary_seq"
+	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
+	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+/* The flags a session keeps. */
+#define SESSION_FLAGS (MEMD_SESSION_ARCHIVED | MEMD_SESSION_NOTICE)
+/* Does s (of the caller's struct_size) carry member? */
+#define SESSION_HAS(s, member) \
+	((s)->struct_size >= offsetof(memd_session, member) + sizeof((s)->member))
+#define QUERY_HAS(q, member) \
+	((q)->struct_size >= offsetof(memd_session_query, member) + sizeof((q)->member))
 
 static const my_sql SQL_SESSION_INSERT = { MY_ST_SESSION_INSERT,
 	"INSERT INTO memd_sessions (app, user, id, title, metadata, flags, created_us,"
-	" updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?)" };
+	" updated_us, lane_key, origin, origin_platform, previous_session, start_reason)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
 static const my_sql SQL_SESSION_GET = { MY_ST_SESSION_GET,
 	"SELECT " SESSION_COLS " FROM memd_sessions WHERE app = ? AND user = ? AND id = ?" };
 static const my_sql SQL_SESSION_LOCK = { MY_ST_SESSION_LOCK,
@@ -40,6 +52,44 @@ static const my_sql SQL_SESSION_LIST_BEFORE = { MY_ST_SESSION_LIST_BEFORE,
 	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0)"
 	" AND (created_us < ? OR (created_us = ? AND id < ?))"
 	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* The same with an origin platform (?3), on the index that has it after
+ * (app, user); the archive test and the keyset follow as above. */
+#define LIST_PLATFORM \
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_platform)" \
+	" WHERE app = ? AND user = ? AND origin_platform = ? AND (? = 1 OR (flags & ?) = 0)"
+static const my_sql SQL_SESSION_LIST_PLATFORM = { MY_ST_SESSION_LIST_PLATFORM,
+	LIST_PLATFORM " ORDER BY created_us DESC, id DESC LIMIT ?" };
+static const my_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { MY_ST_SESSION_LIST_PLATFORM_BEFORE,
+	LIST_PLATFORM " AND (created_us < ? OR (created_us = ? AND id < ?))"
+	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* With a lane key (?3) on its index, and the platform too when ?4 is
+ * not NULL (?4 = ?5). */
+#define LIST_LANE \
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_lane)" \
+	" WHERE app = ? AND user = ? AND lane_key = ? AND (? IS NULL OR origin_platform = ?)" \
+	" AND (? = 1 OR (flags & ?) = 0)"
+static const my_sql SQL_SESSION_LIST_LANE = { MY_ST_SESSION_LIST_LANE,
+	LIST_LANE " ORDER BY created_us DESC, id DESC LIMIT ?" };
+static const my_sql SQL_SESSION_LIST_LANE_BEFORE = { MY_ST_SESSION_LIST_LANE_BEFORE,
+	LIST_LANE " AND (created_us < ? OR (created_us = ? AND id < ?))"
+	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* Ended sessions of every app and user, oldest ended first (retention). */
+static const my_sql SQL_SESSION_LIST_ENDED = { MY_ST_SESSION_LIST_ENDED,
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_ended)"
+	" WHERE ended_us > 0 AND ended_us < ? ORDER BY ended_us, app, user, id LIMIT ?" };
+/* Only a session that has the flag (?1 = ?5) matches: with
+ * CLIENT_FOUND_ROWS, 0 rows means absent or already cleared. */
+static const my_sql SQL_SESSION_CLEAR_NOTICE = { MY_ST_SESSION_CLEAR_NOTICE,
+	"UPDATE memd_sessions SET flags = flags & ~?"
+	" WHERE app = ? AND user = ? AND id = ? AND (flags & ?) <> 0" };
+static const my_sql SQL_SESSION_END = { MY_ST_SESSION_END,
+	"UPDATE memd_sessions SET ended_us = ?, end_reason = ?"
+	" WHERE app = ? AND user = ? AND id = ? AND ended_us = 0" };
+static const my_sql SQL_SESSION_REOPEN = { MY_ST_SESSION_REOPEN,
+	"UPDATE memd_sessions SET ended_us = 0, end_reason = NULL"
+	" WHERE app = ? AND user = ? AND id = ?" };
+static const my_sql SQL_SESSION_USAGE = { MY_ST_SESSION_USAGE,
+	"UPDATE memd_sessions SET " MY_USAGE_ADD " WHERE app = ? AND user = ? AND id = ?" };
 /* ?4/?6/?8 say whether to change title / metadata / archived. */
 static const my_sql SQL_SESSION_UPDATE = { MY_ST_SESSION_UPDATE,
 	"UPDATE memd_sessions SET"
@@ -70,6 +120,10 @@ static const my_sql SQL_USER_ARTIFACTS_DELETE = { MY_ST_USER_ARTIFACTS_DELETE,
 	"DELETE FROM memd_artifacts WHERE app = ? AND user = ?" };
 static const my_sql SQL_USER_STATE_DELETE = { MY_ST_USER_STATE_DELETE,
 	"DELETE FROM memd_state_user WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_LANES_DELETE = { MY_ST_USER_LANES_DELETE,
+	"DELETE FROM memd_lanes WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_INBOX_DELETE = { MY_ST_USER_INBOX_DELETE,
+	"DELETE FROM memd_inbox WHERE app = ? AND user = ?" };
 
 /* ---- rows and copies ------------------------------------------------- */
 
@@ -82,12 +136,25 @@ static void session_from_row(const my_stmt *s, memd_session *out)
 	out->id = my_col_text(s, 2);
 	out->title = my_col_text(s, 3);
 	out->metadata_json = my_col_text(s, 4);
-	out->flags = (uint32_t)my_col_i64(s, 5) & MEMD_SESSION_ARCHIVED;
+	out->flags = (uint32_t)my_col_i64(s, 5) & SESSION_FLAGS;
 	out->created_us = my_col_i64(s, 6);
 	out->updated_us = my_col_i64(s, 7);
 	out->version = my_col_i64(s, 8);
 	out->last_seq = my_col_i64(s, 9);
 	out->summary_seq = my_col_i64(s, 10);
+	out->lane_key = my_col_text(s, 11);
+	out->origin_json = my_col_text(s, 12);
+	out->origin_platform = my_col_text(s, 13);
+	out->previous_session = my_col_text(s, 14);
+	out->start_reason = my_col_text(s, 15);
+	out->end_reason = my_col_text(s, 16);
+	out->ended_us = my_col_i64(s, 17);
+	out->input_tokens = my_col_i64(s, 18);
+	out->output_tokens = my_col_i64(s, 19);
+	out->cache_read_tokens = my_col_i64(s, 20);
+	out->cache_write_tokens = my_col_i64(s, 21);
+	out->cost_micro_usd = my_col_i64(s, 22);
+	out->last_prompt_tokens = my_col_i64(s, 23);
 }
 
 /* A session read inside a transaction, delivered after the commit. */
@@ -105,7 +172,9 @@ static void session_copy_clear(session_copy *c)
 static int32_t session_copy_make(const memd_session *src, session_copy *dst, memd_error *err)
 {
 	const char **slots[] = { &dst->s.app, &dst->s.user, &dst->s.id, &dst->s.title,
-				 &dst->s.metadata_json };
+				 &dst->s.metadata_json, &dst->s.lane_key, &dst->s.origin_json,
+				 &dst->s.origin_platform, &dst->s.previous_session,
+				 &dst->s.start_reason, &dst->s.end_reason };
 	size_t total = 0;
 	char *p;
 
@@ -211,11 +280,97 @@ int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
 	return my_query_i64(c, &SQL_SESSION_EXISTS, &p, ret_exists, &one, err);
 }
 
+int32_t my_session_add_usage(my_conn *c, const memd_scope *scope, const memd_usage *u,
+			     memd_error *err)
+{
+	my_params p;
+
+	my_params_init(&p);
+	my_param_usage(&p, u);
+	my_param_scope(&p, scope, 1);
+	return my_exec(c, &SQL_SESSION_USAGE, &p, NULL, err);
+}
+
+int32_t my_session_end(my_conn *c, const memd_scope *scope, const char *reason, int64_t now_us,
+		       memd_error *err)
+{
+	my_params p;
+
+	my_params_init(&p);
+	my_param_i64(&p, now_us);
+	my_param_text(&p, reason);
+	my_param_scope(&p, scope, 1);
+	return my_exec(c, &SQL_SESSION_END, &p, NULL, err);
+}
+
+int32_t my_session_reopen(my_conn *c, const memd_scope *scope, memd_error *err)
+{
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_scope(&p, scope, 1);
+	r = my_exec(c, &SQL_SESSION_REOPEN, &p, &s, err);
+	/* CLIENT_FOUND_ROWS: a match counts even when it was open already. */
+	if (r == 0 && my_affected(s) == 0)
+		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				   scope->session);
+	return r;
+}
+
 /* ---- create ----------------------------------------------------------- */
+
+int32_t my_session_check_new(const memd_session *s, memd_error *err)
+{
+	memd_scope scope = { .struct_size = sizeof(scope), .app = s->app, .user = s->user,
+			     .session = s->id };
+	int32_t r = pu_check_scope(&scope, 1, err);
+
+	if (r == 0 && s->metadata_json)
+		r = my_check_json_object("session metadata", s->metadata_json, err);
+	if (r < 0 || !SESSION_HAS(s, start_reason))
+		return r;
+	if (s->lane_key)
+		r = pu_check_id("session lane_key", s->lane_key, err);
+	if (r == 0 && s->origin_platform)
+		r = pu_check_id("session origin_platform", s->origin_platform, err);
+	if (r == 0 && s->previous_session)
+		r = pu_check_id("session previous_session", s->previous_session, err);
+	if (r == 0 && s->origin_json)
+		r = my_check_json_object("session origin", s->origin_json, err);
+	return r;
+}
+
+int32_t my_session_insert(my_conn *c, const memd_session *s, memd_error *err)
+{
+	int lifecycle = SESSION_HAS(s, start_reason);
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_text(&p, s->app);
+	my_param_text(&p, s->user);
+	my_param_text(&p, s->id);
+	my_param_text(&p, s->title);
+	my_param_text(&p, s->metadata_json ? s->metadata_json : EMPTY_OBJECT);
+	my_param_i64(&p, s->flags & SESSION_FLAGS);
+	my_param_i64(&p, s->created_us);
+	my_param_i64(&p, s->created_us);
+	my_param_text(&p, lifecycle ? s->lane_key : NULL);
+	my_param_text(&p, lifecycle ? s->origin_json : NULL);
+	my_param_text(&p, lifecycle ? s->origin_platform : NULL);
+	my_param_text(&p, lifecycle ? s->previous_session : NULL);
+	my_param_text(&p, lifecycle ? s->start_reason : NULL);
+	r = my_exec(c, &SQL_SESSION_INSERT, &p, NULL, err);
+	if (r == MEMD_ECONFLICT && c->last_errno == ER_DUP_ENTRY)
+		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
+				      s->id);
+	return r;
+}
 
 typedef struct create_ctx {
 	const memd_session *s;
-	const char *metadata;
 	const char *delta;
 	memd_scope scope;
 	session_copy out;
@@ -224,20 +379,8 @@ typedef struct create_ctx {
 static int32_t create_body(my_conn *c, void *arg, memd_error *err)
 {
 	create_ctx *x = arg;
-	my_params p;
-	int32_t r;
+	int32_t r = my_session_insert(c, x->s, err);
 
-	my_params_init(&p);
-	my_param_scope(&p, &x->scope, 1);
-	my_param_text(&p, x->s->title);
-	my_param_text(&p, x->metadata);
-	my_param_i64(&p, x->s->flags & MEMD_SESSION_ARCHIVED);
-	my_param_i64(&p, x->s->created_us);
-	my_param_i64(&p, x->s->created_us);
-	r = my_exec(c, &SQL_SESSION_INSERT, &p, NULL, err);
-	if (r == MEMD_ECONFLICT && c->last_errno == ER_DUP_ENTRY)
-		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
-				      x->s->id);
 	if (r == 0)
 		r = my_state_apply(c, &x->scope, x->delta, err);
 	if (r == 0)
@@ -258,11 +401,7 @@ int32_t my_session_create(void *inst, const memd_call *call, const memd_session 
 	x.delta = state_delta_json;
 	x.scope = (memd_scope){ .struct_size = sizeof(x.scope), .app = s->app, .user = s->user,
 				.session = s->id };
-	r = pu_check_scope(&x.scope, 1, err);
-	if (r < 0)
-		return r;
-	x.metadata = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
-	r = my_check_json_object("session metadata", x.metadata, err);
+	r = my_session_check_new(s, err);
 	if (r == 0)
 		r = my_state_check(state_delta_json, err);
 	if (r == 0)
@@ -307,17 +446,58 @@ typedef struct list_ctx {
 	const memd_session_sink *out;
 } list_ctx;
 
+/* The statement for q's filters and paging. */
+static const my_sql *list_query(const memd_session_query *q, const char *platform,
+				const char *lane)
+{
+	int before = q->before_created_us != 0;
+
+	if (lane)
+		return before ? &SQL_SESSION_LIST_LANE_BEFORE : &SQL_SESSION_LIST_LANE;
+	if (platform)
+		return before ? &SQL_SESSION_LIST_PLATFORM_BEFORE : &SQL_SESSION_LIST_PLATFORM;
+	return before ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST;
+}
+
+/* Deliver every row of the open statement s to x->out. */
+static int32_t deliver_rows(my_conn *c, my_stmt *s, my_store *store, const memd_call *call,
+			    const memd_session_sink *out, memd_error *err)
+{
+	uint64_t n = 0;
+	int32_t r;
+
+	while ((r = my_fetch(c, s, err)) == 1) {
+		memd_session row;
+		session_from_row(s, &row);
+		r = my_sink_result(out->session(out->userdata, &row), "session", err);
+		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
+			r = my_call_check(store, call, err);
+		if (r != 0)
+			break;
+	}
+	my_done(s);
+	return r > 0 ? 0 : r;
+}
+
 static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 {
 	list_ctx *x = arg;
 	const memd_session_query *q = x->q;
-	uint64_t n = 0;
+	const char *platform = QUERY_HAS(q, origin_platform) ? q->origin_platform : NULL;
+	const char *lane = QUERY_HAS(q, lane_key) ? q->lane_key : NULL;
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
 
 	my_params_init(&p);
 	my_param_scope(&p, x->scope, 0);
+	if (lane) {
+		my_param_text(&p, lane);
+		my_param_text(&p, platform);
+		my_param_text(&p, platform);
+	} else if (platform) {
+		my_param_text(&p, platform);
+	}
 	my_param_i64(&p, (q->flags & MEMD_SQ_INCLUDE_ARCHIVED) ? 1 : 0);
 	my_param_i64(&p, MEMD_SESSION_ARCHIVED);
 	if (q->before_created_us) {
@@ -327,17 +507,10 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 		my_param_text(&p, q->before_id ? q->before_id : "");
 	}
 	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
-	r = my_exec(c, q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST, &p,
-		    &s, err);
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_session row;
-		session_from_row(s, &row);
-		r = my_sink_result(x->out->session(x->out->userdata, &row), "session", err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	return r > 0 ? 0 : r;
+	r = my_exec(c, list_query(q, platform, lane), &p, &s, err);
+	if (r == 0)
+		r = deliver_rows(c, s, x->store, x->call, x->out, err);
+	return r;
 }
 
 int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *scope,
@@ -356,7 +529,50 @@ int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (q->before_created_us && q->before_id &&
 	    (r = pu_check_id("before_id", q->before_id, err)) < 0)
 		return r;
+	if (QUERY_HAS(q, origin_platform) && q->origin_platform &&
+	    (r = pu_check_id("origin_platform", q->origin_platform, err)) < 0)
+		return r;
+	if (QUERY_HAS(q, lane_key) && q->lane_key &&
+	    (r = pu_check_id("lane_key", q->lane_key, err)) < 0)
+		return r;
 	return my_run(inst, call, MY_AUTOCOMMIT, list_body, &x, err);
+}
+
+typedef struct ended_ctx {
+	my_store *store;
+	const memd_call *call;
+	int64_t before_us;
+	uint32_t limit;
+	const memd_session_sink *out;
+} ended_ctx;
+
+static int32_t ended_body(my_conn *c, void *arg, memd_error *err)
+{
+	ended_ctx *x = arg;
+	my_stmt *s = NULL;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_i64(&p, x->before_us);
+	my_param_u64(&p, x->limit);
+	r = my_exec(c, &SQL_SESSION_LIST_ENDED, &p, &s, err);
+	if (r == 0)
+		r = deliver_rows(c, s, x->store, x->call, x->out, err);
+	return r;
+}
+
+int32_t my_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
+			      uint32_t limit, const memd_session_sink *out, memd_error *err)
+{
+	ended_ctx x = { .store = inst, .call = call, .before_us = ended_before_us,
+			.limit = limit, .out = out };
+
+	if (!out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "session sink is missing");
+	if (limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "ended session list limit must be > 0");
+	return my_run(inst, call, MY_AUTOCOMMIT, ended_body, &x, err);
 }
 
 /* ---- update ------------------------------------------------------------ */
@@ -367,6 +583,33 @@ typedef struct update_ctx {
 	session_copy out;
 } update_ctx;
 
+/* Clear scope's NOTICE flag, leaving updated_us and the version: only
+ * one of several racing callers finds it set (the row lock orders them,
+ * and each re-reads the committed flags), the others get MEMD_ECONFLICT. */
+static int32_t clear_notice(my_conn *c, const memd_scope *scope, memd_error *err)
+{
+	my_stmt *s = NULL;
+	int exists = 0;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	my_param_i64(&p, MEMD_SESSION_NOTICE);
+	my_param_scope(&p, scope, 1);
+	my_param_i64(&p, MEMD_SESSION_NOTICE);
+	r = my_exec(c, &SQL_SESSION_CLEAR_NOTICE, &p, &s, err);
+	if (r < 0 || my_affected(s) == 1)
+		return r;
+	r = my_session_exists(c, scope, &exists, err);
+	if (r < 0)
+		return r;
+	if (!exists)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' not found",
+				      scope->session);
+	return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' has no notice to clear",
+			      scope->session);
+}
+
 static int32_t update_body(my_conn *c, void *arg, memd_error *err)
 {
 	update_ctx *x = arg;
@@ -375,6 +618,13 @@ static int32_t update_body(my_conn *c, void *arg, memd_error *err)
 	my_params p;
 	int32_t r;
 
+	if (u->fields & MEMD_PATCH_CLEAR_NOTICE) {
+		r = clear_notice(c, x->scope, err);
+		if (r == 0 && !(u->fields & ~MEMD_PATCH_CLEAR_NOTICE))
+			return read_session(c, x->scope, &x->out, NULL, err);
+		if (r < 0)
+			return r;
+	}
 	my_params_init(&p);
 	my_param_i64(&p, (u->fields & MEMD_PATCH_TITLE) != 0);
 	my_param_text(&p, u->title);
@@ -406,7 +656,8 @@ int32_t my_session_update(void *inst, const memd_call *call, const memd_scope *s
 		return r;
 	if (!p || !out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch or sink is missing");
-	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED))
+	if (p->fields & ~(MEMD_PATCH_TITLE | MEMD_PATCH_METADATA | MEMD_PATCH_ARCHIVED |
+			  MEMD_PATCH_CLEAR_NOTICE))
 		return memd_error_set(err, MEMD_EINVAL, 0, "session patch has unknown fields 0x%x",
 				      (unsigned)p->fields);
 	if ((p->fields & MEMD_PATCH_METADATA) && p->metadata_json) {
@@ -485,6 +736,10 @@ static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 		r = delete_scoped(c, &SQL_USER_ARTIFACTS_DELETE, user, 0, NULL, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_USER_STATE_DELETE, user, 0, &n_keys, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_LANES_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_INBOX_DELETE, user, 0, NULL, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
 	if (r == 0 && (n_sessions || n_keys))
 		r = my_feed_tombstone(c, MEMD_FEED_DELETE_USER, user, err);

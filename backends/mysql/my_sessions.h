@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * my_sessions: sessions of the MariaDB store (create, get, list, update,
- * delete) and user_delete, plus the session-row helpers append and the
- * artifact ops use inside their transactions.
+ * delete, the ended ones for retention) and user_delete, plus the
+ * session-row helpers append, the artifact ops and lane_write use inside
+ * their transactions.
  */
 #ifndef MEMD_MY_SESSIONS_H
 #define MEMD_MY_SESSIONS_H
@@ -30,6 +31,27 @@ int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_sessio
 int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
 			  memd_error *err);
 
+/* The checks of a session to create (ids, metadata and origin JSON
+ * objects, the lifecycle members when s->struct_size covers them):
+ * 0 or MEMD_EINVAL. */
+int32_t my_session_check_new(const memd_session *s, memd_error *err);
+/* Inside a transaction on c: insert s (checked by my_session_check_new)
+ * at version 0 with updated_us = created_us, its flags and, when its
+ * struct_size covers them, its lifecycle members; MEMD_ECONFLICT if the
+ * id exists in (app, user). */
+int32_t my_session_insert(my_conn *c, const memd_session *s, memd_error *err);
+/* Inside a transaction on c: add u (checked by my_usage_check) to scope's
+ * session's sums; a missing session is no error (nothing changes). */
+int32_t my_session_add_usage(my_conn *c, const memd_scope *scope, const memd_usage *u,
+			     memd_error *err);
+/* Inside a transaction on c: mark scope's session ended (ended_us =
+ * now_us, end_reason = reason) if it exists and is open; else nothing. */
+int32_t my_session_end(my_conn *c, const memd_scope *scope, const char *reason, int64_t now_us,
+		       memd_error *err);
+/* Inside a transaction on c: reopen scope's session (ended_us 0, no end
+ * reason); MEMD_ENOTFOUND if it does not exist. */
+int32_t my_session_reopen(my_conn *c, const memd_scope *scope, memd_error *err);
+
 /* memd_store_ops members; see api/memd/store.h. inst is the my_store. */
 int32_t my_session_create(void *inst, const memd_call *call, const memd_session *s,
 			  const char *state_delta_json, const memd_session_sink *out,
@@ -44,6 +66,8 @@ int32_t my_session_update(void *inst, const memd_call *call, const memd_scope *s
 			  memd_error *err);
 int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *scope,
 			  memd_error *err);
+int32_t my_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
+			      uint32_t limit, const memd_session_sink *out, memd_error *err);
 int32_t my_user_delete(void *inst, const memd_call *call, const memd_scope *scope,
 		       memd_error *err);
 

@@ -16,10 +16,14 @@
 #include "my_db.h"
 #include "my_events.h"
 #include "my_feed.h"
+#include "my_lanes.h"
 #include "my_sessions.h"
 #include "my_state.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
+/* The lanes, a session's lifecycle members and append usage are 1.2's:
+ * the host gives usage to an append only for a store of minor >= 2. */
+#define MY_ABI_MINOR_NEEDED 2
 #define MY_WHERE_MAX 320 /* host:port or socket path, for the log */
 
 /* Live instances of this plugin in the process. The client library's
@@ -97,12 +101,21 @@ static const memd_store_ops store_ops = {
 	.cursor_get = my_cursor_get,
 	.cursor_set = my_cursor_set,
 	.ping = my_ping,
+	.lane_get = my_lane_get,
+	.lane_write = my_lane_write,
+	.lane_list = my_lane_list,
+	.lane_delete = my_lane_delete,
+	.lane_prune = my_lane_prune,
+	.inbox_put = my_inbox_put,
+	.inbox_take = my_inbox_take,
+	.inbox_list = my_inbox_list,
+	.session_list_ended = my_session_list_ended,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 0,
+	.abi_minor = MY_ABI_MINOR_NEEDED,
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "mysql",
