@@ -12,6 +12,8 @@
  * own (memd_p<pid>_<n>, created by the plugin, dropped at the end).
  */
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <criterion/criterion.h>
 #include <mysql.h>
 #include <netinet/in.h>
@@ -725,5 +727,420 @@ Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
 		free(g.text[i]);
 		free(g.id[i]);
 	}
+	close_inst(&in);
+}
+
+/* ---- lanes: the schema migration and races on one server ------------------- */
+
+#define RACERS 8          /* threads racing one lane (the pool has as many connections) */
+#define INBOX_ITEMS 40    /* items the racing takers share */
+#define LEASE_US (3600LL * US_PER_SEC)
+
+/* The statements that take a version 2 database back to version 1, as a
+ * memd before lanes left it (the reverse of the plugin's step 2). */
+static const char *const DOWNGRADE_TO_1[] = {
+	"DROP TABLE memd_lanes",
+	"DROP TABLE memd_inbox",
+	"ALTER TABLE memd_sessions DROP KEY memd_sessions_by_platform,"
+	" DROP KEY memd_sessions_by_lane, DROP KEY memd_sessions_by_ended,"
+	" DROP COLUMN lane_key, DROP COLUMN origin, DROP COLUMN origin_platform,"
+	" DROP COLUMN previous_session, DROP COLUMN start_reason, DROP COLUMN end_reason,"
+	" DROP COLUMN ended_us, DROP COLUMN input_tokens, DROP COLUMN output_tokens,"
+	" DROP COLUMN cache_read_tokens, DROP COLUMN cache_write_tokens,"
+	" DROP COLUMN cost_micro_usd, DROP COLUMN last_prompt_tokens",
+	"DELETE FROM memd_schema WHERE version > 1",
+	NULL,
+};
+
+typedef struct kept_session {
+	memd_session s;
+	char lane_key[MEMD_ID_MAX + 1];
+	int has_lane_key;
+	int n;
+} kept_session;
+
+static int32_t keep_session(void *ud, const memd_session *s)
+{
+	kept_session *k = ud;
+	k->s = *s;
+	k->has_lane_key = s->lane_key != NULL;
+	snprintf(k->lane_key, sizeof(k->lane_key), "%s", s->lane_key ? s->lane_key : "");
+	k->s.app = k->s.user = k->s.id = k->s.title = k->s.metadata_json = NULL;
+	k->s.lane_key = k->s.origin_json = k->s.origin_platform = k->s.previous_session = NULL;
+	k->s.start_reason = k->s.end_reason = NULL;
+	k->n++;
+	return 0;
+}
+
+typedef struct kept_lane {
+	memd_lane l;
+	int n;
+} kept_lane;
+
+static int32_t keep_lane(void *ud, const memd_lane *l)
+{
+	kept_lane *k = ud;
+	k->l = *l;
+	k->l.app = k->l.user = k->l.key = k->l.session = k->l.origin_json = NULL;
+	k->l.resume_reason = k->l.reset_reason = k->l.previous_session = k->l.turn_id = NULL;
+	k->n++;
+	return 0;
+}
+
+static int32_t get_session(inst *in, const char *id, kept_session *k)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = id };
+	memd_session_sink sink = { .struct_size = sizeof(sink), .userdata = k,
+				   .session = keep_session };
+	memset(k, 0, sizeof(*k));
+	return in->ops->session_get(in->h, &call, &sc, &sink, &in->err);
+}
+
+/* A lane (a, u, key) on session, with turn (NULL = none); the caller
+ * fills in flags and the rest. */
+static memd_lane lane_of(const char *key, const char *session, const char *turn)
+{
+	return (memd_lane){ .struct_size = sizeof(memd_lane), .app = "a", .user = "u",
+			    .key = key, .session = session, .updated_us = T0,
+			    .turn_id = turn, .turn_started_us = turn ? T0 : 0,
+			    .turn_lease_until_us = turn ? T0 + LEASE_US : 0 };
+}
+
+static int32_t write_lane(inst *in, memd_error *err, const memd_lane *l, uint32_t flags,
+			  int64_t expected, const memd_session *create, const memd_usage *u,
+			  kept_lane *out)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	kept_lane ignored = { 0 };
+	memd_lane_sink sink = { .struct_size = sizeof(sink), .userdata = out ? out : &ignored,
+				.lane = keep_lane };
+	memd_lane_write w = { .struct_size = sizeof(w), .flags = flags,
+			      .expected_version = expected, .lane = l, .create_session = create,
+			      .usage = u, .now_us = T0 };
+	return in->ops->lane_write(in->h, &call, &w, &sink, err);
+}
+
+Test(mysql, schema_1_database_migrates_to_lanes)
+{
+	char yaml[TEXT_MAX];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_usage u = { .struct_size = sizeof(u), .input_tokens = 7, .last_prompt_tokens = 5 };
+	memd_append ap = { .struct_size = sizeof(ap), .state_delta_json = "{\"k\":1}",
+			   .now_us = T0, .usage = &u };
+	memd_append_result res = { .struct_size = sizeof(res) };
+	memd_lane l = lane_of("telegram:dm:1", "old", NULL);
+	kept_session k;
+	kept_lane kl = { 0 };
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	/* A database of schema version 1 with a session in it. */
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_1[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_1[i]);
+	mysql_close(m);
+
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "opening a version 1 database: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 2"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 2,"), "the store does not say it is at version 2");
+	/* The old session reads as open, made by no lane, with no usage. */
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_geq(k.s.struct_size, offsetof(memd_session, last_prompt_tokens) + sizeof(int64_t));
+	cr_assert_eq(k.s.ended_us, 0);
+	cr_assert_eq(k.has_lane_key, 0);
+	cr_assert_eq(k.s.input_tokens + k.s.last_prompt_tokens, 0);
+	/* Lanes work on it, and an append's usage reaches the session and
+	 * the lane whose session it is. */
+	cr_assert_not_null(in.ops->lane_write);
+	r = write_lane(&in, &in.err, &l, MEMD_LW_CREATE, 0, NULL, NULL, &kl);
+	cr_assert_eq(r, 0, "lane create: %s", in.err.msg);
+	cr_assert_eq(kl.l.version, 1);
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "append with usage: %s", in.err.msg);
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.input_tokens, 7);
+	cr_assert_eq(k.s.last_prompt_tokens, 5);
+	{
+		memd_scope us = { .struct_size = sizeof(us), .app = "a", .user = "u" };
+		memd_lane_sink sink = { .struct_size = sizeof(sink), .userdata = &kl,
+					.lane = keep_lane };
+		r = in.ops->lane_get(in.h, &call, &us, "telegram:dm:1", &sink, &in.err);
+		cr_assert_eq(r, 0, "%s", in.err.msg);
+		cr_assert_eq(kl.l.input_tokens, 7, "the lane's sum: %lld",
+			     (long long)kl.l.input_tokens);
+		cr_assert_eq(kl.l.version, 1, "append usage moved the lane's version");
+	}
+	close_inst(&in);
+
+	/* A step cut off before it was recorded runs again over what it
+	 * already did. */
+	m = raw_connect(dbname);
+	raw_sql(m, "DELETE FROM memd_schema WHERE version > 1");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "the step again over its own work: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 2"));
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.input_tokens, 7, "the second run lost data");
+	close_inst(&in);
+}
+
+/* ---- racers ------------------------------------------------------------------ */
+
+typedef struct race {
+	inst *in;
+	pthread_barrier_t start;
+	int32_t rc[RACERS];
+	memd_error err[RACERS];
+	/* for the inbox takers */
+	char taken[RACERS][INBOX_ITEMS][16];
+	int n_taken[RACERS];
+} race;
+
+typedef struct racer {
+	race *r;
+	int i;
+} racer;
+
+static void run_racers(race *rc, void *(*fn)(void *))
+{
+	pthread_t t[RACERS];
+	racer args[RACERS];
+
+	cr_assert_eq(pthread_barrier_init(&rc->start, NULL, RACERS), 0);
+	for (int i = 0; i < RACERS; i++) {
+		args[i] = (racer){ .r = rc, .i = i };
+		rc->err[i] = (memd_error){ .struct_size = sizeof(memd_error) };
+		cr_assert_eq(pthread_create(&t[i], NULL, fn, &args[i]), 0);
+	}
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&rc->start);
+}
+
+/* The outcome of the racers: exactly one 0, every other MEMD_ECONFLICT. */
+static void assert_one_winner(const race *rc, const char *what)
+{
+	int won = 0;
+
+	for (int i = 0; i < RACERS; i++) {
+		cr_assert(rc->rc[i] == 0 || rc->rc[i] == MEMD_ECONFLICT, "%s: racer %d got %d (%s)",
+			  what, i, rc->rc[i], rc->err[i].msg);
+		won += rc->rc[i] == 0;
+	}
+	cr_assert_eq(won, 1, "%s: %d racers won", what, won);
+}
+
+static void open_racing(inst *in)
+{
+	char yaml[TEXT_MAX], extra[32];
+
+	snprintf(extra, sizeof(extra), "pool: %d", RACERS);
+	yaml_for(yaml, sizeof(yaml), extra);
+	cr_assert_eq(open_yaml(in, yaml), 0, "%s", in->err.msg);
+	cr_assert_not_null(in->ops->lane_write, "the store has no lanes");
+}
+
+static void *create_racer(void *arg)
+{
+	racer *a = arg;
+	char id[16];
+	memd_session s;
+	memd_lane l;
+
+	snprintf(id, sizeof(id), "s%d", a->i);
+	s = (memd_session){ .struct_size = sizeof(s), .app = "a", .user = "u", .id = id,
+			    .created_us = T0, .lane_key = "k" };
+	l = lane_of("k", id, NULL);
+	pthread_barrier_wait(&a->r->start);
+	a->r->rc[a->i] = write_lane(a->r->in, &a->r->err[a->i], &l, MEMD_LW_CREATE, 0, &s, NULL,
+				    NULL);
+	return NULL;
+}
+
+static void *update_racer(void *arg)
+{
+	racer *a = arg;
+	memd_lane l = lane_of("k", "s0", NULL);
+
+	l.interruptions = (uint32_t)a->i + 1;
+	pthread_barrier_wait(&a->r->start);
+	a->r->rc[a->i] = write_lane(a->r->in, &a->r->err[a->i], &l, 0, 1, NULL, NULL, NULL);
+	return NULL;
+}
+
+static int32_t count_session(void *ud, const memd_session *s)
+{
+	(void)s;
+	(*(int *)ud)++;
+	return 0;
+}
+
+Test(mysql, racing_lane_creates_and_updates_have_one_winner)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope us = { .struct_size = sizeof(us), .app = "a", .user = "u" };
+	memd_session_query q = { .struct_size = sizeof(q), .limit = 100, .lane_key = "k" };
+	int n = 0;
+	memd_session_sink sink = { .struct_size = sizeof(sink), .userdata = &n,
+				   .session = count_session };
+	race rc = { 0 };
+	inst in;
+	int32_t r;
+
+	open_racing(&in);
+	rc.in = &in;
+	/* One new key, every racer creating it with a session of its own:
+	 * one lane, one session. */
+	run_racers(&rc, create_racer);
+	assert_one_winner(&rc, "create");
+	r = in.ops->session_list(in.h, &call, &us, &q, &sink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(n, 1, "%d sessions were created for one lane", n);
+	/* Every racer writing at version 1: one write, version 2. */
+	{
+		memd_lane l = lane_of("k", "s0", NULL);
+		kept_lane kl = { 0 };
+		memset(&rc, 0, sizeof(rc));
+		rc.in = &in;
+		run_racers(&rc, update_racer);
+		assert_one_winner(&rc, "update at version 1");
+		r = write_lane(&in, &in.err, &l, 0, 1, NULL, NULL, &kl);
+		cr_assert_eq(r, MEMD_ECONFLICT, "a stale version was written: %d", r);
+		memd_lane_sink ls = { .struct_size = sizeof(ls), .userdata = &kl, .lane = keep_lane };
+		r = in.ops->lane_get(in.h, &call, &us, "k", &ls, &in.err);
+		cr_assert_eq(r, 0, "%s", in.err.msg);
+		cr_assert_eq(kl.l.version, 2);
+		cr_assert_neq(kl.l.interruptions, 0);
+	}
+	close_inst(&in);
+}
+
+static void *notice_racer(void *arg)
+{
+	racer *a = arg;
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "n" };
+	memd_session_update p = { .struct_size = sizeof(p), .fields = MEMD_PATCH_CLEAR_NOTICE,
+				  .now_us = T0 + 1 };
+	kept_session k;
+	memd_session_sink sink = { .struct_size = sizeof(sink), .userdata = &k,
+				   .session = keep_session };
+
+	pthread_barrier_wait(&a->r->start);
+	a->r->rc[a->i] = a->r->in->ops->session_update(a->r->in->h, &call, &sc, &p, &sink,
+						       &a->r->err[a->i]);
+	return NULL;
+}
+
+Test(mysql, racing_notice_clears_have_one_winner)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_session s = { .struct_size = sizeof(s), .flags = MEMD_SESSION_NOTICE, .app = "a",
+			   .user = "u", .id = "n", .created_us = T0, .start_reason = "idle" };
+	kept_session k;
+	memd_session_sink sink = { .struct_size = sizeof(sink), .userdata = &k,
+				   .session = keep_session };
+	race rc = { 0 };
+	inst in;
+	int32_t r;
+
+	open_racing(&in);
+	rc.in = &in;
+	memset(&k, 0, sizeof(k));
+	r = in.ops->session_create(in.h, &call, &s, NULL, &sink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert(k.s.flags & MEMD_SESSION_NOTICE, "the notice was not stored");
+	run_racers(&rc, notice_racer);
+	assert_one_winner(&rc, "clear notice");
+	r = get_session(&in, "n", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.flags & MEMD_SESSION_NOTICE, 0);
+	cr_assert_eq(k.s.updated_us, T0, "clearing the notice moved updated_us");
+	cr_assert_eq(k.s.version, 0, "clearing the notice moved the version");
+	close_inst(&in);
+}
+
+static int32_t keep_item(void *ud, const memd_inbox_item *i)
+{
+	char *id = ud;
+	snprintf(id, 16, "%s", i->id);
+	return 0;
+}
+
+static void *take_racer(void *arg)
+{
+	racer *a = arg;
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope us = { .struct_size = sizeof(us), .app = "a", .user = "u" };
+
+	pthread_barrier_wait(&a->r->start);
+	for (;;) {
+		char id[16] = "";
+		uint32_t depth = 0;
+		memd_inbox_sink sink = { .struct_size = sizeof(sink), .userdata = id,
+					 .item = keep_item };
+		int32_t r = a->r->in->ops->inbox_take(a->r->in->h, &call, &us, "k", "turn1", T0,
+						      &sink, &depth, &a->r->err[a->i]);
+		a->r->rc[a->i] = r;
+		if (r < 0 || !id[0] || a->r->n_taken[a->i] == INBOX_ITEMS)
+			break;
+		memcpy(a->r->taken[a->i][a->r->n_taken[a->i]++], id, sizeof(id));
+	}
+	return NULL;
+}
+
+Test(mysql, racing_inbox_takers_get_each_item_once_in_order)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope us = { .struct_size = sizeof(us), .app = "a", .user = "u" };
+	memd_lane l = lane_of("k", "s", "turn1");
+	int seen[INBOX_ITEMS] = { 0 };
+	race rc = { 0 };
+	inst in;
+	int32_t r;
+
+	open_racing(&in);
+	rc.in = &in;
+	r = write_lane(&in, &in.err, &l, MEMD_LW_CREATE, 0, NULL, NULL, NULL);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	for (int i = 0; i < INBOX_ITEMS; i++) {
+		char id[16];
+		uint32_t depth = 0;
+		snprintf(id, sizeof(id), "m%03d", i);
+		memd_inbox_item it = { .struct_size = sizeof(it), .mode = MEMD_INBOX_QUEUE, .id = id,
+				       .body_json = "{\"text\":\"hi\"}", .created_us = T0 };
+		r = in.ops->inbox_put(in.h, &call, &us, "k", &it, &depth, &in.err);
+		cr_assert_eq(r, 0, "%s", in.err.msg);
+		cr_assert_eq(depth, (uint32_t)i + 1);
+	}
+	run_racers(&rc, take_racer);
+	for (int t = 0; t < RACERS; t++) {
+		cr_assert_eq(rc.rc[t], 0, "taker %d: %s", t, rc.err[t].msg);
+		for (int j = 0; j < rc.n_taken[t]; j++) {
+			int n = atoi(rc.taken[t][j] + 1);
+			cr_assert(n >= 0 && n < INBOX_ITEMS);
+			seen[n]++;
+			/* One taker's items come in put order. */
+			if (j > 0)
+				cr_assert_lt(strcmp(rc.taken[t][j - 1], rc.taken[t][j]), 0,
+					     "taker %d got %s after %s", t, rc.taken[t][j],
+					     rc.taken[t][j - 1]);
+		}
+	}
+	for (int i = 0; i < INBOX_ITEMS; i++)
+		cr_assert_eq(seen[i], 1, "item %d was taken %d times", i, seen[i]);
 	close_inst(&in);
 }
