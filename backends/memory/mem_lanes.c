@@ -20,6 +20,10 @@
 
 /* The lane_write flags this store knows. */
 #define MEM_LW_KNOWN (MEMD_LW_CREATE | MEMD_LW_CLEAR_INBOX | MEMD_LW_FEED_FINALIZE)
+/* The lane flags a store keeps (every MEMD_LANE_* of 1.2). */
+#define MEM_LANE_FLAGS_KNOWN                                                        \
+	(MEMD_LANE_SUSPENDED | MEMD_LANE_RESUME_PENDING | MEMD_LANE_FINALIZED |     \
+	 MEMD_LANE_FRESH_RESET | MEMD_LANE_RESET_HAD_ACTIVITY)
 
 /* One waiting message. */
 typedef struct mem_inbox_entry {
@@ -505,6 +509,9 @@ static int32_t mem_lane_write_check(const memd_lane_write *w, mem_lane_plan *p, 
 	l = w->lane;
 	if (!l || !MEM_HAS(l, finalize_claim_until_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "lane record is missing or too small");
+	if (l->flags & ~MEM_LANE_FLAGS_KNOWN)
+		return memd_error_set(err, MEMD_EINVAL, 0, "unknown lane flags 0x%x",
+				      (unsigned)(l->flags & ~MEM_LANE_FLAGS_KNOWN));
 	if ((r = pu_check_id("app", l->app, err)) < 0 || (r = pu_check_id("user", l->user, err)) < 0 ||
 	    (r = pu_check_id("lane key", l->key, err)) < 0 ||
 	    (r = pu_check_id("lane session", l->session, err)) < 0 ||
@@ -822,8 +829,8 @@ int32_t mem_lane_prune(void *inst, const memd_call *call, int64_t updated_before
 
 	if ((r = mem_begin(st, call, err)) < 0)
 		return r;
-	if (limit == 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "lane prune limit must be > 0");
+	if (!ret_count)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
 	pthread_mutex_lock(&st->lock);
 	while (i < st->all_lanes.n && count < limit) {
 		mem_lane *l = st->all_lanes.v[i];
@@ -842,8 +849,7 @@ int32_t mem_lane_prune(void *inst, const memd_call *call, int64_t updated_before
 	}
 	pu_rows_read(call, examined);
 	pthread_mutex_unlock(&st->lock);
-	if (ret_count)
-		*ret_count = count;
+	*ret_count = count;
 	return 0;
 }
 
@@ -863,6 +869,8 @@ int32_t mem_inbox_put(void *inst, const memd_call *call, const memd_scope *scope
 		return r;
 	if (!item || !MEM_HAS(item, created_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "inbox item is missing or too small");
+	if (!ret_depth)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output depth");
 	if (item->mode != MEMD_INBOX_INTERRUPT && item->mode != MEMD_INBOX_QUEUE)
 		return memd_error_set(err, MEMD_EINVAL, 0, "unknown inbox mode %u", item->mode);
 	if ((r = pu_check_id("inbox item id", item->id, err)) < 0)
@@ -901,7 +909,7 @@ int32_t mem_inbox_put(void *inst, const memd_call *call, const memd_scope *scope
 	}
 	pthread_mutex_unlock(&st->lock);
 	mem_inbox_entry_free(e);
-	if (r == 0 && ret_depth)
+	if (r == 0)
 		*ret_depth = depth;
 	return r;
 }
@@ -920,8 +928,8 @@ int32_t mem_inbox_take(void *inst, const memd_call *call, const memd_scope *scop
 	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_lane_scope(scope, key, err)) < 0 ||
 	    (r = pu_check_id("turn id", turn_id, err)) < 0)
 		return r;
-	if (!out || !out->item)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no inbox sink");
+	if (!out || !out->item || !ret_depth)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no inbox sink or output depth");
 	pthread_mutex_lock(&st->lock);
 	if ((r = mem_lane_require(st, scope, key, &l, err)) < 0)
 		goto out;
@@ -964,7 +972,7 @@ int32_t mem_inbox_take(void *inst, const memd_call *call, const memd_scope *scop
 out:
 	pthread_mutex_unlock(&st->lock);
 	mem_inbox_entry_free(e);
-	if (r == 0 && ret_depth)
+	if (r == 0)
 		*ret_depth = depth;
 	return r;
 }
