@@ -1597,3 +1597,66 @@ Test(lanes, durable_across_reopen)
 	take_expect(KEY, "t1", T0 + 1, "a", 1);
 	take_expect(KEY, "t1", T0 + 1, "b", 0);
 }
+
+#define BIG_USERS 3
+#define BIG_LANES 40          /* per user */
+#define BIG_PAGE 5
+/* How many rows beyond those returned a listing may examine. */
+#define ROWS_SLACK 8
+
+/* Assert a listing delivered BIG_PAGE lanes having examined few rows. */
+static void assert_page_cheap(memd_lane_query *q, const char *what)
+{
+	conf_lanes l = { 0 };
+	int32_t r;
+
+	q->limit = BIG_PAGE;
+	st->rows_read = 0;
+	r = conf_lane_list(st, q, &l);
+	cr_assert_eq(r, 0, "%s: %s", what, st->err.msg);
+	cr_assert_eq(l.n, BIG_PAGE, "%s: %zu lanes", what, l.n);
+	cr_assert_geq(st->rows_read, BIG_PAGE, "%s: rows_read %llu: the store does not count rows",
+		      what, (unsigned long long)st->rows_read);
+	cr_assert_leq(st->rows_read, BIG_PAGE + ROWS_SLACK, "%s examined %llu rows of %d", what,
+		      (unsigned long long)st->rows_read, 2 * BIG_USERS * BIG_LANES);
+	conf_lanes_clear(&l);
+}
+
+Test(lanes, lane_list_rows_read_bounded)
+{
+	static const char *const users[BIG_USERS] = { "ua", "ub", "uc" };
+	static const char *const apps[2] = { APP, APP2 };
+	memd_lane_query q;
+
+	for (int a = 0; a < 2; a++)
+		for (int u = 0; u < BIG_USERS; u++) {
+			session_ok(apps[a], users[u], "s", T0);
+			for (int k = 0; k < BIG_LANES; k++) {
+				char key[32];
+				conf_lane l;
+				snprintf(key, sizeof(key), "k%03d", k);
+				/* Interleaved activity times across users and apps. */
+				l = lane_create_ok(apps[a], users[u], key, "s",
+						   T0 + (int64_t)(k * BIG_USERS + u) * 2 + a);
+				conf_lane_clear(&l);
+			}
+		}
+
+	q = (memd_lane_query){ .app = APP, .user = "ub" };
+	assert_page_cheap(&q, "a user's newest");
+	q = (memd_lane_query){ .app = APP, .user = "ub", .before_updated_us = T0 + 60,
+			       .before_app = APP, .before_user = "ub", .before_key = "k010" };
+	assert_page_cheap(&q, "a user's page in the middle");
+	q = (memd_lane_query){ .app = APP2 };
+	assert_page_cheap(&q, "an app's newest");
+	q = (memd_lane_query){ .app = APP, .before_updated_us = T0 + 100, .before_app = APP,
+			       .before_user = "ua", .before_key = "k999" };
+	assert_page_cheap(&q, "an app's page in the middle");
+	q = (memd_lane_query){ .app = NULL };
+	assert_page_cheap(&q, "every app's newest");
+	q = (memd_lane_query){ .updated_before_us = T0 + 50 };
+	assert_page_cheap(&q, "every app's idle since");
+	q = (memd_lane_query){ .updated_after_us = T0 + 100, .before_updated_us = T0 + 150,
+			       .before_app = APP2, .before_user = "uc", .before_key = "k000" };
+	assert_page_cheap(&q, "every app's page in a window");
+}
