@@ -1660,3 +1660,42 @@ Test(lanes, lane_list_rows_read_bounded)
 			       .before_app = APP2, .before_user = "uc", .before_key = "k000" };
 	assert_page_cheap(&q, "every app's page in a window");
 }
+
+#define UNKNOWN_LW_FLAG 0x80000000u /* a lane write flag no store.h defines */
+
+Test(lanes, bad_lane_input_is_refused)
+{
+	char too_long[MEMD_ID_MAX + 2];
+	const char *const bad_keys[] = { "", "tab\there", too_long };
+	memd_lane l = lane_rec(APP, USER, KEY, "s1", T0);
+	memd_lane_write w = { .flags = MEMD_LW_CREATE, .lane = &l, .now_us = T0 };
+	conf_lanes all = { 0 };
+	memd_lane_query q = { .limit = 10 };
+	int32_t r;
+
+	memset(too_long, 'k', sizeof(too_long) - 1);
+	too_long[sizeof(too_long) - 1] = '\0';
+	session_ok(APP, USER, "s1", T0);
+	w.lane = NULL;
+	r = conf_lane_write(st, &w, NULL);
+	cr_assert_eq(r, MEMD_EINVAL, "a write without a lane gave %d", r);
+	w.lane = &l;
+	w.flags = MEMD_LW_CREATE | UNKNOWN_LW_FLAG;
+	r = conf_lane_write(st, &w, NULL);
+	cr_assert_eq(r, MEMD_EINVAL, "an unknown write flag gave %d", r);
+	w.flags = MEMD_LW_CREATE;
+	for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++) {
+		l.key = bad_keys[i];
+		r = conf_lane_write(st, &w, NULL);
+		cr_assert_eq(r, MEMD_EINVAL, "lane key '%.16s' gave %d", bad_keys[i], r);
+		r = conf_lane_get(st, APP, USER, bad_keys[i], NULL);
+		cr_assert_eq(r, MEMD_EINVAL, "lane_get of key '%.16s' gave %d", bad_keys[i], r);
+	}
+	l.key = KEY;
+	l.session = NULL;
+	r = conf_lane_write(st, &w, NULL);
+	cr_assert_eq(r, MEMD_EINVAL, "a lane without a session gave %d", r);
+	cr_assert_eq(conf_lane_list(st, &q, &all), 0, "%s", st->err.msg);
+	cr_assert_eq(all.n, 0, "a refused write stored a lane");
+	conf_lanes_clear(&all);
+}
