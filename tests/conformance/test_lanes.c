@@ -1699,3 +1699,108 @@ Test(lanes, bad_lane_input_is_refused)
 	cr_assert_eq(all.n, 0, "a refused write stored a lane");
 	conf_lanes_clear(&all);
 }
+
+#define RMW_THREADS 4
+#define RMW_EACH 25
+#define RMW_MAX_TRIES 10000 /* conflicts one thread may meet before the test gives up */
+
+typedef struct rmw_arg {
+	void *h;
+	const memd_store_ops *ops;
+	pthread_barrier_t *start;
+	int done;
+	int conflicts;
+	int32_t result;
+	memd_error err;
+} rmw_arg;
+
+typedef struct rmw_seen {
+	int64_t version;
+	uint32_t interruptions;
+	char session[32];
+} rmw_seen;
+
+static int32_t rmw_keep(void *ud, const memd_lane *l)
+{
+	rmw_seen *s = ud;
+
+	s->version = l->version;
+	s->interruptions = l->interruptions;
+	snprintf(s->session, sizeof(s->session), "%s", l->session);
+	return 0;
+}
+
+/* Read the lane, add one to its interruptions and one token of usage,
+ * write it back at the version read; on a conflict read again. */
+static void *race_rmw(void *p)
+{
+	rmw_arg *a = p;
+	memd_scope sc = conf_scope(APP, USER, NULL);
+	memd_lane_sink sink = { sizeof(sink), NULL, rmw_keep };
+	memd_usage u = { .struct_size = sizeof(u), .input_tokens = 1 };
+	int tries = 0;
+
+	a->err.struct_size = sizeof(a->err);
+	pthread_barrier_wait(a->start);
+	while (a->done < RMW_EACH && tries++ < RMW_MAX_TRIES) {
+		memd_call call = { .struct_size = sizeof(call) };
+		rmw_seen seen = { 0 };
+		memd_lane l;
+		memd_lane_write w;
+
+		sink.userdata = &seen;
+		a->result = a->ops->lane_get(a->h, &call, &sc, KEY, &sink, &a->err);
+		if (a->result != 0)
+			return NULL;
+		l = lane_rec(APP, USER, KEY, seen.session, T0 + 1);
+		l.interruptions = seen.interruptions + 1;
+		w = (memd_lane_write){ .struct_size = sizeof(w), .expected_version = seen.version,
+				       .lane = &l, .usage = &u, .now_us = T0 + 1 };
+		a->result = a->ops->lane_write(a->h, &call, &w, &sink, &a->err);
+		if (a->result == MEMD_ECONFLICT) {
+			a->conflicts++;
+			a->result = 0;
+			continue;
+		}
+		if (a->result != 0)
+			return NULL;
+		a->done++;
+	}
+	return NULL;
+}
+
+Test(lanes, racing_conditional_writes_lose_no_update)
+{
+	void *twin, *h[2];
+	pthread_barrier_t start;
+	pthread_t th[RMW_THREADS];
+	rmw_arg args[RMW_THREADS];
+	conf_lane l;
+
+	race_instances(&twin, h);
+	l = lane_with_session(APP, USER, KEY, "s1", T0);
+	conf_lane_clear(&l);
+	pthread_barrier_init(&start, NULL, RMW_THREADS);
+	for (int t = 0; t < RMW_THREADS; t++) {
+		args[t] = (rmw_arg){ .h = h[t % 2], .ops = st->ops, .start = &start };
+		cr_assert_eq(pthread_create(&th[t], NULL, race_rmw, &args[t]), 0);
+	}
+	for (int t = 0; t < RMW_THREADS; t++)
+		pthread_join(th[t], NULL);
+	pthread_barrier_destroy(&start);
+	for (int t = 0; t < RMW_THREADS; t++) {
+		cr_assert_eq(args[t].result, 0, "writer %d: %d (%s)", t, args[t].result,
+			     args[t].err.msg);
+		cr_assert_eq(args[t].done, RMW_EACH, "writer %d made %d of %d writes (%d conflicts)",
+			     t, args[t].done, RMW_EACH, args[t].conflicts);
+	}
+	l = lane_get_ok(APP, USER, KEY);
+	cr_assert_eq(l.l.interruptions, RMW_THREADS * RMW_EACH,
+		     "the count is %u after %d increments: updates were lost", l.l.interruptions,
+		     RMW_THREADS * RMW_EACH);
+	cr_assert_eq(l.l.version, 1 + RMW_THREADS * RMW_EACH);
+	cr_assert_eq(l.l.input_tokens, RMW_THREADS * RMW_EACH, "usage added by lost writes");
+	conf_lane_clear(&l);
+	assert_session_usage("s1", RMW_THREADS * RMW_EACH, 0, 0, 0, 0, 0);
+	conf_twin_close(twin);
+}
