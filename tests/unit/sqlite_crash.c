@@ -13,6 +13,14 @@
  * acknowledged batch is fully there (events, gapless seqs, state delta,
  * version, title, feed) and that nothing of any other batch is (at most
  * one batch per appender may have committed without its ack being sent).
+ *
+ * The lanes round does the same with lane writes: a child moves one lane
+ * on write after write, each one transaction that creates the next
+ * session, ends the current one, counts, adds usage and records a
+ * FINALIZE in the feed; after the kill, the lane, the sessions, the
+ * usage and the feed all say the same number of writes happened, at
+ * least every acknowledged one and at most one more.
+ *
  * Set MEMD_CRASH_SEED to replay a run.
  */
 #include <criterion/criterion.h>
@@ -531,4 +539,246 @@ Test(sqlite_crash, acknowledged_batches_survive_sigkill, .fini = cleanup, .timeo
 	cr_log_info("sqlite-crash: %d rounds (1..%d appenders), %d killed while opening, %d "
 		    "acknowledged batches",
 		    ROUNDS, APPENDERS_MAX, early_kills, total_acked);
+}
+
+/* ---- lanes ------------------------------------------------------------- */
+
+#define LANE_ROUNDS 12
+#define LANE_MAX_ACKS 40         /* the kill comes after 0..this many */
+#define LANE_APP "crash-lanes"
+#define LANE_KEY "telegram:dm:1"
+#define LANE_T0 1000             /* write k runs at LANE_T0 + k */
+
+static void lane_session_id(char *buf, int k)
+{
+	snprintf(buf, ID_MAX, "s%d", k);
+}
+
+static void lane_user(char *buf, int round)
+{
+	snprintf(buf, ID_MAX, "u%d", round);
+}
+
+static int32_t ignore_lane(void *userdata, const memd_lane *l)
+{
+	(void)userdata;
+	(void)l;
+	return 0;
+}
+
+/* Write k (0: the create) of round's lane: session s<k+1> is created and
+ * becomes the lane's, s<k> is ended, interruptions = k, one input token
+ * is added, a FINALIZE record written; all in one transaction. */
+static int32_t lane_step(store *s, const char *user, int k, memd_error *err)
+{
+	char next[ID_MAX], cur[ID_MAX];
+	memd_session ns = { .struct_size = sizeof(ns), .app = LANE_APP, .user = user,
+			    .metadata_json = "{}", .created_us = LANE_T0 + k,
+			    .updated_us = LANE_T0 + k };
+	memd_lane l = { .struct_size = sizeof(l), .app = LANE_APP, .user = user, .key = LANE_KEY,
+			.updated_us = LANE_T0 + k, .interruptions = (uint32_t)k };
+	memd_usage u = { .struct_size = sizeof(u), .input_tokens = 1 };
+	memd_lane_write w = { .struct_size = sizeof(w), .lane = &l, .create_session = &ns,
+			      .now_us = LANE_T0 + k };
+	memd_lane_sink sink = { .struct_size = sizeof(sink), .lane = ignore_lane };
+
+	lane_session_id(next, k + 1);
+	lane_session_id(cur, k);
+	ns.id = next;
+	l.session = next;
+	if (k == 0) {
+		w.flags = MEMD_LW_CREATE;
+	} else {
+		w.expected_version = k;
+		w.end_session = cur;
+		w.end_reason = "idle";
+		w.usage = &u;
+		w.flags = MEMD_LW_FEED_FINALIZE;
+	}
+	return s->ops->lane_write(s->h, NULL, &w, &sink, err);
+}
+
+static _Noreturn void lane_child_run(int round, int fd)
+{
+	char user[ID_MAX];
+	memd_error err = { 0 };
+	store s;
+	FILE *out = fdopen(fd, "w");
+
+	if (!out)
+		_exit(CHILD_PIPE_FAILED);
+	setvbuf(out, NULL, _IOLBF, 0);
+	lane_user(user, round);
+	if (store_open(&s, &err) < 0)
+		_exit(CHILD_OPEN_FAILED);
+	for (int k = 0; k < MAX_BATCHES; k++) {
+		if (lane_step(&s, user, k, &err) < 0)
+			_exit(CHILD_WRITE_FAILED);
+		if (fprintf(out, "acked %d\n", k) < 0)
+			_exit(CHILD_PIPE_FAILED);
+	}
+	_exit(0);
+}
+
+typedef struct lane_seen {
+	int64_t version, input_tokens;
+	uint32_t interruptions;
+	char session[ID_MAX];
+} lane_seen;
+
+static int32_t keep_lane(void *userdata, const memd_lane *l)
+{
+	lane_seen *seen = userdata;
+
+	seen->version = l->version;
+	seen->input_tokens = l->input_tokens;
+	seen->interruptions = l->interruptions;
+	snprintf(seen->session, sizeof(seen->session), "%s", l->session);
+	return 0;
+}
+
+typedef struct lane_session_seen {
+	int64_t ended_us, input_tokens;
+} lane_session_seen;
+
+static int32_t keep_lane_session(void *userdata, const memd_session *s)
+{
+	lane_session_seen *seen = userdata;
+
+	seen->ended_us = s->ended_us;
+	seen->input_tokens = s->input_tokens;
+	return 0;
+}
+
+typedef struct finalize_count {
+	const char *user;
+	int64_t n;
+} finalize_count;
+
+static int32_t count_finalize(void *userdata, const memd_feed_record *r)
+{
+	finalize_count *f = userdata;
+
+	if (r->kind == MEMD_FEED_FINALIZE && strcmp(r->user, f->user) == 0)
+		f->n++;
+	return 0;
+}
+
+/* The lane of round after a kill: writes 0..v-1 happened, all of each. */
+static void check_lane(store *s, int round, int last_acked)
+{
+	char user[ID_MAX], sid[ID_MAX], want[ID_MAX];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = LANE_APP };
+	memd_lane_sink sink;
+	memd_error err = { 0 };
+	lane_seen seen = { 0 };
+	finalize_count fin = { 0 };
+	memd_feed_sink feed = { .struct_size = sizeof(feed), .userdata = &fin,
+				.record = count_finalize };
+	int64_t v;
+	int32_t r;
+
+	lane_user(user, round);
+	sc.user = user;
+	sink = (memd_lane_sink){ .struct_size = sizeof(sink), .userdata = &seen, .lane = keep_lane };
+	r = s->ops->lane_get(s->h, NULL, &sc, LANE_KEY, &sink, &err);
+	if (r == MEMD_ENOTFOUND) {
+		cr_assert_eq(last_acked, -1, "round %d: the acknowledged lane is gone", round);
+		return;
+	}
+	cr_assert_eq(r, 0, "round %d: lane_get: %s", round, err.msg);
+	v = seen.version;
+	cr_assert(v - 1 >= last_acked && v - 1 <= last_acked + 1,
+		  "round %d: the lane is at version %lld after write %d was acknowledged", round,
+		  (long long)v, last_acked);
+	lane_session_id(want, (int)v);
+	cr_assert_str_eq(seen.session, want, "round %d: version %lld names %s", round,
+			 (long long)v, seen.session);
+	cr_assert_eq(seen.interruptions, v - 1, "round %d: a half-applied lane write", round);
+	cr_assert_eq(seen.input_tokens, v - 1, "round %d: the lane's usage", round);
+	for (int k = 1; k <= v + 1; k++) {
+		lane_session_seen ss = { 0 };
+		memd_session_sink ssink = { .struct_size = sizeof(ssink), .userdata = &ss,
+					    .session = keep_lane_session };
+		lane_session_id(sid, k);
+		sc.session = sid;
+		r = s->ops->session_get(s->h, NULL, &sc, &ssink, &err);
+		if (k == v + 1) {
+			cr_assert_eq(r, MEMD_ENOTFOUND, "round %d: %s of an unapplied write exists",
+				     round, sid);
+			break;
+		}
+		cr_assert_eq(r, 0, "round %d: session %s: %s", round, sid, err.msg);
+		cr_assert_eq(ss.ended_us, k < v ? LANE_T0 + k : 0,
+			     "round %d: session %s ended at %lld", round, sid,
+			     (long long)ss.ended_us);
+		cr_assert_eq(ss.input_tokens, k > 1 ? 1 : 0, "round %d: session %s's usage", round,
+			     sid);
+	}
+	fin.user = user;
+	cr_assert_eq(s->ops->feed_read(s->h, NULL, 0, 0, &feed, &err), 0, "%s", err.msg);
+	cr_assert_eq(fin.n, v - 1, "round %d: %lld FINALIZE records for version %lld", round,
+		     (long long)fin.n, (long long)v);
+}
+
+Test(sqlite_crash, acknowledged_lane_writes_survive_sigkill_whole, .fini = cleanup,
+     .timeout = 120)
+{
+	const char *seed_env = getenv("MEMD_CRASH_SEED");
+	unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10)
+				 : (unsigned)time(NULL) ^ (unsigned)getpid();
+	unsigned rng = seed;
+	const char *tmp = getenv("TMPDIR");
+
+	cr_log_info("sqlite-crash lanes: MEMD_CRASH_SEED=%u", seed);
+	search_path_init();
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/memd-sqlite-crash-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+	cr_assert(mkdtemp(tmp_dir), "mkdtemp: %s", strerror(errno));
+	snprintf(db_path, sizeof(db_path), "%s/db/memd.db", tmp_dir);
+
+	for (int round = 0; round < LANE_ROUNDS; round++) {
+		int fds[2], status, last = -1, killed = 0;
+		int kill_after = (int)(rand_r(&rng) % (LANE_MAX_ACKS + 1));
+		char line[LINE_MAX_LEN];
+		FILE *in;
+		pid_t pid;
+		store s;
+		memd_error err;
+
+		cr_assert_eq(pipe(fds), 0);
+		pid = fork();
+		cr_assert(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			close(fds[0]);
+			lane_child_run(round, fds[1]);
+		}
+		close(fds[1]);
+		in = fdopen(fds[0], "r");
+		cr_assert(in);
+		if (kill_after == 0) { /* while it opens, or in its first write */
+			usleep(rand_r(&rng) % EARLY_KILL_MAX_US);
+			kill(pid, SIGKILL);
+			killed = 1;
+		}
+		while (fgets(line, sizeof(line), in)) {
+			int k;
+			cr_assert(sscanf(line, "acked %d", &k) == 1, "the child wrote '%s'", line);
+			cr_assert_eq(k, last + 1, "acks out of order");
+			last = k;
+			if (!killed && last + 1 >= kill_after) {
+				usleep(rand_r(&rng) % KILL_JITTER_MAX_US);
+				kill(pid, SIGKILL);
+				killed = 1;
+			}
+		}
+		fclose(in);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+			  "round %d: the child was not killed but exited with %d", round,
+			  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		cr_assert_eq(store_open(&s, &err), 0, "round %d: reopen after SIGKILL: %s", round,
+			     err.msg);
+		check_lane(&s, round, last);
+		store_close(&s);
+	}
 }
