@@ -5,6 +5,8 @@ peers reject (so a plugin tested against them cannot get away with what
 the real Qdrant or OpenAI API would refuse), and their contract validator
 must catch what the contract forbids. Standard library only."""
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -328,6 +330,43 @@ class OpenAIStandin(unittest.TestCase):
         self.assertEqual([d["index"] for d in r["data"]], [1, 0])
         s, reqs = call(self.base, "GET", "/__standin/requests?model=flaky")
         self.assertEqual([q["status"] for q in reqs], [503, 503, 200])
+
+
+class WebhookStandin(unittest.TestCase):
+    """The receiver refuses what a receiver checking signatures must."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, port = start("webhook_standin.py", "--secret", KEY)
+        cls.base = "http://127.0.0.1:%d" % port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait()
+
+    def deliver(self, body, ts="1700000000", secret=KEY, ctype=None, path="/hook"):
+        sig = "sha256=" + hmac.new(secret.encode(), ts.encode() + b"." + body,
+                                   hashlib.sha256).hexdigest()
+        headers = {"X-Memd-Timestamp": ts, "X-Memd-Signature": sig}
+        if ctype:
+            headers["Content-Type"] = ctype
+        return call(self.base, "POST", path, body, headers)[0]
+
+    def test_signatures_and_plans(self):
+        self.assertEqual(self.deliver(b'{"a": 1}'), 200)
+        self.assertEqual(self.deliver(b'{"a": 1}', secret="other"), 401)
+        self.assertEqual(self.deliver(b'{"a": 1}', ts="soon"), 400)
+        self.assertEqual(self.deliver(b"not json"), 400)
+        call(self.base, "POST", "/__standin/plan", {"path": "/hook", "fail": 1,
+                                                    "status": 503})
+        self.assertEqual(self.deliver(b'{"a": 2}', path="/other"), 200)
+        self.assertEqual(self.deliver(b'{"a": 2}'), 503)
+        self.assertEqual(self.deliver(b'{"a": 2}'), 200)
+        status, reqs = call(self.base, "GET", "/__standin/requests?path=/hook")
+        self.assertEqual([r["status"] for r in reqs], [200, 401, 400, 400, 503, 200])
+        self.assertEqual([r["signature_ok"] for r in reqs],
+                         [True, False, True, True, True, True])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Run a test command with memd's local stand-ins around it.
 
-  with_standins.py [--qdrant] [--openai] -- COMMAND [ARG...]
+  with_standins.py [--qdrant] [--openai] [--webhook] -- COMMAND [ARG...]
 
 Starts each requested stand-in on a free loopback port with a fresh random
 API key, then runs COMMAND with:
@@ -10,6 +10,8 @@ API key, then runs COMMAND with:
   QDRANT_API_KEY           the Qdrant stand-in's key
   MEMD_OPENAI_STANDIN_URL  http://127.0.0.1:<port>/v1  (--openai)
   OPENAI_API_KEY           the embeddings stand-in's key
+  MEMD_WEBHOOK_STANDIN_URL http://127.0.0.1:<port>/hook (--webhook)
+  MEMD_WEBHOOK_SECRET      the webhook receiver's signing secret
 and "@QDRANT_URL@" / "@OPENAI_URL@" replaced by those URLs in every other
 environment variable (e.g. a vector suite's MEMD_VECTOR_CONFIG).
 
@@ -89,6 +91,12 @@ def main():
             env["MEMD_OPENAI_STANDIN_URL"] = "http://127.0.0.1:%d/v1" % port
             env["OPENAI_API_KEY"] = key
             subst["@OPENAI_URL@"] = env["MEMD_OPENAI_STANDIN_URL"]
+        if "--webhook" in opts:
+            secret = secrets.token_hex(16)
+            p, port = start("webhook_standin.py", ["--secret", secret])
+            procs.append(p)
+            env["MEMD_WEBHOOK_STANDIN_URL"] = "http://127.0.0.1:%d/hook" % port
+            env["MEMD_WEBHOOK_SECRET"] = secret
         for k, v in list(env.items()):
             for mark, url in subst.items():
                 v = v.replace(mark, url)
