@@ -442,9 +442,10 @@ int32_t sq_lane_get(void *inst, const memd_call *call, const memd_scope *scope, 
 		    const memd_lane_sink *out, memd_error *err)
 {
 	sq_store *store = inst;
-	lane_copy got = { 0 };
+	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
 	int32_t r = check_lane_scope(scope, key, err);
+	int rc;
 
 	if (r < 0)
 		return r;
@@ -453,11 +454,25 @@ int32_t sq_lane_get(void *inst, const memd_call *call, const memd_scope *scope, 
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = lane_read(c, call, scope->app, scope->user, key, &got, err);
+	/* Delivered from the row: a read commits nothing, so no copy. */
+	r = sq_stmt(c, &SQL_LANE_GET, &st, err);
+	if (r == 0) {
+		rc = bind_lane_key(st, scope->app, scope->user, key);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			memd_lane l;
+			lane_from_row(st, &l);
+			sq_count_rows(call, st, 1);
+			r = deliver_lane(out, &l, err);
+		} else if (rc == SQLITE_DONE) {
+			r = memd_error_set(err, MEMD_ENOTFOUND, 0, "lane '%.64s' not found", key);
+		} else {
+			r = sq_fail(c, rc, err, "read lane '%.64s'", key);
+		}
+		sq_stmt_done(st);
+	}
 	sq_read_end(store, c);
-	if (r == 0)
-		r = deliver_lane(out, &got.l, err);
-	lane_copy_free(&got);
 	return r;
 }
 
