@@ -251,7 +251,9 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return service_oom(err);
+	pthread_mutex_init(&m->clock_lock, NULL);
 	if ((r = load_settings(o.config_path, &m->set, err)) < 0) {
+		pthread_mutex_destroy(&m->clock_lock);
 		free(m);
 		return r;
 	}
@@ -274,6 +276,8 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		goto fail;
 	if ((r = open_index(m, err)) < 0 || (r = jobs_new(m->svc, &m->jobs, err)) < 0)
 		goto fail;
+	if ((r = service_watch_start(m, err)) < 0)
+		goto fail;
 	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
 		   store_name(m->sessions), m->n_apps);
 	*ret = m;
@@ -287,6 +291,7 @@ void memd_close(memd *m)
 {
 	if (!m)
 		return;
+	service_watch_free(m);  /* its passes use the worker, the jobs and the stores */
 	jobs_free(m->jobs);     /* cancels the jobs; waits for the running one */
 	worker_free(m->worker); /* finishes pending after_append runs first */
 	index_close(m->index);  /* before the stores it reads */
@@ -308,6 +313,7 @@ void memd_close(memd *m)
 	temp_state_free(m->temp);
 	hostsvc_free(m->svc);
 	settings_clear(&m->set);
+	pthread_mutex_destroy(&m->clock_lock);
 	free(m);
 }
 

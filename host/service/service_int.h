@@ -26,6 +26,7 @@
 #define MEMD_HOST_SERVICE_INT_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "json/event_json.h"
@@ -37,11 +38,14 @@
 #include "service/service.h"
 #include "plugins/strategy.h"
 #include "service/temp_state.h"
+#include "util/prom.h"
 #include "util/worker.h"
 
 #define US_PER_SEC 1000000LL
 /* Room for a config slot's name: "stores.<name>", "apps.<app>.working_memory". */
 #define SLOT_NAME_MAX 600
+
+typedef struct lanes_watch lanes_watch;
 
 typedef struct app_strategy {
 	char *app;
@@ -73,6 +77,11 @@ struct memd {
 	indexer *index;         /* search indexes (host/index/) */
 	worker *worker;         /* strategies' after_append, after the append */
 	jobs *jobs;             /* background jobs (index rebuilds) */
+	lanes_watch *watch;     /* the lane watcher (service_lanes_watch.c) */
+	/* memd_set_clock: lane decisions and lane/session times read it */
+	pthread_mutex_t clock_lock;
+	memd_clock_fn clock_fn; /* NULL = the system clock */
+	void *clock_userdata;
 };
 
 /* ---- service.c: plugins and apps ----------------------------------------- */
@@ -101,6 +110,10 @@ json_t *service_kinds_json(uint32_t kind);
 
 /* Wall-clock time, microseconds since the epoch. */
 int64_t service_now_us(void);
+
+/* The time every lane decision and lane/session timestamp reads: the
+ * clock memd_set_clock set, else service_now_us(). */
+int64_t service_clock_us(memd *m);
 
 /* A call for one facade request: the plugins it reaches get the deadline
  * server.request_timeout_ms from now, so a store that cannot answer in
@@ -213,6 +226,19 @@ void service_run_after_append(memd *m, const memd_scope *sc);
  * (0 = the wall clock). 0 when the strategy has no such op (or answers
  * MEMD_ENOTSUP); else its error, or MEMD_ECANCELED once memd is closing. */
 int32_t service_finalize_strategy(memd *m, const memd_scope *sc, int64_t now_us, memd_error *err);
+
+/* memd_open: the watcher's state, and its thread running a pass every
+ * lanes.watch_interval_s (none when 0). MEMD_ENOMEM, MEMD_EIO (no
+ * thread), a zone cache or HTTP client failure; service_watch_free
+ * cleans up what was set up. */
+int32_t service_watch_start(memd *m, memd_error *err);
+/* Stop the thread (a pass in progress gives up at its next store or
+ * network call) and wait for it. Accepts a memd without a watcher. */
+void service_watch_stop(memd *m);
+/* service_watch_stop, then free the state. Accepts a memd without one. */
+void service_watch_free(memd *m);
+/* The watcher's counters (memd_lanes_*_total) in Prometheus text. */
+void service_watch_metrics(memd *m, prom_buf *b);
 
 /* ---- service_delta.c: state deltas --------------------------------------- */
 

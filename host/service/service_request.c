@@ -6,6 +6,7 @@
  */
 #include "service/service_int.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +20,26 @@ int64_t service_now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US;
+}
+
+void memd_set_clock(memd *m, memd_clock_fn now_us, void *userdata)
+{
+	pthread_mutex_lock(&m->clock_lock);
+	m->clock_fn = now_us;
+	m->clock_userdata = userdata;
+	pthread_mutex_unlock(&m->clock_lock);
+}
+
+int64_t service_clock_us(memd *m)
+{
+	memd_clock_fn fn;
+	void *ud;
+
+	pthread_mutex_lock(&m->clock_lock);
+	fn = m->clock_fn;
+	ud = m->clock_userdata;
+	pthread_mutex_unlock(&m->clock_lock);
+	return fn ? fn(ud) : service_now_us();
 }
 
 memd_call service_call_for_request(const memd *m)
