@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Two memd processes (a libmemd handle in each of two forked children)
+ * over one database server (stress_util.h says which) run the lane
+ * watcher at once over the same expired lanes: each lane is finalized
+ * exactly once. The parent counts the finalize webhook's deliveries (a
+ * local receiver) and the change feed's FINALIZE records per session:
+ * one each, and the children's finalized counts add up to the lanes.
+ * Both children sweep until no lane is left unfinalized; they wait for
+ * that condition (bounded by passes), never for a time, and the clock is
+ * theirs (memd_set_clock).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memd/memd.h>
+
+#include "plugins/store.h"
+#include "service/service.h"
+#include "stress_util.h"
+
+#define N_PROCS 2
+#define N_LANES 40
+#define MAX_PASSES 200          /* sweeps a child makes at most */
+#define US_PER_MIN (60LL * 1000000LL)
+#define T0 1767225600000000LL   /* 2026-01-01T00:00:00Z */
+#define IDLE_MIN 60
+#define REQ_MAX 65536
+#define ID_MAX 64
+
+static int64_t late_clock(void *ud)
+{
+	(void)ud;
+	return T0 + 2 * IDLE_MIN * US_PER_MIN;
+}
+
+/* ---- the webhook receiver: session ids of the deliveries ---- */
+
+typedef struct receiver {
+	int fd;
+	int port;
+	_Atomic int n;
+	char sessions[4 * N_LANES][ID_MAX];
+	_Atomic int stop;
+	pthread_t thread;
+} receiver;
+
+static void *receive(void *arg)
+{
+	receiver *r = arg;
+	static char buf[REQ_MAX];
+	for (;;) {
+		int c = accept(r->fd, NULL, NULL);
+		size_t len = 0;
+		char *end = NULL;
+		long cl = 0;
+		if (c < 0 || atomic_load(&r->stop)) {
+			if (c >= 0)
+				close(c);
+			return NULL;
+		}
+		for (;;) {
+			ssize_t got = recv(c, buf + len, sizeof(buf) - 1 - len, 0);
+			if (got <= 0)
+				break;
+			len += (size_t)got;
+			buf[len] = '\0';
+			if (!end && (end = strstr(buf, "\r\n\r\n"))) {
+				const char *h = strcasestr(buf, "Content-Length:");
+				cl = h ? strtol(h + strlen("Content-Length:"), NULL, 10) : 0;
+			}
+			if (end && len >= (size_t)(end + 4 - buf) + (size_t)cl)
+				break;
+		}
+		if (end) {
+			json_t *o = json_loadb(end + 4, (size_t)cl, 0, NULL);
+			int i = atomic_load(&r->n);
+			if (o && i < 4 * N_LANES) {
+				snprintf(r->sessions[i], ID_MAX, "%s",
+					 json_string_value(json_object_get(o, "session_id")));
+				atomic_store(&r->n, i + 1);
+			}
+			json_decref(o);
+		}
+		static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		(void)!write(c, reply, sizeof(reply) - 1);
+		close(c);
+	}
+}
+
+/* ---- the processes ---- */
+
+static memd *open_memd(const char *yaml_path)
+{
+	memd_options o = { .struct_size = sizeof(o), .config_path = yaml_path };
+	memd_error err = { 0 };
+	memd *m = NULL;
+	if (memd_open(&o, &m, &err) != 0) {
+		fprintf(stderr, "memd_open: %s\n", err.msg);
+		return NULL;
+	}
+	return m;
+}
+
+static int32_t count_open(void *ud, const memd_lane *l)
+{
+	(void)l;
+	(*(int *)ud)++;
+	return 0;
+}
+
+/* Lanes not finalized yet. */
+static int32_t unfinalized(memd *m, int *ret, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_lane_query q = { .struct_size = sizeof(q), .limit = 4 * N_LANES, .app = "race",
+			      .flags_none = MEMD_LANE_FINALIZED };
+	memd_lane_sink sink = { sizeof(sink), ret, count_open };
+	*ret = 0;
+	return store_lane_list(service_session_store(m), &call, &q, &sink, err);
+}
+
+/* A child: wait for the go, sweep until every lane is finalized; write
+ * how many this process finalized to out. */
+static int child_main(const char *yaml_path, int go_fd, const char *out_path)
+{
+	memd *m = open_memd(yaml_path);
+	memd_error err = { 0 };
+	int finalized = 0, left = 1, pass;
+	char go;
+	FILE *f;
+
+	if (!m)
+		return 1;
+	memd_set_clock(m, late_clock, NULL);
+	if (read(go_fd, &go, 1) != 1)
+		return 1;
+	for (pass = 0; pass < MAX_PASSES && left; pass++) {
+		char *out = NULL;
+		json_t *o;
+		if (memd_lanes_sweep(m, &out, &err) != 0) {
+			fprintf(stderr, "sweep: %s\n", err.msg);
+			return 1;
+		}
+		o = json_loads(out, 0, NULL);
+		finalized += (int)json_integer_value(json_object_get(o, "finalized"));
+		if (json_integer_value(json_object_get(o, "finalize_failed")))
+			fprintf(stderr, "a finalize failed\n");
+		json_decref(o);
+		memd_free(out);
+		if (unfinalized(m, &left, &err) != 0) {
+			fprintf(stderr, "list: %s\n", err.msg);
+			return 1;
+		}
+	}
+	memd_close(m);
+	if (left) {
+		fprintf(stderr, "%d lanes left unfinalized after %d passes\n", left, pass);
+		return 1;
+	}
+	if (!(f = fopen(out_path, "w")))
+		return 1;
+	fprintf(f, "%d\n", finalized);
+	fclose(f);
+	return 0;
+}
+
+static int32_t ignore_lane(void *ud, const memd_lane *l)
+{
+	(void)ud;
+	(void)l;
+	return 0;
+}
+
+static void make_lane(memd *m, int i)
+{
+	char key[32], sid[32];
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_error err = { 0 };
+	memd_lane_sink sink = { sizeof(sink), NULL, ignore_lane };
+	snprintf(key, sizeof(key), "telegram:dm:%d", i);
+	snprintf(sid, sizeof(sid), "s%d", i);
+	memd_session s = { .struct_size = sizeof(s), .app = "race", .user = "u", .id = sid,
+			   .created_us = T0, .updated_us = T0, .lane_key = key,
+			   .start_reason = "explicit" };
+	memd_lane l = { .struct_size = sizeof(l), .app = "race", .user = "u", .key = key,
+			.session = sid, .updated_us = T0,
+			.origin_json = "{\"platform\":\"telegram\",\"chat_type\":\"dm\"}" };
+	memd_lane_write w = { .struct_size = sizeof(w), .flags = MEMD_LW_CREATE, .lane = &l,
+			      .create_session = &s, .now_us = T0 };
+	cr_assert_eq(store_lane_write(service_session_store(m), &call, &w, &sink, &err), 0, "%s",
+		     err.msg);
+}
+
+static int32_t feed_rec(void *ud, const memd_feed_record *r)
+{
+	int *per = ud;
+	if (r->kind == MEMD_FEED_FINALIZE && r->session && r->session[0] == 's')
+		per[atoi(r->session + 1)]++;
+	return 0;
+}
+
+Test(lanes_race, finalize_each_lane_exactly_once, .timeout = 120)
+{
+	char *name = stress_unique_name("lanes");
+	char dir[] = "/tmp/memd-lanes-race-XXXXXX", yaml_path[64], *yaml = NULL;
+	const char *tmpl = getenv("MEMD_STRESS_CONFIG");
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	static receiver r;
+	int go[2], per_feed[N_LANES] = { 0 }, per_hook[N_LANES] = { 0 }, total = 0;
+	pid_t pids[N_PROCS];
+	memd *m;
+	FILE *f;
+
+	cr_assert_not_null(name);
+	cr_assert_not_null(tmpl, "MEMD_STRESS_CONFIG is not set");
+	cr_assert_not_null(mkdtemp(dir));
+	/* The receiver's socket before the fork (its thread after it). */
+	r.fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(r.fd >= 0);
+	cr_assert_eq(bind(r.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(r.fd, 64), 0);
+	cr_assert_eq(getsockname(r.fd, (struct sockaddr *)&a, &al), 0);
+	r.port = ntohs(a.sin_port);
+	/* The store's map from the template, @NAME@ made unique. */
+	{
+		char *map = strdup(tmpl), *p;
+		size_t need;
+		cr_assert_not_null(map);
+		while ((p = strstr(map, "@NAME@"))) {
+			char *n = NULL;
+			cr_assert(asprintf(&n, "%.*s%s%s", (int)(p - map), map, name, p + 6) > 0);
+			free(map);
+			map = n;
+		}
+		need = (size_t)asprintf(&yaml,
+					"stores:\n  main: %s\n"
+					"lanes: {reset: {mode: idle, idle_minutes: %d}, finalize: {webhook: "
+					"{url: 'http://127.0.0.1:%d/hook', secret: race, retries: 0}}}\n",
+					map, IDLE_MIN, r.port);
+		cr_assert(need > 0);
+		free(map);
+	}
+	snprintf(yaml_path, sizeof(yaml_path), "%s/memd.yaml", dir);
+	f = fopen(yaml_path, "w");
+	cr_assert_not_null(f);
+	fputs(yaml, f);
+	fclose(f);
+	free(yaml);
+
+	cr_assert_eq(pipe(go), 0);
+	for (int p = 0; p < N_PROCS; p++) {
+		char out[96];
+		snprintf(out, sizeof(out), "%s/finalized.%d", dir, p);
+		pids[p] = fork();
+		cr_assert_geq(pids[p], 0, "fork failed");
+		if (pids[p] == 0) {
+			close(go[1]);
+			close(r.fd);
+			_exit(child_main(yaml_path, go[0], out));
+		}
+	}
+	close(go[0]);
+	cr_assert_eq(pthread_create(&r.thread, NULL, receive, &r), 0);
+	m = open_memd(yaml_path);
+	cr_assert_not_null(m);
+	for (int i = 0; i < N_LANES; i++)
+		make_lane(m, i);
+	/* Go: both children start sweeping at once. */
+	cr_assert_eq(write(go[1], "gg", N_PROCS), N_PROCS);
+	close(go[1]);
+	for (int p = 0; p < N_PROCS; p++) {
+		int status = 0, n = 0;
+		char out[96];
+		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "child %d failed (status 0x%x): see its stderr", p, status);
+		snprintf(out, sizeof(out), "%s/finalized.%d", dir, p);
+		f = fopen(out, "r");
+		cr_assert_not_null(f);
+		cr_assert_eq(fscanf(f, "%d", &n), 1);
+		fclose(f);
+		unlink(out);
+		total += n;
+	}
+	cr_assert_eq(total, N_LANES, "the processes finalized %d lanes, not %d", total, N_LANES);
+
+	{
+		memd_call call = { .struct_size = sizeof(call) };
+		memd_error err = { 0 };
+		memd_feed_sink sink = { sizeof(sink), per_feed, feed_rec };
+		cr_assert_eq(store_feed_read(service_session_store(m), &call, 0, 0, &sink, &err), 0,
+			     "%s", err.msg);
+	}
+	atomic_store(&r.stop, 1);
+	shutdown(r.fd, SHUT_RDWR);
+	pthread_join(r.thread, NULL);
+	close(r.fd);
+	for (int i = 0; i < atomic_load(&r.n); i++)
+		if (r.sessions[i][0] == 's')
+			per_hook[atoi(r.sessions[i] + 1)]++;
+	for (int i = 0; i < N_LANES; i++) {
+		cr_assert_eq(per_feed[i], 1, "session s%d has %d FINALIZE records", i, per_feed[i]);
+		cr_assert_eq(per_hook[i], 1, "session s%d was delivered %d times", i, per_hook[i]);
+	}
+	cr_assert_eq(atomic_load(&r.n), N_LANES);
+	memd_close(m);
+	unlink(yaml_path);
+	rmdir(dir);
+	free(name);
+}
