@@ -28,6 +28,18 @@ static const char *const op_names[STORE_N_OPS] = { STORE_OPS(STORE_OP_NAME) };
 /* Failed calls are counted per MEMD_E* code, -1 .. -N_ERR_SLOTS, any
  * other code in one more slot; labelled by errname(). */
 #define N_ERR_SLOTS (-MEMD_EFORBIDDEN)
+/* Apps whose usage gets series of their own; the others share one. */
+#define STORE_USAGE_APPS_MAX 256
+#define STORE_USAGE_OTHER "_other"
+#define MICRO_PER_UNIT 1e6
+
+/* The usage sums (memd_usage's, but last_prompt_tokens) of one app. */
+enum { USAGE_INPUT, USAGE_OUTPUT, USAGE_CACHE_READ, USAGE_CACHE_WRITE, USAGE_COST_MICRO,
+       USAGE_N };
+typedef struct usage_sum {
+	char *app;
+	int64_t v[USAGE_N];
+} usage_sum;
 
 struct store {
 	loader_instance *inst;
@@ -46,6 +58,10 @@ struct store {
 	_Atomic uint32_t health_flags;
 	int64_t health_since_ns;      /* monotonic: when that write failed */
 	char health_msg[MEMD_ERROR_MSG_MAX];
+	/* Usage the store took (appends, lane writes), by app. */
+	pthread_mutex_t usage_lock;
+	usage_sum *usage;
+	size_t n_usage;
 };
 
 /* The ops that write: their results say whether the storage takes writes. */
@@ -160,6 +176,44 @@ void store_render_errors(const store *s, prom_buf *b)
 		}
 }
 
+/* v as a label value: backslash and double quote escaped. */
+static void label_value(const char *v, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (; *v && n + 3 < cap; v++) {
+		if (*v == '\\' || *v == '"')
+			out[n++] = '\\';
+		out[n++] = *v;
+	}
+	out[n] = '\0';
+}
+
+void store_render_usage(store *s, prom_buf *b)
+{
+	static const char *const names[USAGE_N] = {
+		STORE_METRIC_USAGE "input_tokens_total", STORE_METRIC_USAGE "output_tokens_total",
+		STORE_METRIC_USAGE "cache_read_tokens_total",
+		STORE_METRIC_USAGE "cache_write_tokens_total", STORE_METRIC_USAGE "cost_usd_total",
+	};
+	char app[2 * MEMD_ID_MAX + 1];
+
+	pthread_mutex_lock(&s->usage_lock);
+	for (size_t k = 0; k < USAGE_N; k++) {
+		prom_printf(b, "# HELP %s Usage reported by turn ends and appends, by app.\n"
+			       "# TYPE %s counter\n", names[k], names[k]);
+		for (size_t i = 0; i < s->n_usage; i++) {
+			label_value(s->usage[i].app, app, sizeof(app));
+			if (k == USAGE_COST_MICRO)
+				prom_printf(b, "%s{app=\"%s\"} %.6f\n", names[k], app,
+					    (double)s->usage[i].v[k] / MICRO_PER_UNIT);
+			else
+				prom_printf(b, "%s{app=\"%s\"} %" PRId64 "\n", names[k], app,
+					    s->usage[i].v[k]);
+		}
+	}
+	pthread_mutex_unlock(&s->usage_lock);
+}
+
 int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
 {
 	store *s;
@@ -179,6 +233,7 @@ int32_t store_new(loader_instance *inst, store **ret, memd_error *err)
 	s->serialized = loader_instance_serialized(inst);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->health_lock, NULL);
+	pthread_mutex_init(&s->usage_lock, NULL);
 	*ret = s;
 	return 0;
 }
@@ -190,6 +245,10 @@ void store_free(store *s)
 	loader_instance_destroy(s->inst);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->health_lock);
+	pthread_mutex_destroy(&s->usage_lock);
+	for (size_t i = 0; i < s->n_usage; i++)
+		free(s->usage[i].app);
+	free(s->usage);
 	free(s);
 }
 
@@ -322,10 +381,65 @@ int32_t store_session_delete(store *s, const memd_call *call, const memd_scope *
 	STORE_FORWARD(s, session_delete, err, call, scope);
 }
 
+/* Add the usage u (a host-made record) written for app to its sums. An
+ * app past STORE_USAGE_APPS_MAX goes to STORE_USAGE_OTHER; without
+ * memory it is not counted. */
+static usage_sum *usage_find(store *s, const char *app)
+{
+	for (size_t i = 0; i < s->n_usage; i++)
+		if (strcmp(s->usage[i].app, app) == 0)
+			return &s->usage[i];
+	return NULL;
+}
+
+static void count_usage(store *s, const char *app, const memd_usage *u)
+{
+	usage_sum *sum;
+
+	if (!u || !app)
+		return;
+	pthread_mutex_lock(&s->usage_lock);
+	sum = usage_find(s, app);
+	if (!sum && s->n_usage >= STORE_USAGE_APPS_MAX - 1) {
+		app = STORE_USAGE_OTHER; /* the last slot is kept for the rest */
+		sum = usage_find(s, app);
+	}
+	if (!sum) {
+		usage_sum *grown = realloc(s->usage, (s->n_usage + 1) * sizeof(*grown));
+		if (grown) {
+			s->usage = grown;
+			memset(&grown[s->n_usage], 0, sizeof(*grown));
+			if ((grown[s->n_usage].app = strdup(app)))
+				sum = &grown[s->n_usage++];
+		}
+	}
+	if (sum) {
+		sum->v[USAGE_INPUT] += u->input_tokens;
+		sum->v[USAGE_OUTPUT] += u->output_tokens;
+		sum->v[USAGE_CACHE_READ] += u->cache_read_tokens;
+		sum->v[USAGE_CACHE_WRITE] += u->cache_write_tokens;
+		sum->v[USAGE_COST_MICRO] += u->cost_micro_usd;
+	}
+	pthread_mutex_unlock(&s->usage_lock);
+}
+
+static int32_t append_forward(store *s, const memd_call *call, const memd_scope *scope,
+			      const memd_append *a, memd_append_result *res, memd_error *err)
+{
+	STORE_FORWARD(s, append, err, call, scope, a, res);
+}
+
 int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
 		     const memd_append *a, memd_append_result *res, memd_error *err)
 {
-	STORE_FORWARD(s, append, err, call, scope, a, res);
+	int32_t r = append_forward(s, call, scope, a, res, err);
+
+	/* Usage reaches only a store of minor 2 or later, and a replay
+	 * wrote nothing. */
+	if (r == 0 && store_minor(s) >= 2 && a->struct_size >= sizeof(*a) &&
+	    !(res->flags & MEMD_APPEND_REPLAYED))
+		count_usage(s, scope->app, a->usage);
+	return r;
 }
 
 int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
@@ -414,11 +528,21 @@ int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
 	STORE_FORWARD(s, lane_get, err, call, scope, key, norm);
 }
 
-int32_t store_lane_write(store *s, const memd_call *call, const memd_lane_write *w,
-			 const memd_lane_sink *out, memd_error *err)
+static int32_t lane_write_forward(store *s, const memd_call *call, const memd_lane_write *w,
+				  const memd_lane_sink *out, memd_error *err)
 {
 	NORM_SINK(lane, norm_lane, norm, out);
 	STORE_FORWARD(s, lane_write, err, call, w, norm);
+}
+
+int32_t store_lane_write(store *s, const memd_call *call, const memd_lane_write *w,
+			 const memd_lane_sink *out, memd_error *err)
+{
+	int32_t r = lane_write_forward(s, call, w, out, err);
+
+	if (r == 0 && w->lane)
+		count_usage(s, w->lane->app, w->usage);
+	return r;
 }
 
 int32_t store_lane_list(store *s, const memd_call *call, const memd_lane_query *q,

@@ -24,6 +24,8 @@
 /* The metrics store_render_metrics writes. */
 #define STORE_METRIC_DURATION "memd_store_call_duration_seconds"
 #define STORE_METRIC_ERRORS "memd_store_call_errors_total"
+/* Prefix of the usage counters: memd_lane_usage_input_tokens_total... */
+#define STORE_METRIC_USAGE "memd_lane_usage_"
 
 typedef struct store store;
 
@@ -125,6 +127,11 @@ int64_t store_clock_ns(void);
  * includes the caller's sink). No HELP/TYPE lines: the caller writes them
  * once for all stores. */
 void store_render_durations(const store *s, prom_buf *b);
+/* Append the usage s took (the usage of appends and lane writes that
+ * succeeded: turn ends, appends with usage) as counters
+ * STORE_METRIC_USAGE<field>_total{app}, cost in USD; apps past a bound
+ * share app="_other". */
+void store_render_usage(store *s, prom_buf *b);
 /* Append s's STORE_METRIC_ERRORS{store,op,code} series to b: failed calls
  * by error name. No HELP/TYPE lines. */
 void store_render_errors(const store *s, prom_buf *b);

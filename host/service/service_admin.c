@@ -215,6 +215,7 @@ int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
 	for (size_t i = 0; i < m->n_stores; i++)
 		if (m->stores[i].st)
 			store_render_errors(m->stores[i].st, &b);
+	store_render_usage(m->sessions, &b);
 	service_watch_metrics(m, &b);
 	if (b.oom) {
 		free(b.p);

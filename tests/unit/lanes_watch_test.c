@@ -11,6 +11,7 @@
  * suspended lanes and lanes in a turn; retention deletes ended sessions
  * with their events, artifacts and index entries, a bounded batch a pass.
  * Lanes are made through the store (a lane_write as the facade makes it).
+ * The usage appends and lane writes add is exported by app in /metrics.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -388,6 +389,8 @@ static json_t *last_event(const char *user, const char *sid)
 	return last;
 }
 
+static int search_hits(const char *user, const char *word, const char *sid);
+
 #define LANES_IDLE "reset: {mode: idle, idle_minutes: 60}"
 
 /* ---- tests ---- */
@@ -419,6 +422,9 @@ Test(lanes_watch, expired_lane_is_finalized_once_with_a_signed_webhook)
 	json_decref(c);
 	cr_assert(lane_flags("u", "telegram:dm:1") & MEMD_LANE_FINALIZED);
 	cr_assert_eq(finalize_records("s1"), 1);
+	/* The indexes read past the FINALIZE record (search waits for them
+	 * to reach the feed's head) and keep the session's events. */
+	cr_assert_geq(search_hits("u", "hamburg", "s1"), 2);
 	/* the strategy folded the session: a summary covers the last event */
 	json_t *e = last_event("u", "s1");
 	cr_assert_str_eq(json_string_value(json_object_get(e, "role")), "summary");
@@ -641,4 +647,55 @@ Test(lanes_watch, retention_works_in_bounded_batches)
 	c = sweep();
 	cr_assert_eq(count(c, "sessions_deleted"), 0);
 	json_decref(c);
+}
+
+Test(lanes_watch, usage_is_exported_by_app)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_error err = { 0 };
+	char *metrics = NULL;
+	open_memd("reset: {mode: none}", NULL);
+	make_lane("u", "k", "s1", NULL);
+
+	/* A turn's end: usage on the lane write. */
+	json_t *cur = lane_get("u", "k");
+	memd_usage turn = { .struct_size = sizeof(turn), .input_tokens = 100, .output_tokens = 20,
+			    .cache_read_tokens = 7, .cost_micro_usd = 1500000 };
+	memd_lane l = { .struct_size = sizeof(l), .app = "a", .user = "u", .key = "k",
+			.session = "s1", .updated_us = T0 };
+	memd_lane_write w = { .struct_size = sizeof(w), .lane = &l, .usage = &turn, .now_us = T0,
+			      .expected_version = json_integer_value(json_object_get(cur, "version")) };
+	json_decref(cur);
+	cr_assert_eq(store_lane_write(service_session_store(m), &call, &w, &ignore, &err), 0, "%s",
+		     err.msg);
+	/* An append with usage. */
+	memd_usage more = { .struct_size = sizeof(more), .input_tokens = 5, .cache_write_tokens = 3 };
+	memd_event e = { .struct_size = sizeof(e), .id = "e1", .role = "user", .author = "user",
+			 .content_json = "{\"parts\":[{\"text\":\"hi\"}]}", .text = "hi",
+			 .timestamp_us = T0 };
+	const memd_event *ev[1] = { &e };
+	int64_t seq;
+	memd_append a = { .struct_size = sizeof(a), .events = ev, .n_events = 1, .now_us = T0,
+			  .usage = &more };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s1" };
+	cr_assert_eq(store_append(service_session_store(m), &call, &sc, &a, &res, &err), 0, "%s",
+		     err.msg);
+	/* A replay writes nothing and counts nothing. */
+	cr_assert_eq(store_append(service_session_store(m), &call, &sc, &a, &res, &err), 0, "%s",
+		     err.msg);
+	cr_assert(res.flags & MEMD_APPEND_REPLAYED);
+
+	cr_assert_eq(memd_metrics_text(m, &metrics, &err), 0);
+	static const char *const want[] = {
+		"memd_lane_usage_input_tokens_total{app=\"a\"} 105\n",
+		"memd_lane_usage_output_tokens_total{app=\"a\"} 20\n",
+		"memd_lane_usage_cache_read_tokens_total{app=\"a\"} 7\n",
+		"memd_lane_usage_cache_write_tokens_total{app=\"a\"} 3\n",
+		"memd_lane_usage_cost_usd_total{app=\"a\"} 1.500000\n",
+		"# TYPE memd_lane_usage_input_tokens_total counter\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_assert(strstr(metrics, want[i]), "no '%s' in:\n%s", want[i], metrics);
+	memd_free(metrics);
 }
