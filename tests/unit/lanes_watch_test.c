@@ -177,6 +177,8 @@ static void expect_signature(const hook_req *q)
 static tu_dir dir;
 static memd *m;
 
+static const char *strategy_yaml = "{strategy: summary_buffer, max_tokens: 2000}";
+
 static void open_memd(const char *lanes_yaml, const char *sessions_yaml)
 {
 	char yaml[4096];
@@ -185,14 +187,15 @@ static void open_memd(const char *lanes_yaml, const char *sessions_yaml)
 		 "sessions: {%s}\n"
 		 "summarizer: {type: extractive}\n"
 		 "lanes: {%s}\n"
-		 "apps:\n  '*': {working_memory: {strategy: summary_buffer, max_tokens: 2000}}\n",
-		 dir.path, sessions_yaml ? sessions_yaml : "", lanes_yaml);
+		 "apps:\n  '*': {working_memory: %s}\n",
+		 dir.path, sessions_yaml ? sessions_yaml : "", lanes_yaml, strategy_yaml);
 	m = tu_open(&dir, yaml);
 	memd_set_clock(m, test_clock, NULL);
 }
 
 static void setup(void)
 {
+	strategy_yaml = "{strategy: summary_buffer, max_tokens: 2000}";
 	atomic_store(&now_us, T0);
 	tu_dir_make(&dir);
 	m = NULL;
@@ -698,4 +701,23 @@ Test(lanes_watch, usage_is_exported_by_app)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		cr_assert(strstr(metrics, want[i]), "no '%s' in:\n%s", want[i], metrics);
 	memd_free(metrics);
+}
+
+Test(lanes_watch, strategy_without_finalize_is_finalized_without_it)
+{
+	/* buffer_window has no on_session_finalize (as a strategy built for
+	 * ABI 1.0 or 1.1): the lane is finalized, nothing is appended. */
+	strategy_yaml = "{strategy: buffer_window}";
+	open_memd(LANES_IDLE, NULL);
+	make_lane("u", "k", "s1", NULL);
+	append("u", "s1", "hello");
+	atomic_store(&now_us, T0 + (IDLE_MIN + 1) * US_PER_MIN);
+	json_t *c = sweep();
+	cr_assert_eq(count(c, "finalized"), 1);
+	cr_assert_eq(count(c, "finalize_failed"), 0);
+	json_decref(c);
+	cr_assert(lane_flags("u", "k") & MEMD_LANE_FINALIZED);
+	json_t *e = last_event("u", "s1");
+	cr_assert_str_eq(json_string_value(json_object_get(e, "role")), "assistant");
+	json_decref(e);
 }
