@@ -120,6 +120,23 @@ MEMD_API int32_t memd_session_list(memd *m, const char *app, const char *user,
 				   const char *cursor, uint32_t limit, uint32_t flags,
 				   char **ret_json, memd_error *err);
 
+/* memd_session_list with filters (each set filter must hold). */
+typedef struct memd_session_list_options {
+	uint32_t struct_size;        /* sizeof(memd_session_list_options) */
+	uint32_t flags;              /* MEMD_LIST_* */
+	uint32_t limit;              /* 0 = default */
+	uint32_t reserved;
+	const char *cursor;          /* NULL or the next_cursor of the previous page */
+	const char *origin_platform; /* only sessions a lane made for a source of this
+	                              * platform (any case); NULL = any */
+	const char *lane_key;        /* only sessions made by this lane; NULL = any */
+} memd_session_list_options;
+
+/* As memd_session_list, with opts (NULL = no filter, default limit). */
+MEMD_API int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
+					    const memd_session_list_options *opts,
+					    char **ret_json, memd_error *err);
+
 /* body: {"title"?: str, "metadata"?: object, "archived"?: bool}.
  * Result: the session object. */
 MEMD_API int32_t memd_session_patch(memd *m, const char *app, const char *user, const char *sid,

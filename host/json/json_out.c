@@ -839,6 +839,13 @@ int32_t jo_context_finish(jo_context *c, char **ret_json)
 		context_open_events(c);
 	LIT(&c->out, "]," KEY("tokens"));
 	jo_int(&c->out, c->tokens);
+	if (c->notice_reason) {
+		LIT(&c->out, "," KEY("notice") "{" KEY("reason"));
+		str_value(&c->out, "notice", c->notice_reason);
+		LIT(&c->out, "," KEY("text"));
+		str_value(&c->out, "notice", c->notice_text);
+		LIT(&c->out, "}");
+	}
 	LIT(&c->out, "}");
 	r = jo_finish(&c->out, ret_json, NULL);
 	jo_context_clear(c);

@@ -110,6 +110,10 @@ typedef struct jo_context {
 	int has_summary;
 	uint32_t n_events;
 	int64_t tokens;
+	/* Set before jo_context_finish (borrowed until then): a "notice":
+	 * {"reason", "text"} member after "tokens". NULL: none. */
+	const char *notice_reason;
+	const char *notice_text;
 } jo_context;
 
 /* Start the envelope for the strategy named strategy. */

@@ -240,6 +240,22 @@ static int32_t load_settings(const char *path, settings *ret, memd_error *err)
 	return r;
 }
 
+/* The lanes' reset time zones, each loaded now: a zone that does not
+ * load is a config problem (file:line), not a failure at the first open
+ * of a lane. */
+static int32_t open_zones(memd *m, memd_error *err)
+{
+	config_diag d = { 0 };
+	int32_t r = 0;
+
+	if ((r = lane_tz_cache_new(&m->zones, err)) < 0)
+		return r;
+	if (service_lanes_check_zones(&m->set, m->zones, &d))
+		r = diag_error(&d, err);
+	config_diag_clear(&d);
+	return r;
+}
+
 int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 {
 	memd_options o = { 0 };
@@ -268,6 +284,8 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		goto fail;
 	}
 	if ((r = hostsvc_configure(m->svc, m->set.tokenizer, m->set.summarizer, err)) < 0)
+		goto fail;
+	if ((r = open_zones(m, err)) < 0)
 		goto fail;
 	if ((r = open_stores(m, err)) < 0 || (r = open_strategies(m, err)) < 0)
 		goto fail;
@@ -312,6 +330,7 @@ void memd_close(memd *m)
 	service_free_strv(m->search);
 	temp_state_free(m->temp);
 	hostsvc_free(m->svc);
+	lane_tz_cache_free(m->zones);
 	settings_clear(&m->set);
 	pthread_mutex_destroy(&m->clock_lock);
 	free(m);

@@ -45,7 +45,7 @@ static int32_t persist_event(void *ud, const memd_event *in)
 	}
 	if (!e.author)
 		e.author = e.role;
-	a.now_us = pc->now_us ? pc->now_us : service_now_us();
+	a.now_us = pc->now_us ? pc->now_us : service_clock_us(pc->m);
 	if (!e.timestamp_us)
 		e.timestamp_us = a.now_us;
 	if (!e.tokens && e.text)

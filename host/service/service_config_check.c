@@ -184,6 +184,15 @@ int32_t service_check_config(const char *config_path, const char *const *extra_p
 					err.msg);
 		hostsvc_free(svc);
 	}
+	/* The lanes' reset time zones, loaded as memd_open loads them. */
+	{
+		lane_tz_cache *zones = NULL;
+		if (lane_tz_cache_new(&zones, &err) < 0)
+			config_diag_add(d, NULL, NULL, "%s", err.msg);
+		else
+			service_lanes_check_zones(&set, zones, d);
+		lane_tz_cache_free(zones);
+	}
 	for (size_t i = 0; i < set.n_stores; i++) {
 		char slot[SLOT_NAME_MAX];
 		int is_sessions = strcmp(set.stores[i].name, set.sessions_store) == 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "json/event_json.h"
+#include "json/lane_json.h"
 #include "service/title.h"
 
 /* A sink of the read path: records written as JSON text (json_out.h). */
@@ -23,7 +24,7 @@ static int32_t sink_page_event(void *ud, const memd_event *e)
 }
 
 static const char *const append_fields[] = { "events", "state_delta", "expected_version",
-					     "invocation_id", NULL };
+					     "invocation_id", "usage", NULL };
 
 void service_append_req_clear(service_append_req *q)
 {
@@ -48,6 +49,11 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	json_t *seqs;
 	int32_t r;
 
+	/* A store before 1.2 does not read usage: it would be lost. */
+	if (q->has_usage && store_minor(m->sessions) < 2)
+		return memd_error_set(err, MEMD_ENOTSUP, 0,
+				      "%s: keeps no usage (a store of ABI 1.2 or later does)",
+				      store_name(m->sessions));
 	q->seqs = calloc(q->n ? q->n : 1, sizeof(*q->seqs));
 	if (!q->seqs)
 		return service_oom(err);
@@ -57,7 +63,8 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	a.n_events = (uint32_t)q->n;
 	a.state_delta_json = q->delta_text;
 	a.title_if_unset = q->title;
-	a.now_us = service_now_us();
+	a.usage = q->has_usage ? &q->usage : NULL;
+	a.now_us = service_clock_us(m);
 	res.seqs = q->seqs;
 	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
 		return r;
@@ -94,9 +101,9 @@ int32_t memd_events_append(memd *m, const char *app, const char *user, const cha
 {
 	memd_scope sc;
 	service_append_req q = { 0 };
-	json_t *events, *delta, *ver, *out = NULL;
+	json_t *events, *delta, *ver, *usage, *out = NULL;
 	const char *inv;
-	int64_t now = service_now_us();
+	int64_t now = service_clock_us(m);
 	int32_t r;
 
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
@@ -113,8 +120,14 @@ int32_t memd_events_append(memd *m, const char *app, const char *user, const cha
 		r = memd_error_set(err, MEMD_EINVAL, 0, "events: must be an array");
 		goto out;
 	}
-	if (!events && !delta) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "events: required (or a state_delta)");
+	usage = json_object_get(q.body, "usage");
+	if (usage && !json_is_null(usage)) {
+		if ((r = lj_usage_parse(usage, "usage", &q.usage, err)) < 0)
+			goto out;
+		q.has_usage = 1;
+	}
+	if (!events && !delta && !q.has_usage) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "events: required (or a state_delta or usage)");
 		goto out;
 	}
 	ver = json_object_get(q.body, "expected_version");

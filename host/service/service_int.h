@@ -8,6 +8,10 @@
  *   service_sessions.c      sessions
  *   service_events.c        event append and list
  *   service_after_append.c  strategies' after_append hook, on the worker
+ *   service_lanes.c         lanes: resolve, open (get-or-create), get, list,
+ *                           reset, switch, suspend, delete; the clock
+ *   service_lanes_turns.c   turns: begin, heartbeat, end (leases, interruptions)
+ *   service_lanes_inbox.c   a lane's inbox: put, take, list
  *   service_lanes_watch.c   the lane watcher: expired leases, finalize,
  *                           prune, retention (memd_lanes_sweep)
  *   service_context.c       working memory (memd_context)
@@ -40,6 +44,8 @@
 #include "service/temp_state.h"
 #include "util/prom.h"
 #include "util/worker.h"
+#include "lanes/lane_policy.h"
+#include "lanes/lane_tz.h"
 
 #define US_PER_SEC 1000000LL
 /* Room for a config slot's name: "stores.<name>", "apps.<app>.working_memory". */
@@ -82,6 +88,7 @@ struct memd {
 	pthread_mutex_t clock_lock;
 	memd_clock_fn clock_fn; /* NULL = the system clock */
 	void *clock_userdata;
+	lane_tz_cache *zones;   /* the lanes' reset time zones, loaded at open */
 };
 
 /* ---- service.c: plugins and apps ----------------------------------------- */
@@ -177,6 +184,8 @@ typedef struct service_append_req {
 	char *delta_text;
 	char *title;
 	int64_t *seqs;
+	memd_usage usage;       /* added to the session's and its lane's sums */
+	int has_usage;
 } service_append_req;
 
 /* Free what q holds (not q itself). */
@@ -239,6 +248,83 @@ void service_watch_stop(memd *m);
 void service_watch_free(memd *m);
 /* The watcher's counters (memd_lanes_*_total) in Prometheus text. */
 void service_watch_metrics(memd *m, prom_buf *b);
+
+/* ---- service_lanes.c: lanes (shared with turns, inbox and the watcher) ---- */
+
+/* Conditional lane writes that lose a race are re-read and re-decided up
+ * to this many times; then the call fails with MEMD_ECONFLICT, retryable. */
+#define SERVICE_LANE_TRIES 16
+/* Consecutive interrupted turns that suspend a lane (stuck-loop escalation). */
+#define SERVICE_LANE_MAX_INTERRUPTIONS 3
+/* The resume reason of a turn whose lease ran out (its holder died). */
+#define SERVICE_LANE_LEASE_EXPIRED "restart_interrupted"
+
+/* A lane as the store delivered it, with copies of its strings (l's
+ * pointers point at them). Zero-initialize; service_lane_clear frees. */
+typedef struct service_lane {
+	memd_lane l;
+	char *own[9];
+} service_lane;
+
+/* Free what sl holds and zero it; accepts NULL. */
+void service_lane_clear(service_lane *sl);
+
+/* Read the lane (app, user of sc; key) into *ret (cleared first).
+ * MEMD_ENOTFOUND (message naming the lane and what to do) when there is
+ * none; MEMD_ENOTSUP naming the store when it has no lanes. */
+int32_t service_lane_read(memd *m, const memd_call *call, const memd_scope *sc, const char *key,
+			  service_lane *ret, memd_error *err);
+
+/* The lanes settings of app (its own, else the default app's). */
+const settings_lanes *service_lanes_settings(memd *m, const char *app);
+
+/* The reset policy of a lane of app whose origin is platform and
+ * chat_type (either may be NULL: no override on it matches) into *ret
+ * (strings and zone borrowed from m). MEMD_ENOTFOUND/MEMD_EINVAL if its
+ * time zone cannot be loaded (the zones are loaded at memd_open, so only
+ * a zone file removed since then gets here). */
+int32_t service_lane_policy(memd *m, const char *app, const char *platform,
+			    const char *chat_type, lane_reset_policy *ret, memd_error *err);
+
+/* service_lane_policy for lane l, by its origin's platform and chat_type. */
+int32_t service_lane_policy_of(memd *m, const memd_lane *l, lane_reset_policy *ret,
+			       memd_error *err);
+
+/* The lane JSON object of l (memd.h "lane"); NULL on ENOMEM. */
+json_t *service_lane_json(const memd_lane *l);
+
+/* Record an interrupted turn on w (a lane about to be written): the turn
+ * is cleared; unless the lane is suspended (never marked pending), the
+ * interruption is counted and the lane is marked resume_pending with
+ * reason (borrowed: must outlive w's write) at now_us, or, at the
+ * SERVICE_LANE_MAX_INTERRUPTIONS-th in a row, suspended instead. */
+void service_lane_interrupt(memd_lane *w, const char *reason, int64_t now_us);
+
+/* If lane cur (as read, version cur->version) has a turn whose lease
+ * ended at or before now_us, record it as interrupted
+ * (SERVICE_LANE_LEASE_EXPIRED) with one conditional lane write, and set
+ * *ret_written to 1; else write nothing and set it to 0. MEMD_ECONFLICT
+ * when the lane changed since it was read (re-read it and decide again);
+ * the store's other errors. */
+int32_t service_lane_record_expired(memd *m, const memd_call *call, const memd_lane *cur,
+				    int64_t now_us, int *ret_written, memd_error *err);
+
+/* The last activity of lane l as open judges it: the later of the
+ * lane's updated_us (opens, turns) and its session's (appends), into
+ * *ret_us; the lane's alone when the session is gone. The store's
+ * errors. */
+int32_t service_lane_last_activity(memd *m, const memd_call *call, const memd_lane *l,
+				   int64_t *ret_us, memd_error *err);
+
+/* One conditional lane write of w (expected_version etc. set by the
+ * caller): the stored lane into *ret (cleared first; may be NULL). */
+int32_t service_lane_write(memd *m, const memd_call *call, const memd_lane_write *w,
+			   service_lane *ret, memd_error *err);
+
+/* Check the time zone of every reset policy in s (every app's and its
+ * overrides') loads into zones; each one that does not is added to d as
+ * "file:line: <key>.timezone: <why>". Returns the number of problems. */
+size_t service_lanes_check_zones(const settings *s, lane_tz_cache *zones, config_diag *d);
 
 /* ---- service_delta.c: state deltas --------------------------------------- */
 

@@ -112,7 +112,7 @@ int32_t memd_session_create(memd *m, const char *app, const char *user, const ch
 	s.id = id;
 	s.title = title;
 	s.metadata_json = meta_text;
-	s.created_us = s.updated_us = service_now_us();
+	s.created_us = s.updated_us = service_clock_us(m);
 	if ((r = store_session_create(m->sessions, &call, &s, state_text, &sink, err)) < 0)
 		goto out;
 	sc.session = id;
@@ -258,16 +258,48 @@ bad:
 int32_t memd_session_list(memd *m, const char *app, const char *user, const char *cursor,
 			  uint32_t limit, uint32_t flags, char **ret_json, memd_error *err)
 {
+	memd_session_list_options o = { .struct_size = sizeof(o), .flags = flags, .limit = limit,
+					.cursor = cursor };
+	return memd_session_list_filtered(m, app, user, &o, ret_json, err);
+}
+
+int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
+				   const memd_session_list_options *opts, char **ret_json,
+				   memd_error *err)
+{
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	memd_session_query q = { .struct_size = sizeof(q) };
+	memd_session_list_options lo = { 0 };
 	json_t *arr = NULL, *o;
-	char *after_id = NULL, *next = NULL;
+	char *after_id = NULL, *next = NULL, platform[MEMD_ID_MAX + 1];
+	const char *cursor;
+	uint32_t limit, flags;
 	memd_session_sink sink;
 	int32_t r;
 
 	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
 		return r;
+	if (opts)
+		memcpy(&lo, opts, opts->struct_size < sizeof(lo) ? opts->struct_size : sizeof(lo));
+	cursor = lo.cursor;
+	limit = lo.limit;
+	flags = lo.flags;
+	if (lo.lane_key && (r = ej_check_id(lo.lane_key, "lane", err)) < 0)
+		return r;
+	if (lo.origin_platform) {
+		size_t n = strlen(lo.origin_platform);
+		if (n == 0 || n > MEMD_ID_MAX)
+			return memd_error_set(err, MEMD_EINVAL, 0, "origin_platform: 1..%d bytes",
+					      MEMD_ID_MAX);
+		/* Platforms are kept in lowercase (as lane keys carry them). */
+		for (size_t i = 0; i <= n; i++) {
+			char ch = lo.origin_platform[i];
+			platform[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+		}
+		q.origin_platform = platform;
+	}
+	q.lane_key = lo.lane_key;
 	if (limit == 0)
 		limit = MEMD_LIST_LIMIT_DEFAULT;
 	if (limit > MEMD_LIST_LIMIT_MAX)
@@ -350,7 +382,7 @@ int32_t memd_session_patch(memd *m, const char *app, const char *user, const cha
 		p.fields |= MEMD_PATCH_ARCHIVED;
 		p.archived = json_is_true(v);
 	}
-	p.now_us = service_now_us();
+	p.now_us = service_clock_us(m);
 	if ((r = store_session_update(m->sessions, &call, &sc, &p, &sink, err)) < 0)
 		goto out;
 	r = service_finish(out, ret_json, err);
