@@ -396,10 +396,12 @@ static int32_t write_once(pg_conn *c, void *ctx, memd_error *err)
 	int32_t r = write_check(c, w, err);
 
 	pg_reset(c);
-	if (r == 0)
-		r = write_send(c, w, &at, err);
+	if (r < 0)
+		return r;
+	r = write_send(c, w, &at, err);
 	if (r == 0)
 		r = pg_run(c, "write lane", err);
+	/* Round 2's only unique key is a created session's. */
 	if (r == MEMD_ECONFLICT && w->create_session)
 		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
 				      w->create_session->id);
