@@ -101,6 +101,8 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 
+	if (!len)
+		return; /* data may be NULL then */
 	c->total += len;
 	if (c->buf_len) {
 		size_t take = SHA256_BLOCK_LEN - c->buf_len;
