@@ -56,10 +56,6 @@
 #define WATCH_CLAIM_US (15LL * 60 * US_PER_SEC)
 /* Re-reads of a lane that changed under a write of the watcher. */
 #define WATCH_WRITE_ATTEMPTS 3
-/* The reason recorded for a turn whose lease ran out. */
-#define WATCH_LEASE_REASON "restart_interrupted"
-/* Consecutive interrupted turns that suspend a lane (stuck-loop escalation). */
-#define WATCH_INTERRUPTIONS_SUSPEND 3u
 #define US_PER_DAY (86400LL * US_PER_SEC)
 #define US_PER_MINUTE (60LL * US_PER_SEC)
 
@@ -72,7 +68,6 @@ struct lanes_watch {
 	int stopping;
 	volatile int32_t cancel;   /* the watcher's calls give up once closing */
 	int webhook_ready;         /* lane_webhook_init succeeded */
-	lane_tz_cache *zones;
 	/* totals since memd_open (/metrics) */
 	_Atomic uint64_t finalized, finalize_failures, leases_expired, pruned, sessions_deleted;
 };
@@ -261,97 +256,35 @@ static int32_t write_lane(memd *m, const memd_lane *next, int64_t expected, uint
 
 /* ---- a. leases that ran out -------------------------------------------------- */
 
-/* A turn whose holder died: recorded as an interrupted turn, as a turn
- * ended "interrupted" with reason restart_interrupted is (resume pending,
- * an interruption counted, the third in a row suspends the lane; a
- * suspended lane is never marked pending). */
-static void interrupted(memd_lane *l, int64_t now_us)
-{
-	l->turn_id = NULL;
-	l->turn_started_us = 0;
-	l->turn_lease_until_us = 0;
-	if (l->flags & MEMD_LANE_SUSPENDED)
-		return;
-	l->interruptions++;
-	if (l->interruptions >= WATCH_INTERRUPTIONS_SUSPEND) {
-		l->flags |= MEMD_LANE_SUSPENDED;
-		l->flags &= ~MEMD_LANE_RESUME_PENDING;
-		l->resume_reason = NULL;
-		l->resume_marked_us = 0;
-		return;
-	}
-	l->flags |= MEMD_LANE_RESUME_PENDING;
-	l->resume_reason = WATCH_LEASE_REASON;
-	l->resume_marked_us = now_us;
-}
-
+/* Turns whose holder died, recorded as interrupted as a turn begin
+ * records them (service_lane_record_expired). A lane that changed since
+ * it was listed (its holder came back, another process did it) is left. */
 static int32_t expire_leases(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 {
+	memd_call call = call_new(m->watch);
 	memd_lane_query q = {
 		.struct_size = sizeof(q),
 		.limit = WATCH_LEASE_BATCH,
 		.turn = MEMD_LQ_TURN_SOME,
-		.lease_before_us = now_us,
+		.lease_before_us = now_us + 1, /* a lease ending at now_us has ended */
 	};
 	wlanes ls = { 0 };
 	int32_t r = list_lanes(m, &q, &ls, err);
 
 	for (size_t i = 0; r == 0 && i < ls.n; i++) {
-		memd_lane next = ls.v[i].l;
 		memd_error e = { 0 };
-		int32_t wr;
-
-		interrupted(&next, now_us);
-		wr = write_lane(m, &next, ls.v[i].l.version, 0, now_us, NULL, &e);
+		int written = 0;
+		int32_t wr = service_lane_record_expired(m, &call, &ls.v[i].l, now_us, &written, &e);
 		if (wr == 0)
-			c->leases_expired++;
+			c->leases_expired += (uint32_t)written;
 		else if (wr != MEMD_ECONFLICT && wr != MEMD_ENOTFOUND)
 			r = memd_error_set(err, wr, e.flags, "%s", e.msg);
-		/* ECONFLICT: the holder came back, or another process did it */
 	}
 	wlanes_clear(&ls);
 	return r;
 }
 
 /* ---- b. finalize ----------------------------------------------------------- */
-
-/* The platform and chat type of a lane's origin (borrowed from o, NULL
- * when absent). */
-static void origin_of(json_t *o, const char **ret_platform, const char **ret_chat_type)
-{
-	json_t *p = json_object_get(o, "platform"), *t = json_object_get(o, "chat_type");
-	*ret_platform = json_is_string(p) ? json_string_value(p) : NULL;
-	*ret_chat_type = json_is_string(t) ? json_string_value(t) : NULL;
-}
-
-/* The reset policy of lane l as lane_policy takes it. */
-static int32_t policy_of(memd *m, const memd_lane *l, lane_reset_policy *ret, memd_error *err)
-{
-	const settings_app *app = settings_app_for(&m->set, l->app);
-	json_t *origin = l->origin_json ? ej_load(l->origin_json) : NULL;
-	const char *platform, *chat_type;
-	const settings_lane_reset *rs;
-	const lane_tz *zone = NULL;
-	int32_t r;
-
-	origin_of(origin, &platform, &chat_type);
-	rs = settings_lane_reset_for(&app->lanes, platform, chat_type);
-	json_decref(origin);
-	if ((r = lane_tz_cache_get(m->watch->zones, rs->timezone, &zone, err)) < 0)
-		return r;
-	memset(ret, 0, sizeof(*ret));
-	switch (rs->mode) {
-	case SETTINGS_LANE_RESET_IDLE: ret->mode = LANE_RESET_IDLE; break;
-	case SETTINGS_LANE_RESET_DAILY: ret->mode = LANE_RESET_DAILY; break;
-	case SETTINGS_LANE_RESET_BOTH: ret->mode = LANE_RESET_BOTH; break;
-	default: ret->mode = LANE_RESET_NONE; break;
-	}
-	ret->idle_minutes = rs->idle_minutes;
-	ret->at_hour = (int32_t)rs->at_hour;
-	ret->zone = zone;
-	ret->notify = rs->notify;
-	return 0;
-}
 
 /* The webhook of the lane's app, or 0 (none configured). */
 static int webhook_of(memd *m, const char *app_name, lane_webhook *ret)
@@ -374,13 +307,15 @@ static json_t *time_json(int64_t us)
 	return json_string(buf);
 }
 
-/* The webhook's body for lane l finalized for reason at now_us. */
-static char *webhook_body(const memd_lane *l, const char *reason, uint32_t attempt, int64_t now_us)
+/* The webhook's body for lane l, last active at last_us, finalized for
+ * reason at now_us. */
+static char *webhook_body(const memd_lane *l, const char *reason, uint32_t attempt,
+			  int64_t last_us, int64_t now_us)
 {
 	json_t *o = json_pack(
 		"{s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:i,s:{s:I,s:I,s:I,s:I,s:I,s:f}}", "event",
 		"session.finalized", "app", l->app, "user", l->user, "lane_key", l->key,
-		"session_id", l->session, "reason", reason, "last_activity", time_json(l->updated_us),
+		"session_id", l->session, "reason", reason, "last_activity", time_json(last_us),
 		"finalized_at", time_json(now_us), "attempt", (int)attempt, "usage", "input_tokens",
 		(json_int_t)l->input_tokens, "output_tokens", (json_int_t)l->output_tokens,
 		"cache_read_tokens", (json_int_t)l->cache_read_tokens, "cache_write_tokens",
@@ -391,10 +326,12 @@ static char *webhook_body(const memd_lane *l, const char *reason, uint32_t attem
 	return text;
 }
 
-/* One finalize attempt of the claimed lane l: the strategy, then the
- * webhook. 0 or the first failure. */
-static int32_t finalize_attempt(memd *m, const memd_lane *l, const char *reason, int64_t now_us,
-				memd_error *err)
+/* One finalize attempt of the claimed lane l, last active at last_us:
+ * the strategy, then the webhook. 0 or the first failure. The events the
+ * strategy persists are stamped last_us, so that finalizing is no
+ * activity of the session (an open after it still finds it expired). */
+static int32_t finalize_attempt(memd *m, const memd_lane *l, const char *reason, int64_t last_us,
+				int64_t now_us, memd_error *err)
 {
 	memd_scope sc = { .struct_size = sizeof(sc), .app = l->app, .user = l->user,
 			  .session = l->session };
@@ -403,13 +340,13 @@ static int32_t finalize_attempt(memd *m, const memd_lane *l, const char *reason,
 	char *body;
 	int32_t r;
 
-	if ((r = service_finalize_strategy(m, &sc, now_us, err)) < 0)
+	if ((r = service_finalize_strategy(m, &sc, last_us, err)) < 0)
 		return r;
 	if (!webhook_of(m, l->app, &hook))
 		return 0;
 	if (!m->watch->webhook_ready)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "the webhook's HTTP client did not start");
-	if (!(body = webhook_body(l, reason, l->finalize_failures + 1, now_us)))
+	if (!(body = webhook_body(l, reason, l->finalize_failures + 1, last_us, now_us)))
 		return service_oom(err);
 	r = lane_webhook_post(&hook, &call, body, now_us / US_PER_SEC, err);
 	free(body);
@@ -454,10 +391,11 @@ static int32_t finish(memd *m, const memd_lane *l, int64_t v, int ok, int64_t no
 	return r;
 }
 
-/* Claim, finalize and mark lane l, whose policy says expired for reason.
- * The lane another process claimed first is skipped (0, counts nothing). */
-static int32_t finalize_lane(memd *m, const memd_lane *l, const char *reason, int64_t now_us,
-			     watch_counts *c, memd_error *err)
+/* Claim, finalize and mark lane l, last active at last_us, whose policy
+ * says expired for reason. The lane another process claimed first is
+ * skipped (0, counts nothing). */
+static int32_t finalize_lane(memd *m, const memd_lane *l, const char *reason, int64_t last_us,
+			     int64_t now_us, watch_counts *c, memd_error *err)
 {
 	memd_lane claim = *l;
 	memd_error e = { 0 };
@@ -472,7 +410,7 @@ static int32_t finalize_lane(memd *m, const memd_lane *l, const char *reason, in
 	if (r < 0)
 		return r;
 	claim.version = v;
-	ok = finalize_attempt(m, &claim, reason, now_us, &e) == 0;
+	ok = finalize_attempt(m, &claim, reason, last_us, now_us, &e) == 0;
 	if (!ok) {
 		c->finalize_failed++;
 		atomic_fetch_add(&m->watch->finalize_failures, 1);
@@ -518,15 +456,21 @@ static int32_t finalize_expired(memd *m, int64_t now_us, watch_counts *c, memd_e
 		scanned += (uint32_t)ls.n;
 		for (size_t i = 0; r == 0 && i < ls.n; i++) {
 			const memd_lane *l = &ls.v[i].l;
+			memd_call call = call_new(m->watch);
 			lane_reset_policy p;
-			const char *reason;
+			const char *reason = NULL;
+			int64_t last = 0;
 			if (m->watch->cancel)
 				r = memd_error_set(err, MEMD_ECANCELED, 0, "memd is closing");
 			else if (l->finalize_claim_until_us > now_us || !l->session)
 				continue;
-			else if ((r = policy_of(m, l, &p, err)) == 0 &&
-				 (reason = lane_policy_expired(&p, l->updated_us, now_us)))
-				r = finalize_lane(m, l, reason, now_us, c, err);
+			/* the last activity as an open judges it: the lane's or
+			 * its session's (appends), whichever is later */
+			else if ((r = service_lane_policy_of(m, l, &p, err)) == 0 &&
+				 lane_policy_expired(&p, l->updated_us, now_us) &&
+				 (r = service_lane_last_activity(m, &call, l, &last, err)) == 0 &&
+				 (reason = lane_policy_expired(&p, last, now_us)))
+				r = finalize_lane(m, l, reason, last, now_us, c, err);
 			if (c->finalized + c->finalize_failed >= WATCH_FINALIZE_BATCH)
 				break;
 		}
@@ -793,8 +737,6 @@ int32_t service_watch_start(memd *m, memd_error *err)
 	pthread_cond_init(&w->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	m->watch = w;
-	if ((r = lane_tz_cache_new(&w->zones, err)) < 0)
-		return r;
 	if (any_webhook(m)) {
 		if ((r = lane_webhook_init(err)) < 0)
 			return r;
@@ -833,7 +775,6 @@ void service_watch_free(memd *m)
 	service_watch_stop(m);
 	if (w->webhook_ready)
 		lane_webhook_cleanup();
-	lane_tz_cache_free(w->zones);
 	pthread_mutex_destroy(&w->lock);
 	pthread_mutex_destroy(&w->pass);
 	pthread_cond_destroy(&w->wake);

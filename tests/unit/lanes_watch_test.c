@@ -721,3 +721,61 @@ Test(lanes_watch, strategy_without_finalize_is_finalized_without_it)
 	cr_assert_str_eq(json_string_value(json_object_get(e, "role")), "assistant");
 	json_decref(e);
 }
+
+Test(lanes_watch, appends_keep_a_lane_alive)
+{
+	open_memd(LANES_IDLE, NULL);
+	make_lane("u", "k", "s1", NULL);
+	/* The lane itself is quiet, its session is not. */
+	atomic_store(&now_us, T0 + (IDLE_MIN - 10) * US_PER_MIN);
+	append("u", "s1", "still here");
+	atomic_store(&now_us, T0 + (IDLE_MIN + 1) * US_PER_MIN);
+	json_t *c = sweep();
+	cr_assert_eq(count(c, "finalized"), 0, "a lane whose session is active was finalized");
+	json_decref(c);
+	atomic_store(&now_us, T0 + (2 * IDLE_MIN - 9) * US_PER_MIN);
+	c = sweep();
+	cr_assert_eq(count(c, "finalized"), 1);
+	json_decref(c);
+}
+
+/* memd_lane_open's answer. */
+static json_t *lane_open(const char *user, const char *key)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	cr_assert_eq(memd_lane_open(m, "a", user, key, "{}", &out, &err), 0, "%s", err.msg);
+	return tu_json(out);
+}
+
+Test(lanes_watch, an_open_after_finalize_starts_a_new_session)
+{
+	open_memd(LANES_IDLE, NULL);
+	json_t *o = lane_open("u", "k");
+	char *first = strdup(json_string_value(json_object_get(json_object_get(o, "lane"),
+							       "session_id")));
+	json_decref(o);
+	append("u", first, "something to fold");
+	atomic_store(&now_us, T0 + (IDLE_MIN + 1) * US_PER_MIN);
+	json_t *c = sweep();
+	cr_assert_eq(count(c, "finalized"), 1);
+	json_decref(c);
+	/* The summary the finalize wrote is no activity: the next open
+	 * resets the lane. */
+	atomic_store(&now_us, T0 + (IDLE_MIN + 2) * US_PER_MIN);
+	o = lane_open("u", "k");
+	json_t *reset = json_object_get(o, "reset");
+	cr_assert(json_is_object(reset), "the finalized session was kept");
+	cr_assert_str_eq(json_string_value(json_object_get(reset, "reason")), "idle");
+	cr_assert_str_neq(json_string_value(json_object_get(json_object_get(o, "lane"), "session_id")),
+			  first);
+	json_decref(o);
+	cr_assert_eq(lane_flags("u", "k") & MEMD_LANE_FINALIZED, 0);
+	/* The old session is never finalized again; the new one in its turn. */
+	atomic_store(&now_us, T0 + (3 * IDLE_MIN) * US_PER_MIN);
+	c = sweep();
+	cr_assert_eq(count(c, "finalized"), 1);
+	json_decref(c);
+	cr_assert_eq(finalize_records(first), 1);
+	free(first);
+}
