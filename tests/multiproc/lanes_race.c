@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Two memd processes (a libmemd handle in each of two forked children)
- * over one database server (stress_util.h says which) run the lane
- * watcher at once over the same expired lanes: each lane is finalized
- * exactly once. The parent counts the finalize webhook's deliveries (a
+ * over one database server (stress_util.h says which) race the lanes:
+ *
+ *  - gateway: both open the same new keys at once (each key gets one
+ *    session, the same for both), then both begin a turn on every key
+ *    (exactly one wins each), then both take from one inbox with its
+ *    holder's turn id (each item is taken exactly once, none is lost).
+ *    The phases are started by the parent through pipes, each once both
+ *    children have reported the one before.
+ *  - finalize: both run the lane watcher at once over the same expired
+ *    lanes: each lane is finalized exactly once. The parent counts the finalize webhook's deliveries (a
  * local receiver) and the change feed's FINALIZE records per session:
  * one each, and the children's finalized counts add up to the lanes.
  * Both children sweep until no lane is left unfinalized; they wait for
@@ -37,6 +44,9 @@
 #define IDLE_MIN 60
 #define REQ_MAX 65536
 #define ID_MAX 64
+#define N_KEYS 20               /* gateway: keys opened and turned at once */
+#define N_ITEMS 60              /* gateway: inbox items taken by both */
+#define LEASE_BODY "{\"lease_ms\":600000}"
 
 static int64_t late_clock(void *ud)
 {
@@ -316,6 +326,290 @@ Test(lanes_race, finalize_each_lane_exactly_once, .timeout = 120)
 	}
 	cr_assert_eq(atomic_load(&r.n), N_LANES);
 	memd_close(m);
+	unlink(yaml_path);
+	rmdir(dir);
+	free(name);
+}
+
+/* ---- gateway: opens, turn begins, inbox takes ---- */
+
+/* Wait for the parent's go (one byte) on fd; nonzero when it never came. */
+static int wait_go(int fd)
+{
+	char go;
+	return read(fd, &go, 1) != 1;
+}
+
+/* The answer *out of a call that returned r (out is read after the call:
+ * a pointer, since argument order is unspecified); NULL on a failure. */
+static json_t *answer(int32_t r, char **out, const char *what, const memd_error *err)
+{
+	json_t *o;
+	if (r != 0) {
+		fprintf(stderr, "%s: %s\n", what, err->msg);
+		return NULL;
+	}
+	o = json_loads(*out, 0, NULL);
+	memd_free(*out);
+	*out = NULL;
+	return o;
+}
+
+/* A child of the gateway race. Files in dir: open.<p> ("<k> <session>"
+ * lines), turn.<p> ("<k> <turn_id or ->" lines), take.<p> (item ids);
+ * a byte on ready after each of the first two phases. */
+static int gateway_child(const char *yaml_path, const char *dir, int p, int go_fd, int ready_fd)
+{
+	memd *m = open_memd(yaml_path);
+	memd_error err = { 0 };
+	char path[256], key[32], turn[ID_MAX + 1];
+	FILE *f;
+
+	if (!m || wait_go(go_fd))
+		return 1;
+	/* 1. opens */
+	snprintf(path, sizeof(path), "%s/open.%d", dir, p);
+	if (!(f = fopen(path, "w")))
+		return 1;
+	for (int k = 0; k < N_KEYS; k++) {
+		char *out = NULL;
+		snprintf(key, sizeof(key), "telegram:dm:%d", k);
+		json_t *o = answer(memd_lane_open(m, "race", "u", key, "{}", &out, &err), &out,
+				   "open", &err);
+		if (!o)
+			return 1;
+		fprintf(f, "%d %s\n", k,
+			json_string_value(json_object_get(json_object_get(o, "lane"), "session_id")));
+		json_decref(o);
+	}
+	fclose(f);
+	if (write(ready_fd, "r", 1) != 1 || wait_go(go_fd))
+		return 1;
+	/* 2. turn begins */
+	snprintf(path, sizeof(path), "%s/turn.%d", dir, p);
+	if (!(f = fopen(path, "w")))
+		return 1;
+	for (int k = 0; k < N_KEYS; k++) {
+		char *out = NULL;
+		int32_t r;
+		snprintf(key, sizeof(key), "telegram:dm:%d", k);
+		r = memd_turn_begin(m, "race", "u", key, LEASE_BODY, &out, &err);
+		if (r == MEMD_ECONFLICT) {
+			fprintf(f, "%d -\n", k);
+			continue;
+		}
+		json_t *o = answer(r, &out, "turn begin", &err);
+		if (!o)
+			return 1;
+		fprintf(f, "%d %s\n", k, json_string_value(json_object_get(o, "turn_id")));
+		json_decref(o);
+	}
+	fclose(f);
+	if (write(ready_fd, "r", 1) != 1 || wait_go(go_fd))
+		return 1;
+	/* 3. takes from key 0's inbox with its holder's turn id (in dir/holder) */
+	snprintf(path, sizeof(path), "%s/holder", dir);
+	if (!(f = fopen(path, "r")) || fscanf(f, "%64s", turn) != 1)
+		return 1;
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/take.%d", dir, p);
+	if (!(f = fopen(path, "w")))
+		return 1;
+	for (;;) {
+		char *out = NULL, body[128];
+		snprintf(body, sizeof(body), "{\"turn_id\":\"%s\"}", turn);
+		json_t *o = answer(memd_inbox_take(m, "race", "u", "telegram:dm:0", body, &out, &err),
+				   &out, "take", &err);
+		if (!o)
+			return 1;
+		json_t *item = json_object_get(o, "item");
+		if (!json_is_object(item)) {
+			json_decref(o);
+			break;
+		}
+		fprintf(f, "%s\n", json_string_value(json_object_get(item, "id")));
+		json_decref(o);
+	}
+	fclose(f);
+	memd_close(m);
+	return 0;
+}
+
+/* Every line of dir/<what>.<p> for both children, in *ret (lines). */
+static size_t read_lines(const char *dir, const char *what, char lines[][2 * ID_MAX], size_t cap)
+{
+	size_t n = 0;
+	for (int p = 0; p < N_PROCS; p++) {
+		char path[256];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/%s.%d", dir, what, p);
+		f = fopen(path, "r");
+		cr_assert_not_null(f, "no %s from child %d", what, p);
+		while (n < cap && fgets(lines[n], 2 * ID_MAX, f)) {
+			lines[n][strcspn(lines[n], "\n")] = '\0';
+			n++;
+		}
+		fclose(f);
+		unlink(path);
+	}
+	return n;
+}
+
+/* Release both children into the next phase, then wait for both to be
+ * done with it (ready_fd: their bytes; 0 = wait for nothing). */
+static void phase(int go_fd, int ready_fd)
+{
+	char r;
+	cr_assert_eq(write(go_fd, "gg", N_PROCS), N_PROCS);
+	for (int p = 0; ready_fd && p < N_PROCS; p++)
+		cr_assert_eq(read(ready_fd, &r, 1), 1, "a child died in a phase");
+}
+
+static int32_t count_session(void *ud, const memd_session *s)
+{
+	(void)s;
+	(*(int *)ud)++;
+	return 0;
+}
+
+Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
+{
+	char *name = stress_unique_name("gw");
+	char dir[] = "/tmp/memd-lanes-gw-XXXXXX", yaml_path[64], *yaml = NULL;
+	const char *tmpl = getenv("MEMD_STRESS_CONFIG");
+	static char lines[4 * N_ITEMS][2 * ID_MAX];
+	static char sessions[N_KEYS][ID_MAX], holder[ID_MAX];
+	int go[2], ready[2], wins[N_KEYS] = { 0 };
+	pid_t pids[N_PROCS];
+	memd_error err = { 0 };
+	size_t n;
+	memd *m;
+	FILE *f;
+
+	cr_assert_not_null(name);
+	cr_assert_not_null(tmpl, "MEMD_STRESS_CONFIG is not set");
+	cr_assert_not_null(mkdtemp(dir));
+	{
+		char *map = strdup(tmpl), *p;
+		cr_assert_not_null(map);
+		while ((p = strstr(map, "@NAME@"))) {
+			char *nm = NULL;
+			cr_assert(asprintf(&nm, "%.*s%s%s", (int)(p - map), map, name, p + 6) > 0);
+			free(map);
+			map = nm;
+		}
+		cr_assert(asprintf(&yaml, "stores:\n  main: %s\n", map) > 0);
+		free(map);
+	}
+	snprintf(yaml_path, sizeof(yaml_path), "%s/memd.yaml", dir);
+	f = fopen(yaml_path, "w");
+	cr_assert_not_null(f);
+	fputs(yaml, f);
+	fclose(f);
+	free(yaml);
+
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(ready), 0);
+	for (int p = 0; p < N_PROCS; p++) {
+		pids[p] = fork();
+		cr_assert_geq(pids[p], 0, "fork failed");
+		if (pids[p] == 0) {
+			close(go[1]);
+			close(ready[0]);
+			_exit(gateway_child(yaml_path, dir, p, go[0], ready[1]));
+		}
+	}
+	close(go[0]);
+	close(ready[1]);
+	m = open_memd(yaml_path);
+	cr_assert_not_null(m);
+
+	/* 1. Opens of the same new keys at once: one session each, the same
+	 * for both processes. */
+	phase(go[1], ready[0]);
+	n = read_lines(dir, "open", lines, sizeof(lines) / sizeof(lines[0]));
+	cr_assert_eq(n, (size_t)N_PROCS * N_KEYS);
+	for (size_t i = 0; i < n; i++) {
+		int k;
+		char sid[ID_MAX];
+		cr_assert_eq(sscanf(lines[i], "%d %63s", &k, sid), 2);
+		if (!sessions[k][0])
+			snprintf(sessions[k], ID_MAX, "%s", sid);
+		cr_assert_str_eq(sessions[k], sid, "key %d: sessions %s and %s", k, sessions[k], sid);
+	}
+	{
+		memd_call call = { .struct_size = sizeof(call) };
+		memd_scope sc = { .struct_size = sizeof(sc), .app = "race", .user = "u" };
+		memd_session_query q = { .struct_size = sizeof(q), .limit = 4 * N_KEYS };
+		memd_session_sink sink = { sizeof(sink), NULL, count_session };
+		int count = 0;
+		sink.userdata = &count;
+		cr_assert_eq(store_session_list(service_session_store(m), &call, &sc, &q, &sink, &err),
+			     0, "%s", err.msg);
+		cr_assert_eq(count, N_KEYS, "%d sessions for %d keys", count, N_KEYS);
+	}
+
+	/* 2. Turn begins on every key at once: exactly one wins each. */
+	phase(go[1], ready[0]);
+	n = read_lines(dir, "turn", lines, sizeof(lines) / sizeof(lines[0]));
+	cr_assert_eq(n, (size_t)N_PROCS * N_KEYS);
+	for (size_t i = 0; i < n; i++) {
+		int k;
+		char t[ID_MAX];
+		cr_assert_eq(sscanf(lines[i], "%d %63s", &k, t), 2);
+		if (strcmp(t, "-") != 0) {
+			wins[k]++;
+			if (k == 0)
+				snprintf(holder, sizeof(holder), "%s", t);
+		}
+	}
+	for (int k = 0; k < N_KEYS; k++)
+		cr_assert_eq(wins[k], 1, "key %d: %d turn begins won", k, wins[k]);
+
+	/* 3. Items put in key 0's inbox, then taken by both at once with
+	 * its holder's turn: each exactly once. */
+	for (int i = 0; i < N_ITEMS; i++) {
+		char body[160], *out = NULL;
+		snprintf(body, sizeof(body),
+			 "{\"mode\":\"queue\",\"event\":{\"role\":\"user\",\"content\":\"m%d\"}}", i);
+		cr_assert_eq(memd_inbox_put(m, "race", "u", "telegram:dm:0", body, &out, &err), 0,
+			     "%s", err.msg);
+		memd_free(out);
+	}
+	{
+		char path[96];
+		snprintf(path, sizeof(path), "%s/holder", dir);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "%s\n", holder);
+		fclose(f);
+	}
+	phase(go[1], 0);
+	for (int p = 0; p < N_PROCS; p++) {
+		int status = 0;
+		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "child %d failed (status 0x%x): see its stderr", p, status);
+	}
+	n = read_lines(dir, "take", lines, sizeof(lines) / sizeof(lines[0]));
+	cr_assert_eq(n, (size_t)N_ITEMS, "%zu items taken of %d put", n, N_ITEMS);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			cr_assert_str_neq(lines[i], lines[j], "item %s was taken twice", lines[i]);
+	{
+		char *out = NULL;
+		json_t *o = answer(memd_inbox_list(m, "race", "u", "telegram:dm:0", &out, &err), &out,
+				   "inbox list", &err);
+		cr_assert_not_null(o);
+		cr_assert_eq(json_integer_value(json_object_get(o, "depth")), 0);
+		json_decref(o);
+	}
+	close(go[1]);
+	close(ready[0]);
+	memd_close(m);
+	char path[96];
+	snprintf(path, sizeof(path), "%s/holder", dir);
+	unlink(path);
 	unlink(yaml_path);
 	rmdir(dir);
 	free(name);
