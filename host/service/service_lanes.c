@@ -473,7 +473,8 @@ typedef struct open_req {
 	int explicit_reset;     /* memd_lane_reset */
 } open_req;
 
-/* The notice text of reason under p; NULL when the reset owes none. */
+/* 1 when a reset for reason owes the new session's first context a
+ * notice under p (automatic resets, when p notifies). */
 static int owes_notice(const lane_reset_policy *p, const char *reason)
 {
 	if (!p->notify)
@@ -506,8 +507,7 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 		return r;
 	found = r == 0;
 	now = service_clock_us(m);
-	if ((r = service_lane_policy(m, q->app, q->platform ? q->platform : NULL,
-				     q->chat_type, &pol, err)) < 0)
+	if ((r = service_lane_policy(m, q->app, q->platform, q->chat_type, &pol, err)) < 0)
 		goto out;
 	if (found && !q->platform) {
 		/* No source with this call: the lane's own origin decides. */

@@ -1037,3 +1037,56 @@ Test(facade_lanes, an_unknown_time_zone_fails_open_with_its_location)
 	cr_assert(strstr(err.msg, "bad.yaml:4:"), "%s", err.msg);
 	cr_assert(strstr(err.msg, "Nowhere/Atlantis"), "%s", err.msg);
 }
+
+typedef struct reader {
+	pthread_barrier_t *go;
+	const char *sid;
+	int noticed;
+	int32_t rc;
+} reader;
+
+static void *race_context(void *p)
+{
+	reader *x = p;
+	memd_error err = { 0 };
+	char *out = NULL;
+	json_t *o;
+
+	pthread_barrier_wait(x->go);
+	x->rc = memd_context(m, "app", "alice", x->sid, &out, &err);
+	if (x->rc < 0)
+		return NULL;
+	o = json_loads(out, 0, NULL);
+	memd_free(out);
+	x->noticed = json_object_get(o, "notice") != NULL;
+	json_decref(o);
+	return NULL;
+}
+
+/* Of the context reads racing for a session's notice, exactly one shows it. */
+Test(facade_lanes, racing_context_reads_show_the_notice_once)
+{
+	json_t *a = lane_open("alice", "k", SRC("tg")), *b;
+	pthread_barrier_t go;
+	pthread_t t[RACERS];
+	reader x[RACERS];
+	int noticed = 0;
+
+	advance(2 * US_PER_HOUR);
+	b = lane_open("alice", "k", NULL);
+	pthread_barrier_init(&go, NULL, RACERS);
+	for (int i = 0; i < RACERS; i++) {
+		x[i] = (reader){ .go = &go, .sid = str(b, "session.id") };
+		cr_assert_eq(pthread_create(&t[i], NULL, race_context, &x[i]), 0);
+	}
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&go);
+	for (int i = 0; i < RACERS; i++) {
+		cr_assert_eq(x[i].rc, 0);
+		noticed += x[i].noticed;
+	}
+	cr_assert_eq(noticed, 1);
+	json_decref(a);
+	json_decref(b);
+}
