@@ -34,57 +34,77 @@ static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 static const pg_sql SQL_LANE_GET = { PG_ST_LANE_GET, 3,
 	"SELECT " LANE_COLS " FROM lanes WHERE" LANE_PK };
 
-/* ---- lane_write: round 1 takes the locks and checks, round 2 writes ---- */
+/* ---- lane_write: one round trip ------------------------------------ */
 
+/* The lane's lock (or its creation) comes first in the round; every
+ * statement after it runs in a snapshot taken under that lock and writes
+ * only if GUARD holds: the lane is at $4 (0: the row this write has just
+ * created) and the session to reopen ($5, NULL = none) exists. A write
+ * refused writes nothing, and the results of the lock say why. The
+ * sessions, the inbox and the feed record go before the lane's row, whose
+ * update moves the version the guard reads. */
 static const pg_sql SQL_LANE_LOCK = { PG_ST_LANE_LOCK, 3,
 	"SELECT version FROM lanes WHERE" LANE_PK " FOR UPDATE" };
-/* A new lane starts as a row at version 0 that round 2 fills like any
- * other write; of two creators the second waits for the first one's
- * commit and then inserts nothing (and gets MEMD_ECONFLICT). */
+/* A new lane starts as a row at version 0 that the write fills like any
+ * other; of two creators the second waits for the first one's commit and
+ * then inserts nothing (and gets MEMD_ECONFLICT). */
 static const pg_sql SQL_LANE_CREATE = { PG_ST_LANE_CREATE, 4,
 	"INSERT INTO lanes (app, \"user\", key, created_us, updated_us, version)"
 	" VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT DO NOTHING RETURNING version" };
-/* The session to reopen must exist: locked in round 1 (after the lane). */
+/* The session to reopen, locked after the lane. */
 static const pg_sql SQL_LANE_SESSION_LOCK = { PG_ST_LANE_SESSION_LOCK, 3,
 	"SELECT 1 FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3 FOR NO KEY UPDATE" };
-static const pg_sql SQL_LANE_SESSION_END = { PG_ST_LANE_SESSION_END, 5,
-	"UPDATE sessions SET ended_us = $4, end_reason = $5"
-	" WHERE app = $1 AND \"user\" = $2 AND id = $3 AND ended_us = 0" };
-static const pg_sql SQL_LANE_SESSION_REOPEN = { PG_ST_LANE_SESSION_REOPEN, 3,
+#define GUARD \
+	" EXISTS (SELECT 1 FROM lanes WHERE" LANE_PK " AND version = $4::bigint)" \
+	" AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM sessions" \
+	"  WHERE app = $1 AND \"user\" = $2 AND id = $5::text))"
+#define GUARD_N 5
+/* $6..$17: pg_session_insert_vals. */
+static const pg_sql SQL_LANE_SESSION_CREATE = { PG_ST_LANE_SESSION_CREATE,
+	GUARD_N + PG_SESSION_INSERT_N,
+	"INSERT INTO sessions (" PG_SESSION_INSERT_COLS ")"
+	" SELECT $6::text, $7::text, $8::text, $9::text, $10::jsonb, $11::integer, $12::bigint,"
+	" $12::bigint, $13::text, $14::jsonb, $15::text, $16::text, $17::text WHERE" GUARD };
+static const pg_sql SQL_LANE_SESSION_END = { PG_ST_LANE_SESSION_END, GUARD_N + 3,
+	"UPDATE sessions SET ended_us = $7, end_reason = $8"
+	" WHERE app = $1 AND \"user\" = $2 AND id = $6 AND ended_us = 0 AND" GUARD };
+static const pg_sql SQL_LANE_SESSION_REOPEN = { PG_ST_LANE_SESSION_REOPEN, GUARD_N,
 	"UPDATE sessions SET ended_us = 0, end_reason = NULL"
-	" WHERE app = $1 AND \"user\" = $2 AND id = $3" };
-static const pg_sql SQL_LANE_SESSION_USAGE = { PG_ST_LANE_SESSION_USAGE, 3 + PG_USAGE_N,
+	" WHERE app = $1 AND \"user\" = $2 AND id = $5 AND" GUARD };
+static const pg_sql SQL_LANE_SESSION_USAGE = { PG_ST_LANE_SESSION_USAGE,
+	GUARD_N + 1 + PG_USAGE_N,
 	"UPDATE sessions SET"
-	" input_tokens = input_tokens + $4, output_tokens = output_tokens + $5,"
-	" cache_read_tokens = cache_read_tokens + $6,"
-	" cache_write_tokens = cache_write_tokens + $7, cost_micro_usd = cost_micro_usd + $8,"
-	" last_prompt_tokens = CASE WHEN $9::bigint > 0 THEN $9 ELSE last_prompt_tokens END"
-	" WHERE app = $1 AND \"user\" = $2 AND id = $3" };
-static const pg_sql SQL_LANE_INBOX_CLEAR = { PG_ST_LANE_INBOX_CLEAR, 3,
-	"DELETE FROM inbox WHERE" LANE_PK };
-/* Every host field ($5..$19), the usage ($20..$25) added, the inbox
- * depth zeroed when the inbox was cleared ($26), version + 1; only at the
- * version round 1 checked ($4). */
-static const pg_sql SQL_LANE_WRITE = { PG_ST_LANE_WRITE, 26,
-	"UPDATE lanes SET flags = $5, session = $6, origin = $7::jsonb, updated_us = $8,"
-	" resume_reason = $9, resume_marked_us = $10, reset_reason = $11,"
-	" previous_session = $12, reset_us = $13, turn_id = $14, turn_started_us = $15,"
-	" turn_lease_until_us = $16, interruptions = $17, finalize_failures = $18,"
-	" finalize_claim_until_us = $19,"
-	" input_tokens = input_tokens + $20, output_tokens = output_tokens + $21,"
-	" cache_read_tokens = cache_read_tokens + $22,"
-	" cache_write_tokens = cache_write_tokens + $23, cost_micro_usd = cost_micro_usd + $24,"
-	" last_prompt_tokens = CASE WHEN $25::bigint > 0 THEN $25 ELSE last_prompt_tokens END,"
-	" inbox_depth = CASE WHEN $26::boolean THEN 0 ELSE inbox_depth END,"
-	" version = version + 1"
-	" WHERE" LANE_PK " AND version = $4 RETURNING " LANE_COLS };
-/* A FINALIZE record at the next feed position, as a DELETE record gets
- * its own (pg_sessions.c): the feed counter's row lock is the last one
- * the transaction takes, so positions commit in order. */
-static const pg_sql SQL_LANE_FINALIZE = { PG_ST_LANE_FINALIZE, 3,
-	"WITH c AS (UPDATE feed_counter SET last = last + 1 WHERE id = 1 RETURNING last)"
+	" input_tokens = input_tokens + $7, output_tokens = output_tokens + $8,"
+	" cache_read_tokens = cache_read_tokens + $9,"
+	" cache_write_tokens = cache_write_tokens + $10, cost_micro_usd = cost_micro_usd + $11,"
+	" last_prompt_tokens = CASE WHEN $12::bigint > 0 THEN $12 ELSE last_prompt_tokens END"
+	" WHERE app = $1 AND \"user\" = $2 AND id = $6 AND" GUARD };
+static const pg_sql SQL_LANE_INBOX_CLEAR = { PG_ST_LANE_INBOX_CLEAR, GUARD_N,
+	"DELETE FROM inbox WHERE" LANE_PK " AND" GUARD };
+/* A FINALIZE record for session $6 at the next feed position, as a
+ * DELETE record gets its own (pg_sessions.c): the feed counter's row lock
+ * is the last new lock the transaction takes (the lane's it holds
+ * already), so positions commit in order. */
+static const pg_sql SQL_LANE_FINALIZE = { PG_ST_LANE_FINALIZE, GUARD_N + 1,
+	"WITH c AS (UPDATE feed_counter SET last = last + 1 WHERE id = 1 AND" GUARD
+	"  RETURNING last)"
 	" INSERT INTO feed_deletes (position, kind, app, \"user\", session)"
-	" SELECT last, " FINALIZE_KIND ", $1, $2, $3 FROM c" };
+	" SELECT last, " FINALIZE_KIND ", $1, $2, $6 FROM c" };
+/* Every host field ($6..$20), the usage ($21..$26) added, the inbox
+ * depth zeroed when the inbox was cleared ($27), version + 1. */
+static const pg_sql SQL_LANE_WRITE = { PG_ST_LANE_WRITE, 27,
+	"UPDATE lanes SET flags = $6, session = $7, origin = $8::jsonb, updated_us = $9,"
+	" resume_reason = $10, resume_marked_us = $11, reset_reason = $12,"
+	" previous_session = $13, reset_us = $14, turn_id = $15, turn_started_us = $16,"
+	" turn_lease_until_us = $17, interruptions = $18, finalize_failures = $19,"
+	" finalize_claim_until_us = $20,"
+	" input_tokens = input_tokens + $21, output_tokens = output_tokens + $22,"
+	" cache_read_tokens = cache_read_tokens + $23,"
+	" cache_write_tokens = cache_write_tokens + $24, cost_micro_usd = cost_micro_usd + $25,"
+	" last_prompt_tokens = CASE WHEN $26::bigint > 0 THEN $26 ELSE last_prompt_tokens END,"
+	" inbox_depth = CASE WHEN $27::boolean THEN 0 ELSE inbox_depth END,"
+	" version = version + 1"
+	" WHERE" LANE_PK " AND" GUARD " RETURNING " LANE_COLS };
 
 /* ---- lane_list: one statement per shape, each a range of its index ---- */
 
@@ -301,115 +321,116 @@ int32_t pg_lane_get(void *inst, const memd_call *call, const memd_scope *scope, 
 
 /* ---- lane_write ---------------------------------------------------- */
 
-/* Round 1: BEGIN, the lane's lock (or its creation), the lock of the
- * session to reopen; then the checks. Nothing is written on failure (the
- * transaction is rolled back when the connection goes back). */
-static int32_t write_check(pg_conn *c, const memd_lane_write *w, memd_error *err)
-{
-	const memd_lane *l = w->lane;
-	int create = (w->flags & MEMD_LW_CREATE) != 0;
-	char now[PG_INT_BUF];
-	const char *vals[4] = { l->app, l->user, l->key, pg_i64(now, w->now_us) };
-	const char *reopen[3] = { l->app, l->user, w->reopen_session };
-	int32_t r = pg_send(c, &SQL_BEGIN, NULL, err);
-
-	if (r == 0)
-		r = pg_send(c, create ? &SQL_LANE_CREATE : &SQL_LANE_LOCK, vals, err);
-	if (r == 0 && w->reopen_session)
-		r = pg_send(c, &SQL_LANE_SESSION_LOCK, reopen, err);
-	if (r == 0)
-		r = pg_run(c, "write lane", err);
-	if (r < 0)
-		return r;
-	if (create && PQntuples(pg_res(c, 1)) == 0)
-		return memd_error_set(err, MEMD_ECONFLICT, 0, "lane '%.64s' already exists", l->key);
-	if (!create && PQntuples(pg_res(c, 1)) == 0)
-		return memd_error_set(err, MEMD_ECONFLICT, 0,
-				      "lane '%.64s' does not exist (expected version %lld)", l->key,
-				      (long long)w->expected_version);
-	if (!create && pg_get_i64(pg_res(c, 1), 0, 0) != w->expected_version)
-		return memd_error_set(err, MEMD_ECONFLICT, 0,
-				      "lane '%.64s' is at version %lld, not the expected %lld",
-				      l->key, (long long)pg_get_i64(pg_res(c, 1), 0, 0),
-				      (long long)w->expected_version);
-	if (w->reopen_session && PQntuples(pg_res(c, 2)) == 0)
-		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' to reopen not found",
-				      w->reopen_session);
-	return 0;
-}
-
-/* Round 2: the sessions, the inbox, the lane, the feed, COMMIT. Sets
- * *ret_at to the index of the lane's RETURNING. */
-static int32_t write_send(pg_conn *c, const memd_lane_write *w, size_t *ret_at, memd_error *err)
+/* Queue the whole write: BEGIN, the locks, the guarded writes, COMMIT.
+ * *ret_lock is the index of the lane lock's result, *ret_reopen the
+ * reopen lock's, *ret_at the lane update's. */
+static int32_t write_send(pg_conn *c, const memd_lane_write *w, size_t *ret_lock,
+			  size_t *ret_reopen, size_t *ret_at, memd_error *err)
 {
 	const memd_lane *l = w->lane;
 	int create = (w->flags & MEMD_LW_CREATE) != 0;
 	char now[PG_INT_BUF], ver[PG_INT_BUF], fl[PG_INT_BUF], upd[PG_INT_BUF], rm[PG_INT_BUF],
 		rs[PG_INT_BUF], ts[PG_INT_BUF], tl[PG_INT_BUF], in[PG_INT_BUF], ff[PG_INT_BUF],
-		fc[PG_INT_BUF], ub[PG_USAGE_N][PG_INT_BUF];
-	const char *end[5] = { l->app, l->user, w->end_session, pg_i64(now, w->now_us),
-			       w->end_reason };
+		fc[PG_INT_BUF], ub[PG_USAGE_N][PG_INT_BUF], sb[2][PG_INT_BUF];
+	const char *lock[4] = { l->app, l->user, l->key, pg_i64(now, w->now_us) };
 	const char *reopen[3] = { l->app, l->user, w->reopen_session };
-	const char *usage[3 + PG_USAGE_N] = { l->app, l->user, l->session };
-	const char *pk[3] = { l->app, l->user, l->key };
-	const char *lane[26] = {
-		l->app, l->user, l->key, pg_i64(ver, create ? 0 : w->expected_version),
-		pg_i64(fl, l->flags), l->session, l->origin_json, pg_i64(upd, l->updated_us),
-		l->resume_reason, pg_i64(rm, l->resume_marked_us), l->reset_reason,
-		l->previous_session, pg_i64(rs, l->reset_us), l->turn_id,
+	/* The guard's values lead every guarded statement's. */
+#define GUARD_VALS l->app, l->user, l->key, ver, w->reopen_session
+	const char *created[GUARD_N + PG_SESSION_INSERT_N] = { GUARD_VALS };
+	const char *end[GUARD_N + 3] = { GUARD_VALS, w->end_session, now, w->end_reason };
+	const char *guard[GUARD_N] = { GUARD_VALS };
+	const char *usage[GUARD_N + 1 + PG_USAGE_N] = { GUARD_VALS, l->session };
+	const char *fin[GUARD_N + 1] = { GUARD_VALS, l->session };
+	const char *lane[27] = {
+		GUARD_VALS, pg_i64(fl, l->flags), l->session, l->origin_json,
+		pg_i64(upd, l->updated_us), l->resume_reason, pg_i64(rm, l->resume_marked_us),
+		l->reset_reason, l->previous_session, pg_i64(rs, l->reset_us), l->turn_id,
 		pg_i64(ts, l->turn_started_us), pg_i64(tl, l->turn_lease_until_us),
 		pg_i64(in, l->interruptions), pg_i64(ff, l->finalize_failures),
 		pg_i64(fc, l->finalize_claim_until_us),
 	};
-	int32_t r = 0;
+#undef GUARD_VALS
+	int32_t r;
 
-	pg_usage_vals(w->usage, ub, lane + 19);
-	lane[25] = (w->flags & MEMD_LW_CLEAR_INBOX) ? "t" : "f";
-	pg_usage_vals(w->usage, ub, usage + 3);
-	if (w->create_session)
-		r = pg_session_send_insert(c, w->create_session, err);
+	pg_i64(ver, create ? 0 : w->expected_version);
+	pg_usage_vals(w->usage, ub, lane + 20);
+	lane[26] = (w->flags & MEMD_LW_CLEAR_INBOX) ? "t" : "f";
+	pg_usage_vals(w->usage, ub, usage + GUARD_N + 1);
+	r = pg_send(c, &SQL_BEGIN, NULL, err);
+	*ret_lock = pg_n_queued(c);
+	if (r == 0)
+		r = pg_send(c, create ? &SQL_LANE_CREATE : &SQL_LANE_LOCK, lock, err);
+	*ret_reopen = pg_n_queued(c);
+	if (r == 0 && w->reopen_session)
+		r = pg_send(c, &SQL_LANE_SESSION_LOCK, reopen, err);
+	if (r == 0 && w->create_session) {
+		pg_session_insert_vals(w->create_session, sb, created + GUARD_N);
+		r = pg_send(c, &SQL_LANE_SESSION_CREATE, created, err);
+	}
 	if (r == 0 && w->end_session)
 		r = pg_send(c, &SQL_LANE_SESSION_END, end, err);
 	if (r == 0 && w->reopen_session)
-		r = pg_send(c, &SQL_LANE_SESSION_REOPEN, reopen, err);
+		r = pg_send(c, &SQL_LANE_SESSION_REOPEN, guard, err);
 	if (r == 0 && w->usage)
 		r = pg_send(c, &SQL_LANE_SESSION_USAGE, usage, err);
 	if (r == 0 && (w->flags & MEMD_LW_CLEAR_INBOX))
-		r = pg_send(c, &SQL_LANE_INBOX_CLEAR, pk, err);
+		r = pg_send(c, &SQL_LANE_INBOX_CLEAR, guard, err);
+	if (r == 0 && (w->flags & MEMD_LW_FEED_FINALIZE))
+		r = pg_send(c, &SQL_LANE_FINALIZE, fin, err);
 	*ret_at = pg_n_queued(c);
 	if (r == 0)
 		r = pg_send(c, &SQL_LANE_WRITE, lane, err);
-	if (r == 0 && (w->flags & MEMD_LW_FEED_FINALIZE)) {
-		const char *fin[3] = { l->app, l->user, l->session };
-		r = pg_send(c, &SQL_LANE_FINALIZE, fin, err);
-	}
 	if (r == 0)
 		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	return r;
+}
+
+/* Why a write whose guard failed wrote nothing, from its locks' results. */
+static int32_t write_refused(pg_conn *c, const memd_lane_write *w, size_t lock_at,
+			     size_t reopen_at, memd_error *err)
+{
+	const memd_lane *l = w->lane;
+	const PGresult *lock = pg_res(c, lock_at);
+
+	if (w->flags & MEMD_LW_CREATE) {
+		if (PQntuples(lock) == 0)
+			return memd_error_set(err, MEMD_ECONFLICT, 0, "lane '%.64s' already exists",
+					      l->key);
+	} else if (PQntuples(lock) == 0) {
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "lane '%.64s' does not exist (expected version %lld)", l->key,
+				      (long long)w->expected_version);
+	} else if (pg_get_i64(lock, 0, 0) != w->expected_version) {
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "lane '%.64s' is at version %lld, not the expected %lld",
+				      l->key, (long long)pg_get_i64(lock, 0, 0),
+				      (long long)w->expected_version);
+	}
+	if (w->reopen_session && PQntuples(pg_res(c, reopen_at)) == 0)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0, "session '%.64s' to reopen not found",
+				      w->reopen_session);
+	return memd_error_set(err, MEMD_EINTERNAL, 0,
+			      "postgres: lane '%.64s' was not written and nothing says why", l->key);
 }
 
 static int32_t write_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	lane_ctx *x = ctx;
 	const memd_lane_write *w = x->w;
-	size_t at = 0;
-	int32_t r = write_check(c, w, err);
+	size_t lock_at = 0, reopen_at = 0, at = 0;
+	int32_t r = write_send(c, w, &lock_at, &reopen_at, &at, err);
 
-	pg_reset(c);
-	if (r < 0)
-		return r;
-	r = write_send(c, w, &at, err);
 	if (r == 0)
 		r = pg_run(c, "write lane", err);
-	/* Round 2's only unique key is a created session's. */
+	/* The round's only unique key that can fail is a created session's
+	 * (the lane's creation does nothing on a conflict). */
 	if (r == MEMD_ECONFLICT && w->create_session)
 		return memd_error_set(err, MEMD_ECONFLICT, 0, "session '%.64s' already exists",
 				      w->create_session->id);
 	if (r < 0)
 		return r;
 	if (PQntuples(pg_res(c, at)) != 1)
-		return memd_error_set(err, MEMD_EINTERNAL, 0,
-				      "postgres: lane '%.64s' changed under its lock", w->lane->key);
+		return write_refused(c, w, lock_at, reopen_at, err);
 	pu_rows_read(x->call, 1);
 	r = deliver_lane(x->out, pg_res(c, at), 0, err);
 	return r > 0 ? 0 : r;

@@ -10,7 +10,10 @@
  * session) do not deadlock. The lane row's lock is what makes an inbox
  * take exactly-once across processes: a second taker waits for the first
  * one's commit, and its statements (each with a new snapshot) see what the
- * first one removed.
+ * first one removed. A lane write, an inbox put and an inbox take are one
+ * round trip each: the statements after the lock write only when the
+ * lane is as the caller expects (a guard in their WHERE), so no answer
+ * has to come back before the rest is sent.
  */
 #ifndef MEMD_PG_LANES_H
 #define MEMD_PG_LANES_H

@@ -18,9 +18,8 @@
 static const pg_sql SQL_BEGIN = { PG_ST_BEGIN, 0, "BEGIN" };
 static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 
-static const pg_sql SQL_SESSION_INSERT = { PG_ST_SESSION_INSERT, 12,
-	"INSERT INTO sessions (app, \"user\", id, title, metadata, flags, created_us, updated_us,"
-	" lane_key, origin, origin_platform, previous_session, start_reason)"
+static const pg_sql SQL_SESSION_INSERT = { PG_ST_SESSION_INSERT, PG_SESSION_INSERT_N,
+	"INSERT INTO sessions (" PG_SESSION_INSERT_COLS ")"
 	" VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $8, $9::jsonb, $10, $11, $12)" };
 static const pg_sql SQL_SESSION_GET = { PG_ST_SESSION_GET, 3,
 	"SELECT " PG_SESSION_COLS " FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3" };
@@ -241,17 +240,30 @@ int32_t pg_session_check_new(const memd_session *s, memd_error *err)
 	return r;
 }
 
-int32_t pg_session_send_insert(pg_conn *c, const memd_session *s, memd_error *err)
+void pg_session_insert_vals(const memd_session *s, char bufs[2][PG_INT_BUF], const char **vals)
 {
-	char fl[PG_INT_BUF], cr[PG_INT_BUF];
 	int v12 = PG_HAS(s, start_reason);
-	const char *vals[12] = { s->app, s->user, s->id, s->title,
-				 s->metadata_json ? s->metadata_json : EMPTY_OBJECT,
-				 pg_i64(fl, s->flags & SESSION_FLAGS_KEPT),
-				 pg_i64(cr, s->created_us),
-				 v12 ? s->lane_key : NULL, v12 ? s->origin_json : NULL,
-				 v12 ? s->origin_platform : NULL, v12 ? s->previous_session : NULL,
-				 v12 ? s->start_reason : NULL };
+
+	vals[0] = s->app;
+	vals[1] = s->user;
+	vals[2] = s->id;
+	vals[3] = s->title;
+	vals[4] = s->metadata_json ? s->metadata_json : EMPTY_OBJECT;
+	vals[5] = pg_i64(bufs[0], s->flags & SESSION_FLAGS_KEPT);
+	vals[6] = pg_i64(bufs[1], s->created_us);
+	vals[7] = v12 ? s->lane_key : NULL;
+	vals[8] = v12 ? s->origin_json : NULL;
+	vals[9] = v12 ? s->origin_platform : NULL;
+	vals[10] = v12 ? s->previous_session : NULL;
+	vals[11] = v12 ? s->start_reason : NULL;
+}
+
+static int32_t send_insert(pg_conn *c, const memd_session *s, memd_error *err)
+{
+	char bufs[2][PG_INT_BUF];
+	const char *vals[PG_SESSION_INSERT_N];
+
+	pg_session_insert_vals(s, bufs, vals);
 	return pg_send(c, &SQL_SESSION_INSERT, vals, err);
 }
 
@@ -272,7 +284,7 @@ static int32_t create_once(pg_conn *c, void *ctx, memd_error *err)
 
 	r = pg_send(c, &SQL_BEGIN, NULL, err);
 	if (r == 0)
-		r = pg_session_send_insert(c, s, err);
+		r = send_insert(c, s, err);
 	if (r == 0)
 		r = pg_state_send(c, x->writes, err);
 	get_at = pg_n_queued(c);

@@ -24,10 +24,19 @@ void pg_session_from_row(const PGresult *res, int row, memd_session *s);
 /* The checks of a session to create, before anything is sent: its scope,
  * metadata and (when s reaches them) lifecycle members. */
 int32_t pg_session_check_new(const memd_session *s, memd_error *err);
-/* Queue the insert of s as session_create makes it (flags ARCHIVED and
- * NOTICE, the lifecycle members s reaches; version 0, no usage).
- * MEMD_ECONFLICT from pg_run if the id exists. */
-int32_t pg_session_send_insert(pg_conn *c, const memd_session *s, memd_error *err);
+/* The columns of a session as session_create inserts it, and their
+ * PG_SESSION_INSERT_N values (created_us also gives updated_us, so it
+ * appears twice in the columns and once in the values): app, user, id,
+ * title, metadata, flags, created_us, lane_key, origin, origin_platform,
+ * previous_session, start_reason. */
+#define PG_SESSION_INSERT_COLS \
+	"app, \"user\", id, title, metadata, flags, created_us, updated_us, lane_key, origin," \
+	" origin_platform, previous_session, start_reason"
+#define PG_SESSION_INSERT_N 12
+/* The values of s for PG_SESSION_INSERT_COLS (flags ARCHIVED and NOTICE,
+ * the lifecycle members s reaches; version 0, no usage) into vals, with
+ * bufs for the numbers. */
+void pg_session_insert_vals(const memd_session *s, char bufs[2][PG_INT_BUF], const char **vals);
 
 /* What a write needs to know about a session row. */
 typedef struct pg_session_head {
