@@ -17,6 +17,9 @@
 #define SESSION_PATH USER_PATH "/sessions/{sid}"
 #define ARTIFACT_PATH SESSION_PATH "/artifacts/{name}"
 #define JOBS_PATH "/v1/apps/{app}/jobs"
+#define APP_LANES_PATH "/v1/apps/{app}/lanes"
+#define LANES_PATH USER_PATH "/lanes"
+#define LANE_PATH LANES_PATH "/{key}"
 #define MAX_SEGMENTS 16
 
 #define R SETTINGS_SCOPE_READ
@@ -29,6 +32,8 @@ static const char *const q_get[] = { "events", "after_seq", "after_time", "inclu
 static const char *const q_events[] = { "after_seq", "limit", "include_text", NULL };
 static const char *const q_context[] = { "include_text", NULL };
 static const char *const q_artifact[] = { "version", NULL };
+static const char *const q_lanes[] = { "limit", "cursor", "suspended", "resume_pending",
+				       "active_within", "in_turn", NULL };
 
 static const http_route routes[] = {
 	{ "GET", "/healthz", P, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_healthz },
@@ -73,6 +78,30 @@ static const http_route routes[] = {
 	{ "GET", JOBS_PATH "/{job}", W, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_GET, http_h_job_get },
 	{ "DELETE", JOBS_PATH "/{job}", A, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_CANCEL,
 	  http_h_job_cancel },
+	{ "POST", APP_LANES_PATH ":resolve", R, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_RESOLVE,
+	  http_h_lane_resolve },
+	{ "POST", APP_LANES_PATH ":open", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_OPEN_SOURCE,
+	  http_h_lane_open_source },
+	{ "GET", APP_LANES_PATH, R, HTTP_BODY_NONE, q_lanes, HTTP_OP_LANE_LIST, http_h_lane_list_app },
+	{ "GET", LANES_PATH, R, HTTP_BODY_NONE, q_lanes, HTTP_OP_LANE_LIST, http_h_lane_list },
+	{ "GET", LANE_PATH, R, HTTP_BODY_NONE, NULL, HTTP_OP_LANE_GET, http_h_lane_get },
+	{ "DELETE", LANE_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_LANE_DELETE, http_h_lane_delete },
+	{ "POST", LANE_PATH ":open", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_OPEN, http_h_lane_open },
+	{ "POST", LANE_PATH ":reset", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_RESET, http_h_lane_reset },
+	{ "POST", LANE_PATH ":switch", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_SWITCH,
+	  http_h_lane_switch },
+	{ "POST", LANE_PATH ":suspend", W, HTTP_BODY_NONE, NULL, HTTP_OP_LANE_SUSPEND,
+	  http_h_lane_suspend },
+	{ "POST", LANE_PATH "/turns", W, HTTP_BODY_JSON, NULL, HTTP_OP_TURN_BEGIN, http_h_turn_begin },
+	{ "POST", LANE_PATH "/turns/{turn}:heartbeat", W, HTTP_BODY_JSON, NULL,
+	  HTTP_OP_TURN_HEARTBEAT, http_h_turn_heartbeat },
+	{ "POST", LANE_PATH "/turns/{turn}:end", W, HTTP_BODY_JSON, NULL, HTTP_OP_TURN_END,
+	  http_h_turn_end },
+	{ "POST", LANE_PATH "/inbox", W, HTTP_BODY_JSON, NULL, HTTP_OP_INBOX_PUT, http_h_inbox_put },
+	{ "GET", LANE_PATH "/inbox", R, HTTP_BODY_NONE, NULL, HTTP_OP_INBOX_LIST, http_h_inbox_list },
+	{ "POST", LANE_PATH "/inbox:take", W, HTTP_BODY_JSON, NULL, HTTP_OP_INBOX_TAKE,
+	  http_h_inbox_take },
+	{ "POST", "/v1/lanes:sweep", A, HTTP_BODY_NONE, NULL, HTTP_OP_LANES_SWEEP, http_h_lanes_sweep },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -100,6 +129,22 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_JOB_LIST] = "job_list",
 	[HTTP_OP_JOB_GET] = "job_get",
 	[HTTP_OP_JOB_CANCEL] = "job_cancel",
+	[HTTP_OP_LANE_RESOLVE] = "lane_resolve",
+	[HTTP_OP_LANE_OPEN_SOURCE] = "lane_open_source",
+	[HTTP_OP_LANE_LIST] = "lane_list",
+	[HTTP_OP_LANE_GET] = "lane_get",
+	[HTTP_OP_LANE_DELETE] = "lane_delete",
+	[HTTP_OP_LANE_OPEN] = "lane_open",
+	[HTTP_OP_LANE_RESET] = "lane_reset",
+	[HTTP_OP_LANE_SWITCH] = "lane_switch",
+	[HTTP_OP_LANE_SUSPEND] = "lane_suspend",
+	[HTTP_OP_TURN_BEGIN] = "turn_begin",
+	[HTTP_OP_TURN_HEARTBEAT] = "turn_heartbeat",
+	[HTTP_OP_TURN_END] = "turn_end",
+	[HTTP_OP_INBOX_PUT] = "inbox_put",
+	[HTTP_OP_INBOX_LIST] = "inbox_list",
+	[HTTP_OP_INBOX_TAKE] = "inbox_take",
+	[HTTP_OP_LANES_SWEEP] = "lanes_sweep",
 };
 
 const http_route *http_routes(size_t *ret_n)
@@ -140,7 +185,8 @@ static int split(const char *path, segment *seg)
 }
 
 /* Does the raw segment s match the pattern segment t? For a parameter,
- * *ret_value gets the part that is the value. */
+ * *ret_value gets the part that is the value, and *ret_param is 1, or 2
+ * when the pattern segment has a suffix (an action such as ":open"). */
 static int seg_match(const segment *t, const segment *s, segment *ret_value, int *ret_param)
 {
 	const char *close;
@@ -157,17 +203,21 @@ static int seg_match(const segment *t, const segment *s, segment *ret_value, int
 			return 0;
 		ret_value->p = s->p;
 		ret_value->len = s->len - suffix;
+		*ret_param = suffix ? 2 : 1;
 	}
-	*ret_param = 1;
 	return 1;
 }
 
+/* Does route r match the raw segments s? *ret_n gets the number of
+ * parameters, *ret_actions the number of them matched by a pattern
+ * segment with a suffix (see http_router_match). */
 static int route_matches(const http_route *r, const segment *s, int ns, segment *values,
-			 char names[][32], size_t *ret_n)
+			 char names[][32], size_t *ret_n, int *ret_actions)
 {
 	segment t[MAX_SEGMENTS];
 	int nt = split(r->pattern, t);
 	size_t n = 0;
+	int actions = 0;
 
 	if (nt != ns)
 		return 0;
@@ -176,6 +226,7 @@ static int route_matches(const http_route *r, const segment *s, int ns, segment 
 		if (!seg_match(&t[i], &s[i], &values[n], &param))
 			return 0;
 		if (param) {
+			actions += param == 2;
 			if (n == HTTP_MAX_PARAMS)
 				return 0;
 			if (names) {
@@ -187,6 +238,7 @@ static int route_matches(const http_route *r, const segment *s, int ns, segment 
 		}
 	}
 	*ret_n = n;
+	*ret_actions = actions;
 	return 1;
 }
 
@@ -199,12 +251,22 @@ int32_t http_router_match(const char *method, const char *raw_path, http_match *
 	const http_route *found = NULL;
 	size_t found_index = 0, n = 0;
 	http_match m = { 0 };
+	int most_actions = 0, actions;
 
 	if (ns < 0)
 		return memd_error_set(err, HTTP_E_NOROUTE, 0, "no such path");
+	/* An action suffix wins over a bare parameter: the path's routes are
+	 * those that match with the most suffixes. */
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		size_t np;
-		if (!route_matches(&routes[i], s, ns, values, NULL, &np))
+		if (route_matches(&routes[i], s, ns, values, NULL, &np, &actions) &&
+		    actions > most_actions)
+			most_actions = actions;
+	}
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		size_t np;
+		if (!route_matches(&routes[i], s, ns, values, NULL, &np, &actions) ||
+		    actions != most_actions)
 			continue;
 		if (strcmp(routes[i].method, method) == 0) {
 			found = &routes[i];
@@ -222,7 +284,7 @@ int32_t http_router_match(const char *method, const char *raw_path, http_match *
 	}
 	if (!found)
 		return memd_error_set(err, HTTP_E_NOROUTE, 0, "no such path");
-	route_matches(found, s, ns, values, names, &n);
+	route_matches(found, s, ns, values, names, &n, &actions);
 	for (size_t i = 0; i < n; i++) {
 		char what[64];
 		int32_t r;

@@ -3,9 +3,19 @@
  * http router: the route table of memd's REST API (api/openapi.yaml
  * describes exactly these routes) and matching of a raw request path
  * against it. Patterns are "/"-separated; a segment "{name}" matches one
- * non-empty segment, "{name}:suffix" one that ends in ":suffix". Matched
+ * non-empty segment, "{name}:suffix" one that ends in ":suffix" (an
+ * action: the suffix is compared with the raw, undecoded segment). Matched
  * segments are percent-decoded and must be UTF-8 without control
  * characters or '/'.
+ *
+ * Ids may contain ':' (lane keys do: "telegram:dm:42"), raw or as %3A. A
+ * raw segment that ends in one of a path's actions is that action, for
+ * every method: when routes "{key}" and "{key}:open" both match a path,
+ * only the one with the action counts ("POST lanes/a:b:open" opens lane
+ * "a:b"; "GET lanes/a:b:open" is 405). To name a key that itself ends in
+ * ":open" (or another action of that path) without the action, encode
+ * its ':' as %3A; a client that percent-encodes ':' in ids never meets
+ * the question.
  */
 #ifndef MEMD_HTTP_ROUTER_H
 #define MEMD_HTTP_ROUTER_H
@@ -16,7 +26,7 @@
 #include <memd/abi.h>
 
 #define HTTP_MAX_PARAMS 5
-#define HTTP_MAX_QUERY 4
+#define HTTP_MAX_QUERY 8
 #define HTTP_ALLOW_MAX 64
 
 /* What a route reads from the request body. */
@@ -51,6 +61,22 @@ enum http_op {
 	HTTP_OP_JOB_LIST,
 	HTTP_OP_JOB_GET,
 	HTTP_OP_JOB_CANCEL,
+	HTTP_OP_LANE_RESOLVE,
+	HTTP_OP_LANE_OPEN_SOURCE,
+	HTTP_OP_LANE_LIST,
+	HTTP_OP_LANE_GET,
+	HTTP_OP_LANE_DELETE,
+	HTTP_OP_LANE_OPEN,
+	HTTP_OP_LANE_RESET,
+	HTTP_OP_LANE_SWITCH,
+	HTTP_OP_LANE_SUSPEND,
+	HTTP_OP_TURN_BEGIN,
+	HTTP_OP_TURN_HEARTBEAT,
+	HTTP_OP_TURN_END,
+	HTTP_OP_INBOX_PUT,
+	HTTP_OP_INBOX_LIST,
+	HTTP_OP_INBOX_TAKE,
+	HTTP_OP_LANES_SWEEP,
 	HTTP_OP_COUNT
 };
 

@@ -50,4 +50,25 @@ void http_h_job_list(http_req *rq);
 void http_h_job_get(http_req *rq);
 void http_h_job_cancel(http_req *rq);
 
+/* routes_lanes.c: lanes of a chat gateway (resolve, open, list, get,
+ * reset, switch, suspend, delete), their turns and inboxes, and the
+ * watcher's sweep */
+void http_h_lane_resolve(http_req *rq);
+void http_h_lane_open_source(http_req *rq);
+void http_h_lane_list_app(http_req *rq);
+void http_h_lane_list(http_req *rq);
+void http_h_lane_get(http_req *rq);
+void http_h_lane_delete(http_req *rq);
+void http_h_lane_open(http_req *rq);
+void http_h_lane_reset(http_req *rq);
+void http_h_lane_switch(http_req *rq);
+void http_h_lane_suspend(http_req *rq);
+void http_h_turn_begin(http_req *rq);
+void http_h_turn_heartbeat(http_req *rq);
+void http_h_turn_end(http_req *rq);
+void http_h_inbox_put(http_req *rq);
+void http_h_inbox_list(http_req *rq);
+void http_h_inbox_take(http_req *rq);
+void http_h_lanes_sweep(http_req *rq);
+
 #endif

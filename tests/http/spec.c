@@ -443,24 +443,38 @@ static int seg_matches(const seg *t, const seg *s)
 	return s->len > suffix && memcmp(s->p + s->len - suffix, close + 1, suffix) == 0;
 }
 
+/* The number of pattern segments of t that are a parameter with an
+ * action suffix ("{key}:open"). */
+static int actions_of(const seg *t, int nt)
+{
+	int n = 0;
+	for (int i = 0; i < nt; i++)
+		n += t[i].len > 0 && t[i].p[0] == '{' && t[i].p[t[i].len - 1] != '}';
+	return n;
+}
+
 const char *spec_match_path(const spec *s, const char *raw_path)
 {
 	json_t *paths = json_object_get(s->doc, "paths"), *item;
-	const char *tmpl;
+	const char *tmpl, *best = NULL;
 	seg rs[PATH_SEGMENTS_MAX], ts[PATH_SEGMENTS_MAX];
 	size_t rlen = strcspn(raw_path, "?");
-	int nr = split(raw_path, rlen, rs);
+	int nr = split(raw_path, rlen, rs), best_actions = -1;
 
 	if (nr < 0)
 		return NULL;
+	/* As memd's router: of the templates that match, the one with the
+	 * most action suffixes ("lanes/{key}:open" over "lanes/{key}"). */
 	json_object_foreach(paths, tmpl, item) {
 		int nt = split(tmpl, strlen(tmpl), ts), ok = nt == nr;
 		for (int i = 0; ok && i < nt; i++)
 			ok = seg_matches(&ts[i], &rs[i]);
-		if (ok)
-			return tmpl;
+		if (ok && actions_of(ts, nt) > best_actions) {
+			best = tmpl;
+			best_actions = actions_of(ts, nt);
+		}
 	}
-	return NULL;
+	return best;
 }
 
 static const char *find_header(const spec_response *r, const char *name)
