@@ -281,6 +281,11 @@ Test(spec, responses_are_checked_against_their_operation)
 	cr_assert_str_eq(spec_match_path(spec_default(), "/v1/apps/a/users/u/sessions/s/invocations/i:end"),
 			 "/v1/apps/{app}/users/{user}/sessions/{sid}/invocations/{invocation}:end");
 	cr_assert_null(spec_match_path(spec_default(), "/v1/apps/a/users/u/sessions/s/invocations/i"));
+	/* An action suffix wins over a bare parameter, as in memd's router. */
+	cr_assert_str_eq(spec_match_path(spec_default(), "/v1/apps/a/users/u/lanes/x:y:open"),
+			 "/v1/apps/{app}/users/{user}/lanes/{key}:open");
+	cr_assert_str_eq(spec_match_path(spec_default(), "/v1/apps/a/users/u/lanes/x%3Ay%3Aopen"),
+			 "/v1/apps/{app}/users/{user}/lanes/{key}");
 }
 
 /* ---- the server answers exactly the spec's operations ------------------------------- */
