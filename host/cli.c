@@ -27,6 +27,14 @@
 #define CLI_STDIN_MAX (256u * 1024u * 1024u)
 #define CLI_EXE_PLUGIN_DIR "/../plugins"
 
+/* The members of a lane source, each an option: "chat_type" is
+ * --chat-type. */
+static const char *const lane_source_members[] = {
+	"platform", "chat_type", "chat_id", "chat_name", "thread_id", "user_id", "user_id_alt",
+	"user_name",
+};
+#define LANE_SOURCE_MEMBERS (sizeof(lane_source_members) / sizeof(lane_source_members[0]))
+
 /* Per-command options, parsed in the first (m == NULL) pass. */
 typedef struct cli_opts {
 	const char *id, *title, *metadata, *cursor, *type;
@@ -35,6 +43,12 @@ typedef struct cli_opts {
 	int has_events, archived;
 	const char *mode, *session; /* search */
 	uint32_t k;
+	/* lanes: a source (--source JSON, or its members one by one), list
+	 * filters, a turn's lease and end, an inbox item */
+	const char *source, *src[LANE_SOURCE_MEMBERS];
+	const char *suspended, *resume_pending, *outcome, *reason, *usage, *text;
+	int in_turn;
+	int64_t active_within, lease_ms;
 } cli_opts;
 
 typedef struct cli {
@@ -81,6 +95,33 @@ static const char cli_usage_text[] =
 	"  artifact list APP USER SID\n"
 	"  user delete APP USER\n"
 	"  search APP USER QUERY [--k N] [--mode keyword|vector|hybrid] [--session SID]\n"
+	"\n"
+	"lanes of a chat gateway (SOURCE: --source JSON, or --platform P\n"
+	"[--chat-type dm|group|channel|thread] [--chat-id ID] [--chat-name N]\n"
+	"[--thread-id ID] [--user-id ID] [--user-id-alt ID] [--user-name N]):\n"
+	"  lane resolve APP SOURCE          the lane key and user of a message source\n"
+	"  lane open APP SOURCE             resolve, then open (get-or-create) that lane\n"
+	"  lane open APP USER KEY [SOURCE]  open a lane: its current session, created\n"
+	"                                   or reset as the lane's policy says\n"
+	"  lane get APP USER KEY\n"
+	"  lane list APP [USER] [--limit N] [--cursor C] [--suspended true|false]\n"
+	"                                   [--resume-pending true|false]\n"
+	"                                   [--active-within SECONDS] [--in-turn]\n"
+	"  lane reset APP USER KEY [SOURCE] a new session (a user's /new)\n"
+	"  lane switch APP USER KEY SID     point the lane at another session of the\n"
+	"                                   user (a user's /resume)\n"
+	"  lane suspend APP USER KEY        its next open starts afresh (a user's /stop)\n"
+	"  lane delete APP USER KEY         forget the lane and its inbox\n"
+	"  lane sweep                       one pass of the lane watcher (expired\n"
+	"                                   leases, finalize, prune, retention)\n"
+	"  turn begin APP USER KEY [--lease-ms N]\n"
+	"  turn heartbeat APP USER KEY TURN [--lease-ms N]\n"
+	"  turn end APP USER KEY TURN --outcome ok|failed|interrupted [--reason R]\n"
+	"                                   [--usage JSON]\n"
+	"  inbox put APP USER KEY --mode interrupt|queue [--text T]   the event on\n"
+	"                                   stdin (JSON), or a user message --text\n"
+	"  inbox take APP USER KEY TURN     the turn holder takes the next item\n"
+	"  inbox list APP USER KEY\n"
 	"\n"
 	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -435,7 +476,10 @@ static int open_for_search(cli *c, const char **pos, memd **ret)
 	return open_memd(c, MEMD_OPEN_NO_VECTOR, ret);
 }
 
-static int run_scripting(cli *c, int from, int npos, const char *shape, scripting_fn fn)
+/* Run a scripting command of npos positional arguments (or npos_alt,
+ * when nonzero; the missing ones are NULL in pos). */
+static int run_scripting(cli *c, int from, int npos, int npos_alt, const char *shape,
+			 scripting_fn fn)
 {
 	const char *pos[5] = { 0 };
 	memd *m;
@@ -451,7 +495,7 @@ static int run_scripting(cli *c, int from, int npos, const char *shape, scriptin
 	n = positionals(c, from, pos, npos);
 	if (n < 0)
 		return EXIT_USAGE;
-	if (n != npos)
+	if (n != npos && (!npos_alt || n != npos_alt))
 		return usage_error("expected: %s", shape);
 	/* Only search needs the vector store: the other commands leave it to
 	 * whoever holds it (a running memd serve indexes what they write). */
@@ -915,27 +959,427 @@ static int cmd_index_rebuild(cli *c, int from)
 	return rc;
 }
 
+/* ---- lanes ---------------------------------------------------------------------- */
+
+/* Options of the lane, turn and inbox commands. which: LANE_OPT_*. */
+#define LANE_OPT_SOURCE 0x1
+#define LANE_OPT_FILTERS 0x2
+#define LANE_OPT_LEASE 0x4
+#define LANE_OPT_END 0x8
+#define LANE_OPT_INBOX 0x10
+
+static int take_lane_opts(cli *c, int from, int which)
+{
+	int missing = 0;
+	const char *v;
+	cli_opts *o = &c->opts;
+
+	memset(o, 0, sizeof(*o));
+	if (which & LANE_OPT_SOURCE) {
+		o->source = take_opt(c, from, "--source", &missing);
+		for (size_t i = 0; i < LANE_SOURCE_MEMBERS; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "--%s", lane_source_members[i]);
+			for (char *p = name; *p; p++)
+				if (*p == '_')
+					*p = '-';
+			o->src[i] = take_opt(c, from, name, &missing);
+		}
+	}
+	if (which & LANE_OPT_FILTERS) {
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		o->suspended = take_opt(c, from, "--suspended", &missing);
+		o->resume_pending = take_opt(c, from, "--resume-pending", &missing);
+		o->in_turn = take_flag(c, from, "--in-turn");
+		if ((v = take_opt(c, from, "--limit", &missing)) &&
+		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+			return EXIT_USAGE;
+		if ((v = take_opt(c, from, "--active-within", &missing)) &&
+		    parse_i64(v, "--active-within", &o->active_within) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if ((which & LANE_OPT_LEASE) && (v = take_opt(c, from, "--lease-ms", &missing)) &&
+	    parse_i64(v, "--lease-ms", &o->lease_ms) != EXIT_OK)
+		return EXIT_USAGE;
+	if (which & LANE_OPT_END) {
+		o->outcome = take_opt(c, from, "--outcome", &missing);
+		o->reason = take_opt(c, from, "--reason", &missing);
+		o->usage = take_opt(c, from, "--usage", &missing);
+	}
+	if (which & LANE_OPT_INBOX) {
+		o->mode = take_opt(c, from, "--mode", &missing);
+		o->text = take_opt(c, from, "--text", &missing);
+	}
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	return EXIT_OK;
+}
+
+/* The source of the options as a JSON object (new reference), or NULL
+ * when none was given (*ret_rc EXIT_OK) or --source is not a JSON object
+ * (*ret_rc EXIT_USAGE, said). */
+static json_t *source_json(const cli_opts *o, int *ret_rc)
+{
+	json_t *src = NULL;
+
+	*ret_rc = EXIT_OK;
+	if (o->source) {
+		src = json_loads(o->source, 0, NULL);
+		if (!json_is_object(src)) {
+			json_decref(src);
+			*ret_rc = usage_error("%s", "--source: not a JSON object");
+			return NULL;
+		}
+	}
+	for (size_t i = 0; i < LANE_SOURCE_MEMBERS; i++) {
+		if (!o->src[i])
+			continue;
+		if (!src)
+			src = json_object();
+		json_object_set_new(src, lane_source_members[i], json_string(o->src[i]));
+	}
+	return src;
+}
+
+/* Dump o (taken) compactly; NULL o is NULL text. Prints on failure. */
+static char *dump_body(json_t *o)
+{
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return text;
+}
+
+static int sc_lane_resolve(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	char *body;
+	int rc;
+	int32_t r;
+
+	if (!m)
+		return take_lane_opts(c, from, LANE_OPT_SOURCE);
+	body = dump_body(source_json(&c->opts, &rc));
+	if (rc != EXIT_OK)
+		return rc;
+	if (!body)
+		return usage_error("%s", "lane resolve needs a source (--platform P ..., or --source JSON)");
+	r = memd_lane_resolve(m, pos[0], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+/* lane open APP SOURCE (resolve, then open) or lane open APP USER KEY
+ * [SOURCE]; lane reset APP USER KEY [SOURCE] (reset set). */
+static int open_or_reset(cli *c, memd *m, const char **pos, int reset, memd_error *err,
+			 char **ret_json)
+{
+	json_t *src;
+	char *body;
+	int rc;
+	int32_t r;
+
+	src = source_json(&c->opts, &rc);
+	if (rc != EXIT_OK)
+		return rc;
+	if (!pos[1]) {
+		body = dump_body(src);
+		if (!body)
+			return usage_error("%s", "lane open APP needs a source (--platform P ..., or "
+					   "--source JSON), or give USER and KEY");
+		r = memd_lane_open_source(m, pos[0], body, ret_json, err);
+	} else {
+		body = src ? dump_body(json_pack("{s:o}", "source", src)) : NULL;
+		r = reset ? memd_lane_reset(m, pos[0], pos[1], pos[2], body, ret_json, err)
+			  : memd_lane_open(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	}
+	free(body);
+	return result(r);
+}
+
+static int sc_lane_open(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			char **ret_json)
+{
+	if (!m)
+		return take_lane_opts(c, from, LANE_OPT_SOURCE);
+	return open_or_reset(c, m, pos, 0, err, ret_json);
+}
+
+static int sc_lane_reset(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	if (!m)
+		return take_lane_opts(c, from, LANE_OPT_SOURCE);
+	return open_or_reset(c, m, pos, 1, err, ret_json);
+}
+
+static int sc_lane_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		       char **ret_json)
+{
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	return result(memd_lane_get(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+/* A --suspended or --resume-pending value: flag_true, flag_false or an
+ * error. */
+static int filter_flag(const char *v, const char *what, uint32_t if_true, uint32_t if_false,
+		       uint32_t *flags)
+{
+	if (!v)
+		return EXIT_OK;
+	if (strcmp(v, "true") == 0)
+		*flags |= if_true;
+	else if (strcmp(v, "false") == 0)
+		*flags |= if_false;
+	else
+		return usage_error("%s: expected true or false", what);
+	return EXIT_OK;
+}
+
+static int sc_lane_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_lane_list_options lo = { .struct_size = sizeof(lo) };
+	int rc;
+
+	if (!m) {
+		rc = take_lane_opts(c, from, LANE_OPT_FILTERS);
+		if (rc == EXIT_OK)
+			rc = filter_flag(o->suspended, "--suspended", MEMD_LANES_SUSPENDED,
+					 MEMD_LANES_NOT_SUSPENDED, &(uint32_t){ 0 });
+		if (rc == EXIT_OK)
+			rc = filter_flag(o->resume_pending, "--resume-pending", MEMD_LANES_RESUME_PENDING,
+					 MEMD_LANES_NOT_RESUME_PENDING, &(uint32_t){ 0 });
+		return rc;
+	}
+	filter_flag(o->suspended, "--suspended", MEMD_LANES_SUSPENDED, MEMD_LANES_NOT_SUSPENDED,
+		    &lo.flags);
+	filter_flag(o->resume_pending, "--resume-pending", MEMD_LANES_RESUME_PENDING,
+		    MEMD_LANES_NOT_RESUME_PENDING, &lo.flags);
+	if (o->in_turn)
+		lo.flags |= MEMD_LANES_IN_TURN;
+	lo.limit = o->limit;
+	lo.cursor = o->cursor;
+	lo.active_within_s = o->active_within;
+	return result(memd_lane_list(m, pos[0], pos[1], &lo, ret_json, err));
+}
+
+static int sc_lane_switch(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	body = dump_body(json_pack("{s:s}", "session_id", pos[3]));
+	if (!body) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = memd_lane_switch(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_lane_suspend(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	return result(memd_lane_suspend(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+static int sc_lane_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	json_t *o;
+
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	if (memd_lane_delete(m, pos[0], pos[1], pos[2], err) < 0)
+		return -1;
+	o = json_pack("{s:b,s:s,s:s,s:s}", "deleted", 1, "app", pos[0], "user", pos[1], "lane",
+		      pos[2]);
+	*ret_json = dump_body(o);
+	if (!*ret_json) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int sc_lane_sweep(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	(void)pos;
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	return result(memd_lanes_sweep(m, ret_json, err));
+}
+
+/* {"lease_ms": N} when --lease-ms was given, else NULL. */
+static char *lease_body(const cli_opts *o)
+{
+	return o->lease_ms ? dump_body(json_pack("{s:I}", "lease_ms", (json_int_t)o->lease_ms)) : NULL;
+}
+
+static int sc_turn_begin(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_lane_opts(c, from, LANE_OPT_LEASE);
+	body = lease_body(&c->opts);
+	r = memd_turn_begin(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_turn_heartbeat(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_lane_opts(c, from, LANE_OPT_LEASE);
+	body = lease_body(&c->opts);
+	r = memd_turn_heartbeat(m, pos[0], pos[1], pos[2], pos[3], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_turn_end(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		       char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *body;
+	char *text;
+	int32_t r;
+
+	if (!m) {
+		int rc = take_lane_opts(c, from, LANE_OPT_END);
+		if (rc == EXIT_OK && !o->outcome)
+			return usage_error("%s", "turn end needs --outcome ok|failed|interrupted");
+		return rc;
+	}
+	body = json_pack("{s:s}", "outcome", o->outcome);
+	if (o->reason)
+		json_object_set_new(body, "reason", json_string(o->reason));
+	if (o->usage) {
+		json_t *u = json_loads(o->usage, 0, NULL);
+		if (!json_is_object(u)) {
+			json_decref(u);
+			json_decref(body);
+			return usage_error("%s", "--usage: not a JSON object");
+		}
+		json_object_set_new(body, "usage", u);
+	}
+	text = dump_body(body);
+	r = memd_turn_end(m, pos[0], pos[1], pos[2], pos[3], text, ret_json, err);
+	free(text);
+	return result(r);
+}
+
+static int sc_inbox_put(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *event;
+	char *text;
+	int32_t r;
+
+	if (!m) {
+		int rc = take_lane_opts(c, from, LANE_OPT_INBOX);
+		if (rc == EXIT_OK && !o->mode)
+			return usage_error("%s", "inbox put needs --mode interrupt|queue");
+		return rc;
+	}
+	if (o->text) {
+		event = json_pack("{s:s,s:s}", "role", "user", "content", o->text);
+	} else {
+		size_t len;
+		char *in = read_all(stdin, &len);
+		if (!in) {
+			fprintf(stderr, "memd: cannot read the event from stdin\n");
+			return EXIT_FAIL;
+		}
+		event = json_loads(in, 0, NULL);
+		free(in);
+		if (!json_is_object(event)) {
+			json_decref(event);
+			return usage_error("%s", "inbox put: stdin is not a JSON event object (or use --text)");
+		}
+	}
+	text = dump_body(json_pack("{s:s,s:o}", "mode", o->mode, "event", event));
+	r = memd_inbox_put(m, pos[0], pos[1], pos[2], text, ret_json, err);
+	free(text);
+	return result(r);
+}
+
+static int sc_inbox_take(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	body = dump_body(json_pack("{s:s}", "turn_id", pos[3]));
+	r = memd_inbox_take(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_inbox_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	if (!m)
+		return take_lane_opts(c, from, 0);
+	return result(memd_inbox_list(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
 typedef struct command {
 	const char *group, *verb;
-	int npos;
+	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
 	const char *shape;
 	scripting_fn fn;
 } command;
 
 static const command commands[] = {
-	{ "session", "create", 2, "session create APP USER", sc_session_create },
-	{ "session", "get", 3, "session get APP USER SID", sc_session_get },
-	{ "session", "list", 2, "session list APP USER", sc_session_list },
-	{ "session", "delete", 3, "session delete APP USER SID", sc_session_delete },
-	{ "events", "append", 3, "events append APP USER SID", sc_events_append },
-	{ "events", "list", 3, "events list APP USER SID", sc_events_list },
-	{ "context", NULL, 3, "context APP USER SID", sc_context },
-	{ "state", "get", 3, "state get APP USER SID", sc_state_get },
-	{ "artifact", "put", 4, "artifact put APP USER SID NAME", sc_artifact_put },
-	{ "artifact", "get", 4, "artifact get APP USER SID NAME", sc_artifact_get },
-	{ "artifact", "list", 3, "artifact list APP USER SID", sc_artifact_list },
-	{ "user", "delete", 2, "user delete APP USER", sc_user_delete },
-	{ "search", NULL, 3, "search APP USER QUERY", sc_search },
+	{ "session", "create", 2, 0, "session create APP USER", sc_session_create },
+	{ "session", "get", 3, 0, "session get APP USER SID", sc_session_get },
+	{ "session", "list", 2, 0, "session list APP USER", sc_session_list },
+	{ "session", "delete", 3, 0, "session delete APP USER SID", sc_session_delete },
+	{ "events", "append", 3, 0, "events append APP USER SID", sc_events_append },
+	{ "events", "list", 3, 0, "events list APP USER SID", sc_events_list },
+	{ "context", NULL, 3, 0, "context APP USER SID", sc_context },
+	{ "state", "get", 3, 0, "state get APP USER SID", sc_state_get },
+	{ "artifact", "put", 4, 0, "artifact put APP USER SID NAME", sc_artifact_put },
+	{ "artifact", "get", 4, 0, "artifact get APP USER SID NAME", sc_artifact_get },
+	{ "artifact", "list", 3, 0, "artifact list APP USER SID", sc_artifact_list },
+	{ "user", "delete", 2, 0, "user delete APP USER", sc_user_delete },
+	{ "search", NULL, 3, 0, "search APP USER QUERY", sc_search },
+	{ "lane", "resolve", 1, 0, "lane resolve APP SOURCE", sc_lane_resolve },
+	{ "lane", "open", 3, 1, "lane open APP SOURCE, or lane open APP USER KEY [SOURCE]",
+	  sc_lane_open },
+	{ "lane", "get", 3, 0, "lane get APP USER KEY", sc_lane_get },
+	{ "lane", "list", 2, 1, "lane list APP [USER]", sc_lane_list },
+	{ "lane", "reset", 3, 0, "lane reset APP USER KEY", sc_lane_reset },
+	{ "lane", "switch", 4, 0, "lane switch APP USER KEY SID", sc_lane_switch },
+	{ "lane", "suspend", 3, 0, "lane suspend APP USER KEY", sc_lane_suspend },
+	{ "lane", "delete", 3, 0, "lane delete APP USER KEY", sc_lane_delete },
+	{ "lane", "sweep", 0, 0, "lane sweep", sc_lane_sweep },
+	{ "turn", "begin", 3, 0, "turn begin APP USER KEY", sc_turn_begin },
+	{ "turn", "heartbeat", 4, 0, "turn heartbeat APP USER KEY TURN", sc_turn_heartbeat },
+	{ "turn", "end", 4, 0, "turn end APP USER KEY TURN --outcome O", sc_turn_end },
+	{ "inbox", "put", 3, 0, "inbox put APP USER KEY --mode M", sc_inbox_put },
+	{ "inbox", "take", 4, 0, "inbox take APP USER KEY TURN", sc_inbox_take },
+	{ "inbox", "list", 3, 0, "inbox list APP USER KEY", sc_inbox_list },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -998,7 +1442,8 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
 /* Command groups that take a subcommand (`memd session` alone prints
  * the session subcommands). */
 static const char *const verb_groups[] = {
-	"config", "plugins", "index", "session", "events", "state", "artifact", "user",
+	"config", "plugins", "index", "session", "events", "state", "artifact", "user", "lane",
+	"turn", "inbox",
 };
 
 int cli_main(int argc, char **argv)
@@ -1051,9 +1496,9 @@ int cli_main(int argc, char **argv)
 		if (strcmp(group, cmd->group) != 0)
 			continue;
 		if (!cmd->verb)
-			return run_scripting(&c, i + 1, cmd->npos, cmd->shape, cmd->fn);
+			return run_scripting(&c, i + 1, cmd->npos, cmd->npos_alt, cmd->shape, cmd->fn);
 		if (strcmp(verb, cmd->verb) == 0)
-			return run_scripting(&c, i + 2, cmd->npos, cmd->shape, cmd->fn);
+			return run_scripting(&c, i + 2, cmd->npos, cmd->npos_alt, cmd->shape, cmd->fn);
 	}
 	for (size_t k = 0; k < sizeof(verb_groups) / sizeof(verb_groups[0]); k++) {
 		if (strcmp(group, verb_groups[k]) != 0)
