@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# README.md's "Running a chat gateway on memd" as written: every ```sh
+# block of that section, in order, run by bash against a real `memd
+# serve` (SQLite), and what they print checked. A README example that no
+# longer works fails here.
+set -uo pipefail
+
+memd="$MEMD_BUILD_ROOT/host/memd"
+readme="$MEMD_SOURCE_ROOT/README.md"
+section="## Running a chat gateway on memd"
+for tool in curl jq; do
+	command -v "$tool" >/dev/null || { echo "SKIP: the README's example needs $tool"; exit 77; }
+done
+work=$(mktemp -d)
+serve_pid=
+trap '[[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work"
+unset MEMD_CONFIG
+
+passed=0 failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+contains() { # HAYSTACK NEEDLE DESCRIPTION
+	if [[ "$1" == *"$2"* ]]; then ok; else fail "$3: '$2' not in: $1"; fi
+}
+
+# The section's shell blocks, in order.
+awk -v sec="$section" '
+	$0 == sec { in_sec = 1; next }
+	in_sec && /^## / { exit }
+	in_sec && /^```sh$/ { in_code = 1; next }
+	in_sec && in_code && /^```$/ { in_code = 0; print "# ---- end of block"; next }
+	in_sec && in_code { print }
+' "$readme" >example.sh
+blocks=$(grep -c '^# ---- end of block' example.sh)
+[[ $blocks -ge 2 ]] && ok || fail "the README's section has $blocks shell blocks, want the loop and the restart"
+
+# memd serve on a free port (a port below the ephemeral range; another
+# taker between the probe and serve's bind is a retry with another port).
+for ((try = 0; try < 20; try++)); do
+	port=$((20000 + RANDOM % 12000))
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+	cat >memd.yaml <<YAML
+server: {listen: "127.0.0.1:$port"}
+stores:
+  main: {plugin: sqlite, path: ./memd.db}
+sessions: {store: main}
+YAML
+	"$memd" --config memd.yaml serve 2>serve.err &
+	serve_pid=$!
+	for ((i = 0; i < 600; i++)); do # bounded: until it listens or exits
+		grep -q '"listening"' serve.err && break
+		kill -0 "$serve_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q '"listening"' serve.err && break
+	wait "$serve_pid"
+	serve_pid=
+	grep -q "Address already in use" serve.err || break
+done
+grep -q '"listening"' serve.err && ok || fail "serve did not start: $(cat serve.err)"
+
+MEMD="http://127.0.0.1:$port" bash -euo pipefail example.sh >out.txt 2>err.txt
+rc=$?
+out=$(cat out.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's example failed (exit $rc): $(cat err.txt) after: $out"
+
+# What the loop printed: the inbox put, the context, the item taken, the
+# lane's usage (the append's and the turn end's summed).
+contains "$out" '"depth":1' "the inbox put answered its depth"
+contains "$out" '"tokens":' "the context was read"
+contains "$out" '"and book a table for two"' "the turn holder took the queued message"
+contains "$out" '"input_tokens": 852' "the lane's usage sums the append's and the end's"
+contains "$out" '"last_prompt_tokens": 852' "the lane's usage has the last prompt's tokens"
+# The restart: pending, listed, resumed on the same session, cleared.
+contains "$out" $'telegram:42\ttelegram:dm:42\t' "the pending lane was listed"
+contains "$out" $'\tshutdown_timeout' "with its reason"
+contains "$out" '"resumed": true' "open resumed the lane"
+[[ $(tail -n 1 out.txt) == false ]] && ok || fail "the last turn cleared resume_pending: $(tail -n 1 out.txt)"
+base="http://127.0.0.1:$port/v1/apps/bot"
+pending=$(curl -sf "$base/lanes?resume_pending=true" | jq '.lanes | length')
+[[ $pending == 0 ]] && ok || fail "no lane is pending after the example: $pending"
+sid=$(curl -sf "$base/users/telegram%3A42/lanes/telegram%3Adm%3A42" | jq -r .session_id)
+events=$(curl -sf "$base/users/telegram%3A42/sessions/$sid?events=0" | jq '.events | length')
+[[ $events == 2 ]] && ok || fail "the lane's session has the two appended events: $events"
+
+kill "$serve_pid"
+wait "$serve_pid"
+serve_pid=
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
