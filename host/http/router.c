@@ -27,7 +27,8 @@
 #define A SETTINGS_SCOPE_ADMIN
 #define P HTTP_SCOPE_PUBLIC
 
-static const char *const q_list[] = { "limit", "cursor", "archived", NULL };
+static const char *const q_list[] = { "limit", "cursor", "archived", "origin_platform", "lane",
+				      NULL };
 static const char *const q_get[] = { "events", "after_seq", "after_time", "include_text", NULL };
 static const char *const q_events[] = { "after_seq", "limit", "include_text", NULL };
 static const char *const q_context[] = { "include_text", NULL };

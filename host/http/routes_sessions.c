@@ -65,6 +65,7 @@ void http_h_session_create(http_req *rq)
 void http_h_session_list(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	memd_session_list_options o = { .struct_size = sizeof(o) };
 	char *out = NULL;
 	uint64_t limit;
 	int archived;
@@ -76,9 +77,13 @@ void http_h_session_list(http_req *rq)
 		http_reply_memd_error(rq, &err);
 		return;
 	}
+	o.flags = archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0;
+	o.limit = (uint32_t)limit;
+	o.cursor = http_req_query(rq, "cursor");
+	o.origin_platform = http_req_query(rq, "origin_platform");
+	o.lane_key = http_req_query(rq, "lane");
 	t0 = http_now_ns();
-	r = memd_session_list(rq->ctx->m, APP(rq), USER(rq), http_req_query(rq, "cursor"),
-			      (uint32_t)limit, archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, &out, &err);
+	r = memd_session_list_filtered(rq->ctx->m, APP(rq), USER(rq), &o, &out, &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
