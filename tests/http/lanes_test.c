@@ -395,6 +395,15 @@ Test(lanes, reset_switch_suspend_and_delete)
 	cr_assert_str_eq(str(json_object_get(o, "reset"), "reason"), "suspended");
 	cr_assert_str_neq(str(json_object_get(o, "session"), "id"), s1);
 	cr_assert(json_is_false(json_object_get(json_object_get(o, "lane"), "suspended")));
+	/* The new session's first context says why it starts afresh, once. */
+	snprintf(p, sizeof(p), DM_USER "/sessions/%s/context", str(json_object_get(o, "session"), "id"));
+	json_decref(o);
+	o = hs_expect(&H, "GET", p, NULL, 200);
+	cr_assert_str_eq(str(json_object_get(o, "notice"), "reason"), "suspended");
+	cr_assert_gt(strlen(str(json_object_get(o, "notice"), "text")), 0);
+	json_decref(o);
+	o = hs_expect(&H, "GET", p, NULL, 200);
+	cr_assert_null(json_object_get(o, "notice"), "the notice comes once");
 	json_decref(o);
 
 	/* delete: the lane goes, its sessions stay. */
