@@ -74,7 +74,7 @@ static const my_sql SQL_LANE_INBOX_LAST = { MY_ST_LANE_INBOX_LAST,
 
 /* lane_list: the filters of memd_lane_query (11 parameters: flags_all
  * twice, flags_none, turn twice, then each bound as (is it set, value)),
- * the keyset (7 parameters: strictly before (updated_us, app, user, key))
+ * the keyset (8 parameters: strictly before (updated_us, app, user, key))
  * and the order, newest activity first. Each scope walks the index that
  * has its fixed columns first and updated_us next, backwards, so reading
  * stops at the limit. */
@@ -83,26 +83,35 @@ static const my_sql SQL_LANE_INBOX_LAST = { MY_ST_LANE_INBOX_LAST,
 	" AND (? = 0 OR (? = 1) = (l.turn_id IS NOT NULL))"                   \
 	" AND (? = 0 OR l.updated_us > ?) AND (? = 0 OR l.updated_us < ?)"    \
 	" AND (? = 0 OR (l.turn_id IS NOT NULL AND l.turn_lease_until_us < ?))"
+/* The first bound repeats the tuple's first part as a plain range, the
+ * only form MariaDB's range optimizer starts an index read from. */
 #define LANE_BEFORE                                                                   \
+	" AND l.updated_us <= ?"                                                      \
 	" AND (l.updated_us < ? OR (l.updated_us = ? AND (l.app < ? OR (l.app = ? AND" \
 	" (l.user < ? OR (l.user = ? AND l.lane_key < ?))))))"
 #define LANE_ORDER " ORDER BY l.updated_us DESC, l.app DESC, l.user DESC, l.lane_key DESC LIMIT ?"
+/* The same order where the app (and the user) are fixed by the WHERE:
+ * naming only the index's remaining columns lets MariaDB read the index
+ * backwards and stop at the limit (with the fixed columns in the ORDER BY
+ * it read the whole scope and sorted it). */
+#define LANE_ORDER_APP " ORDER BY l.updated_us DESC, l.user DESC, l.lane_key DESC LIMIT ?"
+#define LANE_ORDER_USER " ORDER BY l.updated_us DESC, l.lane_key DESC LIMIT ?"
 #define LANE_FROM(index) "SELECT " LANE_COLS " FROM memd_lanes l FORCE INDEX (" index ")"
 static const my_sql SQL_LANE_LIST = { MY_ST_LANE_LIST,
 	LANE_FROM("memd_lanes_by_updated") " WHERE" LANE_FILTER LANE_ORDER };
 static const my_sql SQL_LANE_LIST_BEFORE = { MY_ST_LANE_LIST_BEFORE,
 	LANE_FROM("memd_lanes_by_updated") " WHERE" LANE_FILTER LANE_BEFORE LANE_ORDER };
 static const my_sql SQL_LANE_LIST_APP = { MY_ST_LANE_LIST_APP,
-	LANE_FROM("memd_lanes_app_by_updated") " WHERE l.app = ? AND" LANE_FILTER LANE_ORDER };
+	LANE_FROM("memd_lanes_app_by_updated") " WHERE l.app = ? AND" LANE_FILTER LANE_ORDER_APP };
 static const my_sql SQL_LANE_LIST_APP_BEFORE = { MY_ST_LANE_LIST_APP_BEFORE,
 	LANE_FROM("memd_lanes_app_by_updated") " WHERE l.app = ? AND" LANE_FILTER LANE_BEFORE
-	LANE_ORDER };
+	LANE_ORDER_APP };
 static const my_sql SQL_LANE_LIST_USER = { MY_ST_LANE_LIST_USER,
 	LANE_FROM("memd_lanes_user_by_updated") " WHERE l.app = ? AND l.user = ? AND"
-	LANE_FILTER LANE_ORDER };
+	LANE_FILTER LANE_ORDER_USER };
 static const my_sql SQL_LANE_LIST_USER_BEFORE = { MY_ST_LANE_LIST_USER_BEFORE,
 	LANE_FROM("memd_lanes_user_by_updated") " WHERE l.app = ? AND l.user = ? AND"
-	LANE_FILTER LANE_BEFORE LANE_ORDER };
+	LANE_FILTER LANE_BEFORE LANE_ORDER_USER };
 
 /* lane_prune: the oldest prunable lanes (?2 = MEMD_LANE_SUSPENDED),
  * locked; each is deleted with the same test, so what changed since is
@@ -721,6 +730,7 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 	if (q->before_updated_us) {
 		/* A missing part of the tuple is "": nothing at that instant
 		 * sorts before it on that part. */
+		my_param_i64(&p, q->before_updated_us);
 		my_param_i64(&p, q->before_updated_us);
 		my_param_i64(&p, q->before_updated_us);
 		my_param_text(&p, q->before_app ? q->before_app : "");
