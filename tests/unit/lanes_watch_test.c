@@ -63,7 +63,7 @@ typedef struct hook_req {
 typedef struct receiver {
 	int fd;
 	int port;
-	_Atomic int status;      /* what it answers */
+	_Atomic int status;      /* what it answers; 0: nothing, it holds the request */
 	_Atomic int n;           /* requests received */
 	hook_req reqs[HOOK_MAX];
 	pthread_t thread;
@@ -122,6 +122,13 @@ static void *receive(void *arg)
 				r->reqs[i].body = strndup(end + 4, (size_t)atoi(cl));
 				atomic_store(&r->n, i + 1);
 			}
+		}
+		if (atomic_load(&r->status) == 0) {
+			/* hold: no answer, until the client gives up */
+			while (recv(c, buf, sizeof(buf), 0) > 0)
+				;
+			close(c);
+			continue;
 		}
 		char reply[128];
 		int n = snprintf(reply, sizeof(reply),
@@ -778,4 +785,26 @@ Test(lanes_watch, an_open_after_finalize_starts_a_new_session)
 	json_decref(c);
 	cr_assert_eq(finalize_records(first), 1);
 	free(first);
+}
+
+Test(lanes_watch, the_watcher_thread_runs_passes_and_stops_in_memd_close, .timeout = 60)
+{
+	/* A pass every second on the watcher's own thread; its webhook
+	 * never answers (a 10-minute timeout): memd_close must cancel it
+	 * rather than wait (else the test's timeout fails it). */
+	receiver r;
+	char lanes[512];
+	receiver_start(&r, 0);
+	snprintf(lanes, sizeof(lanes),
+		 "watch_interval_s: 1, " LANES_IDLE ", finalize: {webhook: {url: "
+		 "'http://127.0.0.1:%d/hook', secret: %s, timeout_ms: 600000, retries: 0}}",
+		 r.port, SECRET);
+	open_memd(lanes, NULL);
+	make_lane("u", "k", "s1", NULL);
+	atomic_store(&now_us, T0 + (IDLE_MIN + 1) * US_PER_MIN);
+	while (atomic_load(&r.n) == 0) /* the criterion timeout bounds it */
+		usleep(1000);
+	memd_close(m);
+	m = NULL;
+	receiver_stop(&r);
 }
