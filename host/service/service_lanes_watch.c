@@ -9,8 +9,8 @@
  *  a. turns whose lease ran out (their holder died) are recorded as
  *     interrupted ("restart_interrupted"), WATCH_LEASE_BATCH at most;
  *  b. lanes that are not finalized, have no turn, wait for no resume (a
- *     gateway continues their session when it restarts), and whose reset policy
- *     (per app, platform and chat type) says expired are finalized,
+ *     gateway continues their session when it restarts), and whose reset
+ *     policy (per app, platform and chat type) says expired are finalized,
  *     WATCH_FINALIZE_BATCH at most among WATCH_SCAN_MAX looked at: the
  *     lane is claimed first (a lane_write setting finalize_claim_until_us,
  *     which only one of several racing processes wins), then the app's
@@ -51,13 +51,14 @@
 /* Finalize attempts of one lane before it is finalized without success. */
 #define WATCH_FINALIZE_ATTEMPTS 3u
 /* How long a claim keeps other processes off a lane being finalized: far
- * longer than a finalize takes (a summary, a webhook with its retries);
- * a claim that ran out (its process died) is taken over. */
+ * longer than a finalize takes (a summary; the webhook's attempts, each
+ * with its timeout and the longest backoff, are added); a claim that ran
+ * out (its process died) is taken over. */
 #define WATCH_CLAIM_US (15LL * 60 * US_PER_SEC)
+#define US_PER_MS 1000LL
 /* Re-reads of a lane that changed under a write of the watcher. */
 #define WATCH_WRITE_ATTEMPTS 3
 #define US_PER_DAY (86400LL * US_PER_SEC)
-#define US_PER_MINUTE (60LL * US_PER_SEC)
 
 struct lanes_watch {
 	pthread_mutex_t lock;      /* stopping, wake */
@@ -399,11 +400,16 @@ static int32_t finalize_lane(memd *m, const memd_lane *l, const char *reason, in
 {
 	memd_lane claim = *l;
 	memd_error e = { 0 };
+	lane_webhook hook;
 	int64_t v;
 	int32_t r;
 	int ok;
 
 	claim.finalize_claim_until_us = now_us + WATCH_CLAIM_US;
+	if (webhook_of(m, l->app, &hook))
+		claim.finalize_claim_until_us += ((int64_t)hook.retries + 1) *
+						 (hook.timeout_ms + LANE_WEBHOOK_BACKOFF_MAX_MS) *
+						 US_PER_MS;
 	r = write_lane(m, &claim, l->version, 0, now_us, &v, err);
 	if (r == MEMD_ECONFLICT || r == MEMD_ENOTFOUND)
 		return 0; /* changed, claimed or finalized by another process */
