@@ -23,6 +23,7 @@
 #include "plugins/hostsvc.h"
 #include "plugins/loader.h"
 #include "plugins/store.h"
+#include "plugins/strategy.h"
 #include "util/prom.h"
 
 #define FIXTURE_SUBDIR "/tests/fixtures"
@@ -474,6 +475,34 @@ Test(loader, tables_are_zero_extended_and_never_overread)
 	cr_assert_eq(loader_require_kind(p, MEMD_KIND_VECTOR, "index.vector.store", &err), MEMD_EABI);
 	cr_assert_str_eq(err.msg, "memd-sizes.so: is a session store plugin, but "
 				  "index.vector.store needs a vector store");
+	loader_close(p);
+}
+
+/* A strategy built for 1.1 loads; its table ended before
+ * on_session_finalize, so the host's copy has none (though the plugin's
+ * memory there holds a pointer) and the host's finalize answers ENOTSUP
+ * without calling anything. */
+Test(loader, strategy_of_an_older_minor_has_no_finalize)
+{
+	memd_error err = {.struct_size = sizeof(err)};
+	loader_plugin *p = NULL;
+	loader_instance *inst = NULL;
+	strategy *st = NULL;
+	cr_assert_eq(loader_open(fixture("old_strategy"), NULL, &p, &err), 0, "%s", err.msg);
+	const memd_strategy_ops *ops = loader_strategy_ops(p);
+	cr_assert_eq(ops->struct_size, sizeof(memd_strategy_ops));
+	cr_assert_not_null(ops->context);
+	cr_assert_null(ops->on_session_finalize);
+	cr_assert_eq(loader_instance_create(p, "apps.*.working_memory", NULL, "strategy", NULL,
+					    &inst, &err), 0, "%s", err.msg);
+	cr_assert_eq(strategy_new(inst, &st, &err), 0, "%s", err.msg);
+	cr_assert_not(strategy_has_on_session_finalize(st));
+	memd_scope sc = {.struct_size = sizeof(sc), .app = "a", .user = "u", .session = "s"};
+	memd_call call = {.struct_size = sizeof(call)};
+	memd_event_sink persist = {.struct_size = sizeof(persist)};
+	cr_assert_eq(strategy_on_session_finalize(st, NULL, &call, &sc, &persist, &err), MEMD_ENOTSUP);
+	cr_assert_not_null(strstr(err.msg, "has no on_session_finalize"), "%s", err.msg);
+	strategy_free(st);
 	loader_close(p);
 }
 
