@@ -808,3 +808,20 @@ Test(lanes_watch, the_watcher_thread_runs_passes_and_stops_in_memd_close, .timeo
 	m = NULL;
 	receiver_stop(&r);
 }
+
+Test(lanes_watch, daily_reset_finalizes_after_the_hour_in_the_zone)
+{
+	/* T0 is 01:00 in Berlin (UTC+1 in January): the 04:00 boundary is
+	 * 03:00 UTC. */
+	open_memd("reset: {mode: daily, at_hour: 4, timezone: Europe/Berlin}", NULL);
+	make_lane("u", "k", "s1", NULL);
+	atomic_store(&now_us, T0 + 3 * 60 * US_PER_MIN - US_PER_SEC);
+	json_t *c = sweep();
+	cr_assert_eq(count(c, "finalized"), 0, "finalized before 04:00 Berlin");
+	json_decref(c);
+	atomic_store(&now_us, T0 + 3 * 60 * US_PER_MIN + US_PER_SEC);
+	c = sweep();
+	cr_assert_eq(count(c, "finalized"), 1);
+	json_decref(c);
+	cr_assert(lane_flags("u", "k") & MEMD_LANE_FINALIZED);
+}
