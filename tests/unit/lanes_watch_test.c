@@ -235,8 +235,17 @@ static int32_t ignore_lane(void *ud, const memd_lane *l)
 
 static const memd_lane_sink ignore = { sizeof(memd_lane_sink), NULL, ignore_lane };
 
+static void make_lane_of(const char *app, const char *user, const char *key, const char *sid,
+			 const lane_opts *o);
+
 /* The lane (app "a") and its new session sid, made as an open does. */
 static void make_lane(const char *user, const char *key, const char *sid, const lane_opts *o)
+{
+	make_lane_of("a", user, key, sid, o);
+}
+
+static void make_lane_of(const char *app, const char *user, const char *key, const char *sid,
+			 const lane_opts *o)
 {
 	static const lane_opts none = { 0 };
 	memd_call call = { .struct_size = sizeof(call) };
@@ -246,7 +255,7 @@ static void make_lane(const char *user, const char *key, const char *sid, const 
 		o = &none;
 	memd_session s = {
 		.struct_size = sizeof(s),
-		.app = "a",
+		.app = app,
 		.user = user,
 		.id = sid,
 		.created_us = t,
@@ -259,7 +268,7 @@ static void make_lane(const char *user, const char *key, const char *sid, const 
 	memd_lane l = {
 		.struct_size = sizeof(l),
 		.flags = o->flags,
-		.app = "a",
+		.app = app,
 		.user = user,
 		.key = key,
 		.session = sid,
@@ -319,12 +328,19 @@ static int32_t lane_to_json(void *ud, const memd_lane *l)
 	return 0;
 }
 
-/* The lane as the store has it, or NULL when there is none. */
+static json_t *lane_get_of(const char *app, const char *user, const char *key);
+
+/* The lane (app "a") as the store has it, or NULL when there is none. */
 static json_t *lane_get(const char *user, const char *key)
+{
+	return lane_get_of("a", user, key);
+}
+
+static json_t *lane_get_of(const char *app, const char *user, const char *key)
 {
 	memd_call call = { .struct_size = sizeof(call) };
 	memd_error err = { 0 };
-	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = user };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user };
 	json_t *out = NULL;
 	memd_lane_sink sink = { sizeof(sink), &out, lane_to_json };
 	int32_t r = store_lane_get(service_session_store(m), &call, &sc, key, &sink, &err);
@@ -824,4 +840,42 @@ Test(lanes_watch, daily_reset_finalizes_after_the_hour_in_the_zone)
 	cr_assert_eq(count(c, "finalized"), 1);
 	json_decref(c);
 	cr_assert(lane_flags("u", "k") & MEMD_LANE_FINALIZED);
+}
+
+Test(lanes_watch, prune_after_days_of_each_app)
+{
+	/* The default prunes after 2 days, app "keep" after 5, app "never"
+	 * not at all: each lane by its own app's setting. */
+	char yaml[4096];
+	snprintf(yaml, sizeof(yaml),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, synchronous: normal}\n"
+		 "lanes: {reset: {mode: none}, prune_after_days: 2}\n"
+		 "apps:\n  '*': {working_memory: {strategy: buffer_window}}\n"
+		 "  keep: {working_memory: {strategy: buffer_window}, lanes: {prune_after_days: 5}}\n"
+		 "  never: {working_memory: {strategy: buffer_window}, lanes: {prune_after_days: 0}}\n",
+		 dir.path);
+	m = tu_open(&dir, yaml);
+	memd_set_clock(m, test_clock, NULL);
+	make_lane_of("other", "u", "k", "s1", NULL);
+	make_lane_of("keep", "u", "k", "s2", NULL);
+	make_lane_of("never", "u", "k", "s3", NULL);
+
+	atomic_store(&now_us, T0 + 3 * US_PER_DAY);
+	json_t *c = sweep();
+	cr_assert_eq(count(c, "pruned"), 1);
+	json_decref(c);
+	json_t *l = lane_get_of("other", "u", "k");
+	cr_assert_null(l, "the default app's lane was kept past 2 days");
+	l = lane_get_of("keep", "u", "k");
+	cr_assert_not_null(l, "app keep's lane was pruned before 5 days");
+	json_decref(l);
+
+	atomic_store(&now_us, T0 + 6 * US_PER_DAY);
+	c = sweep();
+	cr_assert_eq(count(c, "pruned"), 1);
+	json_decref(c);
+	cr_assert_null(lane_get_of("keep", "u", "k"));
+	l = lane_get_of("never", "u", "k");
+	cr_assert_not_null(l, "app never's lane was pruned");
+	json_decref(l);
 }
