@@ -21,7 +21,9 @@
  *     finalize_failures and releases the claim: the next pass tries again;
  *     the WATCH_FINALIZE_ATTEMPTS-th failure finalizes it anyway, logged;
  *  c. lanes idle for longer than their app's prune_after_days (not
- *     suspended, no turn) are deleted, WATCH_PRUNE_BATCH at most;
+ *     suspended, no turn) are deleted, WATCH_PRUNE_BATCH at most (one
+ *     lane_prune when every app has the same setting; else among
+ *     WATCH_SCAN_MAX looked at, each by its app's setting);
  *  d. ended sessions past sessions.retention_days are deleted as
  *     memd_session_delete deletes them (events, state, artifacts, and
  *     through the change feed their index entries),
@@ -255,6 +257,58 @@ static int32_t write_lane(memd *m, const memd_lane *next, int64_t expected, uint
 	return r;
 }
 
+/* What scan_lanes calls for each lane: < 0 stops the scan with that
+ * error, 1 stops it, 0 goes on. */
+typedef int32_t (*lane_visit_fn)(memd *m, const memd_lane *l, void *userdata, memd_error *err);
+
+/* Visit the lanes q matches, newest activity first, a page of
+ * WATCH_SCAN_PAGE at a time (keyset paging), at most WATCH_SCAN_MAX of
+ * them. */
+static int32_t scan_lanes(memd *m, memd_lane_query *q, lane_visit_fn visit, void *userdata,
+			  memd_error *err)
+{
+	wlanes ls = { 0 };
+	char *before_app = NULL, *before_user = NULL, *before_key = NULL;
+	uint32_t scanned = 0;
+	int32_t r = 0;
+
+	q->limit = WATCH_SCAN_PAGE;
+	while (r == 0 && scanned < WATCH_SCAN_MAX) {
+		wlanes_clear(&ls);
+		if ((r = list_lanes(m, q, &ls, err)) < 0 || ls.n == 0)
+			break;
+		scanned += (uint32_t)ls.n;
+		for (size_t i = 0; r == 0 && i < ls.n; i++) {
+			if (m->watch->cancel)
+				r = memd_error_set(err, MEMD_ECANCELED, 0, "memd is closing");
+			else
+				r = visit(m, &ls.v[i].l, userdata, err);
+		}
+		if (r != 0 || ls.n < WATCH_SCAN_PAGE)
+			break;
+		/* the next page: strictly before the last lane of this one */
+		free(before_app);
+		free(before_user);
+		free(before_key);
+		before_app = strdup(ls.v[ls.n - 1].l.app);
+		before_user = strdup(ls.v[ls.n - 1].l.user);
+		before_key = strdup(ls.v[ls.n - 1].l.key);
+		if (!before_app || !before_user || !before_key) {
+			r = service_oom(err);
+			break;
+		}
+		q->before_updated_us = ls.v[ls.n - 1].l.updated_us;
+		q->before_app = before_app;
+		q->before_user = before_user;
+		q->before_key = before_key;
+	}
+	wlanes_clear(&ls);
+	free(before_app);
+	free(before_user);
+	free(before_key);
+	return r < 0 ? r : 0;
+}
+
 /* ---- a. leases that ran out -------------------------------------------------- */
 
 /* Turns whose holder died, recorded as interrupted as a turn begin
@@ -440,72 +494,77 @@ static int32_t finalize_lane(memd *m, const memd_lane *l, const char *reason, in
 	return 0;
 }
 
+/* What a finalize scan carries. */
+typedef struct finalize_scan {
+	int64_t now_us;
+	watch_counts *c;
+} finalize_scan;
+
+static int32_t finalize_visit(memd *m, const memd_lane *l, void *userdata, memd_error *err)
+{
+	finalize_scan *fs = userdata;
+	memd_call call = call_new(m->watch);
+	lane_reset_policy p;
+	const char *reason;
+	int64_t last = 0;
+	int32_t r;
+
+	if (l->finalize_claim_until_us > fs->now_us || !l->session)
+		return 0;
+	/* The last activity as an open judges it: the lane's or its
+	 * session's (appends), whichever is later; the lane's alone first,
+	 * which is enough to rule most lanes out without a read. */
+	if ((r = service_lane_policy_of(m, l, &p, err)) < 0)
+		return r;
+	if (!lane_policy_expired(&p, l->updated_us, fs->now_us))
+		return 0;
+	if ((r = service_lane_last_activity(m, &call, l, &last, err)) < 0)
+		return r;
+	if (!(reason = lane_policy_expired(&p, last, fs->now_us)))
+		return 0;
+	if ((r = finalize_lane(m, l, reason, last, fs->now_us, fs->c, err)) < 0)
+		return r;
+	return fs->c->finalized + fs->c->finalize_failed >= WATCH_FINALIZE_BATCH;
+}
+
 static int32_t finalize_expired(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 {
 	memd_lane_query q = {
 		.struct_size = sizeof(q),
-		.limit = WATCH_SCAN_PAGE,
 		.flags_none = MEMD_LANE_FINALIZED | MEMD_LANE_RESUME_PENDING,
 		.turn = MEMD_LQ_TURN_NONE,
 		.updated_before_us = now_us,
 	};
-	wlanes ls = { 0 };
-	char *before_app = NULL, *before_user = NULL, *before_key = NULL;
-	uint32_t scanned = 0;
-	int32_t r = 0;
-
-	while (r == 0 && scanned < WATCH_SCAN_MAX && c->finalized + c->finalize_failed <
-							     WATCH_FINALIZE_BATCH) {
-		wlanes_clear(&ls);
-		if ((r = list_lanes(m, &q, &ls, err)) < 0 || ls.n == 0)
-			break;
-		scanned += (uint32_t)ls.n;
-		for (size_t i = 0; r == 0 && i < ls.n; i++) {
-			const memd_lane *l = &ls.v[i].l;
-			memd_call call = call_new(m->watch);
-			lane_reset_policy p;
-			const char *reason = NULL;
-			int64_t last = 0;
-			if (m->watch->cancel)
-				r = memd_error_set(err, MEMD_ECANCELED, 0, "memd is closing");
-			else if (l->finalize_claim_until_us > now_us || !l->session)
-				continue;
-			/* the last activity as an open judges it: the lane's or
-			 * its session's (appends), whichever is later */
-			else if ((r = service_lane_policy_of(m, l, &p, err)) == 0 &&
-				 lane_policy_expired(&p, l->updated_us, now_us) &&
-				 (r = service_lane_last_activity(m, &call, l, &last, err)) == 0 &&
-				 (reason = lane_policy_expired(&p, last, now_us)))
-				r = finalize_lane(m, l, reason, last, now_us, c, err);
-			if (c->finalized + c->finalize_failed >= WATCH_FINALIZE_BATCH)
-				break;
-		}
-		if (r < 0 || ls.n < WATCH_SCAN_PAGE)
-			break;
-		/* the next page: strictly before the last lane of this one */
-		free(before_app);
-		free(before_user);
-		free(before_key);
-		before_app = strdup(ls.v[ls.n - 1].l.app);
-		before_user = strdup(ls.v[ls.n - 1].l.user);
-		before_key = strdup(ls.v[ls.n - 1].l.key);
-		if (!before_app || !before_user || !before_key) {
-			r = service_oom(err);
-			break;
-		}
-		q.before_updated_us = ls.v[ls.n - 1].l.updated_us;
-		q.before_app = before_app;
-		q.before_user = before_user;
-		q.before_key = before_key;
-	}
-	wlanes_clear(&ls);
-	free(before_app);
-	free(before_user);
-	free(before_key);
-	return r;
+	finalize_scan fs = { now_us, c };
+	return scan_lanes(m, &q, finalize_visit, &fs, err);
 }
 
 /* ---- c. prune ------------------------------------------------------------- */
+
+/* What a prune scan carries. */
+typedef struct prune_scan {
+	int64_t now_us;
+	watch_counts *c;
+} prune_scan;
+
+static int32_t prune_visit(memd *m, const memd_lane *l, void *userdata, memd_error *err)
+{
+	prune_scan *ps = userdata;
+	memd_call call = call_new(m->watch);
+	int64_t d = settings_app_for(&m->set, l->app)->lanes.prune_after_days;
+	memd_scope sc = { .struct_size = sizeof(sc), .app = l->app, .user = l->user };
+	memd_error e = { 0 };
+	int32_t r;
+
+	if (d <= 0 || l->updated_us >= ps->now_us - d * US_PER_DAY)
+		return 0;
+	r = store_lane_delete(m->sessions, &call, &sc, l->key, &e);
+	if (r == 0)
+		ps->c->pruned++;
+	else if (r != MEMD_ENOTFOUND)
+		return memd_error_set(err, r, e.flags, "%s", e.msg);
+	return ps->c->pruned >= WATCH_PRUNE_BATCH;
+}
 
 /* The prune_after_days every app has (0 = never), or -1 when they differ. */
 static int64_t prune_days_uniform(const memd *m)
@@ -523,11 +582,10 @@ static int32_t prune(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 	int64_t days = prune_days_uniform(m);
 	memd_lane_query q = {
 		.struct_size = sizeof(q),
-		.limit = WATCH_SCAN_PAGE,
 		.flags_none = MEMD_LANE_SUSPENDED,
 		.turn = MEMD_LQ_TURN_NONE,
 	};
-	wlanes ls = { 0 };
+	prune_scan ps;
 	int64_t shortest = 0;
 	int32_t r;
 
@@ -543,7 +601,10 @@ static int32_t prune(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 		return 0;
 	}
 	/* Apps differ: the lanes idle past the shortest positive setting,
-	 * each deleted if its own app's setting says so. */
+	 * each deleted if its own app's setting says so. Unlike lane_prune
+	 * the delete is not conditional: an open racing it in the same
+	 * instant loses the lane (never its sessions), and its next open
+	 * makes a new one. */
 	for (size_t i = 0; i < m->set.n_apps; i++) {
 		int64_t d = m->set.apps[i].lanes.prune_after_days;
 		if (d > 0 && (!shortest || d < shortest))
@@ -554,28 +615,9 @@ static int32_t prune(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 	if (!shortest)
 		return 0;
 	q.updated_before_us = now_us - shortest * US_PER_DAY;
-	q.limit = WATCH_PRUNE_BATCH;
-	if ((r = list_lanes(m, &q, &ls, err)) < 0)
-		goto out;
-	for (size_t i = 0; i < ls.n; i++) {
-		const memd_lane *l = &ls.v[i].l;
-		int64_t d = settings_app_for(&m->set, l->app)->lanes.prune_after_days;
-		memd_scope sc = { .struct_size = sizeof(sc), .app = l->app, .user = l->user };
-		memd_error e = { 0 };
-		int32_t dr;
-		if (d <= 0 || l->updated_us >= now_us - d * US_PER_DAY)
-			continue;
-		dr = store_lane_delete(m->sessions, &call, &sc, l->key, &e);
-		if (dr == 0)
-			c->pruned++;
-		else if (dr != MEMD_ENOTFOUND) {
-			r = memd_error_set(err, dr, e.flags, "%s", e.msg);
-			break;
-		}
-	}
-out:
-	wlanes_clear(&ls);
-	return r;
+	ps.now_us = now_us;
+	ps.c = c;
+	return scan_lanes(m, &q, prune_visit, &ps, err);
 }
 
 /* ---- d. retention ---------------------------------------------------------- */
