@@ -353,8 +353,10 @@ MEMD_API int32_t memd_lane_resolve(memd *m, const char *app, const char *body_js
  * with a new session; suspended: a new session (reset reason
  * "suspended"); resume_pending: keep the session ("resumed": true);
  * the reset policy says expired (idle or daily): a new session; else keep
- * it and mark activity. A lane whose turn is in progress is never reset.
- * A new session ends the old one and links to it. Result: {"lane": lane,
+ * it and mark activity. A lane whose turn is in progress is never reset
+ * (a suspension waits for the turn's end). A new session ends the old one
+ * and links to it. A lane whose session was deleted gets a new one (reset
+ * reason "deleted"). Result: {"lane": lane,
  * "session": session, "created": bool, "reset": null | {"reason",
  * "had_activity", "previous_session"}, "resumed": bool}. Racing opens of
  * one key (any number of processes) agree on one session. */

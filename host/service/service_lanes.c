@@ -499,7 +499,7 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 	char new_id[UUID_TEXT_LEN + 1], platform[LANE_PLATFORM_MAX + 1];
 	const char *reason = NULL;
 	int64_t now, last;
-	int found, keep_write = 1;
+	int found, turn_live, keep_write = 1;
 	int32_t r;
 
 	r = service_lane_read(m, call, &sc, q->key, &cur, err);
@@ -524,18 +524,22 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 		last = cur.l.updated_us;
 		if (r == 0 && peek.updated_us > last)
 			last = peek.updated_us;
+		/* A lane whose turn holds an unexpired lease is never reset (a
+		 * suspension waits for the turn to end); only a session that is
+		 * gone is replaced under it. */
+		turn_live = cur.l.turn_id && cur.l.turn_lease_until_us > now;
 		if (r == MEMD_ENOTFOUND)
 			reason = LANE_REASON_DELETED;
 		else if (q->explicit_reset)
 			reason = LANE_REASON_EXPLICIT;
-		else if (cur.l.flags & MEMD_LANE_SUSPENDED)
+		else if ((cur.l.flags & MEMD_LANE_SUSPENDED) && !turn_live)
 			reason = LANE_REASON_SUSPENDED;
 		else if (cur.l.flags & MEMD_LANE_RESUME_PENDING)
 			out->resumed = 1;
-		else if (!(cur.l.turn_id && cur.l.turn_lease_until_us > now))
+		else if (!turn_live)
 			reason = lane_policy_expired(&pol, last, now);
 		r = 0;
-		if (q->explicit_reset && cur.l.turn_id && cur.l.turn_lease_until_us > now) {
+		if (q->explicit_reset && turn_live) {
 			char until[EJ_TIME_LEN];
 			ej_format_time(cur.l.turn_lease_until_us, until);
 			r = memd_error_set(err, MEMD_ECONFLICT, 0,

@@ -413,6 +413,43 @@ Test(facade_lanes, a_turn_in_progress_is_never_reset_by_the_policy)
 	json_decref(c);
 }
 
+Test(facade_lanes, a_suspension_during_a_turn_waits_for_its_end)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	json_t *a = lane_open("alice", "k", SRC("tg")), *t, *b, *e, *c;
+
+	t = turn_begin("alice", "k", NULL);
+	tu_ok(memd_lane_suspend(m, "app", "alice", "k", &out, &err), &err, &out);
+	b = lane_open("alice", "k", NULL);
+	cr_assert(json_is_null(get(b, "reset")), "the turn's session stays while it runs");
+	cr_assert_str_eq(str(b, "session.id"), str(a, "session.id"));
+	cr_assert(truth(b, "lane.suspended"));
+	e = turn_end("alice", "k", str(t, "turn_id"), "{\"outcome\":\"ok\"}");
+	c = lane_open("alice", "k", NULL);
+	cr_assert_str_eq(str(c, "reset.reason"), "suspended");
+	json_decref(a);
+	json_decref(t);
+	json_decref(b);
+	json_decref(e);
+	json_decref(c);
+}
+
+Test(facade_lanes, a_deleted_session_is_replaced_at_the_next_open)
+{
+	memd_error err = { 0 };
+	json_t *a = lane_open("alice", "k", SRC("tg")), *b;
+
+	tu_ok0(memd_session_delete(m, "app", "alice", str(a, "session.id"), &err), &err);
+	b = lane_open("alice", "k", NULL);
+	cr_assert_str_eq(str(b, "reset.reason"), "deleted");
+	cr_assert_str_eq(str(b, "reset.previous_session"), str(a, "session.id"));
+	cr_assert_str_neq(str(b, "session.id"), str(a, "session.id"));
+	cr_assert_str_eq(str(b, "session.origin.platform"), "tg");
+	json_decref(a);
+	json_decref(b);
+}
+
 /* ---- explicit reset, switch, suspend ------------------------------------------- */
 
 Test(facade_lanes, explicit_reset_ends_the_old_session_and_clears_the_inbox)
