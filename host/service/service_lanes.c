@@ -295,8 +295,11 @@ static int32_t source_parse(json_t *in, json_t **ret, lane_source *ret_src, memd
 
 	if (!json_is_object(in))
 		return memd_error_set(err, MEMD_EINVAL, 0, "source: must be an object");
-	if ((r = service_check_fields(in, source_fields, err)) < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "source: %s", err->msg);
+	{
+		memd_error inner = { 0 };
+		if (service_check_fields(in, source_fields, &inner) < 0)
+			return memd_error_set(err, MEMD_EINVAL, 0, "source: %s", inner.msg);
+	}
 	o = json_object();
 	if (!o)
 		return service_oom(err);

@@ -64,9 +64,12 @@ int32_t memd_inbox_put(memd *m, const char *app, const char *user, const char *k
 		goto out;
 	}
 	/* The event must be one an append would take when it is taken. */
-	if ((r = ej_event_parse(ev, 0, NULL, service_clock_us(m), m->svc, &in, err)) < 0) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "event: %s", err->msg);
-		goto out;
+	{
+		memd_error inner = { 0 };
+		if ((r = ej_event_parse(ev, 0, NULL, service_clock_us(m), m->svc, &in, &inner)) < 0) {
+			r = memd_error_set(err, r, 0, "event: %s", inner.msg);
+			goto out;
+		}
 	}
 	parsed = 1;
 	if (!(text = ej_dump(ev))) {
