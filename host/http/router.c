@@ -243,6 +243,40 @@ static int route_matches(const http_route *r, const segment *s, int ns, segment 
 	return 1;
 }
 
+#define HINT_MAX 128
+
+/* For a 405 on a path whose routes (those matching with most_actions
+ * suffixes) have actions for method ("{key}" and "{key}:open"): those
+ * actions into buf, as ":open, :reset", so that a key sent without its
+ * action, or with a misspelt one, is told what exists; "" when none. */
+static void action_hint(const char *method, const segment *s, int ns, int most_actions,
+			char *buf, size_t cap)
+{
+	const size_t n = sizeof(routes) / sizeof(routes[0]);
+	segment values[HTTP_MAX_PARAMS];
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		size_t np, plen = strlen(routes[i].pattern);
+		int actions, seen = 0;
+		if (!route_matches(&routes[i], s, ns, values, NULL, &np, &actions) ||
+		    actions != most_actions)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			seen |= strcmp(routes[k].pattern, routes[i].pattern) == 0;
+		for (size_t j = 0; !seen && j < n; j++) {
+			const char *action = routes[j].pattern + plen;
+			if (strcmp(routes[j].method, method) != 0 ||
+			    strncmp(routes[j].pattern, routes[i].pattern, plen) != 0 || action[0] != ':' ||
+			    strchr(action, '/'))
+				continue;
+			if (buf[0])
+				strncat(buf, ", ", cap - strlen(buf) - 1);
+			strncat(buf, action, cap - strlen(buf) - 1);
+		}
+	}
+}
+
 int32_t http_router_match(const char *method, const char *raw_path, http_match *ret,
 			  memd_error *err)
 {
@@ -279,7 +313,14 @@ int32_t http_router_match(const char *method, const char *raw_path, http_match *
 		strncat(m.allow, routes[i].method, sizeof(m.allow) - strlen(m.allow) - 1);
 	}
 	if (!found && m.allow[0]) {
+		char hint[HINT_MAX];
 		memcpy(ret->allow, m.allow, sizeof(m.allow));
+		action_hint(method, s, ns, most_actions, hint, sizeof(hint));
+		if (hint[0])
+			return memd_error_set(err, HTTP_E_METHOD, 0,
+					      "method %.16s is not allowed here (allowed: %s); %.16s takes "
+					      "an action at the end of this path: %s",
+					      method, m.allow, method, hint);
 		return memd_error_set(err, HTTP_E_METHOD, 0, "method %.16s is not allowed here (allowed: %s)",
 				      method, m.allow);
 	}

@@ -451,10 +451,22 @@ Test(lanes, keys_with_colons_and_actions)
 	o = hs_expect(&H, "GET", APP "/users/u/lanes", NULL, 200);
 	cr_assert_eq(json_array_size(json_object_get(o, "lanes")), 2);
 	json_decref(o);
-	/* No such action: the path has GET and DELETE. */
+	/* No such action: the path has GET and DELETE, and the message names
+	 * the actions POST has there. */
 	hs_json(&H, "POST", APP "/users/u/lanes/x:y:z:frobnicate", NULL, &r);
 	cr_assert_eq(r.status, 405, "%s", r.body);
 	cr_assert_str_eq(hs_header(&r, "Allow"), "GET, DELETE");
+	cr_assert(strstr(r.body, "POST takes an action at the end of this path: :open, :reset, "
+				 ":switch, :suspend"), "%s", r.body);
+	hs_resp_clear(&r);
+	hs_json(&H, "POST", APP "/users/u/lanes/x%3Ay%3Az", NULL, &r);
+	cr_assert_eq(r.status, 405, "%s", r.body);
+	cr_assert(strstr(r.body, ":open"), "a key without its action: %s", r.body);
+	hs_resp_clear(&r);
+	/* A path without actions says nothing of them. */
+	hs_json(&H, "POST", APP "/users/u/sessions/s1", NULL, &r);
+	cr_assert_eq(r.status, 405, "%s", r.body);
+	cr_assert_null(strstr(r.body, "action"), "%s", r.body);
 	hs_resp_clear(&r);
 	/* '/' is never part of a key, encoded or not. */
 	expect_error("POST", APP "/users/u/lanes/a%2Fb:open", NULL, 400, "invalid_request");
