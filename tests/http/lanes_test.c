@@ -24,6 +24,10 @@
 #define DM_LANE_ENC DM_USER "/lanes/telegram%3Adm%3A42"
 #define PATH_MAX_LEN 512
 
+/* No automatic reset: a daily boundary passing between two calls of a
+ * test would start a new session under it. */
+#define NO_RESET "lanes:\n  reset: {mode: none}\n"
+
 #define KEY_R "read-key-0123456789abcdef0123456789abcdef"
 #define KEY_W "write-key-0123456789abcdef0123456789abcdef"
 #define KEY_A "admin-key-0123456789abcdef0123456789abcdef"
@@ -123,7 +127,7 @@ Test(lanes, a_gateway_message_loop)
 	char *turn, *sid;
 	hs_resp r;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	/* resolve: pure, the same answer every time. */
 	o = hs_expect(&H, "POST", APP "/lanes:resolve", DM_SOURCE, 200);
 	cr_assert_str_eq(str(o, "key"), "telegram:dm:42");
@@ -263,7 +267,7 @@ Test(lanes, a_restart_continues_the_interrupted_lanes)
 	json_t *o, *lanes;
 	char *turn, *sid;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	o = open_dm();
 	sid = strdup(str(json_object_get(o, "session"), "id"));
 	json_decref(o);
@@ -329,7 +333,7 @@ Test(lanes, reset_switch_suspend_and_delete)
 	json_t *o, *reset;
 	char *s1, *s2, *before, *other;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	o = open_dm();
 	s1 = strdup(str(json_object_get(o, "session"), "id"));
 	json_decref(o);
@@ -428,7 +432,7 @@ Test(lanes, keys_with_colons_and_actions)
 	hs_resp r;
 	json_t *o;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	/* A key that itself ends in ":open": its ':' sent as %3A. */
 	o = hs_expect(&H, "POST", APP "/users/u/lanes/a%3Aopen:open", NULL, 200);
 	cr_assert_str_eq(str(json_object_get(o, "lane"), "key"), "a:open");
@@ -484,7 +488,7 @@ Test(lanes, bad_input_changes_nothing)
 	char p[PATH_MAX_LEN], body[PATH_MAX_LEN];
 	char *before, *turn;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	/* Unknown lanes. */
 	expect_error("GET", APP "/users/u/lanes/nope", NULL, 404, "not_found");
 	expect_error("POST", APP "/users/u/lanes/nope/turns", NULL, 404, "not_found");
@@ -574,7 +578,7 @@ static long with_key(const char *method, const char *path, const char *key, cons
 Test(lanes, reads_need_read_writes_write_and_sweep_admin)
 {
 	hs_start(&H, "  api_keys:\n    - {key: " KEY_R ", scope: read}\n    - {key: " KEY_W
-		     ", scope: write}\n    - {key: " KEY_A ", scope: admin}\n", NULL);
+		     ", scope: write}\n    - {key: " KEY_A ", scope: admin}\n", NO_RESET);
 	cr_assert_eq(with_key("POST", APP "/lanes:open", KEY_R, DM_SOURCE), 403);
 	cr_assert_eq(with_key("POST", APP "/lanes:open", KEY_W, DM_SOURCE), 200);
 	cr_assert_eq(with_key("POST", APP "/lanes:resolve", KEY_R, DM_SOURCE), 200);
@@ -598,11 +602,11 @@ Test(lanes, sweep_counts_what_it_did)
 {
 	json_t *o;
 
-	hs_start(&H, NULL, NULL);
+	hs_start(&H, NULL, NO_RESET);
 	json_decref(open_dm());
 	o = hs_expect(&H, "POST", "/v1/lanes:sweep", NULL, 200);
 	cr_assert_eq(json_integer_value(json_object_get(o, "leases_expired")), 0);
 	cr_assert_eq(json_integer_value(json_object_get(o, "finalized")), 0,
-		     "a lane active just now is not expired");
+		     "a lane whose policy never expires is not finalized");
 	json_decref(o);
 }

@@ -45,6 +45,9 @@ server: {listen: "127.0.0.1:$port"}
 stores:
   main: {plugin: sqlite, path: ./memd.db}
 sessions: {store: main}
+# No automatic reset: a daily boundary passing during the example would
+# start a new session under it.
+lanes: {reset: {mode: none}}
 YAML
 	"$memd" --config memd.yaml serve 2>serve.err &
 	serve_pid=$!

@@ -188,74 +188,78 @@ contains "$out" '"user": "alice"' "user delete names the user"
 [[ "$out" != *'"session"'* ]] && ok || fail "user delete names a session: $out"
 expect 4 "deleted user's session" -- "$memd" session get demo alice s1
 
-# Lanes of a chat gateway: resolve, open, a turn with its inbox, recovery.
-expect 2 "lane alone" -- "$memd" lane
+# Lanes of a chat gateway: resolve, open, a turn with its inbox, recovery;
+# on the zero-config database, without automatic resets (a daily boundary
+# passing between two commands would start a new session under them).
+printf 'stores:\n  main: {plugin: sqlite, path: ./data/memd.db}\nsessions: {store: main}\nlanes: {reset: {mode: none}}\n' >lanes.yaml
+memd_lanes=("$memd" --config lanes.yaml)
+expect 2 "lane alone" -- "${memd_lanes[@]}" lane
 contains "$errout" "memd lane open APP USER KEY" "lane alone lists lane open"
-expect 2 "turn alone" -- "$memd" turn
+expect 2 "turn alone" -- "${memd_lanes[@]}" turn
 contains "$errout" "memd turn end APP USER KEY TURN --outcome" "turn alone lists turn end"
-expect 2 "inbox alone" -- "$memd" inbox
+expect 2 "inbox alone" -- "${memd_lanes[@]}" inbox
 contains "$errout" "memd inbox take APP USER KEY TURN" "inbox alone lists inbox take"
 expect 0 "help lists the lane commands" -- "$memd" --help
 contains "$out" "lane resolve APP SOURCE" "help shows lane resolve"
-expect 0 "lane resolve" -- "$memd" lane resolve demo --platform telegram --chat-type dm --chat-id 42 --user-id 42
+expect 0 "lane resolve" -- "${memd_lanes[@]}" lane resolve demo --platform telegram --chat-type dm --chat-id 42 --user-id 42
 contains "$out" '"key": "telegram:dm:42"' "lane resolve derives the key"
 contains "$out" '"user": "telegram:42"' "lane resolve derives the user"
-expect 2 "lane resolve without a source" -- "$memd" lane resolve demo
-expect 3 "lane resolve with a bad source" -- "$memd" lane resolve demo --source '{"chat_type":"dm"}'
-expect 2 "lane resolve with a source that is no object" -- "$memd" lane resolve demo --source '[1]'
-expect 0 "lane open by source" -- "$memd" lane open demo --platform telegram --chat-id 42 --user-id 42 --user-name Ann
+expect 2 "lane resolve without a source" -- "${memd_lanes[@]}" lane resolve demo
+expect 3 "lane resolve with a bad source" -- "${memd_lanes[@]}" lane resolve demo --source '{"chat_type":"dm"}'
+expect 2 "lane resolve with a source that is no object" -- "${memd_lanes[@]}" lane resolve demo --source '[1]'
+expect 0 "lane open by source" -- "${memd_lanes[@]}" lane open demo --platform telegram --chat-id 42 --user-id 42 --user-name Ann
 contains "$out" '"created": true' "lane open created the lane"
 sid=$(sed -n 's/^    "session_id": "\([^"]*\)".*/\1/p' <<<"$out")
 [[ -n "$sid" ]] && ok || fail "lane open printed no session_id: $out"
-expect 0 "lane open again" -- "$memd" lane open demo telegram:42 telegram:dm:42
+expect 0 "lane open again" -- "${memd_lanes[@]}" lane open demo telegram:42 telegram:dm:42
 contains "$out" '"created": false' "lane open again keeps the lane"
 contains "$out" "\"session_id\": \"$sid\"" "lane open again keeps the session"
-expect 4 "lane get unknown" -- "$memd" lane get demo telegram:42 telegram:dm:7
-expect 0 "lane get" -- "$memd" lane get demo telegram:42 telegram:dm:42
+expect 4 "lane get unknown" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:7
+expect 0 "lane get" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
 contains "$out" '"inbox_depth": 0' "lane get shows the inbox depth"
-expect 0 "turn begin" -- "$memd" turn begin demo telegram:42 telegram:dm:42 --lease-ms 600000
+expect 0 "turn begin" -- "${memd_lanes[@]}" turn begin demo telegram:42 telegram:dm:42 --lease-ms 600000
 turn=$(sed -n 's/^  "turn_id": "\([^"]*\)".*/\1/p' <<<"$out")
 [[ -n "$turn" ]] && ok || fail "turn begin printed no turn_id: $out"
-expect 5 "a second turn begin" -- "$memd" turn begin demo telegram:42 telegram:dm:42
-expect 0 "turn heartbeat" -- "$memd" turn heartbeat demo telegram:42 telegram:dm:42 "$turn" --lease-ms 300000
-expect 0 "inbox put --text" -- "$memd" inbox put demo telegram:42 telegram:dm:42 --mode queue --text "one more"
+expect 5 "a second turn begin" -- "${memd_lanes[@]}" turn begin demo telegram:42 telegram:dm:42
+expect 0 "turn heartbeat" -- "${memd_lanes[@]}" turn heartbeat demo telegram:42 telegram:dm:42 "$turn" --lease-ms 300000
+expect 0 "inbox put --text" -- "${memd_lanes[@]}" inbox put demo telegram:42 telegram:dm:42 --mode queue --text "one more"
 contains "$out" '"depth": 1' "inbox put counts the item"
-expect_in 0 "inbox put from stdin" '{"role":"user","content":"and another"}' -- "$memd" inbox put demo telegram:42 telegram:dm:42 --mode queue
+expect_in 0 "inbox put from stdin" '{"role":"user","content":"and another"}' -- "${memd_lanes[@]}" inbox put demo telegram:42 telegram:dm:42 --mode queue
 contains "$out" '"depth": 2' "inbox put from stdin counts the item"
-expect 2 "inbox put without --mode" -- "$memd" inbox put demo telegram:42 telegram:dm:42 --text x
-expect 3 "inbox put with a bad mode" -- "$memd" inbox put demo telegram:42 telegram:dm:42 --mode shout --text x
-expect 0 "inbox list" -- "$memd" inbox list demo telegram:42 telegram:dm:42
+expect 2 "inbox put without --mode" -- "${memd_lanes[@]}" inbox put demo telegram:42 telegram:dm:42 --text x
+expect 3 "inbox put with a bad mode" -- "${memd_lanes[@]}" inbox put demo telegram:42 telegram:dm:42 --mode shout --text x
+expect 0 "inbox list" -- "${memd_lanes[@]}" inbox list demo telegram:42 telegram:dm:42
 contains "$out" "one more" "inbox list shows the slot"
-expect 5 "inbox take by a non-holder" -- "$memd" inbox take demo telegram:42 telegram:dm:42 not-the-turn
-expect 0 "inbox take" -- "$memd" inbox take demo telegram:42 telegram:dm:42 "$turn"
+expect 5 "inbox take by a non-holder" -- "${memd_lanes[@]}" inbox take demo telegram:42 telegram:dm:42 not-the-turn
+expect 0 "inbox take" -- "${memd_lanes[@]}" inbox take demo telegram:42 telegram:dm:42 "$turn"
 contains "$out" "one more" "inbox take takes the slot first"
 contains "$out" '"depth": 1' "inbox take leaves the rest"
-expect 2 "turn end without --outcome" -- "$memd" turn end demo telegram:42 telegram:dm:42 "$turn"
-expect 2 "turn end with bad --usage" -- "$memd" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome ok --usage nope
-expect 0 "turn end interrupted" -- "$memd" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome interrupted --reason shutdown_timeout --usage '{"input_tokens":5}'
+expect 2 "turn end without --outcome" -- "${memd_lanes[@]}" turn end demo telegram:42 telegram:dm:42 "$turn"
+expect 2 "turn end with bad --usage" -- "${memd_lanes[@]}" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome ok --usage nope
+expect 0 "turn end interrupted" -- "${memd_lanes[@]}" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome interrupted --reason shutdown_timeout --usage '{"input_tokens":5}'
 contains "$out" '"resume_pending": true' "an interrupted turn leaves the lane pending"
 contains "$out" '"input_tokens": 5' "turn end adds the usage"
-expect 5 "turn end with a stale id" -- "$memd" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome ok
-expect 0 "lane list --resume-pending true" -- "$memd" lane list demo --resume-pending true
+expect 5 "turn end with a stale id" -- "${memd_lanes[@]}" turn end demo telegram:42 telegram:dm:42 "$turn" --outcome ok
+expect 0 "lane list --resume-pending true" -- "${memd_lanes[@]}" lane list demo --resume-pending true
 contains "$out" '"key": "telegram:dm:42"' "the pending lane is listed"
-expect 0 "lane list of a user --resume-pending false" -- "$memd" lane list demo telegram:42 --resume-pending false
+expect 0 "lane list of a user --resume-pending false" -- "${memd_lanes[@]}" lane list demo telegram:42 --resume-pending false
 contains "$out" '"lanes": []' "no lane that is not pending"
-expect 2 "lane list --suspended maybe" -- "$memd" lane list demo --suspended maybe
-expect 0 "lane reset" -- "$memd" lane reset demo telegram:42 telegram:dm:42
+expect 2 "lane list --suspended maybe" -- "${memd_lanes[@]}" lane list demo --suspended maybe
+expect 0 "lane reset" -- "${memd_lanes[@]}" lane reset demo telegram:42 telegram:dm:42
 contains "$out" '"reason": "explicit"' "lane reset says why"
-expect 0 "lane switch back" -- "$memd" lane switch demo telegram:42 telegram:dm:42 "$sid"
+expect 0 "lane switch back" -- "${memd_lanes[@]}" lane switch demo telegram:42 telegram:dm:42 "$sid"
 contains "$out" "\"session_id\": \"$sid\"" "lane switch points at the session"
-expect 0 "session of another user" -- "$memd" session create demo bob --id bobs
-expect 4 "lane switch to another user's session" -- "$memd" lane switch demo telegram:42 telegram:dm:42 bobs
-expect 0 "lane suspend" -- "$memd" lane suspend demo telegram:42 telegram:dm:42
+expect 0 "session of another user" -- "${memd_lanes[@]}" session create demo bob --id bobs
+expect 4 "lane switch to another user's session" -- "${memd_lanes[@]}" lane switch demo telegram:42 telegram:dm:42 bobs
+expect 0 "lane suspend" -- "${memd_lanes[@]}" lane suspend demo telegram:42 telegram:dm:42
 contains "$out" '"suspended": true' "lane suspend suspends"
-expect 0 "lane list --suspended true" -- "$memd" lane list demo telegram:42 --suspended true --limit 5
+expect 0 "lane list --suspended true" -- "${memd_lanes[@]}" lane list demo telegram:42 --suspended true --limit 5
 contains "$out" '"key": "telegram:dm:42"' "the suspended lane is listed"
-expect 0 "lane sweep" -- "$memd" lane sweep
+expect 0 "lane sweep" -- "${memd_lanes[@]}" lane sweep
 contains "$out" '"leases_expired"' "lane sweep counts"
-expect 0 "lane delete" -- "$memd" lane delete demo telegram:42 telegram:dm:42
+expect 0 "lane delete" -- "${memd_lanes[@]}" lane delete demo telegram:42 telegram:dm:42
 contains "$out" '"deleted": true' "lane delete prints its result"
-expect 4 "deleted lane" -- "$memd" lane get demo telegram:42 telegram:dm:42
+expect 4 "deleted lane" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
 
 # A vector store that admits one process (filevec locks its directory),
 # held by a running memd serve: the commands that need no vector store
