@@ -130,7 +130,17 @@ typedef struct memd_session_list_options {
 	const char *origin_platform; /* only sessions a lane made for a source of this
 	                              * platform (any case); NULL = any */
 	const char *lane_key;        /* only sessions made by this lane; NULL = any */
+	/* Since the transcripts work: */
+	uint32_t order;              /* MEMD_ORDER_CREATED (0, newest created first) or
+	                              * MEMD_ORDER_ACTIVITY (newest activity first) */
+	uint32_t reserved2;
+	int64_t active_within_s;     /* only sessions active in the last N seconds; 0 = any */
 } memd_session_list_options;
+#define MEMD_ORDER_CREATED  0u
+#define MEMD_ORDER_ACTIVITY 1u
+/* Every session object carries "message_count" (visible events that are
+ * not summaries) and "last_activity" (= "updated"). A session without a
+ * title is titled from its first user message (as today). */
 
 /* As memd_session_list, with opts (NULL = no filter, default limit). */
 MEMD_API int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
@@ -169,10 +179,113 @@ MEMD_API int32_t memd_events_append(memd *m, const char *app, const char *user, 
 MEMD_API int32_t memd_events_list(memd *m, const char *app, const char *user, const char *sid,
 				  int64_t after_seq, uint32_t limit, char **ret_json,
 				  memd_error *err);
+/* Include hidden events (rewound, rewritten or cleared), each with
+ * "hidden": {"at", "by": operation id, "kind"}: the audit trail. For
+ * memd_events_query. The HTTP API allows it to write and admin keys. */
+#define MEMD_READ_INCLUDE_HIDDEN 0x400u
+
 /* memd_events_list with flags (MEMD_READ_NO_TEXT, or 0). */
 MEMD_API int32_t memd_events_page(memd *m, const char *app, const char *user, const char *sid,
 				  int64_t after_seq, uint32_t limit, uint32_t flags,
 				  char **ret_json, memd_error *err);
+
+/* memd_events_page with a role filter: roles is a comma-separated list of
+ * user, assistant, system, tool, summary (NULL or "" = all); flags
+ * MEMD_READ_NO_TEXT | MEMD_READ_INCLUDE_HIDDEN. MEMD_EINVAL for an
+ * unknown role. */
+MEMD_API int32_t memd_events_query(memd *m, const char *app, const char *user, const char *sid,
+				   int64_t after_seq, uint32_t limit, const char *roles,
+				   uint32_t flags, char **ret_json, memd_error *err);
+
+/* ---- transcripts: rewind, rewrite, clear, undo, state history ---------- */
+
+/* Events are never deleted by these calls: they are hidden (soft delete)
+ * by an *operation* the session records, which keeps the audit trail and
+ * can be undone. Hidden events leave context, event pages, summaries and
+ * search (the indexes follow through the change feed); seqs are never
+ * reused and version advances. Operation JSON: {"id", "kind": "rewind" |
+ * "rewrite" | "clear" | "undo", "created", "version" (the session's after
+ * it), "hidden_count", "unhidden_count", "appended": {"first_seq",
+ * "last_seq"} | null, "undo_of": id | null, "undone_by": id | null}.
+ * Every body takes "expected_version"?: int (MEMD_ECONFLICT on a
+ * mismatch, nothing done). */
+
+/* Back up n user turns. body: {"turns": int >= 1} or {"to_seq": int >= 1}
+ * (hide from that seq on), "expected_version"?. Hides the last n user
+ * messages and everything after the earliest of them; session state
+ * keys go back to their values before the first hidden event (state
+ * history); "user:" and "app:" keys only where no other write changed
+ * them since (the others are listed as not restored); temp: keys stay.
+ * Result: {"rewound_count", "turns_undone", "target_text": the text of
+ * the earliest undone user message | null, "operation": operation,
+ * "version", "state": {"restored": [key...], "not_restored": [key...]}}.
+ * MEMD_EINVAL when there are fewer user turns than asked (nothing done). */
+MEMD_API int32_t memd_session_rewind(memd *m, const char *app, const char *user,
+				     const char *sid, const char *body_json, char **ret_json,
+				     memd_error *err);
+
+/* Replace the whole transcript atomically, creating the session if it
+ * does not exist. body: {"messages": [message...], "format"?: "openai"
+ * (default) | "events", "expected_version"?, "state_delta"?}. The visible
+ * events are hidden (operation kind "rewrite"), the new ones appended.
+ * Result: {"operation", "version", "seqs", "hidden_count", "created":
+ * bool}. */
+MEMD_API int32_t memd_messages_put(memd *m, const char *app, const char *user,
+				   const char *sid, const char *body_json, char **ret_json,
+				   memd_error *err);
+
+/* Append chat messages. body: {"messages": [message...], "format"?:
+ * "openai" (default), "expected_version"?, "invocation_id"?}. A message
+ * may carry "id" (memd's extension) for idempotent retries, as events do.
+ * Result: as memd_events_append's. */
+MEMD_API int32_t memd_messages_append(memd *m, const char *app, const char *user,
+				      const char *sid, const char *body_json, char **ret_json,
+				      memd_error *err);
+
+/* The visible transcript as OpenAI chat-completions messages: summaries
+ * as a "system" message saying what they cover, "user", "assistant" (with
+ * "tool_calls"), "tool" (with "tool_call_id"), multimodal parts as
+ * content parts; passable unchanged as "messages" to any
+ * OpenAI-compatible endpoint. roles: as memd_events_query. Result:
+ * {"format": "openai", "messages": [...]}. */
+MEMD_API int32_t memd_messages_get(memd *m, const char *app, const char *user,
+				   const char *sid, const char *roles, char **ret_json,
+				   memd_error *err);
+
+/* The context (memd_context_read) as OpenAI messages: {"format":
+ * "openai", "strategy", "tokens", "messages": [...], "notice"?}. A window
+ * never separates an assistant's tool calls from their results. */
+#define MEMD_READ_OPENAI 0x200u
+
+/* Hide every event (operation kind "clear"); the session, its state and
+ * artifacts stay. body: {"expected_version"?} or NULL. Result:
+ * {"operation", "version", "hidden_count"}. */
+MEMD_API int32_t memd_events_clear(memd *m, const char *app, const char *user,
+				   const char *sid, const char *body_json, char **ret_json,
+				   memd_error *err);
+
+/* Reverse operation op_id (a rewind, rewrite or clear): what it hid comes
+ * back, what it appended is hidden, and the state keys it restored go
+ * back (as a rewind restores them). MEMD_ECONFLICT if anything was written
+ * to the session after it, or it was undone already. body:
+ * {"expected_version"?} or NULL. Result: {"operation": the undo's,
+ * "undone": the reversed one, "unhidden_count", "hidden_count",
+ * "version", "state": {"restored", "not_restored"}}. */
+MEMD_API int32_t memd_operation_undo(memd *m, const char *app, const char *user,
+				     const char *sid, const char *op_id, const char *body_json,
+				     char **ret_json, memd_error *err);
+
+/* Result: {"operations": [operation...]}, newest first. */
+MEMD_API int32_t memd_operations_list(memd *m, const char *app, const char *user,
+				      const char *sid, char **ret_json, memd_error *err);
+
+/* The session's state changes, oldest first: {"changes": [{"version",
+ * "seq", "key", "old": value | null, "new": value | null (deleted),
+ * "at", "operation": id | null}], "next_cursor": str | null}. cursor:
+ * NULL or a previous next_cursor; limit 0 = MEMD_PAGE_LIMIT_DEFAULT. */
+MEMD_API int32_t memd_state_history(memd *m, const char *app, const char *user,
+				    const char *sid, const char *cursor, uint32_t limit,
+				    char **ret_json, memd_error *err);
 
 /* ---- working memory ---------------------------------------------------- */
 

@@ -52,6 +52,17 @@
  *    lanes pointing at the session (the host replaces it on the next open);
  *    user_delete removes the user's lanes and their inboxes.
  *
+ *  - Transcript operations (since 1.2): an append may carry a
+ *    memd_transcript_op that, in the same transaction and before its
+ *    events, hides the visible events from a seq on (rewind, rewrite,
+ *    clear) or reverses an earlier operation (undo). Hidden events stay
+ *    stored (the audit trail) but no read returns them unless it asks
+ *    (MEMD_EVQ_INCLUDE_HIDDEN), the feed carries a MEMD_FEED_HIDE record
+ *    for each, unhidden ones come back as new MEMD_FEED_EVENT records, and
+ *    summary_seq is the newest *visible* summary. Seqs are never reused.
+ *    Every append with a state delta records each key's change (old and
+ *    new value) in the same transaction (state_history).
+ *
  * Records and strings passed in are borrowed for the call. Records passed
  * to a sink are borrowed for the sink call: the host copies what it keeps.
  */
@@ -103,6 +114,7 @@ typedef struct memd_session {
 	int64_t cache_write_tokens;      /* since 1.2 */
 	int64_t cost_micro_usd;          /* since 1.2: USD x 1e6 */
 	int64_t last_prompt_tokens;      /* since 1.2: the latest nonzero report, not a sum */
+	int64_t message_count;           /* since 1.2: visible events that are not summaries */
 } memd_session;
 
 /* Token and cost usage to add (since 1.2). Every field is added to the
@@ -196,6 +208,13 @@ typedef struct memd_event {
 	const char *app;                 /* since 1.0: output only */
 	const char *user;                /* since 1.0: output only */
 	const char *session;             /* since 1.0: output only */
+	/* Soft delete (since 1.2; output only: an append's events are
+	 * visible; read only when struct_size covers them). */
+	int64_t hidden_us;               /* since 1.2: 0 = visible */
+	const char *hidden_by;           /* since 1.2: the operation that hid it */
+	uint32_t hidden_kind;            /* since 1.2: that operation's MEMD_OP_* */
+	uint32_t reserved2;              /* since 1.2 */
+	const char *operation;           /* since 1.2: the operation that appended it; NULL = a plain append */
 } memd_event;
 
 typedef struct memd_artifact {
@@ -216,6 +235,9 @@ typedef struct memd_artifact {
 /* since 1.2: a lane's session was finalized (scope app, user, session).
  * Readers skip kinds they do not know. */
 #define MEMD_FEED_FINALIZE       4u
+/* since 1.2: an event was hidden (event set: its id and seq; the other
+ * members as stored). An event unhidden later is a new EVENT record. */
+#define MEMD_FEED_HIDE           5u
 
 typedef struct memd_feed_record {
 	uint32_t struct_size;            /* since 1.0 */
@@ -231,6 +253,9 @@ typedef struct memd_feed_record {
 
 /* memd_session_query.flags */
 #define MEMD_SQ_INCLUDE_ARCHIVED 0x1u
+/* since 1.2: newest activity first, by (updated_us, id); the keyset
+ * before_created_us/before_id then means (updated_us, id). */
+#define MEMD_SQ_BY_ACTIVITY      0x2u
 
 /* Sessions of one (app, user), newest first by (created_us, id); keyset
  * paging: only sessions strictly before (before_created_us, before_id). */
@@ -243,12 +268,21 @@ typedef struct memd_session_query {
 	const char *before_id;           /* since 1.0: with before_created_us */
 	const char *origin_platform;     /* since 1.2: only sessions with this origin platform; NULL = any */
 	const char *lane_key;            /* since 1.2: only sessions made by this lane; NULL = any */
+	int64_t updated_after_us;        /* since 1.2: only sessions with updated_us > this; 0 = any */
 } memd_session_query;
 
 /* memd_event_query.flags */
 #define MEMD_EVQ_NEWEST       0x1u /* the newest `limit` matches (still delivered in seq order) */
 #define MEMD_EVQ_NO_SUMMARY   0x2u /* skip role "summary" */
 #define MEMD_EVQ_ONLY_SUMMARY 0x4u /* only role "summary" */
+#define MEMD_EVQ_INCLUDE_HIDDEN 0x8u /* since 1.2: hidden events too (the audit trail) */
+
+/* memd_event_query.roles (since 1.2): a mask; 0 = every role. */
+#define MEMD_ROLE_USER      0x1u
+#define MEMD_ROLE_ASSISTANT 0x2u
+#define MEMD_ROLE_SYSTEM    0x4u
+#define MEMD_ROLE_TOOL      0x8u
+#define MEMD_ROLE_SUMMARY   0x10u
 
 /* Events of one session in ascending seq order. Stores must answer with
  * an index range scan: cost proportional to the rows returned. */
@@ -260,6 +294,8 @@ typedef struct memd_event_query {
 	int64_t after_time_us;           /* since 1.0: timestamp_us > this; 0 = no bound */
 	uint32_t limit;                  /* since 1.0: 0 = no limit */
 	uint32_t reserved;               /* since 1.0 */
+	uint32_t roles;                  /* since 1.2: MEMD_ROLE_* mask; 0 = all */
+	uint32_t reserved2;              /* since 1.2 */
 } memd_event_query;
 
 /* memd_session_update.fields */
@@ -298,6 +334,10 @@ typedef struct memd_append {
 	 * current session it is (if any), in the same transaction; NULL = none.
 	 * The host sets it only for a store of minor >= 2. */
 	const memd_usage *usage;
+	/* since 1.2: a transcript operation done in the same transaction,
+	 * before the events are added; NULL = a plain append. The host sets
+	 * it only for a store of minor >= 2. */
+	const struct memd_transcript_op *op;
 } memd_append;
 
 /* memd_append_result.flags */
@@ -308,7 +348,82 @@ typedef struct memd_append_result {
 	uint32_t flags;                  /* since 1.0: MEMD_APPEND_REPLAYED */
 	int64_t version;                 /* since 1.0: session version after */
 	int64_t *seqs;                   /* since 1.0: caller-owned, n_events slots */
+	int64_t hidden_count;            /* since 1.2: events the op hid */
+	int64_t unhidden_count;          /* since 1.2: events an undo made visible again */
 } memd_append_result;
+
+/* memd_transcript_op.kind and memd_event.hidden_kind (since 1.2) */
+#define MEMD_OP_REWIND  1u /* hide from a user turn on */
+#define MEMD_OP_REWRITE 2u /* hide every event, then append the new transcript */
+#define MEMD_OP_CLEAR   3u /* hide every event */
+#define MEMD_OP_UNDO    4u /* reverse undo_id */
+
+/* A transcript operation carried by an append (since 1.2). The store
+ * keeps a record of it (memd_operation). With MEMD_APPEND_EXPECT_VERSION
+ * the version check covers the operation too. A replayed append (every
+ * event id exists) replays its operation too: nothing is written. */
+typedef struct memd_transcript_op {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t kind;                   /* since 1.2: MEMD_OP_* */
+	const char *id;                  /* since 1.2: host-made; MEMD_ECONFLICT if the session has it */
+	/* since 1.2: REWIND, REWRITE, CLEAR: hide every visible event with
+	 * seq >= this (>= 1), marking it hidden_us = now_us, hidden_by = id,
+	 * hidden_kind = kind. */
+	int64_t hide_from_seq;
+	/* since 1.2: UNDO: the operation to reverse: the events it hid become
+	 * visible, the events it appended are hidden (by this op). MEMD_ECONFLICT
+	 * unless the session's version is still the one that operation left
+	 * and it was not undone; MEMD_ENOTFOUND if the session has no such
+	 * operation. */
+	const char *undo_id;
+	/* since 1.2: JSON object {key: value or null}: the append's
+	 * state_delta_json changes each of these keys only if its current
+	 * value equals the one given (null = absent); other keys of the delta
+	 * apply as usual. For restoring shared keys nobody changed since. */
+	const char *state_expect_json;
+	/* since 1.2: receives one JSON array of the keys of state_expect_json
+	 * the store did not change; may be NULL. */
+	const memd_text_sink *not_restored;
+} memd_transcript_op;
+
+/* A transcript operation as the store recorded it (since 1.2). */
+typedef struct memd_operation {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t kind;                   /* since 1.2: MEMD_OP_* */
+	const char *id;                  /* since 1.2 */
+	int64_t created_us;              /* since 1.2 */
+	int64_t version;                 /* since 1.2: the session's version after it */
+	int64_t hide_from_seq;           /* since 1.2 */
+	int64_t first_seq;               /* since 1.2: events it appended: first..last; 0 = none */
+	int64_t last_seq;                /* since 1.2 */
+	int64_t hidden_count;            /* since 1.2 */
+	int64_t unhidden_count;          /* since 1.2 */
+	const char *undo_of;             /* since 1.2: UNDO: the operation it reversed */
+	const char *undone_by;           /* since 1.2: the UNDO that reversed it; NULL */
+} memd_operation;
+
+/* One key's change by one append (since 1.2). */
+typedef struct memd_state_change {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t reserved;               /* since 1.2 */
+	int64_t version;                 /* since 1.2: the session's version the append made */
+	int64_t seq;                     /* since 1.2: the session's last_seq after that append */
+	const char *key;                 /* since 1.2: with its prefix (app:, user:) */
+	const char *old_json;            /* since 1.2: the value before; NULL = absent */
+	const char *new_json;            /* since 1.2: the value after; NULL = deleted */
+	int64_t at_us;                   /* since 1.2: the append's now_us */
+	const char *operation;           /* since 1.2: the append's operation id; NULL */
+} memd_state_change;
+
+/* State changes of one session (since 1.2), ascending by (version, key);
+ * keyset: only changes after (after_version, after_key). */
+typedef struct memd_state_history_query {
+	uint32_t struct_size;            /* since 1.2 */
+	uint32_t limit;                  /* since 1.2: 0 = no limit */
+	int64_t after_version;           /* since 1.2: 0 = from the first */
+	const char *after_key;           /* since 1.2: with after_version; NULL = none */
+	int64_t from_seq;                /* since 1.2: only changes with seq >= this; 0 = all */
+} memd_state_history_query;
 
 /* memd_lane_write.flags (since 1.2) */
 #define MEMD_LW_CREATE        0x1u /* the lane must not exist yet (else ECONFLICT) */
@@ -393,6 +508,18 @@ typedef struct memd_inbox_sink {
 	void *userdata;                  /* since 1.2 */
 	int32_t (*item)(void *userdata, const memd_inbox_item *i); /* since 1.2 */
 } memd_inbox_sink;
+
+typedef struct memd_operation_sink {
+	uint32_t struct_size;            /* since 1.2 */
+	void *userdata;                  /* since 1.2 */
+	int32_t (*operation)(void *userdata, const memd_operation *o); /* since 1.2 */
+} memd_operation_sink;
+
+typedef struct memd_state_change_sink {
+	uint32_t struct_size;            /* since 1.2 */
+	void *userdata;                  /* since 1.2 */
+	int32_t (*change)(void *userdata, const memd_state_change *c); /* since 1.2 */
+} memd_state_change_sink;
 
 typedef struct memd_feed_sink {
 	uint32_t struct_size;            /* since 1.0 */
@@ -532,6 +659,21 @@ typedef struct memd_store_ops {
 	int32_t (*session_list_ended)(void *inst, const memd_call *call, int64_t ended_before_us,
 				      uint32_t limit, const memd_session_sink *out,
 				      memd_error *err);
+
+	/* ---- transcripts (since 1.2; with append's op) ---- */
+
+	/* since 1.2: the session's operations, newest first, at most limit
+	 * (0 = all). MEMD_ENOTFOUND if the session does not exist. */
+	int32_t (*operation_list)(void *inst, const memd_call *call, const memd_scope *scope,
+				  uint32_t limit, const memd_operation_sink *out, memd_error *err);
+	/* since 1.2: one operation; MEMD_ENOTFOUND if absent. */
+	int32_t (*operation_get)(void *inst, const memd_call *call, const memd_scope *scope,
+				 const char *id, const memd_operation_sink *out, memd_error *err);
+	/* since 1.2: see memd_state_history_query. MEMD_ENOTFOUND if the
+	 * session does not exist. */
+	int32_t (*state_history)(void *inst, const memd_call *call, const memd_scope *scope,
+				 const memd_state_history_query *q,
+				 const memd_state_change_sink *out, memd_error *err);
 } memd_store_ops;
 
 #ifdef __cplusplus

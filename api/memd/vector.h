@@ -84,6 +84,10 @@ typedef struct memd_vector_ops {
 	 * embedder's). Create collections or files here; fail with
 	 * MEMD_ECONFLICT if the data already stored has another dimension. */
 	int32_t (*prepare)(void *inst, const memd_call *call, uint32_t dim, memd_error *err);
+	/* since 1.2: remove the records of these events of one session
+	 * (scope app, user, session); ids without a record are ignored. */
+	int32_t (*remove_events)(void *inst, const memd_call *call, const memd_scope *scope,
+				 const char *const *event_ids, uint32_t n, memd_error *err);
 } memd_vector_ops;
 
 /* Required: dimension, embed. */

@@ -143,7 +143,7 @@ Test(layout, host_h)
 
 Test(layout, store_h)
 {
-	SIZE(memd_session, 192); /* 1.2 grew it */
+	SIZE(memd_session, 200); /* 1.2 grew it */
 	MEMBER(memd_session, struct_size, 0, 4);
 	MEMBER(memd_session, flags, 4, 4);
 	MEMBER(memd_session, app, 8, 8);
@@ -169,7 +169,8 @@ Test(layout, store_h)
 	MEMBER(memd_session, cache_write_tokens, 168, 8);
 	MEMBER(memd_session, cost_micro_usd, 176, 8);
 	MEMBER(memd_session, last_prompt_tokens, 184, 8);
-	SIZE(memd_event, 144);
+	MEMBER(memd_session, message_count, 192, 8);
+	SIZE(memd_event, 176); /* 1.2 grew it */
 	MEMBER(memd_event, struct_size, 0, 4);
 	MEMBER(memd_event, flags, 4, 4);
 	MEMBER(memd_event, id, 8, 8);
@@ -189,6 +190,11 @@ Test(layout, store_h)
 	MEMBER(memd_event, app, 120, 8);
 	MEMBER(memd_event, user, 128, 8);
 	MEMBER(memd_event, session, 136, 8);
+	MEMBER(memd_event, hidden_us, 144, 8);
+	MEMBER(memd_event, hidden_by, 152, 8);
+	MEMBER(memd_event, hidden_kind, 160, 4);
+	MEMBER(memd_event, reserved2, 164, 4);
+	MEMBER(memd_event, operation, 168, 8);
 	SIZE(memd_artifact, 56);
 	MEMBER(memd_artifact, struct_size, 0, 4);
 	MEMBER(memd_artifact, reserved, 4, 4);
@@ -206,7 +212,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_record, user, 24, 8);
 	MEMBER(memd_feed_record, session, 32, 8);
 	MEMBER(memd_feed_record, event, 40, 8);
-	SIZE(memd_session_query, 48); /* 1.2 grew it */
+	SIZE(memd_session_query, 56); /* 1.2 grew it */
 	MEMBER(memd_session_query, struct_size, 0, 4);
 	MEMBER(memd_session_query, flags, 4, 4);
 	MEMBER(memd_session_query, limit, 8, 4);
@@ -215,7 +221,8 @@ Test(layout, store_h)
 	MEMBER(memd_session_query, before_id, 24, 8);
 	MEMBER(memd_session_query, origin_platform, 32, 8);
 	MEMBER(memd_session_query, lane_key, 40, 8);
-	SIZE(memd_event_query, 40);
+	MEMBER(memd_session_query, updated_after_us, 48, 8);
+	SIZE(memd_event_query, 48); /* 1.2 grew it */
 	MEMBER(memd_event_query, struct_size, 0, 4);
 	MEMBER(memd_event_query, flags, 4, 4);
 	MEMBER(memd_event_query, after_seq, 8, 8);
@@ -223,6 +230,8 @@ Test(layout, store_h)
 	MEMBER(memd_event_query, after_time_us, 24, 8);
 	MEMBER(memd_event_query, limit, 32, 4);
 	MEMBER(memd_event_query, reserved, 36, 4);
+	MEMBER(memd_event_query, roles, 40, 4);
+	MEMBER(memd_event_query, reserved2, 44, 4);
 	SIZE(memd_session_update, 40);
 	MEMBER(memd_session_update, struct_size, 0, 4);
 	MEMBER(memd_session_update, fields, 4, 4);
@@ -231,7 +240,7 @@ Test(layout, store_h)
 	MEMBER(memd_session_update, archived, 24, 4);
 	MEMBER(memd_session_update, reserved, 28, 4);
 	MEMBER(memd_session_update, now_us, 32, 8);
-	SIZE(memd_append, 64); /* 1.2 grew it */
+	SIZE(memd_append, 72); /* 1.2 grew it */
 	MEMBER(memd_append, struct_size, 0, 4);
 	MEMBER(memd_append, flags, 4, 4);
 	MEMBER(memd_append, expected_version, 8, 8);
@@ -242,11 +251,14 @@ Test(layout, store_h)
 	MEMBER(memd_append, title_if_unset, 40, 8);
 	MEMBER(memd_append, now_us, 48, 8);
 	MEMBER(memd_append, usage, 56, 8);
-	SIZE(memd_append_result, 24);
+	MEMBER(memd_append, op, 64, 8);
+	SIZE(memd_append_result, 40); /* 1.2 grew it */
 	MEMBER(memd_append_result, struct_size, 0, 4);
 	MEMBER(memd_append_result, flags, 4, 4);
 	MEMBER(memd_append_result, version, 8, 8);
 	MEMBER(memd_append_result, seqs, 16, 8);
+	MEMBER(memd_append_result, hidden_count, 24, 8);
+	MEMBER(memd_append_result, unhidden_count, 32, 8);
 	SIZE(memd_session_sink, 24);
 	MEMBER(memd_session_sink, struct_size, 0, 4);
 	MEMBER(memd_session_sink, userdata, 8, 8);
@@ -263,7 +275,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_sink, struct_size, 0, 4);
 	MEMBER(memd_feed_sink, userdata, 8, 8);
 	MEMBER(memd_feed_sink, record, 16, 8);
-	SIZE(memd_store_ops, 232); /* 1.2 grew it */
+	SIZE(memd_store_ops, 256); /* 1.2 grew it */
 	MEMBER(memd_store_ops, struct_size, 0, 4);
 	MEMBER(memd_store_ops, reserved, 4, 4);
 	MEMBER(memd_store_ops, session_create, 8, 8);
@@ -294,6 +306,9 @@ Test(layout, store_h)
 	MEMBER(memd_store_ops, inbox_take, 208, 8);
 	MEMBER(memd_store_ops, inbox_list, 216, 8);
 	MEMBER(memd_store_ops, session_list_ended, 224, 8);
+	MEMBER(memd_store_ops, operation_list, 232, 8);
+	MEMBER(memd_store_ops, operation_get, 240, 8);
+	MEMBER(memd_store_ops, state_history, 248, 8);
 	/* since 1.2: lanes */
 	SIZE(memd_usage, 56);
 	MEMBER(memd_usage, struct_size, 0, 4);
@@ -378,6 +393,52 @@ Test(layout, store_h)
 	MEMBER(memd_inbox_sink, struct_size, 0, 4);
 	MEMBER(memd_inbox_sink, userdata, 8, 8);
 	MEMBER(memd_inbox_sink, item, 16, 8);
+	/* since 1.2: transcripts */
+	SIZE(memd_transcript_op, 48);
+	MEMBER(memd_transcript_op, struct_size, 0, 4);
+	MEMBER(memd_transcript_op, kind, 4, 4);
+	MEMBER(memd_transcript_op, id, 8, 8);
+	MEMBER(memd_transcript_op, hide_from_seq, 16, 8);
+	MEMBER(memd_transcript_op, undo_id, 24, 8);
+	MEMBER(memd_transcript_op, state_expect_json, 32, 8);
+	MEMBER(memd_transcript_op, not_restored, 40, 8);
+	SIZE(memd_operation, 88);
+	MEMBER(memd_operation, struct_size, 0, 4);
+	MEMBER(memd_operation, kind, 4, 4);
+	MEMBER(memd_operation, id, 8, 8);
+	MEMBER(memd_operation, created_us, 16, 8);
+	MEMBER(memd_operation, version, 24, 8);
+	MEMBER(memd_operation, hide_from_seq, 32, 8);
+	MEMBER(memd_operation, first_seq, 40, 8);
+	MEMBER(memd_operation, last_seq, 48, 8);
+	MEMBER(memd_operation, hidden_count, 56, 8);
+	MEMBER(memd_operation, unhidden_count, 64, 8);
+	MEMBER(memd_operation, undo_of, 72, 8);
+	MEMBER(memd_operation, undone_by, 80, 8);
+	SIZE(memd_state_change, 64);
+	MEMBER(memd_state_change, struct_size, 0, 4);
+	MEMBER(memd_state_change, reserved, 4, 4);
+	MEMBER(memd_state_change, version, 8, 8);
+	MEMBER(memd_state_change, seq, 16, 8);
+	MEMBER(memd_state_change, key, 24, 8);
+	MEMBER(memd_state_change, old_json, 32, 8);
+	MEMBER(memd_state_change, new_json, 40, 8);
+	MEMBER(memd_state_change, at_us, 48, 8);
+	MEMBER(memd_state_change, operation, 56, 8);
+	SIZE(memd_state_history_query, 32);
+	MEMBER(memd_state_history_query, struct_size, 0, 4);
+	MEMBER(memd_state_history_query, limit, 4, 4);
+	MEMBER(memd_state_history_query, after_version, 8, 8);
+	MEMBER(memd_state_history_query, after_key, 16, 8);
+	MEMBER(memd_state_history_query, from_seq, 24, 8);
+	SIZE(memd_operation_sink, 24);
+	MEMBER(memd_operation_sink, struct_size, 0, 4);
+	MEMBER(memd_operation_sink, userdata, 8, 8);
+	MEMBER(memd_operation_sink, operation, 16, 8);
+	SIZE(memd_state_change_sink, 24);
+	MEMBER(memd_state_change_sink, struct_size, 0, 4);
+	MEMBER(memd_state_change_sink, userdata, 8, 8);
+	MEMBER(memd_state_change_sink, change, 16, 8);
 }
 
 Test(layout, store_h_constants)
@@ -409,6 +470,18 @@ Test(layout, store_h_constants)
 	VAL(MEMD_LQ_TURN_ANY, 0);
 	VAL(MEMD_LQ_TURN_SOME, 1);
 	VAL(MEMD_LQ_TURN_NONE, 2);
+	VAL(MEMD_FEED_HIDE, 5);
+	VAL(MEMD_SQ_BY_ACTIVITY, 2);
+	VAL(MEMD_EVQ_INCLUDE_HIDDEN, 8);
+	VAL(MEMD_ROLE_USER, 1);
+	VAL(MEMD_ROLE_ASSISTANT, 2);
+	VAL(MEMD_ROLE_SYSTEM, 4);
+	VAL(MEMD_ROLE_TOOL, 8);
+	VAL(MEMD_ROLE_SUMMARY, 16);
+	VAL(MEMD_OP_REWIND, 1);
+	VAL(MEMD_OP_REWRITE, 2);
+	VAL(MEMD_OP_CLEAR, 3);
+	VAL(MEMD_OP_UNDO, 4);
 	VAL(MEMD_APPEND_EXPECT_VERSION, 1);
 	VAL(MEMD_APPEND_REPLAYED, 1);
 }
@@ -471,7 +544,7 @@ Test(layout, vector_h)
 	MEMBER(memd_vector_hit_sink, struct_size, 0, 4);
 	MEMBER(memd_vector_hit_sink, userdata, 8, 8);
 	MEMBER(memd_vector_hit_sink, hit, 16, 8);
-	SIZE(memd_vector_ops, 48);
+	SIZE(memd_vector_ops, 56); /* 1.2 grew it */
 	MEMBER(memd_vector_ops, struct_size, 0, 4);
 	MEMBER(memd_vector_ops, reserved, 4, 4);
 	MEMBER(memd_vector_ops, upsert, 8, 8);
@@ -479,6 +552,7 @@ Test(layout, vector_h)
 	MEMBER(memd_vector_ops, query, 24, 8);
 	MEMBER(memd_vector_ops, ping, 32, 8);
 	MEMBER(memd_vector_ops, prepare, 40, 8);
+	MEMBER(memd_vector_ops, remove_events, 48, 8);
 	SIZE(memd_embedder_ops, 24);
 	MEMBER(memd_embedder_ops, struct_size, 0, 4);
 	MEMBER(memd_embedder_ops, reserved, 4, 4);
