@@ -297,7 +297,8 @@ int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 int32_t pu_check_event_query(const memd_scope *scope, const memd_event_query *q,
 			     const memd_event_sink *out, memd_error *err)
 {
-	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY;
+	const uint32_t known = MEMD_EVQ_NEWEST | MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY |
+			       MEMD_EVQ_INCLUDE_HIDDEN;
 	int32_t r = pu_check_scope(scope, 1, err);
 
 	if (r < 0)
@@ -312,6 +313,33 @@ int32_t pu_check_event_query(const memd_scope *scope, const memd_event_query *q,
 				      "event query cannot ask for no summaries and only summaries");
 	if (q->after_seq < 0 || q->before_seq < 0 || q->after_time_us < 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "event query bounds must not be negative");
+	if (pu_event_query_roles(q) & ~PU_ROLES_KNOWN)
+		return memd_error_set(err, MEMD_EINVAL, 0, "event query has unknown roles 0x%x",
+				      (unsigned)q->roles);
+	return 0;
+}
+
+uint32_t pu_event_query_roles(const memd_event_query *q)
+{
+	if (q->struct_size < offsetof(memd_event_query, roles) + sizeof(q->roles))
+		return 0;
+	return q->roles;
+}
+
+uint32_t pu_role_bit(const char *role)
+{
+	static const struct {
+		const char *name;
+		uint32_t bit;
+	} roles[] = {
+		{ "user", MEMD_ROLE_USER },	    { "assistant", MEMD_ROLE_ASSISTANT },
+		{ "system", MEMD_ROLE_SYSTEM },	    { "tool", MEMD_ROLE_TOOL },
+		{ "summary", MEMD_ROLE_SUMMARY },
+	};
+
+	for (size_t i = 0; role && i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (strcmp(role, roles[i].name) == 0)
+			return roles[i].bit;
 	return 0;
 }
 

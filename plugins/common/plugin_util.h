@@ -69,10 +69,21 @@ int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 
 /* The checks every store makes of an events_load before it reads: scope
  * with a session, query and sink (with its event callback) present, only
- * known flags (NEWEST, NO_SUMMARY, ONLY_SUMMARY, not both of the last
- * two), no negative bound. 0, or MEMD_EINVAL saying what is wrong. */
+ * known flags (NEWEST, NO_SUMMARY, ONLY_SUMMARY, not both of these two,
+ * INCLUDE_HIDDEN), no negative bound, only known MEMD_ROLE_* bits. 0, or
+ * MEMD_EINVAL saying what is wrong. */
 int32_t pu_check_event_query(const memd_scope *scope, const memd_event_query *q,
 			     const memd_event_sink *out, memd_error *err);
+
+/* Every MEMD_ROLE_* bit of store.h. */
+#define PU_ROLES_KNOWN (MEMD_ROLE_USER | MEMD_ROLE_ASSISTANT | MEMD_ROLE_SYSTEM | \
+			MEMD_ROLE_TOOL | MEMD_ROLE_SUMMARY)
+/* q's roles mask (since 1.2), 0 (every role) when q's struct_size does not
+ * reach it. */
+uint32_t pu_event_query_roles(const memd_event_query *q);
+/* The MEMD_ROLE_* bit of a role name, 0 for any other name (such events
+ * match only a query without a roles mask). */
+uint32_t pu_role_bit(const char *role);
 
 /* The refusals every store gives an append, with the same words:
  * pu_err_ids_stored when n_stored (>= 1) of the batch's n_events ids are
