@@ -257,6 +257,62 @@ static int32_t check_event(const memd_event *e, uint32_t i, memd_error *err)
 	return 0;
 }
 
+const memd_transcript_op *pu_append_op(const memd_append *a)
+{
+	if (!a || a->struct_size < offsetof(memd_append, op) + sizeof(a->op))
+		return NULL;
+	return a->op;
+}
+
+static const char *const role_names[PU_ROLES_COUNT] = { "user", "assistant", "system", "tool",
+							 "summary" };
+_Static_assert(MEMD_ROLE_USER == 1u << 0 && MEMD_ROLE_ASSISTANT == 1u << 1 &&
+		       MEMD_ROLE_SYSTEM == 1u << 2 && MEMD_ROLE_TOOL == 1u << 3 &&
+		       MEMD_ROLE_SUMMARY == 1u << 4,
+	       "role_names follows the MEMD_ROLE_* bits");
+
+void pu_role_names(uint32_t roles, const char *names[PU_ROLES_COUNT])
+{
+	for (unsigned i = 0; i < PU_ROLES_COUNT; i++)
+		names[i] = (roles & (1u << i)) ? role_names[i] : NULL;
+}
+
+/* The checks of an append's transcript operation (a store's own rules,
+ * such as the undo target existing, come later, under its locks). */
+static int32_t check_op(const memd_transcript_op *op, memd_error *err)
+{
+	int32_t r;
+
+	if (op->struct_size < offsetof(memd_transcript_op, not_restored) + sizeof(op->not_restored))
+		return memd_error_set(err, MEMD_EINVAL, 0, "transcript operation is too small");
+	if (op->kind < MEMD_OP_REWIND || op->kind > MEMD_OP_UNDO)
+		return memd_error_set(err, MEMD_EINVAL, 0, "transcript operation kind %u is unknown",
+				      (unsigned)op->kind);
+	r = pu_check_id("operation id", op->id, err);
+	if (r < 0)
+		return r;
+	if (op->kind == MEMD_OP_UNDO) {
+		r = pu_check_id("undo_id", op->undo_id, err);
+		if (r == 0 && strcmp(op->undo_id, op->id) == 0)
+			r = memd_error_set(err, MEMD_EINVAL, 0, "operation '%.64s' cannot undo itself",
+					   op->id);
+		if (r < 0)
+			return r;
+	} else if (op->hide_from_seq < 1) {
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "operation '%.64s': hide_from_seq must be >= 1", op->id);
+	}
+	if (op->state_expect_json && op->state_expect_json[0]) {
+		json_t *root = json_loads(op->state_expect_json, JSON_REJECT_DUPLICATES, NULL);
+		int ok = json_is_object(root);
+		json_decref(root);
+		if (!ok)
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "state_expect_json must be a JSON object");
+	}
+	return 0;
+}
+
 int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 			const memd_append_result *res, memd_error *err)
 {
@@ -273,6 +329,8 @@ int32_t pu_check_append(const memd_scope *scope, const memd_append *a,
 	if (a->n_events && (!a->events || !res->seqs))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without %s",
 				      (unsigned)a->n_events, a->events ? "result slots" : "events");
+	if (pu_append_op(a) && (r = check_op(pu_append_op(a), err)) < 0)
+		return r;
 	for (uint32_t i = 0; i < a->n_events; i++) {
 		r = check_event(a->events[i], i, err);
 		if (r < 0)
@@ -377,7 +435,8 @@ static const char **event_string_slot(memd_event *e, size_t k)
 {
 	const char **slots[] = { &e->app, &e->user, &e->session, &e->id, &e->invocation_id,
 				 &e->author, &e->role, &e->branch, &e->content_json,
-				 &e->actions_json, &e->metadata_json, &e->text };
+				 &e->actions_json, &e->metadata_json, &e->text, &e->hidden_by,
+				 &e->operation };
 	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
 }
 

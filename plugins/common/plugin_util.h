@@ -85,6 +85,16 @@ uint32_t pu_event_query_roles(const memd_event_query *q);
  * match only a query without a roles mask). */
 uint32_t pu_role_bit(const char *role);
 
+/* The transcript operation of an append (since 1.2): NULL when there is
+ * none or a's struct_size does not reach it. */
+const memd_transcript_op *pu_append_op(const memd_append *a);
+
+/* A roles mask as the values of a fixed `role IN (?, ?, ?, ?, ?)`:
+ * names[i] is the role of bit i (MEMD_ROLE_USER first) when roles has
+ * it, else NULL (binds SQL NULL, which matches nothing). */
+#define PU_ROLES_COUNT 5
+void pu_role_names(uint32_t roles, const char *names[PU_ROLES_COUNT]);
+
 /* The refusals every store gives an append, with the same words:
  * pu_err_ids_stored when n_stored (>= 1) of the batch's n_events ids are
  * stored already but not all (some_id is one of them), pu_err_version when
