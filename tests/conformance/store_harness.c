@@ -159,6 +159,8 @@ static void conf_session_copy(const memd_session *in, conf_session *out)
 				   .cache_write_tokens = in->cache_write_tokens,
 				   .cost_micro_usd = in->cost_micro_usd,
 				   .last_prompt_tokens = in->last_prompt_tokens };
+	if (in->struct_size >= offsetof(memd_session, message_count) + sizeof(in->message_count))
+		out->message_count = in->message_count;
 }
 
 void conf_session_clear(conf_session *s)
@@ -202,6 +204,15 @@ static void conf_event_copy(const memd_event *in, memd_event *out)
 	out->app = tc_strdup(in->app);
 	out->user = tc_strdup(in->user);
 	out->session = tc_strdup(in->session);
+	if (in->struct_size >= offsetof(memd_event, operation) + sizeof(in->operation)) {
+		out->hidden_by = tc_strdup(in->hidden_by);
+		out->operation = tc_strdup(in->operation);
+	} else {
+		out->hidden_us = 0;
+		out->hidden_by = NULL;
+		out->hidden_kind = 0;
+		out->operation = NULL;
+	}
 }
 
 static void conf_event_release(memd_event *e)
@@ -218,6 +229,8 @@ static void conf_event_release(memd_event *e)
 	free((char *)e->app);
 	free((char *)e->user);
 	free((char *)e->session);
+	free((char *)e->hidden_by);
+	free((char *)e->operation);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -590,6 +603,7 @@ int32_t conf_append(conf_store *st, const memd_scope *sc, memd_event *const *evs
 	a.title_if_unset = o->title_if_unset;
 	a.now_us = o->now_us;
 	a.usage = o->usage;
+	a.op = o->op;
 	if (o->struct_size)
 		a.struct_size = o->struct_size;
 	if (!ret)
@@ -635,6 +649,18 @@ int32_t conf_events_load(conf_store *st, const memd_scope *sc, uint32_t flags, i
 
 	CONF_ERR_RESET(st);
 	return st->ops->events_load(st->h, &c, sc, &q, &sink, &st->err);
+}
+
+int32_t conf_events_load_q(conf_store *st, const memd_scope *sc, const memd_event_query *q,
+			   conf_events *out)
+{
+	memd_call c = conf_call(st);
+	memd_event_query qq = *q;
+	memd_event_sink sink = { sizeof(sink), out, conf_event_many };
+
+	qq.struct_size = sizeof(qq);
+	CONF_ERR_RESET(st);
+	return st->ops->events_load(st->h, &c, sc, &qq, &sink, &st->err);
 }
 
 int32_t conf_state_get(conf_store *st, const memd_scope *sc, char **ret)
@@ -991,4 +1017,146 @@ void conf_twin_close(void *twin)
 void *conf_twin_handle(void *twin)
 {
 	return loader_instance_handle(twin);
+}
+
+/* ---- transcripts ------------------------------------------------------ */
+
+void conf_require_transcripts(conf_store *st)
+{
+	const memd_store_ops *o = st->ops;
+	int some = o->operation_list || o->operation_get || o->state_history;
+	int all = o->operation_list && o->operation_get && o->state_history;
+
+	if (all)
+		return;
+	if (!some)
+		cr_skip_test("the plugin has no transcript ops yet");
+	cr_assert_fail("the plugin lacks some transcript op (operation_list %p, operation_get %p, "
+		       "state_history %p)",
+		       (void *)o->operation_list, (void *)o->operation_get,
+		       (void *)o->state_history);
+}
+
+static void conf_operation_copy(const memd_operation *in, conf_operation *out)
+{
+	out->o = *in;
+	out->o.id = tc_strdup(in->id);
+	out->o.undo_of = tc_strdup(in->undo_of);
+	out->o.undone_by = tc_strdup(in->undone_by);
+}
+
+void conf_operation_clear(conf_operation *o)
+{
+	if (!o)
+		return;
+	free((char *)o->o.id);
+	free((char *)o->o.undo_of);
+	free((char *)o->o.undone_by);
+	memset(o, 0, sizeof(*o));
+}
+
+void conf_operations_clear(conf_operations *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_operation_clear(&l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+void conf_state_changes_clear(conf_state_changes *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free((char *)l->v[i].c.key);
+		free((char *)l->v[i].c.old_json);
+		free((char *)l->v[i].c.new_json);
+		free((char *)l->v[i].c.operation);
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int32_t conf_operation_many(void *ud, const memd_operation *o)
+{
+	conf_operations *l = ud;
+	cr_assert_geq(o->struct_size, sizeof(*o), "operation struct_size %u", o->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	conf_operation_copy(o, &l->v[l->n++]);
+	return 0;
+}
+
+static int32_t conf_state_change_many(void *ud, const memd_state_change *c)
+{
+	conf_state_changes *l = ud;
+	conf_state_change *d;
+
+	cr_assert_geq(c->struct_size, sizeof(*c), "state change struct_size %u", c->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	d = &l->v[l->n++];
+	d->c = *c;
+	d->c.key = tc_strdup(c->key);
+	d->c.old_json = tc_strdup(c->old_json);
+	d->c.new_json = tc_strdup(c->new_json);
+	d->c.operation = tc_strdup(c->operation);
+	return 0;
+}
+
+int32_t conf_operation_list(conf_store *st, const memd_scope *sc, uint32_t limit,
+			    conf_operations *out)
+{
+	memd_call c = conf_call(st);
+	memd_operation_sink sink = { sizeof(sink), out, conf_operation_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, operation_list);
+	return st->ops->operation_list(st->h, &c, sc, limit, &sink, &st->err);
+}
+
+int32_t conf_operation_get(conf_store *st, const memd_scope *sc, const char *id,
+			   conf_operation *ret)
+{
+	memd_call c = conf_call(st);
+	conf_operations l = { 0 };
+	memd_operation_sink sink = { sizeof(sink), &l, conf_operation_many };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, operation_get);
+	r = st->ops->operation_get(st->h, &c, sc, id, &sink, &st->err);
+	if (r == 0) {
+		cr_assert_eq(l.n, 1, "operation_get delivered %zu operations", l.n);
+		conf_operation_clear(ret);
+		*ret = l.v[0];
+		l.n = 0;
+	}
+	conf_operations_clear(&l);
+	return r;
+}
+
+int32_t conf_state_history(conf_store *st, const memd_scope *sc, memd_state_history_query *q,
+			   conf_state_changes *out)
+{
+	memd_call c = conf_call(st);
+	memd_state_change_sink sink = { sizeof(sink), out, conf_state_change_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, state_history);
+	q->struct_size = sizeof(*q);
+	return st->ops->state_history(st->h, &c, sc, q, &sink, &st->err);
+}
+
+static int32_t conf_text_keep(void *ud, const char *text, size_t len)
+{
+	char **dst = ud;
+	free(*dst);
+	*dst = malloc(len + 1);
+	cr_assert_not_null(*dst);
+	memcpy(*dst, text, len);
+	(*dst)[len] = '\0';
+	return 0;
+}
+
+memd_text_sink conf_text_sink(char **dst)
+{
+	memd_text_sink s = { sizeof(s), dst, conf_text_keep };
+	return s;
 }

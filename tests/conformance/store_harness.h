@@ -65,6 +65,7 @@ typedef struct conf_session {
 		*end_reason;
 	int64_t ended_us;
 	memd_usage usage;        /* the session's sums */
+	int64_t message_count;   /* since 1.2 (transcripts) */
 } conf_session;
 
 typedef struct conf_sessions {
@@ -172,6 +173,7 @@ typedef struct conf_append_opts {
 	int64_t now_us;
 	const memd_usage *usage;  /* since 1.2 */
 	uint32_t struct_size;     /* of the memd_append passed; 0 = sizeof */
+	const memd_transcript_op *op; /* since 1.2 (transcripts) */
 } conf_append_opts;
 
 /* seqs has n slots (may be NULL when n is 0); o may be NULL. */
@@ -185,6 +187,9 @@ void conf_append_simple(conf_store *st, const memd_scope *sc, const char *prefix
 int32_t conf_events_load(conf_store *st, const memd_scope *sc, uint32_t flags, int64_t after_seq,
 			 int64_t before_seq, int64_t after_time_us, uint32_t limit,
 			 conf_events *out);
+/* events_load with a full query (q->struct_size is set here). */
+int32_t conf_events_load_q(conf_store *st, const memd_scope *sc, const memd_event_query *q,
+			   conf_events *out);
 /* *ret is malloc'd JSON text. */
 int32_t conf_state_get(conf_store *st, const memd_scope *sc, char **ret);
 /* Assert the merged state of sc equals expected_json (as JSON values). */
@@ -237,6 +242,50 @@ int32_t conf_inbox_list(conf_store *st, const char *app, const char *user, const
 			conf_inbox *out);
 int32_t conf_session_list_ended(conf_store *st, int64_t ended_before_us, uint32_t limit,
 				conf_sessions *out);
+
+/* ---- transcripts (since 1.2): MEMD_ENOTSUP when the plugin lacks the op */
+
+/* Does the plugin provide operation_list, operation_get and
+ * state_history? A store with none of them is skipped (its transcript
+ * operations are not there yet); one with only some of them fails. */
+void conf_require_transcripts(conf_store *st);
+
+/* A deep copy of memd_operation (strings owned, NULL kept NULL). */
+typedef struct conf_operation {
+	memd_operation o;
+} conf_operation;
+
+typedef struct conf_operations {
+	conf_operation *v;
+	size_t n, cap;
+} conf_operations;
+
+/* A deep copy of memd_state_change. */
+typedef struct conf_state_change {
+	memd_state_change c;
+} conf_state_change;
+
+typedef struct conf_state_changes {
+	conf_state_change *v;
+	size_t n, cap;
+} conf_state_changes;
+
+void conf_operation_clear(conf_operation *o);
+void conf_operations_clear(conf_operations *l);
+void conf_state_changes_clear(conf_state_changes *l);
+
+int32_t conf_operation_list(conf_store *st, const memd_scope *sc, uint32_t limit,
+			    conf_operations *out);
+/* ret gets the operation (cleared first). */
+int32_t conf_operation_get(conf_store *st, const memd_scope *sc, const char *id,
+			   conf_operation *ret);
+/* q->struct_size is set here. */
+int32_t conf_state_history(conf_store *st, const memd_scope *sc, memd_state_history_query *q,
+			   conf_state_changes *out);
+
+/* A text sink that keeps a malloc'd copy of the last text delivered in
+ * *dst (freeing the one before); the caller frees *dst. */
+memd_text_sink conf_text_sink(char **dst);
 
 /* A second instance of the plugin on the same config (and temp dir): for
  * a durable store it sees the same data, as a second memd process would.
