@@ -134,7 +134,8 @@ int32_t feed_batch_add(feed_batch *b, const memd_feed_record *in)
 	    copy_str(b, in->session ? in->session : in->event ? in->event->session : NULL, NULL,
 		     &r->session) < 0)
 		return MEMD_ENOMEM;
-	if (in->kind == MEMD_FEED_EVENT && in->event && fill_event(b, r, in->event) < 0)
+	if ((in->kind == MEMD_FEED_EVENT || in->kind == MEMD_FEED_HIDE) && in->event &&
+	    fill_event(b, r, in->event) < 0)
 		return MEMD_ENOMEM;
 	b->n++;
 	return 0;

@@ -38,7 +38,8 @@ typedef struct feed_rec {
 	int64_t position;
 	const char *app, *user;
 	const char *session;         /* NULL for MEMD_FEED_DELETE_USER */
-	/* MEMD_FEED_EVENT only (else NULL / 0): */
+	/* MEMD_FEED_EVENT and MEMD_FEED_HIDE (the hidden event) only (else
+	 * NULL / 0): */
 	const char *event_id, *author, *role;
 	const char *text;            /* never NULL for events ("" if none) */
 	int64_t seq, timestamp_us;

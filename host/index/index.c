@@ -9,6 +9,7 @@
 
 #include "embed.h"
 #include "feed.h"
+#include "kw_feed.h"
 #include "kw_snapshot.h"
 #include "search.h"
 #include "vector.h"
@@ -60,42 +61,6 @@ struct indexer {
 
 /* ---- the keyword consumer ------------------------------------------------------- */
 
-static int32_t kw_apply_one(indexer *ix, const feed_rec *r, memd_error *err)
-{
-	int32_t rc = 0;
-
-	switch (r->kind) {
-	case MEMD_FEED_EVENT: {
-		kw_doc_in d = {
-			.app = r->app,
-			.user = r->user,
-			.session = r->session,
-			.author = r->author,
-			.seq = r->seq,
-			.timestamp_us = r->timestamp_us,
-			.text = r->text,
-			.text_len = strlen(r->text),
-		};
-		if (r->session)
-			rc = kw_add(ix->kw, &d);
-		break;
-	}
-	case MEMD_FEED_DELETE_SESSION:
-		if (r->session)
-			rc = kw_delete_session(ix->kw, r->app, r->user, r->session);
-		break;
-	case MEMD_FEED_DELETE_USER:
-		kw_delete_user(ix->kw, r->app, r->user);
-		break;
-	default:
-		break; /* kinds of a newer store: nothing to index */
-	}
-	if (rc < 0)
-		return memd_error_set(err, rc, 0, "keyword index: out of memory at feed position %lld",
-				      (long long)r->position);
-	return 0;
-}
-
 /* Remember an applied event as one of the newest (a snapshot's anchors). */
 static void anchor_push(indexer *ix, const feed_rec *r)
 {
@@ -111,19 +76,20 @@ static void anchor_push(indexer *ix, const feed_rec *r)
 		ix->n_anchors++;
 }
 
-/* kw_add is not idempotent: a batch retried after a failure skips the
- * records it already applied. */
+/* A batch retried after a failure skips the records it already applied
+ * (they are idempotent one by one, but the position and the anchors must
+ * not go back). */
 static int32_t kw_apply(void *ud, const feed_rec *recs, size_t n, memd_error *err)
 {
 	indexer *ix = ud;
 	uint64_t applied = 0;
-	int32_t r = 0;
+	size_t from = 0, done = 0;
+	int32_t r;
 
-	for (size_t i = 0; i < n; i++) {
-		if (recs[i].position <= ix->kw_applied)
-			continue;
-		if ((r = kw_apply_one(ix, &recs[i], err)) < 0)
-			break;
+	while (from < n && recs[from].position <= ix->kw_applied)
+		from++;
+	r = kw_feed_apply(ix->kw, recs + from, n - from, &done, err);
+	for (size_t i = from; i < from + done; i++) {
 		ix->kw_applied = recs[i].position;
 		if (recs[i].kind == MEMD_FEED_EVENT && recs[i].event_id)
 			anchor_push(ix, &recs[i]);
@@ -855,13 +821,25 @@ static int32_t collect_event(void *ud, const memd_event *e)
 	return feed_batch_add_event(c->b, c->sc->app, c->sc->user, c->sc->session, e);
 }
 
-/* The records of recs[0..n) at positions <= upto: a prefix, since one
- * session's events are in seq and so in feed order. */
-static size_t prefix_upto(const feed_rec *recs, size_t n, int64_t upto)
+/* The records of recs[0..n) at feed positions <= upto, in order: recs
+ * itself when all are, else copied into scratch (n records); their count.
+ * Not a prefix: an event made visible again after a hide has a newer
+ * position than the events after it. The later ones are the tailers'. */
+static size_t keep_upto(const feed_rec *recs, size_t n, int64_t upto, feed_rec *scratch,
+			const feed_rec **ret)
 {
 	size_t k = 0;
+
 	while (k < n && recs[k].position <= upto)
 		k++;
+	*ret = recs;
+	if (k == n)
+		return n;
+	memcpy(scratch, recs, k * sizeof(*recs));
+	for (size_t i = k + 1; i < n; i++)
+		if (recs[i].position <= upto)
+			scratch[k++] = recs[i];
+	*ret = scratch;
 	return k;
 }
 
@@ -895,7 +873,8 @@ static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upt
 			.after_seq = after,
 			.limit = INDEX_REBUILD_PAGE,
 		};
-		const feed_rec *recs = NULL;
+		const feed_rec *recs = NULL, *sel = NULL;
+		feed_rec *scratch = NULL;
 		size_t n = 0;
 		int32_t r;
 
@@ -911,15 +890,19 @@ static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upt
 		if (r == 0) {
 			recs = feed_batch_records(b);
 			n = feed_batch_count(b);
+			if (n && !(scratch = malloc(n * sizeof(*scratch))))
+				r = MEMD_ENOMEM;
 		}
 		if (r == 0 && n && ix->kw) {
-			size_t k = prefix_upto(recs, n, kw_upto);
-			for (size_t i = 0; r == 0 && i < k; i++)
-				r = kw_apply_one(ix, &recs[i], err);
+			size_t k = keep_upto(recs, n, kw_upto, scratch, &sel), done = 0;
+			r = kw_feed_apply(ix->kw, sel, k, &done, err);
 		}
-		if (r == 0 && n && ix->vec)
-			r = vec_apply(ix->vec, recs, prefix_upto(recs, n, vec_upto), err);
+		if (r == 0 && n && ix->vec) {
+			size_t k = keep_upto(recs, n, vec_upto, scratch, &sel);
+			r = vec_apply(ix->vec, sel, k, err);
+		}
 		resume_tailers(ix);
+		free(scratch);
 		if (r == MEMD_ENOTFOUND)
 			return 0; /* deleted meanwhile: its DELETE record follows */
 		if (r < 0)

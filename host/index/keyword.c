@@ -19,6 +19,7 @@
 #define KW_POSTING_MAX (2 * KW_VARINT_MAX)
 #define KW_KEY_SEP '\x01'     /* ids never contain control characters */
 #define KW_HASH_MUL 0x9E3779B97F4A7C15ULL
+#define KW_HASH_MUL2 0xC2B2AE3D27D4EB4FULL
 #define KW_HASH_SHIFT 32
 /* How texts and queries are analyzed (text.h). */
 #define KW_TEXT_FLAGS (TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF)
@@ -64,6 +65,10 @@ typedef struct kw_part {
 	uint32_t tab_cap, n_terms;
 	strtab sessions, authors;
 	uint64_t n_postings, posting_bytes, heap_bytes;
+	/* Documents by (session, seq): open addressing of document + 1
+	 * (0 = empty), lk_cap a power of two or 0. */
+	uint32_t *lk;
+	uint32_t lk_cap;
 } kw_part;
 
 struct kw_index {
@@ -299,6 +304,61 @@ static int tab_reserve(kw_part *pt, uint32_t more)
 	return 0;
 }
 
+/* ---- documents by (session, seq) ----------------------------------------------- */
+
+static uint32_t doc_slot(uint32_t session, int64_t seq, uint32_t cap)
+{
+	uint64_t h = (uint64_t)seq * KW_HASH_MUL ^ ((uint64_t)session + 1) * KW_HASH_MUL2;
+	return (uint32_t)(h >> KW_HASH_SHIFT) & (cap - 1);
+}
+
+/* The document of (session, seq) in pt, or STRTAB_NONE. */
+static uint32_t lk_find(const kw_part *pt, uint32_t session, int64_t seq)
+{
+	if (!pt->lk_cap)
+		return STRTAB_NONE;
+	for (uint32_t i = doc_slot(session, seq, pt->lk_cap);; i = (i + 1) & (pt->lk_cap - 1)) {
+		uint32_t d1 = pt->lk[i];
+		if (!d1)
+			return STRTAB_NONE;
+		if (pt->docs[d1 - 1].session == session && pt->docs[d1 - 1].seq == seq)
+			return d1 - 1;
+	}
+}
+
+/* Put document doc of docs into lk (which has room and lacks it). */
+static void lk_put(uint32_t *lk, uint32_t cap, const kw_doc *docs, uint32_t doc)
+{
+	uint32_t i = doc_slot(docs[doc].session, docs[doc].seq, cap);
+	while (lk[i])
+		i = (i + 1) & (cap - 1);
+	lk[i] = doc + 1;
+}
+
+/* Make room in pt->lk for n documents under a 3/4 load factor, placing
+ * the first `have` documents again when it grows. 0 or -1 on ENOMEM. */
+static int lk_reserve(kw_part *pt, uint64_t n, uint32_t have)
+{
+	uint32_t cap = pt->lk_cap ? pt->lk_cap : KW_TAB_MIN;
+	uint32_t *lk;
+
+	while (n * 4 > (uint64_t)cap * 3) {
+		if (cap > UINT32_MAX / 2)
+			return -1;
+		cap *= 2;
+	}
+	if (cap == pt->lk_cap)
+		return 0;
+	if (!(lk = calloc(cap, sizeof(*lk))))
+		return -1;
+	for (uint32_t d = 0; d < have; d++)
+		lk_put(lk, cap, pt->docs, d);
+	free(pt->lk);
+	pt->lk = lk;
+	pt->lk_cap = cap;
+	return 0;
+}
+
 static kw_part *part_new(void)
 {
 	kw_part *pt = calloc(1, sizeof(*pt));
@@ -317,6 +377,7 @@ static void part_free(kw_part *pt)
 		plist_free(&pt->tab[i]);
 	free(pt->tab);
 	free(pt->docs);
+	free(pt->lk);
 	strtab_clear(&pt->sessions);
 	strtab_clear(&pt->authors);
 	pthread_rwlock_destroy(&pt->lock);
@@ -623,19 +684,28 @@ int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 		pt->docs = docs;
 		pt->cap_docs = cap;
 	}
+	sess = strtab_find(&pt->sessions, d->session, strlen(d->session));
+	if (sess != STRTAB_NONE && lk_find(pt, sess, d->seq) != STRTAB_NONE) {
+		r = 0; /* indexed already */
+		goto unlock;
+	}
+	if (lk_reserve(pt, (uint64_t)pt->n_docs + 1, pt->n_docs) < 0)
+		goto unlock;
 	if (strtab_intern(&pt->sessions, d->session, strlen(d->session), &sess) < 0 ||
 	    strtab_intern(&pt->authors, d->author ? d->author : "", d->author ? strlen(d->author) : 0,
 			  &auth) < 0)
 		goto unlock;
 	if ((r = add_postings(pt, ids, tl.n, pt->n_docs)) < 0)
 		goto unlock;
-	pt->docs[pt->n_docs++] = (kw_doc){
+	pt->docs[pt->n_docs] = (kw_doc){
 		.timestamp_us = d->timestamp_us,
 		.seq = d->seq,
 		.session = sess,
 		.author = auth,
 		.len = (uint32_t)tl.n,
 	};
+	lk_put(pt->lk, pt->lk_cap, pt->docs, pt->n_docs);
+	pt->n_docs++;
 	pt->sum_len += tl.n;
 unlock:
 	pthread_rwlock_unlock(&pt->lock);
@@ -665,8 +735,8 @@ static int plist_compact(kw_part *npt, const kw_plist *old, const uint32_t *rema
 	return 0;
 }
 
-/* Rebuild pt without the documents of session sid, all or nothing. */
-static int32_t part_compact(kw_part *pt, uint32_t sid)
+/* Rebuild pt without the documents d with drop[d] set, all or nothing. */
+static int32_t part_compact(kw_part *pt, const uint8_t *drop)
 {
 	kw_part n = { 0 };
 	uint32_t *remap = NULL, *sess_map = NULL, kept = 0;
@@ -680,7 +750,7 @@ static int32_t part_compact(kw_part *pt, uint32_t sid)
 	for (uint32_t s = 0; s < pt->sessions.n; s++)
 		sess_map[s] = STRTAB_NONE;
 	for (uint32_t d = 0; d < pt->n_docs; d++)
-		remap[d] = pt->docs[d].session == sid ? STRTAB_NONE : kept++;
+		remap[d] = drop[d] ? STRTAB_NONE : kept++;
 	n.n_docs = kept;
 	n.cap_docs = kept ? kept : 1;
 	n.docs = malloc((size_t)n.cap_docs * sizeof(*n.docs));
@@ -699,6 +769,8 @@ static int32_t part_compact(kw_part *pt, uint32_t sid)
 		n.docs[remap[d]] = doc;
 		n.sum_len += doc.len;
 	}
+	if (lk_reserve(&n, kept, kept) < 0)
+		goto nomem;
 	while ((uint64_t)pt->n_terms * 4 > (uint64_t)cap * 3)
 		cap *= 2;
 	tab = calloc(cap, sizeof(*tab));
@@ -724,7 +796,10 @@ static int32_t part_compact(kw_part *pt, uint32_t sid)
 		plist_free(&pt->tab[i]);
 	free(pt->tab);
 	free(pt->docs);
+	free(pt->lk);
 	strtab_clear(&pt->sessions);
+	pt->lk = n.lk;
+	pt->lk_cap = n.lk_cap;
 	pt->tab = n.tab;
 	pt->tab_cap = n.tab_cap;
 	pt->n_terms = n.n_terms;
@@ -744,6 +819,7 @@ nomem:
 		plist_free(&tab[i]);
 	free(tab);
 	free(n.docs);
+	free(n.lk);
 	strtab_clear(&n.sessions);
 	free(remap);
 	free(sess_map);
@@ -759,10 +835,58 @@ int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const
 	if (!pt)
 		return 0;
 	sid = strtab_find(&pt->sessions, session, strlen(session));
-	if (sid != STRTAB_NONE)
-		r = part_compact(pt, sid);
+	if (sid != STRTAB_NONE && pt->n_docs) {
+		uint8_t *drop = malloc(pt->n_docs);
+		if (drop) {
+			for (uint32_t d = 0; d < pt->n_docs; d++)
+				drop[d] = pt->docs[d].session == sid;
+			r = part_compact(pt, drop);
+			free(drop);
+		} else {
+			r = MEMD_ENOMEM;
+		}
+	}
 	pthread_rwlock_unlock(&pt->lock);
 	return r;
+}
+
+int32_t kw_delete_events(kw_index *kw, const char *app, const char *user, const char *session,
+			 const int64_t *seqs, size_t n)
+{
+	kw_part *pt = part_get_write(kw, app, user, 0);
+	uint8_t *drop = NULL;
+	uint32_t sid;
+	size_t found = 0;
+	int32_t r = 0;
+
+	if (!pt)
+		return 0;
+	sid = strtab_find(&pt->sessions, session, strlen(session));
+	if (sid == STRTAB_NONE || !pt->n_docs || !n)
+		goto out;
+	if (!(drop = calloc(pt->n_docs, 1))) {
+		r = MEMD_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t d = lk_find(pt, sid, seqs[i]);
+		if (d != STRTAB_NONE && !drop[d]) {
+			drop[d] = 1;
+			found++;
+		}
+	}
+	if (found)
+		r = part_compact(pt, drop);
+out:
+	pthread_rwlock_unlock(&pt->lock);
+	free(drop);
+	return r;
+}
+
+int32_t kw_delete_event(kw_index *kw, const char *app, const char *user, const char *session,
+			int64_t seq)
+{
+	return kw_delete_events(kw, app, user, session, &seq, 1);
 }
 
 void kw_delete_user(kw_index *kw, const char *app, const char *user)
@@ -1156,7 +1280,8 @@ void kw_get_stats(kw_index *kw, kw_stats *ret)
 		s.postings_bytes += pt->posting_bytes;
 		s.memory_bytes += sizeof(*pt) + (size_t)pt->cap_docs * sizeof(kw_doc) +
 				  (size_t)pt->tab_cap * sizeof(kw_plist) + pt->heap_bytes +
-				  strtab_bytes(&pt->sessions) + strtab_bytes(&pt->authors);
+				  (size_t)pt->lk_cap * sizeof(*pt->lk) + strtab_bytes(&pt->sessions) +
+				  strtab_bytes(&pt->authors);
 		pthread_rwlock_unlock(&pt->lock);
 	}
 	pthread_rwlock_unlock(&kw->parts_lock);
@@ -1651,6 +1776,17 @@ static int32_t restore_part(kw_index *kw, uint32_t n_terms, uint32_t index, cons
 		doc->reserved = 0;
 		pt->sum_len += doc->len;
 		pt->n_docs++;
+	}
+	if (lk_reserve(pt, pt->n_docs, 0) < 0) {
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "keyword snapshot: out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < pt->n_docs; i++) {
+		if (lk_find(pt, pt->docs[i].session, pt->docs[i].seq) != STRTAB_NONE) {
+			r = bad(err, what, "a document twice");
+			goto fail;
+		}
+		lk_put(pt->lk, pt->lk_cap, pt->docs, i);
 	}
 	if ((r = restore_lists(&d, pt, n_terms, what, err)) < 0)
 		goto fail;

@@ -9,7 +9,9 @@
  * delta-encoded document numbers with term frequencies (LEB128 varints;
  * lists of up to KW_INLINE bytes live inside the slot, longer ones on
  * the heap with their count). Terms are interned once for the whole
- * index.
+ * index. A partition also finds its documents by (session, seq) (an
+ * open-addressing table of 4-byte slots), so adding is idempotent and a
+ * single event can be removed.
  *
  * Thread-safety: any number of kw_search calls may run concurrently with
  * one writer (kw_add, kw_delete_*, kw_clear): partitions have their own
@@ -55,14 +57,24 @@ typedef struct kw_doc_in {
 	size_t text_len;
 } kw_doc_in;
 
-/* Add a document. 0, or MEMD_ENOMEM (the index is unchanged). Adding the
- * same (session, seq) twice indexes it twice: the caller (the feed) never
- * does. */
+/* Add a document. 0, or MEMD_ENOMEM (the index is unchanged). A
+ * (session, seq) the partition has already is left as it is (returns 0):
+ * an event the feed delivers again (made visible again after a hide, or
+ * read by a rebuild as well as by the tailer) is indexed once. */
 int32_t kw_add(kw_index *kw, const kw_doc_in *d);
 /* Remove every document of one session / of one (app, user). Exact: the
  * statistics afterwards are those of an index built without them.
  * 0 or MEMD_ENOMEM (then the partition is unchanged). */
 int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const char *session);
+/* Remove the documents of events seqs[0..n) of one session (a hidden
+ * event); seqs not indexed are ignored. Exact as kw_delete_session, and
+ * like it one pass over the partition per call, so callers remove a run
+ * of events in one call. 0 or MEMD_ENOMEM (the partition is unchanged). */
+int32_t kw_delete_events(kw_index *kw, const char *app, const char *user, const char *session,
+			 const int64_t *seqs, size_t n);
+/* kw_delete_events of one event. */
+int32_t kw_delete_event(kw_index *kw, const char *app, const char *user, const char *session,
+			int64_t seq);
 void kw_delete_user(kw_index *kw, const char *app, const char *user);
 /* Remove everything. */
 void kw_clear(kw_index *kw);

@@ -4,7 +4,9 @@
  * computed by hand on a tiny corpus, stemming and stop words at index and
  * query time, partitions (a query reads only its own postings), filters,
  * exact deletes (same scores as an index built without the deleted
- * documents), tie order, concurrent readers with a writer.
+ * documents), tie order, concurrent readers with a writer; single events
+ * removed (hidden) and added again, and the feed's records applied
+ * (kw_feed.h) giving the index a rebuild from the visible events gives.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "index/keyword.h"
+#include "index/kw_feed.h"
 
 #define K1 1.2
 #define B 0.75
@@ -418,4 +421,182 @@ Test(keyword, readers_run_beside_a_writer)
 		pthread_join(t[i], NULL);
 		cr_assert_eq(args[i].failures, 0);
 	}
+}
+
+/* ---- single events: hidden and visible again ----------------------------------- */
+
+/* The events of session s1 a rewind hides: every third one and the last
+ * ten. */
+static int hidden_s1(int seq)
+{
+	return seq % 3 == 0 || seq > 50;
+}
+
+static const char *const event_queries[] = { "alpha", "bravo charlie", "rare", "unique1x5",
+					      "unique1x2 hotel", "golf echo delta", "unique1x55" };
+#define N_EVENT_QUERIES (sizeof(event_queries) / sizeof(event_queries[0]))
+
+static void expect_same_index(kw_index *a, kw_index *b)
+{
+	kw_stats x, y;
+
+	for (size_t i = 0; i < N_EVENT_QUERIES; i++)
+		expect_same(a, b, event_queries[i]);
+	kw_get_stats(a, &x);
+	kw_get_stats(b, &y);
+	cr_assert_eq(x.documents, y.documents);
+	cr_assert_eq(x.postings, y.postings);
+	cr_assert_eq(x.postings_bytes, y.postings_bytes);
+}
+
+/* corpus() without the events of session s1 that hidden_s1 names. */
+static void corpus_visible(kw_index *x)
+{
+	static const char *const words[] = { "alpha", "bravo", "charlie", "delta", "echo",
+					     "foxtrot", "golf", "hotel" };
+	char text[256], sid[8];
+	for (int s = 0; s < 5; s++) {
+		snprintf(sid, sizeof(sid), "s%d", s);
+		for (int i = 0; i < 60; i++) {
+			if (s == 1 && hidden_s1(i + 1))
+				continue;
+			snprintf(text, sizeof(text), "%s %s %s unique%dx%d %s", words[i % 8],
+				 words[(i * 3 + s) % 8], words[(i + s) % 5], s, i,
+				 i % 7 == 0 ? "rare" : "");
+			add_in(x, "app", "u1", sid, i + 1, i % 2 ? "alice" : "bob", 1000 * s + i, text);
+		}
+	}
+}
+
+Test(keyword, adding_an_event_twice_indexes_it_once)
+{
+	kw_index *fresh = kw_new(K1, B);
+
+	corpus(kw, -1);
+	corpus(kw, -1);
+	corpus(fresh, -1);
+	expect_same_index(kw, fresh);
+	kw_free(fresh);
+}
+
+Test(keyword, deleting_events_is_exact)
+{
+	kw_index *fresh = kw_new(K1, B);
+	int64_t seqs[60];
+	size_t n = 0;
+	result r;
+
+	corpus(kw, -1);
+	corpus_visible(fresh);
+	for (int64_t seq = 1; seq <= 60; seq++)
+		if (hidden_s1((int)seq) && seq != 3)
+			seqs[n++] = seq;
+	seqs[n++] = 999; /* not indexed: ignored */
+	cr_assert_eq(kw_delete_events(kw, "app", "u1", "s1", seqs, n), 0);
+	cr_assert_eq(kw_delete_event(kw, "app", "u1", "s1", 3), 0);
+	/* Unknown sessions, users and seqs change nothing. */
+	cr_assert_eq(kw_delete_event(kw, "app", "u1", "s1", 3), 0);
+	cr_assert_eq(kw_delete_event(kw, "app", "u1", "nope", 1), 0);
+	cr_assert_eq(kw_delete_event(kw, "app", "nobody", "s1", 1), 0);
+	expect_same_index(kw, fresh);
+	r = search("u1", "unique1x55");
+	cr_assert_eq(r.n, 0, "a removed event is found");
+	result_free(&r);
+	/* Visible again (an undo): added back, once, like the reference. */
+	add_in(kw, "app", "u1", "s1", 56, "bob", 1055, "alpha comeback");
+	add_in(kw, "app", "u1", "s1", 56, "bob", 1055, "alpha comeback");
+	add_in(fresh, "app", "u1", "s1", 56, "bob", 1055, "alpha comeback");
+	expect_same_index(kw, fresh);
+	expect_same(kw, fresh, "comeback");
+	kw_free(fresh);
+}
+
+/* ---- the feed's records ------------------------------------------------------------ */
+
+#define FEED_MAX 512
+#define FEED_TEXT 96
+
+typedef struct script {
+	feed_rec recs[FEED_MAX];
+	char texts[FEED_MAX][FEED_TEXT];
+	size_t n;
+} script;
+
+static const char *event_text(int s, int seq, char *buf)
+{
+	static const char *const words[] = { "alpha", "bravo", "charlie", "delta", "echo" };
+	snprintf(buf, FEED_TEXT, "%s %s unique%dx%d", words[seq % 5], words[(seq * 3 + s) % 5], s,
+		 seq);
+	return buf;
+}
+
+static void put(script *sc, uint32_t kind, const char *user, int s, int seq)
+{
+	static const char *const sessions[] = { "s0", "s1", "s2" };
+	feed_rec *r = &sc->recs[sc->n];
+
+	cr_assert_lt(sc->n, FEED_MAX);
+	*r = (feed_rec){ .kind = kind, .position = (int64_t)sc->n + 1, .app = "app", .user = user,
+			 .session = sessions[s] };
+	if (kind == MEMD_FEED_EVENT || kind == MEMD_FEED_HIDE) {
+		r->event_id = "e";
+		r->author = "user";
+		r->role = "user";
+		r->text = kind == MEMD_FEED_EVENT ? event_text(s, seq, sc->texts[sc->n]) : "";
+		r->seq = seq;
+		r->timestamp_us = 1000 * s + seq;
+	}
+	sc->n++;
+}
+
+static void put_range(script *sc, uint32_t kind, int s, int from, int to)
+{
+	for (int seq = from; seq <= to; seq++)
+		put(sc, kind, "u1", s, seq);
+}
+
+static void apply_in(kw_index *x, const script *sc, size_t batch)
+{
+	for (size_t i = 0; i < sc->n; i += batch) {
+		size_t n = sc->n - i < batch ? sc->n - i : batch, done = 0;
+		memd_error err = { 0 };
+		cr_assert_eq(kw_feed_apply(x, sc->recs + i, n, &done, &err), 0, "%s", err.msg);
+		cr_assert_eq(done, n);
+	}
+}
+
+Test(keyword, following_the_feed_equals_a_rebuild_from_visible_events)
+{
+	static script sc;
+	kw_index *batched = kw_new(K1, B), *rebuilt = kw_new(K1, B);
+	char buf[FEED_TEXT];
+	static const char *const queries[] = { "alpha", "bravo charlie", "unique1x45",
+					       "unique1x65", "unique2x3", "echo delta" };
+
+	sc.n = 0;
+	put_range(&sc, MEMD_FEED_EVENT, 0, 1, 40);
+	put_range(&sc, MEMD_FEED_EVENT, 1, 1, 60);
+	put_range(&sc, MEMD_FEED_EVENT, 2, 1, 40);
+	put_range(&sc, MEMD_FEED_HIDE, 1, 31, 60);  /* a rewind */
+	put_range(&sc, MEMD_FEED_EVENT, 1, 61, 70); /* appended after it */
+	put_range(&sc, MEMD_FEED_HIDE, 1, 61, 70);  /* undone: hidden ... */
+	put_range(&sc, MEMD_FEED_EVENT, 1, 31, 60); /* ... and visible again */
+	put(&sc, MEMD_FEED_EVENT, "u1", 1, 5);      /* delivered twice */
+	put(&sc, MEMD_FEED_HIDE, "u9", 1, 5);       /* a user never indexed */
+	put_range(&sc, MEMD_FEED_HIDE, 2, 1, 40);   /* a clear */
+	put(&sc, MEMD_FEED_DELETE_SESSION, "u1", 0, 0);
+	put(&sc, MEMD_FEED_FINALIZE, "u1", 1, 0);   /* nothing to index */
+	apply_in(kw, &sc, sc.n);
+	apply_in(batched, &sc, 7);                  /* runs cut by batches */
+	/* A rebuild reads the visible events: s1 1..60. */
+	for (int seq = 1; seq <= 60; seq++)
+		add_in(rebuilt, "app", "u1", "s1", seq, "user", 1000 + seq, event_text(1, seq, buf));
+	for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
+		expect_same(kw, rebuilt, queries[i]);
+		expect_same(batched, rebuilt, queries[i]);
+	}
+	expect_same_index(kw, rebuilt);
+	expect_same_index(batched, rebuilt);
+	kw_free(batched);
+	kw_free(rebuilt);
 }

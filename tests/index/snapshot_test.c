@@ -22,7 +22,7 @@
  *  - the setting's defaults and refusals.
  *
  * Whether a start used the snapshot is seen with a marker: the test
- * rewrites the snapshot with one extra term ("zebra") on an event of user
+ * rewrites the snapshot with one extra term ("zebra") on the event of user
  * "marked"; a search for it finds that event only if the snapshot was
  * loaded (a rebuild from the feed never has it).
  */
@@ -46,6 +46,7 @@
 #include "plugins/hostsvc.h"
 #include "index/index.h"
 #include "index/keyword.h"
+#include "index/kw_feed.h"
 #include "index/kw_snapshot.h"
 #include "index_util.h"
 #include "plugins/loader.h"
@@ -306,7 +307,8 @@ static char *reference(void)
 static void forge(const char *path, void (*edit)(kws_meta *))
 {
 	kw_index *kw = kw_new(K1, B);
-	kw_doc_in d = { APP, MARKED, "m1", "user", 1, TS_BASE_US, MARK_TERM, strlen(MARK_TERM) };
+	static const char text[] = "the marked event " MARK_TERM;
+	kw_doc_in d = { APP, MARKED, "m1", "user", 1, TS_BASE_US, text, strlen(text) };
 	memd_error err = { 0 };
 	kws_reader *rd = NULL;
 	kws_writer *w = NULL;
@@ -316,6 +318,9 @@ static void forge(const char *path, void (*edit)(kws_meta *))
 	cr_assert_eq(kws_reader_open(path, &rd, &meta, &err), 0, "%s", err.msg);
 	cr_assert_eq(kws_reader_load(rd, kw, NULL, NULL, &err), 0, "%s", err.msg);
 	kws_reader_close(rd);
+	/* The event is indexed (adding it again would change nothing): it
+	 * goes, and comes back with the marker. */
+	cr_assert_eq(kw_delete_event(kw, APP, MARKED, "m1", 1), 0);
 	cr_assert_eq(kw_add(kw, &d), 0);
 	if (edit)
 		edit(&meta);
@@ -1079,6 +1084,64 @@ Test(kw_snapshot, restore_is_exact)
 	ms_clear(&b);
 	kw_free(kw);
 	kw_free(back);
+	free(want);
+	free(got);
+}
+
+/* Hidden events (MEMD_FEED_HIDE) before and after a snapshot: the index
+ * restored from it and caught up from the records after it answers as
+ * one rebuilt from the visible events only. */
+static void feed(kw_index *kw, uint32_t kind, const char *user, const char *sid, int64_t seq,
+		 const char *text)
+{
+	feed_rec r = { .kind = kind, .position = seq, .app = APP, .user = user, .session = sid,
+		       .event_id = "e", .author = "bob", .role = "user",
+		       .text = kind == MEMD_FEED_EVENT ? text : "", .seq = seq,
+		       .timestamp_us = TS_BASE_US + seq };
+	memd_error err = { 0 };
+	size_t done = 0;
+	cr_assert_eq(kw_feed_apply(kw, &r, 1, &done, &err), 0, "%s", err.msg);
+}
+
+static const char *hide_text(int64_t seq, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s %s %s", vocab[seq % N_VOCAB], vocab[(seq * 7) % N_VOCAB],
+		 vocab[(seq * 13 + 5) % N_VOCAB]);
+	return buf;
+}
+
+Test(kw_snapshot, hidden_events_across_a_snapshot)
+{
+	kw_index *kw = kw_new(K1, B), *back = kw_new(K1, B), *rebuilt = kw_new(K1, B);
+	char *want = malloc(OUT_MAX), *got = malloc(OUT_MAX), text[256];
+	mem_sections a;
+	kw_source src = { &a, ms_next };
+	memd_error err = { 0 };
+
+	cr_assert(kw && back && rebuilt && want && got);
+	for (int64_t seq = 1; seq <= 80; seq++)
+		feed(kw, MEMD_FEED_EVENT, "u0", "s1", seq, hide_text(seq, text, sizeof(text)));
+	for (int64_t seq = 41; seq <= 80; seq++) /* rewound before the snapshot */
+		feed(kw, MEMD_FEED_HIDE, "u0", "s1", seq, NULL);
+	dump_to(kw, &a);
+	cr_assert_eq(kw_restore(back, &src, &err), 0, "%s", err.msg);
+	/* After it: more hidden, and some made visible again (an undo). */
+	for (int64_t seq = 21; seq <= 40; seq++)
+		feed(back, MEMD_FEED_HIDE, "u0", "s1", seq, NULL);
+	for (int64_t seq = 61; seq <= 80; seq++)
+		feed(back, MEMD_FEED_EVENT, "u0", "s1", seq, hide_text(seq, text, sizeof(text)));
+	/* Visible: 1..20 and 61..80. */
+	for (int64_t seq = 1; seq <= 80; seq++)
+		if (seq <= 20 || seq > 60)
+			feed(rebuilt, MEMD_FEED_EVENT, "u0", "s1", seq, hide_text(seq, text, sizeof(text)));
+	direct_results(back, got, OUT_MAX);
+	direct_results(rebuilt, want, OUT_MAX);
+	cr_assert(strlen(want) > 0);
+	cr_assert_str_eq(got, want, "restored and caught up, the index answers differently");
+	ms_clear(&a);
+	kw_free(kw);
+	kw_free(back);
+	kw_free(rebuilt);
 	free(want);
 	free(got);
 }

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kw_feed: the keyword index's side of the change feed. Applies feed
+ * records (feed.h) to a keyword index (keyword.h): an EVENT adds its
+ * document (idempotent by (session, seq), so an event made visible again
+ * or read twice is indexed once), a HIDE removes it, DELETE_SESSION and
+ * DELETE_USER remove a session's or user's documents; other kinds are
+ * skipped. A run of HIDE records of one session (a rewind or a clear
+ * hides many events at once) is removed in one pass over the partition.
+ */
+#ifndef MEMD_INDEX_KW_FEED_H
+#define MEMD_INDEX_KW_FEED_H
+
+#include <stddef.h>
+
+#include "feed.h"
+#include "keyword.h"
+
+/* At most this many HIDE records are removed in one pass (bounds the
+ * scratch memory of a huge clear). */
+#define KW_FEED_HIDE_RUN 4096
+
+/* Apply recs[0..n) in order. *ret_applied (always written) is the number
+ * of records applied: all n on success; on failure the ones before the
+ * record that failed (its run of HIDE records changed nothing). 0, or
+ * MEMD_ENOMEM with err naming the feed position. */
+int32_t kw_feed_apply(kw_index *kw, const feed_rec *recs, size_t n, size_t *ret_applied,
+		      memd_error *err);
+
+#endif
