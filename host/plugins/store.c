@@ -19,7 +19,8 @@
 	X(artifact_get) X(artifact_list) X(artifact_versions) X(artifact_delete)          \
 	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)     \
 	X(lane_get) X(lane_write) X(lane_list) X(lane_delete) X(lane_prune) X(inbox_put) \
-	X(inbox_take) X(inbox_list) X(session_list_ended)
+	X(inbox_take) X(inbox_list) X(session_list_ended) X(operation_list)               \
+	X(operation_get) X(state_history)
 #define STORE_OP_ENUM(op) STORE_OP_##op,
 #define STORE_OP_NAME(op) #op,
 enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
@@ -326,6 +327,31 @@ static int32_t norm_session(void *ud, const memd_session *rec)
 	return out->session(out->userdata, NORM_COPY(memd_session, rec, copy));
 }
 
+static int32_t norm_event(void *ud, const memd_event *rec)
+{
+	const memd_event_sink *out = ud;
+	memd_event copy;
+	return out->event(out->userdata, NORM_COPY(memd_event, rec, copy));
+}
+
+/* A feed record and its event, both host-sized. */
+static int32_t norm_feed(void *ud, const memd_feed_record *rec)
+{
+	const memd_feed_sink *out = ud;
+	memd_feed_record copy;
+	memd_event ev;
+	const memd_feed_record *r = NORM_COPY(memd_feed_record, rec, copy);
+
+	if (r->event && r->event->struct_size < sizeof(memd_event)) {
+		if (r != &copy) {
+			copy = *r;
+			r = &copy;
+		}
+		copy.event = NORM_COPY(memd_event, rec->event, ev);
+	}
+	return out->record(out->userdata, r);
+}
+
 static int32_t norm_lane(void *ud, const memd_lane *rec)
 {
 	const memd_lane_sink *out = ud;
@@ -432,7 +458,15 @@ static int32_t append_forward(store *s, const memd_call *call, const memd_scope 
 int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
 		     const memd_append *a, memd_append_result *res, memd_error *err)
 {
-	int32_t r = append_forward(s, call, scope, a, res, err);
+	int32_t r;
+
+	/* A store before 1.2 reads neither op nor usage: the append would
+	 * be done without its operation. */
+	if (a->op && store_minor(s) < 2)
+		return memd_error_set(err, MEMD_ENOTSUP, 0,
+				      "%s: does not support transcript operations (a store of "
+				      "ABI 1.2 or later does)", s->name);
+	r = append_forward(s, call, scope, a, res, err);
 
 	/* Usage reaches only a store of minor 2 or later, and a replay
 	 * wrote nothing. */
@@ -445,7 +479,8 @@ int32_t store_append(store *s, const memd_call *call, const memd_scope *scope,
 int32_t store_events_load(store *s, const memd_call *call, const memd_scope *scope,
 			  const memd_event_query *q, const memd_event_sink *out, memd_error *err)
 {
-	STORE_FORWARD(s, events_load, err, call, scope, q, out);
+	NORM_SINK(event, norm_event, norm, out);
+	STORE_FORWARD(s, events_load, err, call, scope, q, norm);
 }
 
 int32_t store_state_get(store *s, const memd_call *call, const memd_scope *scope,
@@ -494,7 +529,8 @@ int32_t store_user_delete(store *s, const memd_call *call, const memd_scope *sco
 int32_t store_feed_read(store *s, const memd_call *call, int64_t after, uint32_t limit,
 			const memd_feed_sink *out, memd_error *err)
 {
-	STORE_FORWARD(s, feed_read, err, call, after, limit, out);
+	NORM_SINK(feed, norm_feed, norm, out);
+	STORE_FORWARD(s, feed_read, err, call, after, limit, norm);
 }
 
 int32_t store_feed_head(store *s, const memd_call *call, int64_t *ret_position, memd_error *err)
@@ -591,4 +627,23 @@ int32_t store_session_list_ended(store *s, const memd_call *call, int64_t ended_
 {
 	NORM_SINK(session, norm_session, norm, out);
 	STORE_FORWARD(s, session_list_ended, err, call, ended_before_us, limit, norm);
+}
+
+int32_t store_operation_list(store *s, const memd_call *call, const memd_scope *scope,
+			     uint32_t limit, const memd_operation_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, operation_list, err, call, scope, limit, out);
+}
+
+int32_t store_operation_get(store *s, const memd_call *call, const memd_scope *scope,
+			    const char *id, const memd_operation_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, operation_get, err, call, scope, id, out);
+}
+
+int32_t store_state_history(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_state_history_query *q, const memd_state_change_sink *out,
+			    memd_error *err)
+{
+	STORE_FORWARD(s, state_history, err, call, scope, q, out);
 }

@@ -7,8 +7,9 @@
  *  - guarantees err is filled (code, message prefixed with the instance
  *    name) whenever the result is negative;
  *  - times the call and counts failures by code (store_render_metrics);
- *  - hands the caller's sinks host-sized records: a session, lane or
- *    inbox item a store of an older minor delivers shorter is copied
+ *  - hands the caller's sinks host-sized records: a session, event (also
+ *    a feed record's), lane or inbox item a store of an older minor
+ *    delivers shorter is copied
  *    into a zeroed host-sized record first (members it lacks read as
  *    NULL/0), so no reader looks past what the store wrote.
  * Argument contracts are those of memd_store_ops in api/memd/store.h.
@@ -37,7 +38,7 @@ void store_free(store *s);
 const char *store_name(const store *s);
 /* The ABI minor the store was built for (its descriptor's abi_minor):
  * members of call structs added in a later minor are not read by it, so
- * the host sets them only for a store that knows them (append usage:
+ * the host sets them only for a store that knows them (append usage and op:
  * minor >= 2). */
 uint32_t store_minor(const store *s);
 
@@ -106,6 +107,18 @@ int32_t store_inbox_list(store *s, const memd_call *call, const memd_scope *scop
 			 const char *key, const memd_inbox_sink *out, memd_error *err);
 int32_t store_session_list_ended(store *s, const memd_call *call, int64_t ended_before_us,
 				 uint32_t limit, const memd_session_sink *out, memd_error *err);
+
+/* Transcripts (since 1.2; MEMD_ENOTSUP naming the store and op when the
+ * store lacks them). store_append refuses an append with an op
+ * (MEMD_ENOTSUP, nothing written) for a store of minor < 2, which would
+ * not read it. */
+int32_t store_operation_list(store *s, const memd_call *call, const memd_scope *scope,
+			     uint32_t limit, const memd_operation_sink *out, memd_error *err);
+int32_t store_operation_get(store *s, const memd_call *call, const memd_scope *scope,
+			    const char *id, const memd_operation_sink *out, memd_error *err);
+int32_t store_state_history(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_state_history_query *q, const memd_state_change_sink *out,
+			    memd_error *err);
 
 /* Why the storage of a store is degraded. */
 typedef struct store_health_report {
