@@ -282,6 +282,22 @@ static int set_time(json_t *obj, const char *key, int64_t us)
 	return json_object_set_new(obj, key, json_string(buf));
 }
 
+const char *ej_op_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case MEMD_OP_REWIND:
+		return "rewind";
+	case MEMD_OP_REWRITE:
+		return "rewrite";
+	case MEMD_OP_CLEAR:
+		return "clear";
+	case MEMD_OP_UNDO:
+		return "undo";
+	default:
+		return NULL;
+	}
+}
+
 json_t *ej_event(const memd_event *e)
 {
 	json_t *o = json_object();
@@ -303,6 +319,18 @@ json_t *ej_event(const memd_event *e)
 	bad |= json_object_set_new(o, "tokens", json_integer(e->tokens));
 	if (e->role && strcmp(e->role, "summary") == 0)
 		bad |= json_object_set_new(o, "covers_seq", json_integer(e->covers_seq));
+	if (e->hidden_us) {
+		json_t *h = json_object();
+		bad |= !h;
+		bad |= json_object_set_new(o, "hidden", h);
+		if (h) {
+			bad |= set_time(h, "at", e->hidden_us);
+			bad |= set_str(h, "by", e->hidden_by);
+			bad |= set_str(h, "kind", ej_op_kind_name(e->hidden_kind));
+		}
+	}
+	if (e->operation)
+		bad |= set_str(o, "operation", e->operation);
 	if (bad) {
 		json_decref(o);
 		return NULL;
@@ -337,6 +365,8 @@ json_t *ej_session(const memd_session *s)
 	bad |= json_object_set_new(o, "last_seq", json_integer(s->last_seq));
 	bad |= json_object_set_new(o, "summary_seq",
 				   s->summary_seq ? json_integer(s->summary_seq) : json_null());
+	bad |= json_object_set_new(o, "message_count", json_integer(s->message_count));
+	bad |= set_time(o, "last_activity", s->updated_us);
 	if (ej_session_has_lifecycle(s)) {
 		json_t *origin = ej_load(s->origin_json);
 		bad |= set_str(o, "lane_key", s->lane_key);
@@ -373,6 +403,32 @@ json_t *ej_artifact(const memd_artifact *a)
 	bad |= set_str(o, "mime_type", a->mime_type);
 	bad |= json_object_set_new(o, "size", json_integer((json_int_t)a->size));
 	bad |= set_time(o, "created", a->created_us);
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *ej_operation(const memd_operation *op)
+{
+	json_t *o = json_object(), *appended;
+	int bad = !o;
+
+	if (bad)
+		return NULL;
+	appended = op->first_seq ? json_pack("{s:I,s:I}", "first_seq", (json_int_t)op->first_seq,
+					     "last_seq", (json_int_t)op->last_seq)
+				 : json_null();
+	bad |= set_str(o, "id", op->id);
+	bad |= set_str(o, "kind", ej_op_kind_name(op->kind));
+	bad |= set_time(o, "created", op->created_us);
+	bad |= json_object_set_new(o, "version", json_integer(op->version));
+	bad |= json_object_set_new(o, "hidden_count", json_integer(op->hidden_count));
+	bad |= json_object_set_new(o, "unhidden_count", json_integer(op->unhidden_count));
+	bad |= !appended || json_object_set_new(o, "appended", appended);
+	bad |= set_str(o, "undo_of", op->undo_of);
+	bad |= set_str(o, "undone_by", op->undone_by);
 	if (bad) {
 		json_decref(o);
 		return NULL;

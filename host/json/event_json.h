@@ -31,8 +31,15 @@ int32_t ej_check_name(const char *s, memd_error *err);
 /* 0 if s is valid UTF-8 (no overlongs/surrogates) of len bytes. */
 int ej_utf8_valid(const char *s, size_t len);
 
+/* The name of a MEMD_OP_* kind ("rewind", "rewrite", "clear", "undo"),
+ * or NULL for another value. */
+const char *ej_op_kind_name(uint32_t kind);
+
 /* New JSON objects for records (NULL on ENOMEM). JSON text members are
  * embedded as JSON values, not strings. */
+/* An event hidden by a transcript operation (hidden_us set) also carries
+ * "hidden": {"at", "by": operation id, "kind"}, and an event an operation
+ * appended "operation": its id; both are absent otherwise. */
 json_t *ej_event(const memd_event *e);
 /* A session made or touched by a lane (lane_key, origin, previous
  * session, start or end reason, end time or usage set) also carries
@@ -42,6 +49,10 @@ json_t *ej_session(const memd_session *s);
 /* 1 when ej_session writes s's lifecycle members. */
 int ej_session_has_lifecycle(const memd_session *s);
 json_t *ej_artifact(const memd_artifact *a);
+/* memd.h's operation object: {"id", "kind", "created", "version",
+ * "hidden_count", "unhidden_count", "appended": {"first_seq", "last_seq"}
+ * | null, "undo_of", "undone_by"}. */
+json_t *ej_operation(const memd_operation *o);
 
 /* An event a client sent, validated and completed: owned strings behind
  * ev's pointers. */

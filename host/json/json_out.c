@@ -696,6 +696,19 @@ int32_t jo_event(json_out *jo, const memd_event *e)
 		LIT(jo, "," KEY("covers_seq"));
 		jo_int(jo, e->covers_seq);
 	}
+	if (e->hidden_us) {
+		LIT(jo, "," KEY("hidden") "{" KEY("at"));
+		jo_time(jo, e->hidden_us);
+		LIT(jo, "," KEY("by"));
+		str_value(jo, "hidden.by", e->hidden_by);
+		LIT(jo, "," KEY("kind"));
+		jo_string(jo, ej_op_kind_name(e->hidden_kind));
+		LIT(jo, "}");
+	}
+	if (e->operation) {
+		LIT(jo, "," KEY("operation"));
+		str_value(jo, "operation", e->operation);
+	}
 	return LIT(jo, "}");
 }
 
@@ -760,6 +773,10 @@ int32_t jo_session_open(json_out *jo, const memd_session *s)
 		jo_int(jo, s->summary_seq);
 	else
 		LIT(jo, "null");
+	LIT(jo, "," KEY("message_count"));
+	jo_int(jo, s->message_count);
+	LIT(jo, "," KEY("last_activity"));
+	jo_time(jo, s->updated_us);
 	if (!ej_session_has_lifecycle(s))
 		return jo->error;
 	return jo_session_lifecycle(jo, s);

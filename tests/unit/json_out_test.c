@@ -682,7 +682,7 @@ Test(json_out, validator_numbers_agree_with_jansson)
 
 typedef struct rand_event {
 	memd_event e;
-	char *strs[6]; /* id, invocation_id, author, role, branch, text */
+	char *strs[8]; /* id, invocation_id, author, role, branch, text, hidden_by, operation */
 	char *texts[3];
 	int canonical;
 } rand_event;
@@ -724,7 +724,7 @@ static void rand_event_make(rng *r, rand_event *re, unsigned bad_every, int smal
 
 	memset(re, 0, sizeof(*re));
 	re->canonical = 1;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		re->strs[i] = rand_field(r, bad_every);
 	if (below(r, 2)) {
 		free(re->strs[3]);
@@ -746,11 +746,20 @@ static void rand_event_make(rng *r, rand_event *re, unsigned bad_every, int smal
 	re->e.tokens = small_ints ? (int64_t)below(r, 1000) : rand_int(r);
 	re->e.covers_seq = small_ints ? (int64_t)below(r, 1000) : rand_int(r);
 	re->e.timestamp_us = rand_int(r);
+	/* Hidden by an operation (of a kind memd knows or not) a third of
+	 * the time; appended by one, with or without a hidden mark. */
+	if (!below(r, 3)) {
+		re->e.hidden_us = rand_int(r);
+		re->e.hidden_us += !re->e.hidden_us;
+		re->e.hidden_kind = (uint32_t)below(r, 6);
+		re->e.hidden_by = re->strs[6];
+	}
+	re->e.operation = below(r, 2) ? re->strs[7] : NULL;
 }
 
 static void rand_event_free(rand_event *re)
 {
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		free(re->strs[i]);
 	for (int i = 0; i < 3; i++)
 		free(re->texts[i]);
@@ -793,9 +802,12 @@ static void assert_same_json(const char *got, size_t len, json_t *ref, int exact
 /* Whether any string field of e is refused by jansson. */
 static int event_has_bad_string(const memd_event *e, const char *field)
 {
-	const char *const names[] = { "id", "invocation_id", "author", "role", "branch", "text" };
-	const char *const vals[] = { e->id, e->invocation_id, e->author, e->role, e->branch, e->text };
-	for (int i = 0; i < 6; i++) {
+	const char *const names[] = { "id",     "invocation_id", "author",    "role",
+				      "branch", "text",          "hidden.by", "operation" };
+	const char *const vals[] = { e->id,     e->invocation_id,			  e->author,
+				     e->role,   e->branch,				  e->text,
+				     e->hidden_us ? e->hidden_by : NULL, e->operation };
+	for (int i = 0; i < 8; i++) {
 		json_t *s;
 		if (!vals[i] || (field && strcmp(field, names[i]) != 0))
 			continue;
@@ -810,7 +822,7 @@ static int event_has_bad_string(const memd_event *e, const char *field)
 Test(json_out, events_equal_the_jansson_path)
 {
 	rng r = { SEED };
-	int bad = 0, summaries = 0;
+	int bad = 0, summaries = 0, hidden = 0, appended = 0;
 
 	for (int i = 0; i < EVENT_CASES; i++) {
 		rand_event re;
@@ -834,6 +846,8 @@ Test(json_out, events_equal_the_jansson_path)
 			cr_assert_eq(jo_finish(&jo, &got, &len), MEMD_EINVAL);
 		} else {
 			summaries += json_object_get(ref, "covers_seq") != NULL;
+			hidden += json_object_get(ref, "hidden") != NULL;
+			appended += json_object_get(ref, "operation") != NULL;
 			cr_assert_eq(rc, 0);
 			cr_assert_eq(jo_finish(&jo, &got, &len), 0);
 			assert_same_json(got, len, ref, re.canonical);
@@ -842,9 +856,11 @@ Test(json_out, events_equal_the_jansson_path)
 		}
 		rand_event_free(&re);
 	}
-	/* The generator reached both sides. */
+	/* The generator reached both sides, and hidden and appended events. */
 	cr_assert_gt(bad, 10);
 	cr_assert_gt(summaries, 100);
+	cr_assert_gt(hidden, 100);
+	cr_assert_gt(appended, 100);
 }
 
 /* Strings of a random session: id, app, user, title, metadata, origin;
@@ -886,6 +902,7 @@ static void rand_session(rng *r, memd_session *s, char *strs[SESSION_STRS], int 
 	s->version = rand_int(r);
 	s->last_seq = rand_int(r);
 	s->summary_seq = below(r, 3) ? rand_int(r) : 0;
+	s->message_count = rand_int(r);
 }
 
 Test(json_out, sessions_equal_the_jansson_path)
