@@ -2,7 +2,8 @@
 /*
  * service_events: memd_events_append (one atomic append of events and a
  * state delta, replayed without writing when its event ids exist) and
- * memd_events_list; the append machinery memd_state_patch shares.
+ * memd_events_list (pages: memd_events_query, service_transcripts.c); the
+ * append machinery memd_state_patch and the transcript operations share.
  */
 #include "service/service_int.h"
 
@@ -13,15 +14,6 @@
 #include "json/event_json.h"
 #include "json/lane_json.h"
 #include "service/title.h"
-
-/* A sink of the read path: records written as JSON text (json_out.h). */
-static int32_t sink_page_event(void *ud, const memd_event *e)
-{
-	jo_page *p = ud;
-	int32_t r = jo_page_event(p, e);
-	/* A full page needs nothing more from the store: stop its read. */
-	return r == 0 && p->more ? 1 : r;
-}
 
 static const char *const append_fields[] = { "events", "state_delta", "expected_version",
 					     "invocation_id", "usage", NULL };
@@ -47,6 +39,7 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	memd_append a = { .struct_size = sizeof(a) };
 	memd_append_result res = { .struct_size = sizeof(res) };
 	json_t *seqs;
+	int changed;
 	int32_t r;
 
 	/* A store before 1.2 does not read usage: it would be lost. */
@@ -64,10 +57,15 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	a.state_delta_json = q->delta_text;
 	a.title_if_unset = q->title;
 	a.usage = q->has_usage ? &q->usage : NULL;
+	a.op = q->op;
 	a.now_us = service_clock_us(m);
 	res.seqs = q->seqs;
 	if ((r = store_append(m->sessions, &call, sc, &a, &res, err)) < 0)
 		return r;
+	q->hidden_count = res.hidden_count;
+	q->unhidden_count = res.unhidden_count;
+	q->replayed = (res.flags & MEMD_APPEND_REPLAYED) != 0;
+	changed = !q->replayed && (q->n || res.hidden_count || res.unhidden_count);
 	/* The append is durable now: failing the call would make a client
 	 * resend it (and, with ids memd made, store it twice). temp: keys
 	 * are scratch of the invocation; losing them (out of memory) is
@@ -79,9 +77,9 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 				    "append to '%.64s' stored, its temp: state not kept: %s",
 				    sc->session, terr.msg);
 	}
-	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+	if (changed)
 		index_notify(m->index);
-	if (!(res.flags & MEMD_APPEND_REPLAYED) && q->n)
+	if (changed)
 		service_run_after_append(m, sc);
 	seqs = json_array();
 	for (size_t i = 0; seqs && i < q->n; i++)
@@ -189,31 +187,6 @@ int32_t memd_events_page(memd *m, const char *app, const char *user, const char 
 			 int64_t after_seq, uint32_t limit, uint32_t flags, char **ret_json,
 			 memd_error *err)
 {
-	memd_call call = service_call_for_request(m);
-	memd_scope sc;
-	memd_event_query q = { .struct_size = sizeof(q) };
-	jo_page page;
-	memd_event_sink sink = { sizeof(sink), &page, sink_page_event };
-	int32_t r;
-
-	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
-		return r;
-	if (after_seq < 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
-	if (limit == 0)
-		limit = MEMD_PAGE_LIMIT_DEFAULT;
-	if (limit > MEMD_PAGE_LIMIT_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_PAGE_LIMIT_MAX);
-	q.after_seq = after_seq;
-	q.limit = limit + 1; /* one more tells whether there is a next page */
-	jo_page_begin(&page, limit);
-	page.max_bytes = (size_t)m->set.max_response_bytes;
-	page.out.no_text = (flags & MEMD_READ_NO_TEXT) != 0;
-	r = store_events_load(m->sessions, &call, &sc, &q, &sink, err);
-	if (r < 0 || page.out.error) {
-		r = service_read_failed(m, &page.out, r, NULL, err);
-		jo_page_clear(&page);
-		return r;
-	}
-	return jo_page_finish(&page, ret_json) < 0 ? service_oom(err) : 0;
+	return memd_events_query(m, app, user, sid, after_seq, limit, NULL,
+				 flags & MEMD_READ_NO_TEXT, ret_json, err);
 }

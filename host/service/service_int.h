@@ -7,6 +7,10 @@
  *   service_request.c       request plumbing (deadline, scope, body, answer)
  *   service_sessions.c      sessions
  *   service_events.c        event append and list
+ *   service_transcripts.c   transcript operations: rewind, rewrite, clear,
+ *                           undo (soft delete with an audit trail, state
+ *                           restored from its history), operations and
+ *                           state history, event pages by role
  *   service_after_append.c  strategies' after_append hook, on the worker
  *   service_lanes.c         lanes: resolve, open (get-or-create), get, list,
  *                           reset, switch, suspend, delete; the clock
@@ -186,19 +190,52 @@ typedef struct service_append_req {
 	int64_t *seqs;
 	memd_usage usage;       /* added to the session's and its lane's sums */
 	int has_usage;
+	/* A transcript operation done by the append (borrowed; NULL = none);
+	 * service_append refuses it (MEMD_ENOTSUP) for a store before 1.2. */
+	const memd_transcript_op *op;
+	int64_t hidden_count;   /* output: events op hid */
+	int64_t unhidden_count; /* output: events op (an undo) made visible */
+	int replayed;           /* output: every event id existed, nothing written */
 } service_append_req;
 
 /* Free what q holds (not q itself). */
 void service_append_req_clear(service_append_req *q);
 
 /* Append q's n events (evp) with q->delta_text and q->title (title if
- * unset) to the session of sc in one store transaction, expecting version
- * expected when has_version; then set q->temp's keys for invocation inv
- * (NULL = none), and, unless the append was a replay or had no events,
- * wake the indexes and queue the strategy's after_append. *ret is a new
- * {"version","seqs","replayed"} object. Allocates q->seqs (q owns it). */
+ * unset), and q->op when set, to the session of sc in one store
+ * transaction, expecting version expected when has_version; then set
+ * q->temp's keys for invocation inv (NULL = none), and, unless the append
+ * was a replay or changed no event (none added, hidden or unhidden), wake
+ * the indexes and queue the strategy's after_append. *ret is a new
+ * {"version","seqs","replayed"} object; q->hidden_count, unhidden_count
+ * and replayed are set. Allocates q->seqs (q owns it). */
 int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, const char *inv,
 		       int has_version, int64_t expected, json_t **ret, memd_error *err);
+
+/* ---- service_transcripts.c ------------------------------------------------ */
+
+/* Replace the whole transcript of session sid of (app, user) atomically
+ * (memd_messages_put): create the session if it does not exist (empty,
+ * title and state from the append), then one append that hides every
+ * visible event (an operation of kind rewrite, id made here) and adds q's
+ * events (q filled as memd_events_append fills it: in/evp/n, delta_text,
+ * temp, title), expecting version expected_version when has_version
+ * (version 0 for a session this call creates). call: the request's (its
+ * deadline); inv: the invocation of q's temp: keys (NULL = none).
+ * *ret is a new {"operation": operation | null (a replay: every event id
+ * existed, nothing written), "version", "seqs", "hidden_count",
+ * "created": bool} object. MEMD_ECONFLICT on a version mismatch (nothing
+ * done but the session's creation), MEMD_ENOTSUP for a store before 1.2,
+ * the store's other errors. q stays the caller's (service_append_req_clear). */
+int32_t service_transcript_rewrite(memd *m, const memd_call *call, const char *app,
+				   const char *user, const char *sid, service_append_req *q,
+				   const char *inv, int has_version, int64_t expected_version,
+				   json_t **ret, memd_error *err);
+
+/* The role names of a comma-separated list ("user,assistant") as a
+ * MEMD_ROLE_* mask into *ret (0 for NULL or ""). MEMD_EINVAL naming an
+ * unknown role. */
+int32_t service_parse_roles(const char *roles, uint32_t *ret, memd_error *err);
 
 /* ---- service_after_append.c ----------------------------------------------- */
 

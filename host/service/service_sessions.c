@@ -197,15 +197,19 @@ fail:
 	return r;
 }
 
-/* Cursor text: "<created_us>.<hex of id>". */
-static char *cursor_encode(int64_t created_us, const char *id)
+/* Cursor text: "<created_us>.<hex of id>", or for the activity order
+ * "a<updated_us>.<hex of id>" (so that a cursor of one order is refused
+ * by the other). */
+#define ACTIVITY_CURSOR 'a'
+
+static char *cursor_encode(int activity, int64_t at_us, const char *id)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t len = strlen(id), off;
 	char *c = malloc(32 + 2 * len);
 	if (!c)
 		return NULL;
-	off = (size_t)snprintf(c, 32, "%" PRId64 ".", created_us);
+	off = (size_t)snprintf(c, 32, "%s%" PRId64 ".", activity ? "a" : "", at_us);
 	for (size_t i = 0; i < len; i++) {
 		c[off++] = hex[(unsigned char)id[i] >> 4];
 		c[off++] = hex[(unsigned char)id[i] & 0xf];
@@ -223,12 +227,18 @@ static int hexval(char c)
 	return -1;
 }
 
-static int32_t cursor_decode(const char *c, int64_t *ret_created, char **ret_id, memd_error *err)
+static int32_t cursor_decode(int activity, const char *c, int64_t *ret_created, char **ret_id,
+			     memd_error *err)
 {
 	char *end, *id;
 	long long created;
 	size_t hexlen;
 
+	if ((*c == ACTIVITY_CURSOR) != activity)
+		goto bad;
+	c += activity;
+	if (*c < '0' || *c > '9')
+		goto bad;
 	created = strtoll(c, &end, 10);
 	if (end == c || *end != '.' || created < 0)
 		goto bad;
@@ -275,6 +285,7 @@ int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
 	char *after_id = NULL, *next = NULL, platform[MEMD_ID_MAX + 1];
 	const char *cursor;
 	uint32_t limit, flags;
+	int activity;
 	memd_session_sink sink;
 	int32_t r;
 
@@ -300,15 +311,32 @@ int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
 		q.origin_platform = platform;
 	}
 	q.lane_key = lo.lane_key;
+	if (lo.order != MEMD_ORDER_CREATED && lo.order != MEMD_ORDER_ACTIVITY)
+		return memd_error_set(err, MEMD_EINVAL, 0, "order: must be created or activity");
+	if (lo.active_within_s < 0 || lo.active_within_s > INT64_MAX / US_PER_SEC)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "active_within: must be a non-negative number of seconds");
+	activity = lo.order == MEMD_ORDER_ACTIVITY;
+	/* A store before 1.2 would ignore both and answer another list. */
+	if ((activity || lo.active_within_s) && store_minor(m->sessions) < 2)
+		return memd_error_set(err, MEMD_ENOTSUP, 0,
+				      "%s: lists sessions by creation only (a store of ABI 1.2 or "
+				      "later lists them by activity)",
+				      store_name(m->sessions));
+	if (lo.active_within_s)
+		q.updated_after_us = service_clock_us(m) - lo.active_within_s * US_PER_SEC;
 	if (limit == 0)
 		limit = MEMD_LIST_LIMIT_DEFAULT;
 	if (limit > MEMD_LIST_LIMIT_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_LIST_LIMIT_MAX);
-	if (cursor && *cursor && (r = cursor_decode(cursor, &q.before_created_us, &after_id, err)) < 0)
+	if (cursor && *cursor &&
+	    (r = cursor_decode(activity, cursor, &q.before_created_us, &after_id, err)) < 0)
 		return r;
 	q.before_id = after_id;
 	q.limit = limit + 1; /* one more tells whether there is a next page */
 	q.flags = flags & MEMD_LIST_INCLUDE_ARCHIVED ? MEMD_SQ_INCLUDE_ARCHIVED : 0;
+	if (activity)
+		q.flags |= MEMD_SQ_BY_ACTIVITY;
 	arr = json_array();
 	if (!arr) {
 		r = service_oom(err);
@@ -321,8 +349,11 @@ int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
 		json_t *last = json_array_get(arr, limit - 1);
 		int64_t created;
 		json_array_remove(arr, limit);
-		if (ej_parse_time(json_string_value(json_object_get(last, "created")), &created) < 0 ||
-		    !(next = cursor_encode(created, json_string_value(json_object_get(last, "id"))))) {
+		if (ej_parse_time(json_string_value(json_object_get(last, activity ? "updated"
+											: "created")),
+				  &created) < 0 ||
+		    !(next = cursor_encode(activity, created,
+					   json_string_value(json_object_get(last, "id"))))) {
 			r = service_oom(err);
 			goto out;
 		}
