@@ -104,6 +104,8 @@ int32_t service_parse_roles(const char *roles, uint32_t *ret, memd_error *err)
 					      "tool, summary)",
 					      (int)(len > 64 ? 64 : len), p);
 		mask |= names[i].bit;
+		if (end && !end[1])
+			return memd_error_set(err, MEMD_EINVAL, 0, "roles: ends with a comma");
 		p = end ? end + 1 : NULL;
 	}
 	*ret = mask;
