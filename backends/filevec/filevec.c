@@ -15,8 +15,10 @@
  * would depend on the page cache; the price is memory for the live
  * vectors (about 1.25 x their float32 size) and a replay at open.
  *
- * Durability: an upsert or remove returns after its records are written
- * and fdatasync()ed (config fsync: true, the default). Compaction runs in
+ * Durability: an upsert, remove or remove_events returns after its
+ * records are written and fdatasync()ed (config fsync: true, the
+ * default); remove_events writes one event tombstone per vector it
+ * removes, all in one append. Compaction runs in
  * the write that makes dead bytes exceed compact_ratio of the log (and
  * compact_min_bytes): it writes the live records to a new segment which
  * atomically supersedes the old ones.
@@ -40,7 +42,7 @@
 #include "plugin_util.h"
 
 #define FV_PLUGIN_NAME "filevec"
-#define FV_PLUGIN_VERSION "1.0.0"
+#define FV_PLUGIN_VERSION "1.1.0"
 #define FV_ABI_MINOR_NEEDED 0
 
 #define FV_DEFAULT_FSYNC "true"
@@ -493,6 +495,87 @@ static int32_t fv_op_remove(void *inst, const memd_call *call, const memd_vector
 	return r;
 }
 
+/* An id of the scope given to remove_events: 1..MEMD_ID_MAX bytes. */
+static int32_t check_scope_id(const char *s, const char *what, fv_str *ret, memd_error *err)
+{
+	size_t len = s ? strlen(s) : 0;
+
+	if (!len || len > MEMD_ID_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "filevec: remove_events: the scope's %s must be 1..%d bytes", what,
+				      MEMD_ID_MAX);
+	*ret = (fv_str){ s, len };
+	return 0;
+}
+
+/* One event tombstone per id whose vector is there, written (and synced)
+ * in one append, then removed from the index. */
+static int32_t fv_op_remove_events(void *inst, const memd_call *call, const memd_scope *scope,
+				   const char *const *event_ids, uint32_t n, memd_error *err)
+{
+	fv_store *st = inst;
+	fv_rec *tombs = NULL;
+	unsigned char *buf = NULL;
+	size_t total = 0, off = 0;
+	uint32_t live = 0;
+	int32_t r;
+
+	if (!scope || scope->struct_size < offsetof(memd_scope, session) + sizeof(scope->session))
+		return memd_error_set(err, MEMD_EINVAL, 0, "filevec: remove_events: no scope");
+	if (n == 0)
+		return 0;
+	if (!event_ids)
+		return memd_error_set(err, MEMD_EINVAL, 0, "filevec: remove_events: no event ids");
+	r = pu_call_check(call, st->host->monotonic_us ? st->host->monotonic_us(st->host) : 0, err);
+	if (r < 0)
+		return r;
+	tombs = calloc(n, sizeof(*tombs));
+	if (!tombs)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "filevec: out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len;
+		tombs[i].type = FV_REC_EVENT_TOMBSTONE;
+		if ((r = check_scope_id(scope->app, "app", &tombs[i].app, err)) < 0 ||
+		    (r = check_scope_id(scope->user, "user", &tombs[i].user, err)) < 0 ||
+		    (r = check_scope_id(scope->session, "session", &tombs[i].session, err)) < 0 ||
+		    (r = check_id(event_ids[i], "event_id", i, &len, err)) < 0)
+			goto out;
+		tombs[i].has_session = 1;
+		tombs[i].event_id = (fv_str){ event_ids[i], len };
+	}
+
+	pthread_mutex_lock(&st->wlock);
+	/* Only writers change the index, and this is the writer: write
+	 * tombstones for the vectors that are there (the others are ignored). */
+	for (uint32_t i = 0; i < n; i++) {
+		if (!fv_index_has_event(st->ix, &tombs[i].app, &tombs[i].user, &tombs[i].session,
+					&tombs[i].event_id))
+			continue;
+		tombs[live++] = tombs[i];
+		total += fv_rec_size(&tombs[i]);
+	}
+	if (live && !(buf = malloc(total)))
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "filevec: out of memory for %zu bytes", total);
+	if (live && buf) {
+		for (uint32_t i = 0; i < live; i++)
+			off += fv_rec_encode(&tombs[i], NULL, buf + off);
+		r = fv_log_append(st->log, buf, total, err);
+		if (r == 0) {
+			pthread_rwlock_wrlock(&st->lock);
+			for (uint32_t i = 0; i < live; i++)
+				fv_index_remove_event(st->ix, &tombs[i].app, &tombs[i].user,
+						      &tombs[i].session, &tombs[i].event_id);
+			pthread_rwlock_unlock(&st->lock);
+			maybe_compact(st);
+		}
+	}
+	pthread_mutex_unlock(&st->wlock);
+out:
+	free(buf);
+	free(tombs);
+	return r;
+}
+
 /* ---- queries ---------------------------------------------------------- */
 
 static int32_t fv_op_query(void *inst, const memd_call *call, const float *vector, uint32_t dim,
@@ -583,6 +666,10 @@ static int32_t replay_apply(void *userdata, const fv_rec *rec, uint32_t rec_byte
 
 	if (rec->type == FV_REC_TOMBSTONE) {
 		fv_index_remove(st->ix, &rec->app, &rec->user, rec->has_session ? &rec->session : NULL);
+		return 0;
+	}
+	if (rec->type == FV_REC_EVENT_TOMBSTONE) {
+		fv_index_remove_event(st->ix, &rec->app, &rec->user, &rec->session, &rec->event_id);
 		return 0;
 	}
 	fv_rec_vector(rec, st->replay_vec);
@@ -689,6 +776,7 @@ static const memd_vector_ops vector_ops = {
 	.query = fv_op_query,
 	.ping = fv_op_ping,
 	.prepare = fv_op_prepare,
+	.remove_events = fv_op_remove_events,
 };
 
 static const memd_plugin descriptor = {

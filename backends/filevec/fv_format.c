@@ -38,6 +38,10 @@
 #define TB_LENS 0 /* three u16 lengths, then a u16 zero */
 #define TB_FIXED 8
 #define TB_NSTR 3
+/* Event tombstone body. */
+#define EB_LENS 0 /* four u16 lengths */
+#define EB_FIXED 8
+#define EB_NSTR 4
 
 #define FV_FLOAT_BYTES 4u
 
@@ -134,6 +138,8 @@ static size_t body_size(const fv_rec *r)
 		return pad4(UB_FIXED + r->app.len + r->user.len + r->session.len + r->event_id.len +
 			    (r->has_author ? r->author.len : 0)) +
 		       (size_t)r->dim * FV_FLOAT_BYTES;
+	if (r->type == FV_REC_EVENT_TOMBSTONE)
+		return pad4(EB_FIXED + r->app.len + r->user.len + r->session.len + r->event_id.len);
 	return pad4(TB_FIXED + r->app.len + r->user.len + (r->has_session ? r->session.len : 0));
 }
 
@@ -180,6 +186,16 @@ size_t fv_rec_encode(const fv_rec *r, const float *vector, unsigned char *out)
 			memcpy(&bits, &vector[j], sizeof(bits));
 			put32(p + (size_t)j * FV_FLOAT_BYTES, bits);
 		}
+	} else if (r->type == FV_REC_EVENT_TOMBSTONE) {
+		put16(b + EB_LENS, (uint16_t)r->app.len);
+		put16(b + EB_LENS + 2, (uint16_t)r->user.len);
+		put16(b + EB_LENS + 4, (uint16_t)r->session.len);
+		put16(b + EB_LENS + 6, (uint16_t)r->event_id.len);
+		p = b + EB_FIXED;
+		p = put_str(p, &r->app);
+		p = put_str(p, &r->user);
+		p = put_str(p, &r->session);
+		put_str(p, &r->event_id);
 	} else {
 		put16(b + TB_LENS, (uint16_t)r->app.len);
 		put16(b + TB_LENS + 2, (uint16_t)r->user.len);
@@ -271,6 +287,23 @@ static int decode_tombstone(const unsigned char *b, size_t len, uint8_t flags, f
 	return FV_DECODE_OK;
 }
 
+static int decode_event_tombstone(const unsigned char *b, size_t len, uint8_t flags, fv_rec *r)
+{
+	uint16_t lens[EB_NSTR];
+	fv_str *outs[EB_NSTR] = { &r->app, &r->user, &r->session, &r->event_id };
+	size_t end;
+
+	if (len < EB_FIXED || flags != 0)
+		return FV_DECODE_BAD;
+	for (int i = 0; i < EB_NSTR; i++)
+		lens[i] = get16(b + EB_LENS + 2 * i);
+	if (take_strs(b, EB_FIXED, len, lens, outs, EB_NSTR, &end) < 0 || pad4(end) != len)
+		return FV_DECODE_BAD;
+	if (!id_ok(&r->app) || !id_ok(&r->user) || !id_ok(&r->session) || !id_ok(&r->event_id))
+		return FV_DECODE_BAD;
+	return FV_DECODE_OK;
+}
+
 int fv_rec_decode(const unsigned char *p, size_t avail, uint32_t dim, fv_rec *ret,
 		  size_t *ret_size)
 {
@@ -292,6 +325,8 @@ int fv_rec_decode(const unsigned char *p, size_t avail, uint32_t dim, fv_rec *re
 		rc = decode_upsert(p + FV_REC_HEADER_SIZE, len, p[RH_FLAGS], dim, &r);
 	else if (r.type == FV_REC_TOMBSTONE)
 		rc = decode_tombstone(p + FV_REC_HEADER_SIZE, len, p[RH_FLAGS], &r);
+	else if (r.type == FV_REC_EVENT_TOMBSTONE)
+		rc = decode_event_tombstone(p + FV_REC_HEADER_SIZE, len, p[RH_FLAGS], &r);
 	else
 		rc = FV_DECODE_BAD;
 	if (rc < 0)

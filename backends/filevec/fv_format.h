@@ -18,7 +18,8 @@
  *    0  u32 magic         FV_REC_MAGIC
  *    4  u32 crc32c        of bytes 8 .. 16 + body_len
  *    8  u32 body_len      a multiple of 4
- *   12  u8  type          FV_REC_UPSERT or FV_REC_TOMBSTONE
+ *   12  u8  type          FV_REC_UPSERT, FV_REC_TOMBSTONE or
+ *                         FV_REC_EVENT_TOMBSTONE
  *   13  u8  flags         FV_REC_HAS_AUTHOR (upsert), FV_REC_HAS_SESSION
  *                         (tombstone)
  *   14  u16 zero
@@ -29,6 +30,12 @@
  * Tombstone body: u16 lengths of app, user, session, u16 zero, the strings,
  * zero padding to 4. It removes every record of (app, user[, session])
  * written before it.
+ * Event tombstone body (filevec 1.1, memd ABI 1.2: remove_events): u16
+ * lengths of app, user, session, event_id, the strings, zero padding to
+ * 4; flags 0. It removes the record of (app, user, session, event_id)
+ * written before it. An older filevec skips it as a damaged record (the
+ * event's vector comes back; memd's searches still leave hidden events
+ * out, as with a vector store that cannot remove them).
  */
 #ifndef MEMD_FV_FORMAT_H
 #define MEMD_FV_FORMAT_H
@@ -47,6 +54,7 @@
 #define FV_REC_ALIGN 4u
 #define FV_REC_UPSERT 1u
 #define FV_REC_TOMBSTONE 2u
+#define FV_REC_EVENT_TOMBSTONE 3u
 #define FV_REC_HAS_AUTHOR 0x1u   /* upsert: author present */
 #define FV_REC_HAS_SESSION 0x1u  /* tombstone: one session, not the whole user */
 #define FV_AUTHOR_MAX 65535u     /* bytes in an author (u16 length) */
@@ -81,7 +89,7 @@ typedef struct fv_rec {
 	uint32_t type;             /* FV_REC_* */
 	fv_str app, user, session, event_id, author;
 	int has_author;            /* upsert */
-	int has_session;           /* tombstone */
+	int has_session;           /* tombstone (an event tombstone always has one) */
 	int64_t seq, timestamp_us; /* upsert */
 	uint32_t dim;              /* upsert */
 	const unsigned char *vector; /* upsert, decoded: dim little-endian floats */

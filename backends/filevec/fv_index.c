@@ -721,6 +721,43 @@ void fv_index_remove(fv_index *ix, const fv_str *app, const fv_str *user, const 
 	part_remove(ix, p);
 }
 
+/* The slot of (app, user, session, event id) in *ret_part, or FV_NONE. */
+static uint32_t event_slot(const fv_index *ix, const fv_str *app, const fv_str *user,
+			   const fv_str *session, const fv_str *event_id, fv_part **ret_part)
+{
+	fv_part *p = part_find(ix, app, user);
+	uint32_t sid;
+
+	*ret_part = p;
+	if (!p)
+		return FV_NONE;
+	sid = strtab_find(&p->sessions, session->p, session->len);
+	if (sid == FV_NONE)
+		return FV_NONE;
+	return slot_find(p, sid, event_id->p, event_id->len,
+			 hash_key(sid, event_id->p, event_id->len));
+}
+
+int fv_index_has_event(const fv_index *ix, const fv_str *app, const fv_str *user,
+		       const fv_str *session, const fv_str *event_id)
+{
+	fv_part *p;
+	return event_slot(ix, app, user, session, event_id, &p) != FV_NONE;
+}
+
+void fv_index_remove_event(fv_index *ix, const fv_str *app, const fv_str *user,
+			   const fv_str *session, const fv_str *event_id)
+{
+	fv_part *p;
+	uint32_t s = event_slot(ix, app, user, session, event_id, &p);
+
+	if (s == FV_NONE)
+		return;
+	slot_remove(ix, p, s);
+	if (!p->n)
+		part_remove(ix, p);
+}
+
 /* ---- queries ---------------------------------------------------------- */
 
 typedef struct fv_cand {

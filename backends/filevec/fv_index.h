@@ -69,6 +69,13 @@ uint64_t fv_index_matching(const fv_index *ix, const fv_str *app, const fv_str *
 			   const fv_str *session);
 /* Remove every vector of (app, user[, session]). Cannot fail. */
 void fv_index_remove(fv_index *ix, const fv_str *app, const fv_str *user, const fv_str *session);
+/* Nonzero if the vector of (app, user, session, event id) is there. */
+int fv_index_has_event(const fv_index *ix, const fv_str *app, const fv_str *user,
+		       const fv_str *session, const fv_str *event_id);
+/* Remove the vector of (app, user, session, event id), if there. Cannot
+ * fail. */
+void fv_index_remove_event(fv_index *ix, const fv_str *app, const fv_str *user,
+			   const fv_str *session, const fv_str *event_id);
 
 /* A query's scope and filters (app and user required). */
 typedef struct fv_filter {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "vector.h"
 
+#include "strtab.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -190,6 +192,10 @@ int32_t vec_open(const loader_instance *inst, const char *store_name, store *ses
 		vec_free(v);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
+	if (!v->ops->remove_events)
+		hostsvc_log(svc, MEMD_LOG_INFO, "index.vector",
+			    "vector store %s has no remove_events (ABI below 1.2): hidden events keep their vectors, and searches leave them out when they fetch the hits",
+			    store_name);
 	if (!embedder_dim_known(emb)) {
 		/* The endpoint is down: the tailer sets up before its first batch. */
 		*ret = v;
@@ -319,6 +325,52 @@ int32_t vec_remove_user(vec_index *v, const char *app, const char *user, memd_er
 	return remove_scope(v, app, user, NULL, err);
 }
 
+int vec_removes_events(const vec_index *v)
+{
+	return v->ops->remove_events != NULL;
+}
+
+/* Remove the records of events ids[0..n) of one session. A store without
+ * remove_events (below ABI 1.2) keeps them: searches leave hidden events
+ * out when they fetch the hits (see vector.h). */
+static int32_t remove_events(vec_index *v, const char *app, const char *user, const char *session,
+			     const char *const *ids, uint32_t n, memd_error *err)
+{
+	memd_call call = vec_call_ctx(v);
+	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user, .session = session };
+	int32_t r;
+
+	if (!n || !v->ops->remove_events)
+		return 0;
+	VEC_LOCK(v);
+	r = v->ops->remove_events(v->handle, &call, &sc, ids, n, err);
+	VEC_UNLOCK(v);
+	return r < 0 ? fix(v, "remove_events", r, err) : 0;
+}
+
+/* Nonzero if b is a HIDE record of a's session. */
+static int same_session(const feed_rec *a, const feed_rec *b)
+{
+	return b->kind == MEMD_FEED_HIDE && b->session && strcmp(a->app, b->app) == 0 &&
+	       strcmp(a->user, b->user) == 0 && strcmp(a->session, b->session) == 0;
+}
+
+/* The run of HIDE records of one session that starts at recs[0] (at most
+ * VEC_HIDE_RUN), removed in one call; its length into *ret_run. */
+static int32_t hide_run(vec_index *v, const feed_rec *recs, size_t n, size_t *ret_run,
+			memd_error *err)
+{
+	const char *ids[VEC_HIDE_RUN];
+	size_t k = 0;
+
+	while (k < n && k < VEC_HIDE_RUN && (k == 0 || same_session(&recs[0], &recs[k]))) {
+		ids[k] = recs[k].event_id ? recs[k].event_id : "";
+		k++;
+	}
+	*ret_run = k;
+	return remove_events(v, recs[0].app, recs[0].user, recs[0].session, ids, (uint32_t)k, err);
+}
+
 int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
 {
 	int32_t r;
@@ -345,6 +397,16 @@ int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
 					      err)) < 0)
 				return r;
 			break;
+		case MEMD_FEED_HIDE: {
+			size_t run = 1;
+			if (!rec->session)
+				break;
+			/* An event pending in this batch is upserted first. */
+			if ((r = flush(v, err)) < 0 || (r = hide_run(v, rec, n - i, &run, err)) < 0)
+				return r;
+			i += run - 1;
+			break;
+		}
 		default:
 			break; /* kinds of a newer store: nothing to index */
 		}
@@ -384,13 +446,66 @@ static int32_t c_save(void *ud, int64_t position, memd_error *err)
 	return vec_cursor_save(ud, position, err);
 }
 
-/* Applies the delete records of a feed range (after, until]. */
+/* Applies the delete records of a feed range (after, until] and gathers
+ * its HIDE records: hides[id] of keys "app\1user\1session\1event" is 1
+ * while no later EVENT record of the range made that event visible again. */
 typedef struct skip_ctx {
 	vec_index *v;
 	int64_t until, last;
 	size_t read;
 	memd_error *err;
+	strtab keys;
+	uint8_t *hides;
+	uint32_t hides_cap;
+	int oom;
 } skip_ctx;
+
+#define VEC_KEY_SEP '\x01' /* ids never contain control characters */
+#define VEC_KEY_MAX (4 * (MEMD_ID_MAX + 1))
+
+/* The key of an event into buf; its length, or 0 if an id is too long. */
+static size_t event_key(const char *app, const char *user, const char *session, const char *id,
+			char buf[VEC_KEY_MAX])
+{
+	int n = snprintf(buf, VEC_KEY_MAX, "%s%c%s%c%s%c%s", app, VEC_KEY_SEP, user, VEC_KEY_SEP,
+			 session, VEC_KEY_SEP, id);
+	return n > 0 && n < VEC_KEY_MAX ? (size_t)n : 0;
+}
+
+static int32_t skip_hide(skip_ctx *s, const memd_feed_record *r, int hidden)
+{
+	char key[VEC_KEY_MAX];
+	size_t kl;
+	uint32_t id;
+
+	if (!r->event || !r->event->id || !r->session)
+		return 0;
+	kl = event_key(r->app ? r->app : r->event->app, r->user ? r->user : r->event->user,
+		       r->session, r->event->id, key);
+	if (!kl)
+		return 0;
+	if (!hidden) {
+		id = strtab_find(&s->keys, key, kl);
+		if (id != STRTAB_NONE)
+			s->hides[id] = 0;
+		return 0;
+	}
+	if (strtab_intern(&s->keys, key, kl, &id) < 0)
+		goto oom;
+	if (id >= s->hides_cap) {
+		uint32_t cap = s->hides_cap ? s->hides_cap * 2 : VEC_HIDE_RUN;
+		uint8_t *h = realloc(s->hides, cap);
+		if (!h)
+			goto oom;
+		s->hides = h;
+		s->hides_cap = cap;
+	}
+	s->hides[id] = 1;
+	return 0;
+oom:
+	s->oom = 1;
+	return MEMD_ENOMEM;
+}
 
 static int32_t skip_record(void *ud, const memd_feed_record *r)
 {
@@ -398,22 +513,67 @@ static int32_t skip_record(void *ud, const memd_feed_record *r)
 
 	s->read++;
 	s->last = r->position;
-	if (r->position > s->until ||
-	    (r->kind != MEMD_FEED_DELETE_SESSION && r->kind != MEMD_FEED_DELETE_USER))
+	if (r->position > s->until)
+		return 0;
+	if (r->kind == MEMD_FEED_HIDE || r->kind == MEMD_FEED_EVENT)
+		return skip_hide(s, r, r->kind == MEMD_FEED_HIDE);
+	if (r->kind != MEMD_FEED_DELETE_SESSION && r->kind != MEMD_FEED_DELETE_USER)
 		return 0;
 	return remove_scope(s->v, r->app, r->user,
 			    r->kind == MEMD_FEED_DELETE_SESSION ? r->session : NULL, s->err);
 }
 
+/* Remove the events the range left hidden, a session's run per call. */
+static int32_t skip_remove_hidden(skip_ctx *s)
+{
+	const char *ids[VEC_HIDE_RUN];
+	char scope[VEC_KEY_MAX], cur[VEC_KEY_MAX];
+	uint32_t k = 0;
+	int32_t r;
+
+	for (uint32_t i = 0; i <= s->keys.n; i++) {
+		const char *key = NULL, *sep = NULL;
+		size_t sl = 0;
+		if (i < s->keys.n) {
+			if (!s->hides[i])
+				continue;
+			key = strtab_get(&s->keys, i);
+			sep = strrchr(key, VEC_KEY_SEP);
+			sl = (size_t)(sep - key);
+		}
+		if (k && (!key || k == VEC_HIDE_RUN || sl != strlen(cur) || memcmp(key, cur, sl) != 0)) {
+			/* cur is "app\1user\1session": split it in place. */
+			char *user, *session;
+			memcpy(scope, cur, strlen(cur) + 1);
+			user = strchr(scope, VEC_KEY_SEP);
+			*user++ = '\0';
+			session = strchr(user, VEC_KEY_SEP);
+			*session++ = '\0';
+			if ((r = remove_events(s->v, scope, user, session, ids, k, s->err)) < 0)
+				return r;
+			k = 0;
+		}
+		if (!key)
+			break;
+		if (!k) {
+			memcpy(cur, key, sl);
+			cur[sl] = '\0';
+		}
+		ids[k++] = sep + 1;
+	}
+	return 0;
+}
+
 /* Another process moved the shared cursor past us: it embedded the events
- * in between; re-apply the deletes in between (one of our earlier upserts
- * may have landed after its remove). */
+ * in between; re-apply the deletes and hides in between (one of our
+ * earlier upserts may have landed after its remove), except the hides of
+ * events the range shows visible again. */
 static int32_t c_skip(void *ud, int64_t position, int64_t *ret, memd_error *err)
 {
 	vec_index *v = ud;
 	memd_call call = vec_call_ctx(v);
 	int64_t durable = 0;
-	skip_ctx s = { v, 0, position, 0, err };
+	skip_ctx s = { .v = v, .last = position, .err = err };
 	memd_feed_sink sink = { sizeof(sink), &s, skip_record };
 	int32_t r;
 
@@ -429,12 +589,19 @@ static int32_t c_skip(void *ud, int64_t position, int64_t *ret, memd_error *err)
 	do {
 		s.read = 0;
 		if ((r = store_feed_read(v->sessions, &call, s.last, VEC_SKIP_BATCH, &sink, err)) < 0)
-			return r;
+			goto out;
 	} while (s.read == VEC_SKIP_BATCH && s.last < durable);
+	if ((r = skip_remove_hidden(&s)) < 0)
+		goto out;
 	hostsvc_log(v->svc, MEMD_LOG_DEBUG, "index.vector",
 		    "another process indexed up to %lld; going on from there", (long long)durable);
 	*ret = durable;
-	return 0;
+out:
+	if (s.oom)
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	strtab_clear(&s.keys);
+	free(s.hides);
+	return r;
 }
 
 void vec_consumer(vec_index *v, feed_consumer *ret)

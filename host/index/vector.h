@@ -2,8 +2,12 @@
 /*
  * vector: the vector indexer over a vector-store plugin instance
  * (api/memd/vector.h). It embeds events' text in batches (embed.h) and
- * upserts one record per event (idempotent by event), removes a
- * session's or user's records when the feed says they were deleted, and
+ * upserts one record per event (idempotent by event, so an event made
+ * visible again is simply upserted again), removes a session's or user's
+ * records when the feed says they were deleted and an event's when it was
+ * hidden (remove_events; a vector store below ABI 1.2 has none and keeps
+ * hidden events' records: searches then drop those hits when they fetch
+ * the events, which skips hidden ones, so they never show), and
  * keeps its feed position in the session store's durable cursor
  * "vector:<store name>:<embedder identity>" (saved after each applied
  * batch, so a crash repeats at most one batch, which the upserts make
@@ -11,8 +15,8 @@
  * cursor at 0, so every event is embedded again with it; a vector store
  * emptied or moved under the same name needs `memd index rebuild`. Several
  * memd processes share that cursor: a tailer that finds it ahead of its
- * own position jumps there and applies only the deletes in between (the
- * other process embedded the events). Calls into a plugin that is not
+ * own position jumps there and applies only the deletes and hides in
+ * between (the other process embedded the events). Calls into a plugin that is not
  * MEMD_PLUGIN_THREADSAFE are serialized.
  */
 #ifndef MEMD_INDEX_VECTOR_H
@@ -30,6 +34,9 @@
 #define VEC_CURSOR_PREFIX "vector:"
 /* Feed records per batch read for the deletes a jump skips over. */
 #define VEC_SKIP_BATCH 1024
+/* Hidden events removed per remove_events call (a run of one session's
+ * HIDE records). */
+#define VEC_HIDE_RUN 256
 
 typedef struct vec_index vec_index;
 
@@ -69,6 +76,9 @@ const char *vec_store_name(const vec_index *v);
 int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err);
 /* Remove every record of (app, user). */
 int32_t vec_remove_user(vec_index *v, const char *app, const char *user, memd_error *err);
+/* Nonzero if the vector store removes hidden events' records
+ * (remove_events, ABI 1.2). */
+int vec_removes_events(const vec_index *v);
 /* Set the durable cursor (learning the dimension first if needed: the
  * embedder's retryable error while its endpoint is down). */
 int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err);

@@ -234,6 +234,7 @@ static const op_info vector_ops[] = {
 	OP(memd_vector_ops, query, 1),
 	OP(memd_vector_ops, ping, 0),
 	OP(memd_vector_ops, prepare, 0),
+	OP(memd_vector_ops, remove_events, 0),
 };
 static const op_info strategy_ops[] = {
 	OP(memd_strategy_ops, context, 1),

@@ -5,8 +5,9 @@
  *
  * Each round forks a child that opens the store the way the host does
  * (loader + config node) and runs batches on the round's own user: a batch
- * upserts B keys (new versions of earlier keys: replacements) or removes
- * one session (a tombstone), and the child writes "acked <i>" to a pipe
+ * upserts B keys (new versions of earlier keys: replacements), removes
+ * one session (a tombstone) or removes the batch's keys of one session
+ * (remove_events: event tombstones), and the child writes "acked <i>" to a pipe
  * after batch i returned. The parent SIGKILLs it after a random number of
  * acks plus a random delay (or while it is still opening the store), then
  * opens the store itself and checks every key of the round against the
@@ -75,6 +76,7 @@ typedef struct workload {
 	int sessions;             /* key j is in session s(j % sessions) */
 	int batch;                /* B: keys per upsert batch */
 	int remove_every;         /* every n-th batch removes a session */
+	int hide_every;           /* every n-th other batch removes events (remove_events) */
 	int max_acks;             /* the kill comes after 0..max_acks acks */
 	int jitter_max_us;        /* and then after up to this long */
 	int min_rounds;
@@ -90,6 +92,7 @@ static const workload upserts = {
 	.sessions = 4,
 	.batch = 4,
 	.remove_every = 7,
+	.hide_every = 5,
 	.max_acks = 30,
 	.jitter_max_us = 4000,
 	.min_rounds = 12,
@@ -104,6 +107,7 @@ static const workload compaction = {
 	.sessions = 5,
 	.batch = 40,
 	.remove_every = 5,
+	.hide_every = 3,
 	.max_acks = 12,
 	.jitter_max_us = 40000,
 	.min_rounds = 12,
@@ -203,6 +207,17 @@ static int batch_key(const workload *w, int b, int t)
 	return (b * w->batch + t) % w->keys;
 }
 
+/* A batch that removes events: the keys of its range in one session. */
+static int is_hide(const workload *w, int b)
+{
+	return !is_remove(w, b) && w->hide_every && b % w->hide_every == w->hide_every - 1;
+}
+
+static int hidden_session(const workload *w, int b)
+{
+	return b % w->sessions;
+}
+
 /* Apply batch b to state (version per key, or ABSENT). */
 static void apply(const workload *w, int b, int *state)
 {
@@ -210,6 +225,12 @@ static void apply(const workload *w, int b, int *state)
 		for (int j = 0; j < w->keys; j++)
 			if (j % w->sessions == removed_session(w, b))
 				state[j] = ABSENT;
+		return;
+	}
+	if (is_hide(w, b)) {
+		for (int t = 0; t < w->batch; t++)
+			if (batch_key(w, b, t) % w->sessions == hidden_session(w, b))
+				state[batch_key(w, b, t)] = ABSENT;
 		return;
 	}
 	for (int t = 0; t < w->batch; t++)
@@ -228,6 +249,30 @@ static int32_t run_batch(const workload *w, store *s, int round, int b, memd_err
 					 .session = session };
 		snprintf(session, sizeof(session), "s%d", removed_session(w, b));
 		return s->ops->remove(s->h, NULL, &f, err);
+	}
+	if (is_hide(w, b)) {
+		char session[ID_MAX];
+		char (*ids)[ID_MAX] = calloc((size_t)w->batch, sizeof(*ids));
+		const char **ptrs = calloc((size_t)w->batch, sizeof(*ptrs));
+		memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = user,
+				  .session = session };
+		uint32_t n = 0;
+
+		if (!ids || !ptrs)
+			_exit(CHILD_WRITE_FAILED);
+		snprintf(session, sizeof(session), "s%d", hidden_session(w, b));
+		for (int t = 0; t < w->batch; t++) {
+			int j = batch_key(w, b, t);
+			if (j % w->sessions != hidden_session(w, b))
+				continue;
+			snprintf(ids[n], ID_MAX, "k%d", j);
+			ptrs[n] = ids[n];
+			n++;
+		}
+		r = s->ops->remove_events(s->h, NULL, &sc, ptrs, n, err);
+		free(ids);
+		free(ptrs);
+		return r;
 	}
 	{
 		float *vecs = malloc((size_t)w->batch * w->dim * sizeof(float));

@@ -424,6 +424,111 @@ Test(vector, remove_session_removes_only_that_session)
 	cr_assert_str_eq(ids, "e3,e4,e9");
 }
 
+/* remove_events (since 1.2): a plugin without it is skipped. */
+static void need_remove_events(void)
+{
+	if (!vs->ops->remove_events)
+		cr_skip_test("the plugin has no remove_events (ABI below 1.2)");
+}
+
+static void remove_events_ok(const char *session, const char *const *ids, uint32_t n)
+{
+	cr_assert_eq(vec_remove_events(vs, APP, USER, session, ids, n), 0, "remove_events: %s",
+		     vs->err.msg);
+}
+
+static void session_ids(const char *session, char *buf, size_t len)
+{
+	memd_vector_filter f = vec_filter(APP, USER);
+	f.session = session;
+	hit_ids(&f, buf, len);
+}
+
+Test(vector, remove_events_removes_only_those_events)
+{
+	static const char *const gone[] = { "e1", "never-stored" };
+	float v[4][DIM];
+	char ids[IDS_MAX];
+
+	need_remove_events();
+	put_four(v);
+	put_one(APP, USER, "s2", "e1", "a", 5, 50, v[1]);   /* the same id in another session */
+	put_one(APP, "u2", "s1", "e1", "a", 1, 1, v[0]);    /* another user's */
+	put_one("app2", USER, "s1", "e1", "a", 1, 1, v[0]); /* another app's */
+	remove_events_ok("s1", gone, 2);
+	session_ids("s1", ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e2");
+	session_ids("s2", ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e3,e4", "another session's event of the same id is kept");
+	cr_assert_eq(count_user(APP, "u2"), 1, "another user's event of the same id is kept");
+	cr_assert_eq(count_user("app2", USER), 1, "another app's event of the same id is kept");
+	/* Again, none, or in a session that never existed: fine, no change. */
+	remove_events_ok("s1", gone, 2);
+	remove_events_ok("s1", gone, 0);
+	remove_events_ok("never", gone, 1);
+	session_ids(NULL, ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e2,e3,e4");
+	/* Written again (an event visible again), it is found again. */
+	put_one(APP, USER, "s1", "e1", "alice", 1, 10, v[0]);
+	session_ids("s1", ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e2");
+}
+
+Test(vector, remove_events_of_a_whole_session_then_more)
+{
+	static const char *const all[] = { "e3", "e4" };
+	float v[4][DIM];
+	char ids[IDS_MAX];
+
+	need_remove_events();
+	put_four(v);
+	remove_events_ok("s2", all, 2);
+	session_ids(NULL, ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e2");
+	put_one(APP, USER, "s2", "e5", "a", 5, 50, v[2]);
+	session_ids("s2", ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e5");
+}
+
+Test(vector, remove_events_survives_reopen)
+{
+	static const char *const s1[] = { "e2" }, *const s2[] = { "e3" };
+	float v[4][DIM];
+	char ids[IDS_MAX];
+
+	need_remove_events();
+	if (!vs->durable)
+		cr_skip_test("the plugin is not durable (MEMD_VECTOR_DURABLE)");
+	put_four(v);
+	remove_events_ok("s1", s1, 1);
+	remove_events_ok("s2", s2, 1);
+	put_one(APP, USER, "s2", "e3", "alice", 3, 30, v[2]); /* back */
+	remove_events_ok("s2", s2, 1); /* and gone again */
+	vec_reopen(vs);
+	if (vs->ops->prepare)
+		cr_assert_eq(vec_prepare(vs, DIM), 0, "prepare after reopen: %s", vs->err.msg);
+	session_ids(NULL, ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e4");
+}
+
+Test(vector, remove_events_refuses_a_bad_scope_and_changes_nothing)
+{
+	static const char *const one[] = { "e1" };
+	float v[4][DIM];
+	char ids[IDS_MAX];
+
+	need_remove_events();
+	put_four(v);
+	cr_assert_eq(vec_remove_events(vs, APP, USER, NULL, one, 1), MEMD_EINVAL,
+		     "remove_events without a session");
+	cr_assert_eq(vec_remove_events(vs, APP, "", "s1", one, 1), MEMD_EINVAL,
+		     "remove_events with an empty user");
+	cr_assert_eq(vec_remove_events(vs, NULL, USER, "s1", one, 1), MEMD_EINVAL,
+		     "remove_events without an app");
+	session_ids(NULL, ids, sizeof(ids));
+	cr_assert_str_eq(ids, "e1,e2,e3,e4");
+}
+
 Test(vector, remove_user_removes_every_session_of_that_user_only)
 {
 	float v[4][DIM];

@@ -260,6 +260,18 @@ int32_t vec_remove(vec_store *vs, const memd_vector_filter *f)
 	return vs->ops->remove(vs->h, &c, f, &vs->err);
 }
 
+int32_t vec_remove_events(vec_store *vs, const char *app, const char *user, const char *session,
+			  const char *const *event_ids, uint32_t n)
+{
+	memd_call c = vec_call(vs);
+	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user, .session = session };
+
+	VEC_ERR_RESET(vs);
+	if (!vs->ops->remove_events)
+		return MEMD_ENOTSUP;
+	return vs->ops->remove_events(vs->h, &c, &sc, event_ids, n, &vs->err);
+}
+
 int32_t vec_remove_scope(vec_store *vs, const char *app, const char *user, const char *session)
 {
 	memd_vector_filter f = vec_filter(app, user);

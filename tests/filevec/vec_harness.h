@@ -98,6 +98,10 @@ long vec_hits_find(const vec_hits *l, const char *session, const char *event_id)
 int32_t vec_upsert(vec_store *vs, const memd_vector_record *recs, uint32_t n);
 int32_t vec_remove(vec_store *vs, const memd_vector_filter *f);
 int32_t vec_remove_scope(vec_store *vs, const char *app, const char *user, const char *session);
+/* remove_events of (app, user, session); MEMD_ENOTSUP when the plugin
+ * has none (below ABI 1.2). */
+int32_t vec_remove_events(vec_store *vs, const char *app, const char *user, const char *session,
+			  const char *const *event_ids, uint32_t n);
 /* Appends to out. */
 int32_t vec_query(vec_store *vs, const float *v, uint32_t dim, const memd_vector_filter *f,
 		  uint32_t k, vec_hits *out);
