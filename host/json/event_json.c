@@ -526,7 +526,18 @@ char *ej_content_text(json_t *content, memd_error *err)
 			json_t *c = json_object_get(v, "content");
 			if (!c)
 				c = json_object_get(v, "result");
-			if (c) {
+			if (json_is_array(c)) {
+				/* content parts: their texts */
+				json_t *cp;
+				size_t k;
+				json_array_foreach(c, k, cp) {
+					json_t *t = json_object_get(cp, "text");
+					if (json_is_string(t)) {
+						tb_sep(&b);
+						tb_json(&b, t);
+					}
+				}
+			} else if (c) {
 				tb_sep(&b);
 				tb_json(&b, c);
 			}

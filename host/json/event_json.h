@@ -76,8 +76,9 @@ int32_t ej_event_parse(json_t *in, size_t index, const char *default_invocation,
 void ej_event_in_clear(ej_event_in *e);
 
 /* Plain text of a content value (string, or {"parts": [...]}): text parts
- * as is, tool calls as "name(args)", tool results as their content,
- * joined by newlines. malloc'd; NULL on ENOMEM or bad shape (with err). */
+ * as is, tool calls as "name(args)", tool results as their content (the
+ * texts of its text parts when it is a list of parts), joined by
+ * newlines. malloc'd; NULL on ENOMEM or bad shape (with err). */
 char *ej_content_text(json_t *content, memd_error *err);
 
 /* Parse text as a JSON value (JSON_DECODE_ANY); NULL when text is NULL or
