@@ -246,8 +246,10 @@ MEMD_API int32_t memd_messages_append(memd *m, const char *app, const char *user
  * as a "system" message saying what they cover, "user", "assistant" (with
  * "tool_calls"), "tool" (with "tool_call_id"), multimodal parts as
  * content parts; passable unchanged as "messages" to any
- * OpenAI-compatible endpoint. roles: as memd_events_query. Result:
- * {"format": "openai", "messages": [...]}. */
+ * OpenAI-compatible endpoint. roles: as memd_events_query, but NULL or
+ * "" is every role except summary (add "summary" to see them). Result:
+ * {"format": "openai", "messages": [...]}. MEMD_ENOTFOUND without the
+ * session; MEMD_ETOOBIG over server.max_response_bytes. */
 MEMD_API int32_t memd_messages_get(memd *m, const char *app, const char *user,
 				   const char *sid, const char *roles, char **ret_json,
 				   memd_error *err);
@@ -296,7 +298,7 @@ MEMD_API int32_t memd_state_history(memd *m, const char *app, const char *user,
  * notify: false). */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
-/* memd_context with flags (MEMD_READ_NO_TEXT, or 0). */
+/* memd_context with flags (MEMD_READ_NO_TEXT, MEMD_READ_OPENAI, or 0). */
 MEMD_API int32_t memd_context_read(memd *m, const char *app, const char *user, const char *sid,
 				   uint32_t flags, char **ret_json, memd_error *err);
 

@@ -70,8 +70,8 @@ static const char *notice_text(const lane_reset_policy *p, const char *reason)
  * clears it (MEMD_PATCH_CLEAR_NOTICE: of racing readers exactly one
  * succeeds), put it on c. Best effort: a failure shows no notice, and a
  * later read may show it. */
-static void take_notice(memd *m, const memd_call *call, const memd_scope *sc, jo_context *c,
-			notice_peek *p)
+static void take_notice(memd *m, const memd_call *call, const memd_scope *sc,
+			const char **ret_reason, const char **ret_text, notice_peek *p)
 {
 	memd_session_sink sink = { sizeof(sink), p, sink_notice };
 	memd_session_sink ignore = { sizeof(ignore), NULL, sink_ignore };
@@ -89,8 +89,8 @@ static void take_notice(memd *m, const memd_call *call, const memd_scope *sc, jo
 	up.now_us = service_clock_us(m);
 	if (store_session_update(m->sessions, call, sc, &up, &ignore, &err) < 0)
 		return;
-	c->notice_reason = p->reason;
-	c->notice_text = text;
+	*ret_reason = p->reason;
+	*ret_text = text;
 }
 
 int32_t memd_context(memd *m, const char *app, const char *user, const char *sid, char **ret_json,
@@ -129,12 +129,29 @@ int32_t service_context_read(memd *m, const memd_call *call, const char *app, co
 	st = service_strategy_for(m, app, &app_name);
 	if (!st)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);
+	if (flags & MEMD_READ_OPENAI) {
+		json_t *o = NULL;
+		const char *reason = NULL, *text = NULL;
+		if ((r = service_context_openai(m, call, &sc, st, &o, err)) < 0)
+			return r;
+		take_notice(m, call, &sc, &reason, &text, &np);
+		if (reason && json_object_set_new(o, "notice", json_pack("{s:s,s:s}", "reason", reason,
+									  "text", text)) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+		r = service_finish_bounded(m, o,
+					   "the context is one consistent view and is not paged: "
+					   "give the app a strategy with a window (buffer_window, "
+					   "token_window, summary_buffer)", ret_json, err);
+		goto out;
+	}
 	jo_context_begin(&c, strategy_plugin_name(st));
 	c.out.max_len = (size_t)m->set.max_response_bytes;
 	c.out.no_text = (flags & MEMD_READ_NO_TEXT) != 0;
 	r = c.out.error ? c.out.error : strategy_context(st, m->sessions, call, &sc, &sink, err);
 	if (r == 0 && !c.out.error)
-		take_notice(m, call, &sc, &c, &np);
+		take_notice(m, call, &sc, &c.notice_reason, &c.notice_text, &np);
 	if (r < 0 || c.out.error) {
 		r = service_read_failed(m, &c.out, r,
 					"the context is one consistent view and is not paged: "

@@ -19,6 +19,7 @@
  *   service_lanes_watch.c   the lane watcher: expired leases, finalize,
  *                           prune, retention (memd_lanes_sweep)
  *   service_context.c       working memory (memd_context)
+ *   service_messages.c      OpenAI chat messages: append, get, context
  *   service_delta.c         a state delta split into stored and temp: keys
  *   service_state.c         state, temp: keys, invocation end
  *   service_artifacts.c     artifacts
@@ -362,6 +363,28 @@ int32_t service_lane_write(memd *m, const memd_call *call, const memd_lane_write
  * overrides') loads into zones; each one that does not is added to d as
  * "file:line: <key>.timezone: <why>". Returns the number of problems. */
 size_t service_lanes_check_zones(const settings *s, lane_tz_cache *zones, config_diag *d);
+
+/* ---- service_messages.c: OpenAI chat messages ------------------------------ */
+
+/* The events of a messages body ({"messages": [...], "format"?:
+ * "openai" (default) | "events"}) as a new array of client event objects
+ * in *ret_events: the messages mapped (json/openai_msgs.h), or, with
+ * format "events", the messages array itself. MEMD_EINVAL naming the
+ * message and field, MEMD_ENOMEM. */
+int32_t service_messages_events(json_t *body, json_t **ret_events, memd_error *err);
+
+/* The context strategy st makes of the session of sc as OpenAI messages:
+ * a new {"format": "openai", "strategy", "tokens", "messages"} object in
+ * *ret; tool results whose call is outside the window are left out (and
+ * their tokens). The strategy's or the store's errors, MEMD_ENOMEM. */
+int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope *sc,
+			       strategy *st, json_t **ret, memd_error *err);
+
+/* o (consumed; NULL = ENOMEM) as compact JSON text in *ret_json, unless
+ * it is longer than server.max_response_bytes: MEMD_ETOOBIG naming the
+ * size and the limit, then how_to_page. */
+int32_t service_finish_bounded(memd *m, json_t *o, const char *how_to_page, char **ret_json,
+			       memd_error *err);
 
 /* ---- service_delta.c: state deltas --------------------------------------- */
 
