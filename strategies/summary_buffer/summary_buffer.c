@@ -19,6 +19,13 @@
  * If summarizing fails nothing is written and nothing is lost; the next
  * append tries again.
  *
+ * Rewinds (transcript operations hide events): the store's summary_seq is
+ * the newest *visible* summary, and a visible summary covers only visible
+ * events (it is older than every hidden one), so the context never shows
+ * a hidden event through a summary, and the next fold starts from the
+ * visible summary and reads only visible events. A fold that a rewind
+ * overtook (it read events hidden since) persists nothing.
+ *
  * Finalizing (on_session_finalize, when the session's lane expired; the
  * host never runs it while after_append runs for the session, so it is
  * single-flight with the folds): every event after the latest summary's
@@ -397,6 +404,37 @@ static int32_t persist_summary(const memd_call *call, const memd_event_sink *per
 	return 0;
 }
 
+static int32_t count_event(void *userdata, const memd_event *e)
+{
+	(void)e;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+/* *ret_visible: 1 if the event at seq is visible (not hidden by a
+ * rewind, rewrite, clear or undo). One read of at most one row. A fold
+ * checks its last event before it persists: those operations hide every
+ * visible event from a seq on (an undo: the newest ones), so while the
+ * last event a fold read is visible, so is every event it read. */
+static int32_t event_visible(const memd_reader *r, const memd_call *call, int64_t seq,
+			     int *ret_visible, memd_error *err)
+{
+	int n = 0;
+	memd_event_query q = {
+		.struct_size = sizeof(q),
+		.after_seq = seq - 1,
+		.before_seq = seq + 1,
+		.limit = 1,
+	};
+	memd_event_sink sink = { sizeof(sink), &n, count_event };
+	int32_t rc = r->events(r, call, &q, &sink, err);
+
+	if (rc < 0)
+		return rc;
+	*ret_visible = n > 0;
+	return 0;
+}
+
 /* One fold if one is due. *ret_folded: 1 if a summary was written. */
 static int32_t fold_once(const sb *b, const memd_call *call, const memd_reader *r,
 			 const memd_event_sink *persist, int *ret_folded, memd_error *err)
@@ -447,12 +485,19 @@ static int32_t fold_once(const sb *b, const memd_call *call, const memd_reader *
 		goto out;
 	}
 	/* Another memd process over the same store may have folded meanwhile
-	 * (the host's single-flight is per process): then this fold is stale. */
+	 * (the host's single-flight is per process), or a rewind hid events
+	 * this fold read (a summary of them would bring them back): then this
+	 * fold is stale; the next run folds the visible events. */
 	{
 		int64_t now_summary = 0, now_last = 0;
+		int visible = 0;
 		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0)
 			goto out;
 		if (now_summary != summary_seq)
+			goto out;
+		if ((rc = event_visible(r, call, s.events.v[s.events.n - 1].ev.seq, &visible,
+					err)) < 0 ||
+		    !visible)
 			goto out;
 	}
 	rc = persist_summary(call, persist, acc.text, s.events.v[s.events.n - 1].ev.seq,
@@ -549,9 +594,11 @@ next:
 		goto out;
 	{
 		int64_t now_summary = 0, now_last = 0;
-		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0)
+		int visible = 0;
+		if ((rc = read_session(r, call, &now_summary, &now_last, err)) < 0 ||
+		    (rc = event_visible(r, call, covers, &visible, err)) < 0)
 			goto out;
-		if (now_summary != summary_seq) {
+		if (now_summary != summary_seq || !visible) {
 			*ret_stale = 1;
 			goto out;
 		}
