@@ -13,7 +13,7 @@
  *    event id itself travels in the payload with the rest of the scope.
  *  - Writes use wait=true (durable when they return); queries use
  *    POST /points/query with a must filter on the scope; remove deletes
- *    by filter.
+ *    by filter, remove_events (a hidden event) by the events' point ids.
  *  - Errors: qd_http.h maps transport failures and HTTP statuses.
  */
 #include <jansson.h>
@@ -27,7 +27,7 @@
 #include "qd_http.h"
 #include "qd_uuid.h"
 
-#define QD_PLUGIN_VERSION "0.1.0"
+#define QD_PLUGIN_VERSION "0.2.0"
 #define QD_DEFAULT_COLLECTION "memd"
 #define QD_DEFAULT_TIMEOUT_MS 10000
 #define QD_TIMEOUT_MAX_MS 3600000
@@ -637,6 +637,58 @@ static int32_t qd_remove(void *inst, const memd_call *call, const memd_vector_fi
 	return r;
 }
 
+/* The events' points by id (the UUIDv5 of their scope and event id, as
+ * upsert makes them), QD_UPSERT_CHUNK ids a request; ids without a point
+ * are ignored by Qdrant. */
+static int32_t qd_remove_events(void *inst, const memd_call *call, const memd_scope *scope,
+				const char *const *event_ids, uint32_t n, memd_error *err)
+{
+	qd_store *s = inst;
+	char *path = NULL;
+	int32_t r = 0;
+
+	if (!scope || !scope->app || !scope->app[0] || !scope->user || !scope->user[0] ||
+	    !scope->session || !scope->session[0])
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "qdrant: remove_events needs app, user and session");
+	for (uint32_t i = 0; i < n; i++)
+		if (!event_ids || !event_ids[i] || !event_ids[i][0])
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "qdrant: remove_events: event id %u is empty", i);
+	if (n == 0)
+		return 0;
+	if (asprintf(&path, "%s/points/delete?wait=true", s->coll_path) < 0)
+		return nomem(err);
+	for (uint32_t from = 0; from < n && r == 0; from += QD_UPSERT_CHUNK) {
+		uint32_t to = n - from > QD_UPSERT_CHUNK ? from + QD_UPSERT_CHUNK : n;
+		json_t *ids = json_array(), *body, *res = NULL;
+		if (!ids) {
+			r = nomem(err);
+			break;
+		}
+		for (uint32_t i = from; i < to && r == 0; i++) {
+			const char *parts[4] = { scope->app, scope->user, scope->session, event_ids[i] };
+			char id[QD_UUID_TEXT_LEN + 1];
+			qd_uuid_v5(qd_point_namespace, parts, 4, id);
+			if (append_new(ids, json_string(id)))
+				r = nomem(err);
+		}
+		body = r == 0 ? json_pack("{s:o}", "points", ids) : NULL;
+		if (r < 0 || !body) {
+			if (r == 0)
+				r = nomem(err);
+			else
+				json_decref(ids);
+			break;
+		}
+		r = request_json(s, call, "POST", path, body, &res, NULL, err);
+		json_decref(res);
+		json_decref(body);
+	}
+	free(path);
+	return r;
+}
+
 /* ---- query ------------------------------------------------------------- */
 
 static const char *payload_str(json_t *payload, const char *key)
@@ -747,6 +799,7 @@ static const memd_vector_ops vector_ops = {
 	.query = qd_query,
 	.ping = qd_ping,
 	.prepare = qd_prepare,
+	.remove_events = qd_remove_events,
 };
 
 static const memd_plugin descriptor = {

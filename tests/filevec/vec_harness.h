@@ -13,6 +13,8 @@
  *   MEMD_VECTOR_DURABLE  "1" if data must survive closing and reopening
  *                        the instance on the same config
  *   MEMD_VECTOR_EXACT    "1" if query must return the exact top-k
+ *   MEMD_VECTOR_REMOVE_EVENTS "1" if the plugin must have remove_events
+ *                        (test_vector.c fails instead of skipping)
  *   MEMD_PLUGIN_PATH     ':'-separated plugin directories
  *
  * Helpers that fail an expectation fail the running Criterion test; the op
