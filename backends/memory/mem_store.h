@@ -2,7 +2,9 @@
 /*
  * mem_store: the records of the in-memory store and the helpers its files
  * share (memory.c: sessions, events, state, artifacts, the feed, cursors;
- * mem_lanes.c: lanes, their inboxes and the session lifecycle).
+ * mem_lanes.c: lanes, their inboxes and the session lifecycle;
+ * mem_transcripts.c: hidden events, transcript operations, state history
+ * and the sessions' activity order).
  *
  * Every function here expects the store's lock to be held by the caller
  * unless it says otherwise, and follows the store's two-phase rule: a
@@ -20,7 +22,7 @@
 #include "plugin_util.h"
 
 #define MEM_PLUGIN_NAME "memory"
-#define MEM_PLUGIN_VERSION "1.1.0"
+#define MEM_PLUGIN_VERSION "1.2.0"
 #define MEM_ROLE_SUMMARY "summary"
 #define MEM_EMPTY_OBJECT "{}"
 /* app \0 user \0 session (or lane key) \0: the longest composite key. */
@@ -39,6 +41,7 @@
 
 struct mem_session;
 struct mem_lane;
+struct mem_op;
 
 typedef struct mem_event {
 	const struct mem_session *owner;
@@ -57,8 +60,48 @@ typedef struct mem_event {
 	int64_t timestamp_us;
 	int64_t tokens;
 	int64_t covers_seq;
-	int64_t position;
+	int64_t position;      /* of its (latest) EVENT feed record */
+	uint32_t role_bit;     /* MEMD_ROLE_* of role; 0 for another role */
+	uint32_t hidden_kind;  /* MEMD_OP_* of hidden_by */
+	int64_t hidden_us;     /* 0 = visible */
+	const struct mem_op *hidden_by; /* the operation that hid it; NULL */
+	const struct mem_op *operation; /* the operation that appended it; NULL */
 } mem_event;
+
+/* Events in ascending seq order (a session's visible ones, its summaries). */
+typedef struct mem_evlist {
+	mem_event **v;
+	size_t n;
+	size_t cap;
+} mem_evlist;
+
+/* A transcript operation as recorded (memd_operation), owned by its
+ * session; events point at it (hidden_by, operation). */
+typedef struct mem_op {
+	uint32_t kind;         /* MEMD_OP_* */
+	char *id;
+	int64_t created_us;
+	int64_t version;
+	int64_t hide_from_seq;
+	int64_t first_seq;     /* the events it appended: first..last; 0 = none */
+	int64_t last_seq;
+	int64_t hidden_count;
+	int64_t unhidden_count;
+	char *undo_of;         /* UNDO: the operation it reversed */
+	const struct mem_op *undone_by; /* the UNDO that reversed it; NULL */
+	mem_evlist hid;        /* the events it hid */
+} mem_op;
+
+/* One key's change by one append (memd_state_change). */
+typedef struct mem_state_change {
+	int64_t version;
+	int64_t seq;
+	int64_t at_us;
+	char *key;             /* with its prefix */
+	char *old_json;        /* NULL = absent */
+	char *new_json;        /* NULL = deleted */
+	const mem_op *operation; /* NULL = a plain append */
+} mem_state_change;
 
 typedef struct mem_artifact {
 	int64_t version;
@@ -117,12 +160,22 @@ typedef struct mem_session {
 	char *end_reason;
 	int64_t ended_us;      /* 0 while open; > 0: in mem_store.ended */
 	mem_usage usage;
-	mem_event **events;    /* events[seq - 1] */
+	mem_event **events;    /* events[seq - 1], hidden ones too */
 	size_t n_events;
 	size_t cap_events;
-	int64_t *summaries;    /* seqs of role-summary events, ascending */
-	size_t n_summaries;
-	size_t cap_summaries;
+	mem_evlist summaries;  /* role-summary events, hidden ones too */
+	mem_evlist visible;    /* the events that are not hidden */
+	mem_evlist visible_summaries; /* the summaries that are not hidden */
+	int64_t *hide_feed;    /* positions of its MEMD_FEED_HIDE records */
+	size_t n_hide_feed;
+	size_t cap_hide_feed;
+	mem_op **ops;          /* its operations, oldest first */
+	size_t n_ops;
+	size_t cap_ops;
+	hmap op_ids;           /* operation id -> mem_op* */
+	mem_state_change *history; /* ascending (version, key) */
+	size_t n_history;
+	size_t cap_history;
 	hmap event_ids;        /* event id -> mem_event* */
 	hmap state;            /* plain key -> JSON text */
 	hmap artifacts;        /* name -> mem_artset* */
@@ -135,6 +188,8 @@ typedef struct mem_user {
 	mem_session **sessions; /* newest first by (created_us, id) */
 	size_t n_sessions;
 	size_t cap_sessions;
+	mem_session **by_activity; /* the same, ascending (updated_us, id) */
+	size_t cap_by_activity; /* holds n_sessions */
 	mem_lane_index lanes;  /* the user's lanes */
 } mem_user;
 
@@ -148,7 +203,7 @@ typedef struct mem_app {
 typedef struct mem_feed_entry {
 	int64_t position;
 	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
-	mem_event *event;      /* kind EVENT */
+	mem_event *event;      /* kinds EVENT and HIDE */
 	char *app;             /* other kinds: owned */
 	char *user;
 	char *session;         /* NULL for DELETE_USER */
@@ -207,6 +262,9 @@ void mem_usage_add(mem_usage *sum, const mem_usage *add);
 /* ---- lookups and records (memory.c) ----------------------------------- */
 
 mem_session *mem_session_find(const mem_store *st, const memd_scope *scope);
+/* The session of scope, or MEMD_ENOTFOUND saying so. */
+int32_t mem_session_require(const mem_store *st, const memd_scope *scope, mem_session **ret,
+			    memd_error *err);
 /* The session (app, user, id), or NULL. */
 mem_session *mem_session_find3(const mem_store *st, const char *app, const char *user,
 			       const char *id);
@@ -230,6 +288,7 @@ int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
 /* A parsed state delta, staged before a write commits. */
 typedef struct mem_state_op {
 	int32_t scope;         /* PU_SCOPE_* */
+	int skip;              /* a state expectation failed: left as it is */
 	hmap_node *node;       /* bare key; value = JSON text, or NULL to delete */
 } mem_state_op;
 
@@ -239,6 +298,9 @@ typedef struct mem_state_ops {
 	size_t cap;
 	size_t sets[PU_SCOPE_COUNT]; /* inserts each scope may need */
 } mem_state_ops;
+
+/* The map of scope's keys for s (a may be NULL but for PU_SCOPE_APP). */
+hmap *mem_state_map(mem_session *s, mem_app *a, int32_t scope);
 
 /* Check a session record for creating: ids, metadata and origin JSON;
  * the lifecycle members only when in->struct_size covers them. No lock. */
@@ -265,8 +327,11 @@ void mem_session_abort(mem_store *st, mem_session_new *n);
 int32_t mem_feed_prepare_scoped(mem_store *st, uint32_t kind, const char *app,
 				const char *user, const char *session, mem_feed_entry *ret,
 				memd_error *err);
-/* Commit step: the next position for f (room reserved). */
+/* Commit step: the next position for f (room reserved); an EVENT
+ * record's event takes that position. */
 void mem_feed_push(mem_store *st, mem_feed_entry f);
 void mem_feed_entry_clear(mem_feed_entry *f);
+/* Commit step: mark the live record at position dead (if there is one). */
+void mem_feed_kill(mem_store *st, int64_t position);
 
 #endif

@@ -9,12 +9,16 @@
  *    sessions in an array sorted newest first by (created_us, id) for
  *    keyset paging;
  *  - a session's events live in an array indexed by seq - 1 (seq is
- *    gapless), with a hash from event id to event and an ascending array of
- *    summary seqs, so every events_load is a range walk over what it returns;
+ *    gapless), with a hash from event id to event and ascending lists of
+ *    its summaries, its visible events and its visible summaries
+ *    (mem_transcripts.c), so every events_load is a range walk over what
+ *    it returns, hidden events or not;
  *  - state: one hash per scope (session, user, app), key -> JSON text;
  *  - the change feed: an array in position order; records of deleted
  *    sessions are marked dead and compacted away when they dominate;
- *  - lanes, their inboxes and the ended-session index: mem_lanes.c.
+ *  - lanes, their inboxes and the ended-session index: mem_lanes.c;
+ *  - transcript operations, state history and the activity order:
+ *    mem_transcripts.c.
  *
  * Writes are transactions in two phases: every check and allocation
  * first (a failure there changes nothing visible), then a commit phase
@@ -30,6 +34,7 @@
 
 #include "mem_lanes.h"
 #include "mem_store.h"
+#include "mem_transcripts.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -219,7 +224,7 @@ static void mem_session_free(mem_session *s)
 	for (size_t i = 0; i < s->n_events; i++)
 		mem_event_free(s->events[i]);
 	free(s->events);
-	free(s->summaries);
+	mem_session_transcripts_free(s);
 	hmap_clear(&s->event_ids, NULL);
 	hmap_clear(&s->state, free);
 	hmap_clear(&s->artifacts, mem_artset_free);
@@ -243,6 +248,7 @@ static void mem_user_free(mem_user *u)
 		return;
 	hmap_clear(&u->state, free);
 	free(u->sessions);
+	free(u->by_activity);
 	free(u->lanes.v);
 	free(u->app);
 	free(u->user);
@@ -300,8 +306,8 @@ mem_user *mem_user_find(const mem_store *st, const char *app, const char *user)
 	return node ? node->value : NULL;
 }
 
-static int32_t mem_session_require(const mem_store *st, const memd_scope *scope,
-				   mem_session **ret, memd_error *err)
+int32_t mem_session_require(const mem_store *st, const memd_scope *scope, mem_session **ret,
+			    memd_error *err)
 {
 	mem_session *s = mem_session_find(st, scope);
 
@@ -405,9 +411,12 @@ static size_t mem_user_lower(const mem_user *u, int64_t created, const char *id)
 	return lo;
 }
 
+/* Link s into both of its owner's orders (room reserved). */
 static void mem_user_link(mem_user *u, mem_session *s)
 {
 	size_t at = mem_user_lower(u, s->created_us, s->id);
+
+	mem_activity_link(s);
 
 	memmove(u->sessions + at + 1, u->sessions + at,
 		(u->n_sessions - at) * sizeof(*u->sessions));
@@ -417,6 +426,7 @@ static void mem_user_link(mem_user *u, mem_session *s)
 
 static void mem_user_unlink(mem_user *u, const mem_session *s)
 {
+	mem_activity_unlink(s);
 	for (size_t i = mem_user_lower(u, s->created_us, s->id); i-- > 0;) {
 		/* Sessions with an equal key sit just before the lower bound. */
 		if (u->sessions[i] == s) {
@@ -448,6 +458,7 @@ static void mem_session_fill(const mem_session *s, memd_session *out)
 	out->version = s->version;
 	out->last_seq = (int64_t)s->n_events;
 	out->summary_seq = s->summary_seq;
+	out->message_count = (int64_t)(s->visible.n - s->visible_summaries.n);
 	out->lane_key = s->lane_key;
 	out->origin_json = s->origin_json;
 	out->origin_platform = s->origin_platform;
@@ -496,6 +507,10 @@ static void mem_event_fill(const mem_event *e, memd_event *out)
 	out->app = e->owner->app;
 	out->user = e->owner->user;
 	out->session = e->owner->id;
+	out->hidden_us = e->hidden_us;
+	out->hidden_by = e->hidden_by ? e->hidden_by->id : NULL;
+	out->hidden_kind = e->hidden_kind;
+	out->operation = e->operation ? e->operation->id : NULL;
 }
 
 /* ---- the change feed -------------------------------------------------- */
@@ -515,17 +530,24 @@ static size_t mem_feed_upper(const mem_store *st, int64_t after)
 	return lo;
 }
 
-/* Mark the feed records of s's events dead. */
+void mem_feed_kill(mem_store *st, int64_t position)
+{
+	size_t at = mem_feed_upper(st, position - 1);
+
+	if (at < st->n_feed && st->feed[at].position == position &&
+	    st->feed[at].kind != MEM_FEED_DEAD) {
+		mem_feed_entry_clear(&st->feed[at]);
+		st->n_dead++;
+	}
+}
+
+/* Mark the feed records of s's events (EVENT and HIDE) dead. */
 static void mem_feed_kill_session(mem_store *st, const mem_session *s)
 {
-	for (size_t i = 0; i < s->n_events; i++) {
-		size_t at = mem_feed_upper(st, s->events[i]->position - 1);
-		if (at < st->n_feed && st->feed[at].position == s->events[i]->position &&
-		    st->feed[at].kind == MEMD_FEED_EVENT) {
-			mem_feed_entry_clear(&st->feed[at]);
-			st->n_dead++;
-		}
-	}
+	for (size_t i = 0; i < s->n_events; i++)
+		mem_feed_kill(st, s->events[i]->position);
+	for (size_t i = 0; i < s->n_hide_feed; i++)
+		mem_feed_kill(st, s->hide_feed[i]);
 }
 
 static void mem_feed_compact(mem_store *st)
@@ -560,7 +582,7 @@ int32_t mem_feed_prepare_scoped(mem_store *st, uint32_t kind, const char *app,
 void mem_feed_push(mem_store *st, mem_feed_entry f)
 {
 	f.position = ++st->feed_head;
-	if (f.event)
+	if (f.event && f.kind == MEMD_FEED_EVENT)
 		f.event->position = f.position;
 	st->feed[st->n_feed++] = f;
 }
@@ -593,6 +615,7 @@ static int32_t mem_state_collect(void *userdata, int32_t scope, const char *key,
 		return MEMD_ENOMEM;
 	}
 	o->ops[o->n].scope = scope;
+	o->ops[o->n].skip = 0;
 	o->ops[o->n].node = node;
 	o->n++;
 	if (value)
@@ -614,7 +637,7 @@ static int32_t mem_state_stage(const char *delta, mem_state_ops *o, memd_error *
 	return r;
 }
 
-static hmap *mem_state_map(mem_session *s, mem_app *a, int32_t scope)
+hmap *mem_state_map(mem_session *s, mem_app *a, int32_t scope)
 {
 	if (scope == PU_SCOPE_APP)
 		return &a->state;
@@ -647,7 +670,10 @@ static void mem_state_commit(mem_session *s, mem_app *a, mem_state_ops *o)
 		hmap_node *n = o->ops[i].node;
 		hmap_node *old = hmap_find(m, n->key, n->klen);
 
-		if (!n->value) {
+		if (o->ops[i].skip) {
+			free(n->value);
+			hmap_node_free(n);
+		} else if (!n->value) {
 			if (old) {
 				hmap_remove(m, n->key, n->klen);
 				free(old->value);
@@ -759,6 +785,7 @@ int32_t mem_session_prepare(mem_store *st, const memd_session *in, const char *d
 	char key[MEM_KEY_MAX];
 	size_t klen = mem_key(key, in->app, in->user, in->id);
 	mem_session_new n;
+	mem_history_new history;
 	mem_session *s = NULL;
 	mem_user *u = NULL;
 	int32_t r;
@@ -780,6 +807,7 @@ int32_t mem_session_prepare(mem_store *st, const memd_session *in, const char *d
 	hmap_init(&s->event_ids);
 	hmap_init(&s->state);
 	hmap_init(&s->artifacts);
+	hmap_init(&s->op_ids);
 	s->owner = u;
 	s->flags = in->flags & MEMD_SESSION_ARCHIVED;
 	s->created_us = in->created_us;
@@ -791,12 +819,17 @@ int32_t mem_session_prepare(mem_store *st, const memd_session *in, const char *d
 	    mem_session_copy_lifecycle(in, s) < 0 ||
 	    !(n.node = hmap_node_new(key, klen, s)) || hmap_reserve(&st->sessions, 1) < 0 ||
 	    mem_grow((void **)&u->sessions, &u->cap_sessions, u->n_sessions + 1,
-		     sizeof(*u->sessions)) < 0) {
+		     sizeof(*u->sessions)) < 0 ||
+	    mem_activity_reserve(u) < 0) {
 		r = mem_enomem(err);
 		goto fail;
 	}
-	if ((r = mem_state_reserve(st, s, &n.state, &n.app, err)) < 0)
+	if ((r = mem_state_reserve(st, s, &n.state, &n.app, err)) < 0 ||
+	    (r = mem_history_stage(st, s, &n.state, &history, err)) < 0)
 		goto fail;
+	/* s is private until committed: its initial state's history (version
+	 * 0, no events) goes in now, read under the lock the commit runs in. */
+	mem_history_commit(s, &history, 0, 0, s->created_us, NULL);
 	*ret = n;
 	return 0;
 fail:
@@ -866,10 +899,14 @@ static int32_t mem_session_get(void *inst, const memd_call *call, const memd_sco
 	return r;
 }
 
-/* Does s pass q's filters (archived, and the 1.2 origin and lane ones)? */
+/* Does s pass q's filters (archived, and the 1.2 origin, lane and
+ * activity ones)? */
 static int mem_session_matches(const mem_session *s, const memd_session_query *q)
 {
 	if ((s->flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+		return 0;
+	if (MEM_HAS(q, updated_after_us) && q->updated_after_us &&
+	    s->updated_us <= q->updated_after_us)
 		return 0;
 	if (!MEM_HAS(q, lane_key))
 		return 1;
@@ -907,15 +944,35 @@ static int32_t mem_session_list(void *inst, const memd_call *call, const memd_sc
 		return memd_error_set(err, MEMD_EINVAL, 0, "no session sink");
 	pthread_mutex_lock(&st->lock);
 	u = mem_user_find(st, scope->app, scope->user);
-	i = !u ? 0 : q->before_created_us ? mem_user_lower(u, q->before_created_us, q->before_id) : 0;
-	for (; u && i < u->n_sessions && sent < q->limit; i++) {
-		const mem_session *s = u->sessions[i];
-		examined++;
-		if (!mem_session_matches(s, q))
-			continue;
-		sent++;
-		if ((r = mem_session_deliver(s, out, err)) != 0)
-			break;
+	if (q->flags & MEMD_SQ_BY_ACTIVITY) {
+		/* by_activity ascends: walk back from the keyset bound, and stop
+		 * at the first session not updated after updated_after_us. */
+		int64_t after = MEM_HAS(q, updated_after_us) ? q->updated_after_us : 0;
+		i = !u ? 0 : q->before_created_us ?
+			mem_activity_lower(u, q->before_created_us, q->before_id) : u->n_sessions;
+		while (i-- > 0 && sent < q->limit) {
+			const mem_session *s = u->by_activity[i];
+			if (after && s->updated_us <= after)
+				break;
+			examined++;
+			if (!mem_session_matches(s, q))
+				continue;
+			sent++;
+			if ((r = mem_session_deliver(s, out, err)) != 0)
+				break;
+		}
+	} else {
+		i = !u ? 0 :
+			q->before_created_us ? mem_user_lower(u, q->before_created_us, q->before_id) : 0;
+		for (; u && i < u->n_sessions && sent < q->limit; i++) {
+			const mem_session *s = u->sessions[i];
+			examined++;
+			if (!mem_session_matches(s, q))
+				continue;
+			sent++;
+			if ((r = mem_session_deliver(s, out, err)) != 0)
+				break;
+		}
 	}
 	pu_rows_read(call, examined);
 	pthread_mutex_unlock(&st->lock);
@@ -971,7 +1028,7 @@ static int32_t mem_session_update(void *inst, const memd_call *call, const memd_
 		}
 		/* Clearing the notice alone is bookkeeping, not an update. */
 		if (p->fields != MEMD_PATCH_CLEAR_NOTICE)
-			s->updated_us = p->now_us;
+			mem_session_touch(s, p->now_us);
 		pu_rows_read(call, 1);
 		r = mem_sink_final(mem_session_deliver(s, out, err));
 	}
@@ -1050,6 +1107,7 @@ static int32_t mem_event_copy(const memd_event *in, mem_event **ret, memd_error 
 	}
 	e->flags = in->flags;
 	e->is_summary = strcmp(in->role, MEM_ROLE_SUMMARY) == 0;
+	e->role_bit = pu_role_bit(in->role);
 	e->timestamp_us = in->timestamp_us;
 	e->tokens = in->tokens;
 	e->covers_seq = in->covers_seq;
@@ -1152,18 +1210,29 @@ static int32_t mem_replay_check(const mem_session *s, const memd_append *a, int6
 	return 1;
 }
 
-/* usage: what a->usage adds (checked), or NULL. */
+/* The transcript operation of a (store.h 1.2), or NULL. */
+static const memd_transcript_op *mem_append_op(const memd_append *a)
+{
+	return MEM_HAS(a, op) ? a->op : NULL;
+}
+
+/* usage: what a->usage adds (checked), or NULL; a's op was checked. */
 static int32_t mem_append_locked(mem_store *st, const memd_call *call, const memd_scope *scope,
 				 const memd_append *a, const mem_usage *usage,
 				 memd_append_result *res, memd_error *err)
 {
+	const memd_transcript_op *in_op = mem_append_op(a);
 	mem_batch b;
+	mem_op_new op;
+	mem_history_new history = { 0 };
 	mem_session *s = NULL;
 	mem_app *app = NULL;
 	int64_t *seqs = NULL;
+	char *not_restored = NULL;
 	int32_t r;
 
 	memset(&b, 0, sizeof(b));
+	memset(&op, 0, sizeof(op));
 	hmap_init(&b.ids);
 	if ((r = mem_session_require(st, scope, &s, err)) < 0)
 		return r;
@@ -1176,6 +1245,7 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 		if (r < 0)
 			goto out;
 		if (r == 1) {
+			/* A retry: its operation, if any, was done with it. */
 			memcpy(res->seqs, seqs, a->n_events * sizeof(*seqs));
 			res->flags = MEMD_APPEND_REPLAYED;
 			res->version = s->version;
@@ -1191,35 +1261,48 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 	}
 	if ((r = mem_batch_prepare(a, s, &b, err)) < 0)
 		goto out;
+	if (in_op && (r = mem_op_prepare(st, s, in_op, b.n, &op, err)) < 0)
+		goto out;
 	if (mem_grow((void **)&s->events, &s->cap_events, s->n_events + b.n, sizeof(*s->events)) < 0 ||
-	    mem_grow((void **)&s->summaries, &s->cap_summaries, s->n_summaries + b.n_summaries,
-		     sizeof(*s->summaries)) < 0 ||
+	    mem_evlist_reserve(&s->summaries, b.n_summaries) < 0 ||
+	    mem_evlist_reserve(&s->visible, b.n) < 0 ||
+	    mem_evlist_reserve(&s->visible_summaries, b.n_summaries) < 0 ||
 	    hmap_reserve(&s->event_ids, b.n) < 0 ||
 	    mem_grow((void **)&st->feed, &st->cap_feed, st->n_feed + b.n, sizeof(*st->feed)) < 0) {
 		r = mem_enomem(err);
 		goto out;
 	}
-	if ((r = mem_state_reserve(st, s, &b.state, &app, err)) < 0)
+	if (in_op && (r = mem_state_expect(st, s, &b.state, in_op->state_expect_json,
+					   &not_restored, err)) < 0)
 		goto out;
+	if ((r = mem_state_reserve(st, s, &b.state, &app, err)) < 0 ||
+	    (r = mem_history_stage(st, s, &b.state, &history, err)) < 0)
+		goto out;
+	if (op.op)
+		pu_rows_read(call, op.op->hid.n + op.n_unhide);
 
 	/* Commit: nothing below can fail. */
+	mem_op_apply(st, s, &op, a->now_us);
 	for (size_t i = 0; i < b.n; i++) {
 		mem_event *e = b.events[i];
 		mem_feed_entry f = { .kind = MEMD_FEED_EVENT, .event = e };
 
 		e->owner = s;
 		e->seq = (int64_t)s->n_events + 1;
+		e->operation = op.op;
 		s->events[s->n_events++] = e;
 		hmap_remove(&b.ids, b.id_nodes[i]->key, b.id_nodes[i]->klen);
 		hmap_insert(&s->event_ids, b.id_nodes[i]);
+		mem_evlist_push(&s->visible, e);
 		if (e->is_summary) {
-			s->summaries[s->n_summaries++] = e->seq;
-			s->summary_seq = e->seq;
+			mem_evlist_push(&s->summaries, e);
+			mem_evlist_push(&s->visible_summaries, e);
 		}
 		mem_feed_push(st, f);
 		res->seqs[i] = e->seq;
 	}
-	b.n = 0;
+	s->summary_seq = s->visible_summaries.n ?
+		s->visible_summaries.v[s->visible_summaries.n - 1]->seq : 0;
 	mem_state_commit(s, app, &b.state);
 	if (b.title) {
 		s->title = b.title;
@@ -1230,11 +1313,25 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 		mem_lanes_add_usage(st, s, usage);
 	}
 	s->version++;
-	s->updated_us = a->now_us;
+	mem_session_touch(s, a->now_us);
+	mem_history_commit(s, &history, s->version, (int64_t)s->n_events, a->now_us, op.op);
 	res->flags = 0;
 	res->version = s->version;
+	if (MEM_HAS(res, unhidden_count)) {
+		res->hidden_count = op.op ? (int64_t)op.op->hid.n : 0;
+		res->unhidden_count = (int64_t)op.n_unhide;
+	}
+	mem_op_record(s, &op, a->now_us, b.n ? res->seqs[0] : 0, b.n ? res->seqs[b.n - 1] : 0);
+	b.n = 0;
+	/* The write is done: a sink's answer cannot undo it. */
+	if (in_op && in_op->not_restored && in_op->not_restored->text)
+		(void)in_op->not_restored->text(in_op->not_restored->userdata, not_restored,
+						strlen(not_restored));
 out:
 	mem_batch_free(&b);
+	mem_op_abort(&op);
+	mem_history_abort(&history);
+	free(not_restored);
 	free(seqs);
 	return r;
 }
@@ -1254,6 +1351,8 @@ static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *s
 	with_usage = MEM_HAS(a, usage) && a->usage;
 	if (with_usage && (r = mem_usage_read(a->usage, &usage, err)) < 0)
 		return r;
+	if (mem_append_op(a) && (r = mem_op_check(mem_append_op(a), err)) < 0)
+		return r;
 	if (!res || !MEM_HAS(res, seqs))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append result is missing or too small");
 	if (a->n_events && (!a->events || !res->seqs))
@@ -1267,39 +1366,20 @@ static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *s
 
 /* ---- events_load ------------------------------------------------------ */
 
-/* Index of the first summary with seq >= seq. */
-static size_t mem_summary_lower(const mem_session *s, int64_t seq)
-{
-	size_t lo = 0, hi = s->n_summaries;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->summaries[mid] < seq)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
+/* The events a query walks: [begin, end) of one ascending array of
+ * events (every event by seq, or one of a session's lists). */
 typedef struct mem_walk {
-	const mem_session *s;
-	int only_summary;      /* walk s->summaries instead of every seq */
-	size_t begin, end;     /* [begin, end) in the walked array */
+	mem_event *const *v;
+	size_t begin, end;
 } mem_walk;
 
-static const mem_event *mem_walk_at(const mem_walk *w, size_t i)
-{
-	if (w->only_summary)
-		return w->s->events[w->s->summaries[i] - 1];
-	return w->s->events[i];
-}
-
-static int mem_event_matches(const mem_event *e, const memd_event_query *q)
+static int mem_event_matches(const mem_event *e, const memd_event_query *q, uint32_t roles)
 {
 	if (q->after_time_us && e->timestamp_us <= q->after_time_us)
 		return 0;
 	if ((q->flags & MEMD_EVQ_NO_SUMMARY) && e->is_summary)
+		return 0;
+	if (roles && !(e->role_bit & roles))
 		return 0;
 	return 1;
 }
@@ -1315,6 +1395,7 @@ static int32_t mem_event_deliver(const mem_event *e, const memd_event_sink *out,
 static int32_t mem_events_walk(const mem_walk *w, const memd_call *call, const memd_event_query *q,
 			       const memd_event_sink *out, memd_error *err)
 {
+	uint32_t roles = pu_event_query_roles(q);
 	size_t examined = 0;
 	int32_t r = 0;
 
@@ -1327,9 +1408,9 @@ static int32_t mem_events_walk(const mem_walk *w, const memd_call *call, const m
 		if (!pick)
 			return mem_enomem(err);
 		for (size_t i = w->end; i-- > w->begin && n < want;) {
-			const mem_event *e = mem_walk_at(w, i);
+			const mem_event *e = w->v[i];
 			examined++;
-			if (mem_event_matches(e, q))
+			if (mem_event_matches(e, q, roles))
 				pick[n++] = e;
 		}
 		while (n-- > 0)
@@ -1339,9 +1420,9 @@ static int32_t mem_events_walk(const mem_walk *w, const memd_call *call, const m
 	} else {
 		uint32_t sent = 0;
 		for (size_t i = w->begin; i < w->end && (!q->limit || sent < q->limit); i++) {
-			const mem_event *e = mem_walk_at(w, i);
+			const mem_event *e = w->v[i];
 			examined++;
-			if (!mem_event_matches(e, q))
+			if (!mem_event_matches(e, q, roles))
 				continue;
 			sent++;
 			if ((r = mem_event_deliver(e, out, err)) != 0)
@@ -1358,6 +1439,7 @@ static int32_t mem_events_load(void *inst, const memd_call *call, const memd_sco
 {
 	mem_store *st = inst;
 	mem_session *s = NULL;
+	const mem_evlist *list = NULL;
 	mem_walk w;
 	int64_t lo, hi;
 	int32_t r;
@@ -1374,14 +1456,21 @@ static int32_t mem_events_load(void *inst, const memd_call *call, const memd_sco
 	hi = (int64_t)s->n_events;
 	if (q->before_seq > 0 && q->before_seq - 1 < hi)
 		hi = q->before_seq - 1;
-	w.s = s;
-	w.only_summary = (q->flags & MEMD_EVQ_ONLY_SUMMARY) != 0;
+	/* Hidden events are only in events[] and summaries: any other read
+	 * walks a list of visible ones and never meets them. */
+	if (q->flags & MEMD_EVQ_INCLUDE_HIDDEN)
+		list = (q->flags & MEMD_EVQ_ONLY_SUMMARY) ? &s->summaries : NULL;
+	else
+		list = (q->flags & MEMD_EVQ_ONLY_SUMMARY) ? &s->visible_summaries : &s->visible;
 	if (lo > hi) {
+		w.v = s->events;
 		w.begin = w.end = 0;
-	} else if (w.only_summary) {
-		w.begin = mem_summary_lower(s, lo);
-		w.end = mem_summary_lower(s, hi + 1);
+	} else if (list) {
+		w.v = list->v;
+		w.begin = mem_evlist_lower(list, lo);
+		w.end = mem_evlist_lower(list, hi + 1);
 	} else {
+		w.v = s->events;
 		w.begin = (size_t)(lo - 1);
 		w.end = (size_t)hi;
 	}
@@ -1744,7 +1833,7 @@ static int32_t mem_feed_read(void *inst, const memd_call *call, int64_t after, u
 		rec.struct_size = sizeof(rec);
 		rec.kind = f->kind;
 		rec.position = f->position;
-		if (f->kind == MEMD_FEED_EVENT) {
+		if (f->kind == MEMD_FEED_EVENT || f->kind == MEMD_FEED_HIDE) {
 			mem_event_fill(f->event, &ev);
 			rec.app = ev.app;
 			rec.user = ev.user;
@@ -1837,8 +1926,9 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-/* 1.2: the lane ops, a session's lifecycle members and append usage
- * (the host passes usage only to a store of this minor). */
+/* 1.2: the lane ops, a session's lifecycle members, append usage and
+ * transcript operations (the host passes usage and operations only to a
+ * store of this minor). */
 #define MEM_ABI_MINOR_NEEDED 2
 
 static const memd_store_ops mem_ops = {
@@ -1871,6 +1961,9 @@ static const memd_store_ops mem_ops = {
 	.inbox_take = mem_inbox_take,
 	.inbox_list = mem_inbox_list,
 	.session_list_ended = mem_session_list_ended,
+	.operation_list = mem_operation_list,
+	.operation_get = mem_operation_get,
+	.state_history = mem_state_history,
 };
 
 static const memd_plugin mem_plugin = {
