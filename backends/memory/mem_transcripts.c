@@ -403,28 +403,6 @@ void mem_history_commit(mem_session *s, mem_history_new *h, int64_t version, int
 
 /* ---- an append's transcript operation --------------------------------- */
 
-int32_t mem_op_check(const memd_transcript_op *in, memd_error *err)
-{
-	int32_t r;
-
-	if (!MEM_HAS(in, not_restored))
-		return memd_error_set(err, MEMD_EINVAL, 0, "transcript operation is too small");
-	if (in->kind < MEMD_OP_REWIND || in->kind > MEMD_OP_UNDO)
-		return memd_error_set(err, MEMD_EINVAL, 0, "unknown transcript operation kind %u",
-				      (unsigned)in->kind);
-	if ((r = pu_check_id("operation id", in->id, err)) < 0)
-		return r;
-	if (in->kind == MEMD_OP_UNDO) {
-		if ((r = pu_check_id("operation to undo", in->undo_id, err)) < 0)
-			return r;
-	} else if (in->hide_from_seq < 1) {
-		return memd_error_set(err, MEMD_EINVAL, 0,
-				      "operation '%.64s': hide_from_seq must be >= 1 (got %lld)",
-				      in->id, (long long)in->hide_from_seq);
-	}
-	return mem_check_json_object("state expectation", in->state_expect_json, err);
-}
-
 void mem_op_abort(mem_op_new *n)
 {
 	hmap_node_free(n->node);

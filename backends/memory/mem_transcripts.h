@@ -81,11 +81,7 @@ typedef struct mem_op_new {
 	size_t keep_visible;   /* hiding kinds: how many visible events stay */
 } mem_op_new;
 
-/* The checks of an op before the lock: size, kind, ids, hide_from_seq,
- * the expectation's JSON. 0, or MEMD_EINVAL saying what is wrong. */
-int32_t mem_op_check(const memd_transcript_op *in, memd_error *err);
-
-/* Check in against s (its id unused; UNDO: the target exists, is not
+/* in passed pu_check_append. Check it against s (its id unused; UNDO: the target exists, is not
  * undone and s is at its version) and reserve everything the operation
  * and an append of n_append events after it need (event lists, feed,
  * operation list). MEMD_ECONFLICT, MEMD_ENOTFOUND, MEMD_ENOMEM; nothing

@@ -1210,18 +1210,13 @@ static int32_t mem_replay_check(const mem_session *s, const memd_append *a, int6
 	return 1;
 }
 
-/* The transcript operation of a (store.h 1.2), or NULL. */
-static const memd_transcript_op *mem_append_op(const memd_append *a)
-{
-	return MEM_HAS(a, op) ? a->op : NULL;
-}
-
-/* usage: what a->usage adds (checked), or NULL; a's op was checked. */
+/* usage: what a->usage adds (checked), or NULL; a was checked
+ * (pu_check_append). */
 static int32_t mem_append_locked(mem_store *st, const memd_call *call, const memd_scope *scope,
 				 const memd_append *a, const mem_usage *usage,
 				 memd_append_result *res, memd_error *err)
 {
-	const memd_transcript_op *in_op = mem_append_op(a);
+	const memd_transcript_op *in_op = pu_append_op(a);
 	mem_batch b;
 	mem_op_new op;
 	mem_history_new history = { 0 };
@@ -1351,13 +1346,11 @@ static int32_t mem_append(void *inst, const memd_call *call, const memd_scope *s
 	with_usage = MEM_HAS(a, usage) && a->usage;
 	if (with_usage && (r = mem_usage_read(a->usage, &usage, err)) < 0)
 		return r;
-	if (mem_append_op(a) && (r = mem_op_check(mem_append_op(a), err)) < 0)
-		return r;
 	if (!res || !MEM_HAS(res, seqs))
 		return memd_error_set(err, MEMD_EINVAL, 0, "append result is missing or too small");
-	if (a->n_events && (!a->events || !res->seqs))
-		return memd_error_set(err, MEMD_EINVAL, 0, "append of %u events without events or seqs",
-				      a->n_events);
+	/* Every store's checks, the transcript operation's included. */
+	if ((r = pu_check_append(scope, a, res, err)) < 0)
+		return r;
 	pthread_mutex_lock(&st->lock);
 	r = mem_append_locked(st, call, scope, a, with_usage ? &usage : NULL, res, err);
 	pthread_mutex_unlock(&st->lock);
