@@ -1318,6 +1318,8 @@ static int32_t mem_append_locked(mem_store *st, const memd_call *call, const mem
 	}
 	mem_op_record(s, &op, a->now_us, b.n ? res->seqs[0] : 0, b.n ? res->seqs[b.n - 1] : 0);
 	b.n = 0;
+	if (in_op)
+		mem_feed_compact(st); /* an undo's events left their old records dead */
 	/* The write is done: a sink's answer cannot undo it. */
 	if (in_op && in_op->not_restored && in_op->not_restored->text)
 		(void)in_op->not_restored->text(in_op->not_restored->userdata, not_restored,
