@@ -566,10 +566,18 @@ int32_t om_messages_to_events(json_t *messages, json_t **ret_events, memd_error 
 	if (!(events = json_array()))
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	json_array_foreach(messages, i, msg) {
+		json_t *id = json_object_get(msg, "id");
 		if ((r = message_to_event(msg, i, &ev, err)) < 0) {
 			json_decref(events);
 			return r;
 		}
+		for (size_t j = 0; id && j < i; j++)
+			if (json_equal(id, json_object_get(json_array_get(messages, j), "id"))) {
+				json_decref(ev);
+				json_decref(events);
+				return memd_error_set(err, MEMD_EINVAL, 0,
+						      "messages[%zu].id: repeats messages[%zu].id", i, j);
+			}
 		if (json_array_append_new(events, ev) < 0) {
 			json_decref(events);
 			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");

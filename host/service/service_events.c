@@ -94,6 +94,47 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	return *ret ? 0 : service_oom(err);
 }
 
+int32_t service_append_prepare(memd *m, service_append_req *q, json_t *events, json_t *delta,
+			       const char **inout_inv, memd_error *err)
+{
+	const char *inv = *inout_inv;
+	int64_t now = service_clock_us(m);
+
+	q->n = events ? json_array_size(events) : 0;
+	if (m->set.max_batch_events && q->n > (size_t)m->set.max_batch_events)
+		return memd_error_set(err, MEMD_ETOOBIG, 0,
+				      "events: %zu in one batch, the limit is %" PRId64, q->n,
+				      m->set.max_batch_events);
+	q->in = calloc(q->n ? q->n : 1, sizeof(*q->in));
+	q->evp = calloc(q->n ? q->n : 1, sizeof(*q->evp));
+	if (!q->in || !q->evp)
+		return service_oom(err);
+	for (size_t i = 0; i < q->n; i++) {
+		int32_t r = ej_event_parse(json_array_get(events, i), i, inv, now, m->svc, &q->in[i],
+					   err);
+		if (r < 0)
+			return r;
+		q->evp[i] = &q->in[i].ev;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(q->in[j].ev.id, q->in[i].ev.id) == 0)
+				return memd_error_set(err, MEMD_EINVAL, 0,
+						      "events[%zu].id: repeats events[%zu].id", i, j);
+		if (!inv)
+			inv = q->in[i].ev.invocation_id;
+		if (!q->title && strcmp(q->in[i].ev.role, "user") == 0)
+			q->title = title_from_text(q->in[i].ev.text);
+	}
+	if (delta) {
+		int32_t r = service_split_delta(delta, &q->keep, &q->temp, err);
+		if (r < 0)
+			return r;
+		if (json_object_size(q->keep) && !(q->delta_text = ej_dump(q->keep)))
+			return service_oom(err);
+	}
+	*inout_inv = inv;
+	return 0;
+}
+
 int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
 			   const char *body_json, char **ret_json, memd_error *err)
 {
@@ -101,7 +142,6 @@ int32_t memd_events_append(memd *m, const char *app, const char *user, const cha
 	service_append_req q = { 0 };
 	json_t *events, *delta, *ver, *usage, *out = NULL;
 	const char *inv;
-	int64_t now = service_clock_us(m);
 	int32_t r;
 
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
@@ -133,41 +173,8 @@ int32_t memd_events_append(memd *m, const char *app, const char *user, const cha
 		r = memd_error_set(err, MEMD_EINVAL, 0, "expected_version: must be a non-negative integer");
 		goto out;
 	}
-	q.n = events ? json_array_size(events) : 0;
-	if (m->set.max_batch_events && q.n > (size_t)m->set.max_batch_events) {
-		r = memd_error_set(err, MEMD_ETOOBIG, 0, "events: %zu in one batch, the limit is %" PRId64,
-				   q.n, m->set.max_batch_events);
+	if ((r = service_append_prepare(m, &q, events, delta, &inv, err)) < 0)
 		goto out;
-	}
-	q.in = calloc(q.n ? q.n : 1, sizeof(*q.in));
-	q.evp = calloc(q.n ? q.n : 1, sizeof(*q.evp));
-	if (!q.in || !q.evp) {
-		r = service_oom(err);
-		goto out;
-	}
-	for (size_t i = 0; i < q.n; i++) {
-		if ((r = ej_event_parse(json_array_get(events, i), i, inv, now, m->svc, &q.in[i], err)) < 0)
-			goto out;
-		q.evp[i] = &q.in[i].ev;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(q.in[j].ev.id, q.in[i].ev.id) == 0) {
-				r = memd_error_set(err, MEMD_EINVAL, 0, "events[%zu].id: repeats events[%zu].id",
-						   i, j);
-				goto out;
-			}
-		if (!inv)
-			inv = q.in[i].ev.invocation_id;
-		if (!q.title && strcmp(q.in[i].ev.role, "user") == 0)
-			q.title = title_from_text(q.in[i].ev.text);
-	}
-	if (delta) {
-		if ((r = service_split_delta(delta, &q.keep, &q.temp, err)) < 0)
-			goto out;
-		if (json_object_size(q.keep) && !(q.delta_text = ej_dump(q.keep))) {
-			r = service_oom(err);
-			goto out;
-		}
-	}
 	r = service_append(m, &sc, &q, inv, ver && !json_is_null(ver),
 			   ver ? json_integer_value(ver) : 0, &out, err);
 	if (r == 0)

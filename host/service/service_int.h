@@ -213,6 +213,17 @@ void service_append_req_clear(service_append_req *q);
 int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, const char *inv,
 		       int has_version, int64_t expected, json_t **ret, memd_error *err);
 
+/* Fill q from a request's events (an array of client events, or NULL)
+ * and state delta (an object, or NULL): each event parsed and checked
+ * (ej_event_parse; ids unique in the batch; at most
+ * server.max_batch_events), the title from the first user message, the
+ * delta split into stored and temp: keys. *inout_inv is the request's
+ * invocation (may be NULL); when NULL it becomes the first event's.
+ * MEMD_EINVAL, MEMD_ETOOBIG, MEMD_ENOMEM; q keeps what it filled either
+ * way (service_append_req_clear frees it). */
+int32_t service_append_prepare(memd *m, service_append_req *q, json_t *events, json_t *delta,
+			       const char **inout_inv, memd_error *err);
+
 /* ---- service_transcripts.c ------------------------------------------------ */
 
 /* Replace the whole transcript of session sid of (app, user) atomically

@@ -2,7 +2,8 @@
 /*
  * service_messages: a session's transcript as OpenAI chat-completions
  * messages (json/openai_msgs.h maps them): memd_messages_append (the
- * append path, message ids for idempotent retries), memd_messages_get
+ * append path, message ids for idempotent retries), memd_messages_put
+ * (the rewrite operation, service_transcripts.c), memd_messages_get
  * (the visible events, a role filter) and the context in that format
  * (memd_context_read with MEMD_READ_OPENAI).
  */
@@ -37,32 +38,6 @@ static uint32_t role_bit_of(const char *role, size_t len)
 	for (const role_bit *r = role_bits; r->name; r++)
 		if (strlen(r->name) == len && strncmp(r->name, role, len) == 0)
 			return r->bit;
-	return 0;
-}
-
-/* roles ("user,assistant", NULL or "" = dflt) as a MEMD_ROLE_* mask. */
-static int32_t parse_roles(const char *roles, uint32_t dflt, uint32_t *ret, memd_error *err)
-{
-	uint32_t mask = 0;
-	const char *p = roles;
-
-	if (!roles || !*roles) {
-		*ret = dflt;
-		return 0;
-	}
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		uint32_t bit = role_bit_of(p, len);
-		if (!bit)
-			return memd_error_set(err, MEMD_EINVAL, 0,
-					      "roles: '%.*s' is not one of user, assistant, system, "
-					      "tool, summary", (int)(len > 32 ? 32 : len), p);
-		mask |= bit;
-		if (!p[len])
-			break;
-		p += len + 1;
-	}
-	*ret = mask;
 	return 0;
 }
 
@@ -136,6 +111,45 @@ out:
 	json_decref(append);
 	json_decref(events);
 	json_decref(body);
+	return r;
+}
+
+/* ---- put ------------------------------------------------------------------------ */
+
+static const char *const put_fields[] = { "messages", "format", "expected_version",
+					  "state_delta", NULL };
+
+int32_t memd_messages_put(memd *m, const char *app, const char *user, const char *sid,
+			  const char *body_json, char **ret_json, memd_error *err)
+{
+	memd_call call = service_call_for_request(m);
+	memd_scope sc;
+	service_append_req q = { 0 };
+	json_t *events = NULL, *delta, *ver, *out = NULL;
+	const char *inv = NULL;
+	int32_t r;
+
+	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &q.body, err)) < 0)
+		return r;
+	if ((r = service_check_fields(q.body, put_fields, err)) < 0 ||
+	    (r = service_opt_object_field(q.body, "state_delta", &delta, err)) < 0 ||
+	    (r = service_messages_events(q.body, &events, err)) < 0)
+		goto out;
+	ver = json_object_get(q.body, "expected_version");
+	if (ver && !json_is_null(ver) && (!json_is_integer(ver) || json_integer_value(ver) < 0)) {
+		r = memd_error_set(err, MEMD_EINVAL, 0, "expected_version: must be a non-negative integer");
+		goto out;
+	}
+	if ((r = service_append_prepare(m, &q, events, delta, &inv, err)) < 0)
+		goto out;
+	r = service_transcript_rewrite(m, &call, app, user, sid, &q, inv, ver && !json_is_null(ver),
+				       ver ? json_integer_value(ver) : 0, &out, err);
+	if (r == 0)
+		r = service_finish(out, ret_json, err);
+out:
+	json_decref(events);
+	service_append_req_clear(&q);
 	return r;
 }
 
@@ -221,8 +235,10 @@ int32_t memd_messages_get(memd *m, const char *app, const char *user, const char
 	int32_t r;
 
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
-	    (r = parse_roles(roles, MESSAGE_ROLES, &g.roles, err)) < 0)
+	    (r = service_parse_roles(roles, &g.roles, err)) < 0)
 		return r;
+	if (!g.roles)
+		g.roles = MESSAGE_ROLES;
 	q.roles = g.roles;
 	if (!(g.events = json_array()) || !(messages = json_array())) {
 		r = service_oom(err);

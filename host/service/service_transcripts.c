@@ -662,6 +662,14 @@ out:
 	return r;
 }
 
+/* A store's session create delivers the session made; rewrite needs none. */
+static int32_t ignore_session(void *ud, const memd_session *s)
+{
+	(void)ud;
+	(void)s;
+	return 0;
+}
+
 /* ---- rewrite ------------------------------------------------------------------ */
 
 int32_t service_transcript_rewrite(memd *m, const memd_call *call, const char *app,
@@ -685,8 +693,9 @@ int32_t service_transcript_rewrite(memd *m, const memd_call *call, const char *a
 	if (r == MEMD_ENOTFOUND) {
 		memd_session s = { .struct_size = sizeof(s), .app = app, .user = user, .id = sid,
 				   .metadata_json = "{}" };
+		memd_session_sink made = { sizeof(made), NULL, ignore_session };
 		s.created_us = s.updated_us = service_clock_us(m);
-		r = store_session_create(m->sessions, call, &s, NULL, NULL, err);
+		r = store_session_create(m->sessions, call, &s, NULL, &made, err);
 		created = r == 0;
 		if (r == MEMD_ECONFLICT) /* made meanwhile by another caller */
 			r = 0;

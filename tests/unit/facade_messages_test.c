@@ -147,7 +147,7 @@ Test(facade_messages, roles_filter)
 	cr_assert_eq(json_array_size(msgs), 2);
 	json_decref(msgs);
 	cr_assert_eq(memd_messages_get(m, "app", "u", "s1", "user,bot", &out, &err), MEMD_EINVAL);
-	cr_assert(strstr(err.msg, "roles: 'bot'"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "roles: unknown role 'bot'"), "%s", err.msg);
 	cr_assert_eq(memd_messages_get(m, "app", "u", "nope", NULL, &out, &err), MEMD_ENOTFOUND);
 }
 
@@ -246,4 +246,29 @@ Test(facade_messages, context_window_never_starts_with_an_orphaned_result)
 	c = context_of("app", "s1");
 	assert_equal_json(json_object_get(c, "messages"), transcript);
 	json_decref(c);
+}
+
+static json_t *put(const char *sid, const char *body, int32_t want)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+	cr_assert_eq(memd_messages_put(m, "app", "u", sid, body, &out, &err), want, "%s", err.msg);
+	cr_assert(want != MEMD_EINVAL || strstr(err.msg, "messages") || strstr(err.msg, "version") ||
+		  strstr(err.msg, "field"), "%s", err.msg);
+	return want == 0 ? tu_json(out) : NULL;
+}
+
+Test(facade_messages, put_refuses_bad_messages_and_creates_nothing)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+
+	cr_assert_null(put("s2", "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[1]}]}",
+			   MEMD_EINVAL));
+	cr_assert_null(put("s2", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+			   "\"expected_version\":-1}", MEMD_EINVAL));
+	cr_assert_null(put("s2", "{\"messages\":[],\"invocation_id\":\"i\"}", MEMD_EINVAL));
+	cr_assert_null(put("s2", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"id\":\"x\"},"
+			   "{\"role\":\"user\",\"content\":\"b\",\"id\":\"x\"}]}", MEMD_EINVAL));
+	cr_assert_eq(memd_session_get(m, "app", "u", "s2", NULL, &out, &err), MEMD_ENOTFOUND);
 }

@@ -273,6 +273,9 @@ Test(openai_msgs, bad_messages_name_index_and_field)
 	refused("[{\"role\":\"user\",\"content\":\"x\",\"name\":\"a/b\"}]",
 		"messages[0].name: contains '/'");
 	refused("[{\"role\":\"user\",\"content\":\"x\",\"id\":\"\"}]", "messages[0].id: must not be empty");
+	refused("[{\"role\":\"user\",\"content\":\"x\",\"id\":\"a\"},{\"role\":\"user\","
+		"\"content\":\"y\",\"id\":\"b\"},{\"role\":\"user\",\"content\":\"z\",\"id\":\"a\"}]",
+		"messages[2].id: repeats messages[0].id");
 }
 
 Test(openai_msgs, summary_is_a_system_message_saying_what_it_covers)
