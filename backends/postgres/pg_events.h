@@ -22,8 +22,9 @@
  * reads them. */
 #define PG_EVENT_COLS \
 	"position, app, \"user\", session, seq, id, invocation_id, author, role, branch," \
-	" content::text, actions::text, metadata::text, timestamp_us, text, tokens, covers_seq"
-#define PG_EVENT_N_COLS 17
+	" content::text, actions::text, metadata::text, timestamp_us, text, tokens, covers_seq," \
+	" hidden_us, hidden_by, hidden_kind, operation"
+#define PG_EVENT_N_COLS 21
 
 /* Fill e from the PG_EVENT_COLS columns of row `row` of res, from column
  * col0. Strings are borrowed from res. */

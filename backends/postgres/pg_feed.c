@@ -6,19 +6,32 @@
 #include "pg_events.h"
 #include "plugin_util.h"
 
-/* Events and DELETE records after $1, merged by position, at most $2
- * (NULL = all). One statement: one snapshot, which (positions committing
- * in order) holds every position up to the newest it sees. Column 0 is
- * the kind, then the PG_EVENT_COLS (NULL for a DELETE record but its
- * position and scope). */
+/* Events, DELETE (and FINALIZE) records and HIDE records after $1,
+ * merged by position, at most $2 (NULL = all). One statement: one
+ * snapshot, which (positions committing in order) holds every position
+ * up to the newest it sees. Column 0 is the kind, then the PG_EVENT_COLS
+ * (NULL for a DELETE record but its position and scope; for a HIDE record
+ * the hidden event's, at the record's position). A hidden event has no
+ * EVENT record (its HIDE record follows where it was); an event made
+ * visible again has its EVENT record at the position the undo gave it. */
+#define EVENT_COLS_OF(t) \
+	t ".app, " t ".\"user\", " t ".session, " t ".seq, " t ".id, " t ".invocation_id, " \
+	t ".author, " t ".role, " t ".branch, " t ".content::text, " t ".actions::text, " \
+	t ".metadata::text, " t ".timestamp_us, " t ".text, " t ".tokens, " t ".covers_seq, " \
+	t ".hidden_us, " t ".hidden_by, " t ".hidden_kind, " t ".operation"
+#define HIDE_KIND "5" /* MEMD_FEED_HIDE in SQL */
 static const pg_sql SQL_FEED_READ = { PG_ST_FEED_READ, 2,
 	"SELECT * FROM ("
-	" (SELECT 1 AS kind, " PG_EVENT_COLS " FROM events WHERE position > $1"
+	" (SELECT 1 AS kind, " PG_EVENT_COLS " FROM events WHERE position > $1 AND hidden_us = 0"
 	"  ORDER BY position LIMIT $2)"
 	" UNION ALL"
 	" (SELECT kind, position, app, \"user\", session, NULL, NULL, NULL, NULL, NULL, NULL,"
-	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM feed_deletes WHERE position > $1"
-	"  ORDER BY position LIMIT $2)"
+	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+	"  FROM feed_deletes WHERE position > $1 ORDER BY position LIMIT $2)"
+	" UNION ALL"
+	" (SELECT " HIDE_KIND ", h.position, " EVENT_COLS_OF("e") " FROM feed_hides h"
+	"  JOIN events e ON e.app = h.app AND e.\"user\" = h.\"user\" AND e.session = h.session"
+	"  AND e.seq = h.seq WHERE h.position > $1 ORDER BY h.position LIMIT $2)"
 	") f ORDER BY position LIMIT $2" };
 static const pg_sql SQL_FEED_HEAD = { PG_ST_FEED_HEAD, 0,
 	"SELECT last FROM feed_counter WHERE id = 1" };
@@ -63,7 +76,7 @@ static int32_t read_once(pg_conn *c, void *ctx, memd_error *err)
 		rec.app = e.app;
 		rec.user = e.user;
 		rec.session = e.session;
-		if (rec.kind == MEMD_FEED_EVENT)
+		if (rec.kind == MEMD_FEED_EVENT || rec.kind == MEMD_FEED_HIDE)
 			rec.event = &e;
 		r = pg_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
 		if (r == 0 && (i + 1) % PG_CHECK_EVERY == 0)

@@ -185,10 +185,92 @@ static const char *const SQL_V2[] = {
 	NULL,
 };
 
+/* Version 3: transcripts. Events gain their hidden mark (hidden_us, 0 =
+ * visible; the operation that hid them and its kind) and the operation
+ * that appended them; ADD COLUMN with a constant default rewrites
+ * nothing, so the events of an existing database read as visible. Every
+ * read of visible events ranges over a partial index of the visible rows
+ * (events_visible, and events_visible_summaries, which replaces the
+ * summaries index), so hidden rows cost a window nothing; an undo finds
+ * what an operation hid through events_hidden_by, which holds hidden
+ * rows only. Sessions gain message_count (visible events that are not
+ * summaries; counted once here for the sessions that exist) and an index
+ * for the activity order.
+ *
+ * operations: the transcript operations of a session, listed newest
+ * first by version (every operation is an append, which moves the
+ * version). state_history: one row per key an append (or the initial
+ * state of a session) changed, keyed (version, key) as it is listed.
+ * feed_hides: the HIDE records of the feed, in the position space of the
+ * events and feed_deletes, pointing at the event they hid (gone with it:
+ * a deleted session leaves its DELETE record only). All three go with
+ * their session (the foreign keys). */
+static const char *const SQL_V3[] = {
+	"ALTER TABLE events"
+	"  ADD COLUMN hidden_us bigint NOT NULL DEFAULT 0,"
+	"  ADD COLUMN hidden_by text COLLATE \"C\","
+	"  ADD COLUMN hidden_kind integer NOT NULL DEFAULT 0,"
+	"  ADD COLUMN operation text COLLATE \"C\"",
+	"CREATE INDEX events_visible ON events (app, \"user\", session, seq)"
+	"  WHERE hidden_us = 0",
+	"CREATE INDEX events_visible_summaries ON events (app, \"user\", session, seq)"
+	"  WHERE role = 'summary' AND hidden_us = 0",
+	"DROP INDEX events_summaries",
+	"CREATE INDEX events_hidden_by ON events (app, \"user\", session, hidden_by, seq)"
+	"  WHERE hidden_us > 0",
+
+	"ALTER TABLE sessions ADD COLUMN message_count bigint NOT NULL DEFAULT 0",
+	"UPDATE sessions s SET message_count = m.n FROM"
+	"  (SELECT app, \"user\", session, count(*) AS n FROM events"
+	"   WHERE role <> 'summary' GROUP BY app, \"user\", session) m"
+	"  WHERE s.app = m.app AND s.\"user\" = m.\"user\" AND s.id = m.session",
+	"CREATE INDEX sessions_by_updated ON sessions (app, \"user\", updated_us, id)",
+
+	"CREATE TABLE operations ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  kind integer NOT NULL,"
+	"  created_us bigint NOT NULL,"
+	"  version bigint NOT NULL,"
+	"  hide_from_seq bigint NOT NULL DEFAULT 0,"
+	"  first_seq bigint NOT NULL DEFAULT 0, last_seq bigint NOT NULL DEFAULT 0,"
+	"  hidden_count bigint NOT NULL DEFAULT 0, unhidden_count bigint NOT NULL DEFAULT 0,"
+	"  undo_of text COLLATE \"C\", undone_by text COLLATE \"C\","
+	"  PRIMARY KEY (app, \"user\", session, id),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+	"CREATE INDEX operations_by_version ON operations (app, \"user\", session, version)",
+
+	"CREATE TABLE state_history ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  version bigint NOT NULL,"
+	"  key text COLLATE \"C\" NOT NULL,"
+	"  seq bigint NOT NULL,"
+	"  old_value text, new_value text,"
+	"  at_us bigint NOT NULL,"
+	"  operation text COLLATE \"C\","
+	"  PRIMARY KEY (app, \"user\", session, version, key),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+
+	"CREATE TABLE feed_hides ("
+	"  position bigint PRIMARY KEY,"
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  seq bigint NOT NULL,"
+	"  FOREIGN KEY (app, \"user\", session, seq) REFERENCES events (app, \"user\", session, seq)"
+	"    ON DELETE CASCADE)",
+	"CREATE INDEX feed_hides_by_event ON feed_hides (app, \"user\", session, seq)",
+	NULL,
+};
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const pg_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "lanes, session lifecycle and usage", SQL_V2 },
+	{ 3, "transcripts: hidden events, operations, state history", SQL_V3 },
 };
 #define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)

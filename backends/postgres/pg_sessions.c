@@ -30,29 +30,38 @@ static const pg_sql SQL_SESSION_LOCK = { PG_ST_SESSION_LOCK, 3,
 	"SELECT version, last_seq, summary_seq FROM sessions"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3 FOR NO KEY UPDATE" };
 /* $3: include archived; $4: limit; $5: the origin platform, $6: the lane
- * key (NULL = any); $7, $8: the keyset bound. Each filter has a statement
- * whose index it ranges over: the lane's if a lane key is given, else the
- * platform's, else (app, user, created_us, id); the other filter is
- * checked on the rows of that range. */
-#define LIST_WHERE(bound) \
+ * key (NULL = any); $7: only sessions updated after it (0 = any); $8, $9:
+ * the keyset bound. Each filter has a statement whose index it ranges
+ * over: the lane's if a lane key is given, else the platform's, else
+ * (app, user, created_us, id); the other filters are checked on the rows
+ * of that range. The activity order ranges over (app, user, updated_us,
+ * id), which its updated_after bound also narrows. */
+#define LIST_FILTER(bound) \
 	" WHERE app = $1 AND \"user\" = $2 AND ($3::boolean OR flags & 1 = 0)" bound \
 	" AND ($5::text IS NULL OR origin_platform = $5) AND ($6::text IS NULL OR lane_key = $6)" \
-	" ORDER BY created_us DESC, id DESC LIMIT $4"
-#define LIST_BEFORE " AND (created_us, id) < ($7::bigint, $8::text)"
+	" AND updated_us > $7::bigint"
+#define LIST_WHERE(bound) LIST_FILTER(bound) " ORDER BY created_us DESC, id DESC LIMIT $4"
+#define LIST_BEFORE " AND (created_us, id) < ($8::bigint, $9::text)"
 #define LIST_LANE " AND lane_key = $6"
 #define LIST_PLATFORM " AND origin_platform = $5"
-static const pg_sql SQL_SESSION_LIST = { PG_ST_SESSION_LIST, 6,
+#define LIST_ACTIVITY(bound) LIST_FILTER(bound) " ORDER BY updated_us DESC, id DESC LIMIT $4"
+#define LIST_ACTIVITY_BEFORE " AND (updated_us, id) < ($8::bigint, $9::text)"
+static const pg_sql SQL_SESSION_LIST = { PG_ST_SESSION_LIST, 7,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE("") };
-static const pg_sql SQL_SESSION_LIST_BEFORE = { PG_ST_SESSION_LIST_BEFORE, 8,
+static const pg_sql SQL_SESSION_LIST_BEFORE = { PG_ST_SESSION_LIST_BEFORE, 9,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_BEFORE) };
-static const pg_sql SQL_SESSION_LIST_LANE = { PG_ST_SESSION_LIST_LANE, 6,
+static const pg_sql SQL_SESSION_LIST_LANE = { PG_ST_SESSION_LIST_LANE, 7,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_LANE) };
-static const pg_sql SQL_SESSION_LIST_LANE_BEFORE = { PG_ST_SESSION_LIST_LANE_BEFORE, 8,
+static const pg_sql SQL_SESSION_LIST_LANE_BEFORE = { PG_ST_SESSION_LIST_LANE_BEFORE, 9,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_LANE LIST_BEFORE) };
-static const pg_sql SQL_SESSION_LIST_PLATFORM = { PG_ST_SESSION_LIST_PLATFORM, 6,
+static const pg_sql SQL_SESSION_LIST_PLATFORM = { PG_ST_SESSION_LIST_PLATFORM, 7,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_PLATFORM) };
-static const pg_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { PG_ST_SESSION_LIST_PLATFORM_BEFORE, 8,
+static const pg_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { PG_ST_SESSION_LIST_PLATFORM_BEFORE, 9,
 	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_WHERE(LIST_PLATFORM LIST_BEFORE) };
+static const pg_sql SQL_SESSION_LIST_ACTIVITY = { PG_ST_SESSION_LIST_ACTIVITY, 7,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_ACTIVITY("") };
+static const pg_sql SQL_SESSION_LIST_ACTIVITY_BEFORE = { PG_ST_SESSION_LIST_ACTIVITY_BEFORE, 9,
+	"SELECT " PG_SESSION_COLS " FROM sessions" LIST_ACTIVITY(LIST_ACTIVITY_BEFORE) };
 /* Retention: ended sessions of every scope, oldest end first, over the
  * partial index of ended sessions. */
 static const pg_sql SQL_SESSION_LIST_ENDED = { PG_ST_SESSION_LIST_ENDED, 2,
@@ -70,9 +79,16 @@ static const pg_sql SQL_SESSION_UPDATE = { PG_ST_SESSION_UPDATE, 12,
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3"
 	" AND (NOT $11::boolean OR flags & " NOTICE_FLAG " <> 0)"
 	" RETURNING " PG_SESSION_COLS };
-/* $8..$13: the usage of the append (PG_USAGE_N values, zeros for none). */
-static const pg_sql SQL_SESSION_APPENDED = { PG_ST_SESSION_APPENDED, 13,
-	"UPDATE sessions SET version = version + 1, last_seq = $4, summary_seq = $5,"
+/* $8..$13: the usage of the append (PG_USAGE_N values, zeros for none);
+ * $14: the messages it adds. $5 NULL: the summary_seq is the newest
+ * visible summary's (after a transcript operation; the partial index of
+ * visible summaries finds it in one step). */
+static const pg_sql SQL_SESSION_APPENDED = { PG_ST_SESSION_APPENDED, 14,
+	"UPDATE sessions SET version = version + 1, last_seq = $4,"
+	" summary_seq = coalesce($5::bigint, (SELECT max(seq) FROM events"
+	"  WHERE app = $1 AND \"user\" = $2 AND session = $3 AND role = 'summary'"
+	"  AND hidden_us = 0), 0),"
+	" message_count = message_count + $14::bigint,"
 	" updated_us = $6, title = coalesce(title, $7),"
 	" input_tokens = input_tokens + $8, output_tokens = output_tokens + $9,"
 	" cache_read_tokens = cache_read_tokens + $10,"
@@ -143,6 +159,7 @@ void pg_session_from_row(const PGresult *res, int row, memd_session *s)
 	s->cache_write_tokens = pg_get_i64(res, row, 21);
 	s->cost_micro_usd = pg_get_i64(res, row, 22);
 	s->last_prompt_tokens = pg_get_i64(res, row, 23);
+	s->message_count = pg_get_i64(res, row, 24);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -195,15 +212,18 @@ int32_t pg_session_head_result(const PGresult *res, const memd_call *call,
 
 int32_t pg_session_send_appended(pg_conn *c, const memd_scope *scope, const pg_session_head *h,
 				 int64_t now_us, const char *title_if_unset, const memd_usage *usage,
-				 memd_error *err)
+				 int64_t n_messages, int find_summary, memd_error *err)
 {
-	char b1[PG_INT_BUF], b2[PG_INT_BUF], b3[PG_INT_BUF], ub[PG_USAGE_N][PG_INT_BUF];
-	const char *vals[7 + PG_USAGE_N] = { scope->app, scope->user, scope->session,
-					     pg_i64(b1, h->last_seq), pg_i64(b2, h->summary_seq),
+	char b1[PG_INT_BUF], b2[PG_INT_BUF], b3[PG_INT_BUF], b4[PG_INT_BUF],
+		ub[PG_USAGE_N][PG_INT_BUF];
+	const char *vals[8 + PG_USAGE_N] = { scope->app, scope->user, scope->session,
+					     pg_i64(b1, h->last_seq),
+					     find_summary ? NULL : pg_i64(b2, h->summary_seq),
 					     pg_i64(b3, now_us), title_if_unset };
 	int32_t r;
 
 	pg_usage_vals(usage, ub, vals + 7);
+	vals[7 + PG_USAGE_N] = pg_i64(b4, n_messages);
 	r = pg_send(c, &SQL_SESSION_APPENDED, vals, err);
 	if (r == 0 && usage) {
 		const char *lv[3 + PG_USAGE_N] = { scope->app, scope->user, scope->session };
@@ -321,8 +341,11 @@ int32_t pg_session_create(void *inst, const memd_call *call, const memd_session 
 	x.out = out;
 	x.writes = &writes;
 	r = pg_session_check_new(s, err);
-	if (r == 0)
-		r = pg_state_collect(state_delta_json, &scope, 0, &writes, err);
+	if (r == 0) {
+		/* The initial state is the history's version 0. */
+		pg_state_hist h = { .at_us = s->created_us };
+		r = pg_state_collect(state_delta_json, &scope, 0, &h, &writes, err);
+	}
 	if (r == 0)
 		r = pg_with_conn(inst, call, create_once, &x, err);
 	pg_state_list_clear(&writes);
@@ -373,13 +396,19 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 	const char *platform = PG_HAS(q, origin_platform) ? q->origin_platform : NULL;
 	const char *lane = PG_HAS(q, lane_key) ? q->lane_key : NULL;
 	char lim[PG_INT_BUF], before[PG_INT_BUF];
-	const char *vals[8] = { x->scope->app, x->scope->user,
+	int64_t after = PG_HAS(q, updated_after_us) ? q->updated_after_us : 0;
+	char aft[PG_INT_BUF];
+	const char *vals[9] = { x->scope->app, x->scope->user,
 				(q->flags & MEMD_SQ_INCLUDE_ARCHIVED) ? "t" : "f",
 				pg_i64(lim, q->limit), platform, lane,
+				pg_i64(aft, after > 0 ? after : INT64_MIN),
 				pg_i64(before, q->before_created_us),
 				/* No id: every session created at that instant is "after". */
 				q->before_id ? q->before_id : "" };
-	const pg_sql *sql = lane ? (q->before_created_us ? &SQL_SESSION_LIST_LANE_BEFORE :
+	const pg_sql *sql = (q->flags & MEMD_SQ_BY_ACTIVITY) ?
+				    (q->before_created_us ? &SQL_SESSION_LIST_ACTIVITY_BEFORE :
+							    &SQL_SESSION_LIST_ACTIVITY) :
+			    lane ? (q->before_created_us ? &SQL_SESSION_LIST_LANE_BEFORE :
 						      &SQL_SESSION_LIST_LANE) :
 			    platform ? (q->before_created_us ? &SQL_SESSION_LIST_PLATFORM_BEFORE :
 							       &SQL_SESSION_LIST_PLATFORM) :

@@ -15,7 +15,7 @@
 	"app, \"user\", id, title, metadata::text, flags, created_us, updated_us, version," \
 	" last_seq, summary_seq, lane_key, origin::text, origin_platform, previous_session," \
 	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens," \
-	" cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
 
 /* Fill s from the PG_SESSION_COLS of row `row` of res (every 1.2 member).
  * Strings are borrowed from res. */
@@ -58,13 +58,15 @@ int32_t pg_session_head_result(const PGresult *res, const memd_call *call,
 #define pg_session_exists_result(res, call, scope, err) \
 	pg_session_head_result((res), (call), (scope), NULL, (err))
 /* Queue the session update of an append: version + 1, last_seq and
- * summary_seq from h, updated_us = now_us, title = title_if_unset if the
- * title is NULL, usage (NULL = none) added to the session's sums and to
- * those of the lane whose current session it is, if any (whose lock
+ * summary_seq from h (with find_summary: the newest visible summary's
+ * seq, read after the round's earlier statements), message_count +
+ * n_messages, updated_us = now_us, title = title_if_unset if the title is
+ * NULL, usage (NULL = none) added to the session's sums and to those of
+ * the lane whose current session it is, if any (whose lock
  * pg_session_send_lane_lock took first). */
 int32_t pg_session_send_appended(pg_conn *c, const memd_scope *scope, const pg_session_head *h,
 				 int64_t now_us, const char *title_if_unset, const memd_usage *usage,
-				 memd_error *err);
+				 int64_t n_messages, int find_summary, memd_error *err);
 /* Queue the lock of the lane whose current session scope's is (if any),
  * which an append with usage takes before it locks the session (the
  * lanes' lock order: lane, then its sessions). */

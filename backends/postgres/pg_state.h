@@ -11,6 +11,19 @@
 
 #include "pg_db.h"
 
+/* What a delta's writes record in state_history beside each key: the
+ * session's version and last_seq after the write, its time and the
+ * transcript operation (borrowed; NULL = none), and the state_expect_json
+ * of that operation (borrowed; NULL = none), which makes the write of
+ * each key it names conditional. */
+typedef struct pg_state_hist {
+	int64_t version;
+	int64_t seq;
+	int64_t at_us;
+	const char *operation;
+	const char *expect_json;
+} pg_state_hist;
+
 /* One key write of a delta. Strings are owned by the list. */
 typedef struct pg_state_write {
 	int32_t scope;            /* PU_SCOPE_* */
@@ -19,6 +32,10 @@ typedef struct pg_state_write {
 	uint32_t index;           /* order of the key within its delta */
 	char *key;
 	char *value_json;         /* NULL = delete */
+	pg_state_hist hist;       /* expect_json unused here */
+	int has_expect;           /* written only if the value is expect_json */
+	char *expect_json;        /* NULL = absent */
+	size_t res_at;            /* its statement's index in the round */
 } pg_state_write;
 
 typedef struct pg_state_list {
@@ -30,12 +47,25 @@ typedef struct pg_state_list {
  * plugin_util.h). */
 int32_t pg_state_check(const char *delta_json, memd_error *err);
 /* Add the writes of delta_json for scope `where` (borrowed until the list
- * is freed) to l, tagged with member. Fails as pg_state_check does, or
- * MEMD_ENOMEM. */
+ * is freed) to l, tagged with member, each to be recorded in the state
+ * history as h says (h and h->operation borrowed until the list is
+ * freed), conditional when h->expect_json names its key. Fails as
+ * pg_state_check does (also for a bad expect_json), or MEMD_ENOMEM. */
 int32_t pg_state_collect(const char *delta_json, const memd_scope *where, uint32_t member,
-			 pg_state_list *l, memd_error *err);
-/* Queue every write of l on c, sorted by (table, key, member, index). */
+			 const pg_state_hist *h, pg_state_list *l, memd_error *err);
+/* Queue every write of l on c, sorted by (table, key, member, index):
+ * each changes its key (a shared key's row locked first) and records the
+ * change in state_history, unless it is conditional and the key's value
+ * is not the expected one. */
 int32_t pg_state_send(pg_conn *c, pg_state_list *l, memd_error *err);
+/* After the round of pg_state_send ran: the conditional writes of member
+ * that were skipped, as a JSON array of their keys (with prefixes) in
+ * *ret_json (malloc'd; NULL when the member had no conditional write).
+ * MEMD_ENOMEM. */
+int32_t pg_state_skipped(const pg_conn *c, const pg_state_list *l, uint32_t member,
+			 char **ret_json, memd_error *err);
+/* The key with its prefix ("app:", "user:" or none) for scope. */
+const char *pg_state_prefix(int32_t scope);
 /* Free l's contents (l itself is the caller's). Accepts NULL. */
 void pg_state_list_clear(pg_state_list *l);
 

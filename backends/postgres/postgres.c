@@ -18,6 +18,7 @@
 #include "pg_lanes.h"
 #include "pg_sessions.h"
 #include "pg_state.h"
+#include "pg_transcripts.h"
 
 #define PG_PLUGIN_VERSION "1.0.0"
 
@@ -223,6 +224,9 @@ static const memd_store_ops store_ops = {
 	.inbox_take = pg_inbox_take,
 	.inbox_list = pg_inbox_list,
 	.session_list_ended = pg_session_list_ended,
+	.operation_list = pg_operation_list,
+	.operation_get = pg_operation_get,
+	.state_history = pg_state_history,
 };
 
 static const memd_plugin descriptor = {

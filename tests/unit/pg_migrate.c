@@ -13,6 +13,13 @@
  * its events and feed, and that every new part works on it: a lane made
  * for it, an append's usage summed into both, the lane filter of the
  * session list, the inbox, and a FINALIZE record after the old events.
+ *
+ * Schema version 3 adds the events' hidden marks, the sessions'
+ * message_count, the operations, state history and HIDE-record tables.
+ * The second test turns a version 3 schema back into version 2's shape
+ * the same way and checks that the old session's messages are counted,
+ * its events are visible, and a rewind, its undo, the state history, the
+ * feed's HIDE records and the delete of the session work on them.
  * Runs under tests/services/with-services.sh (MEMD_PG_DSN, MEMD_PG_PASSWORD).
  */
 #include <criterion/criterion.h>
@@ -34,14 +41,34 @@
 #define YAML_MAX 512
 #define MAX_SEARCH_DIRS 16
 #define SCHEMA_V1 1
-#define SCHEMA_LATEST 2
+#define SCHEMA_V2 2
+#define SCHEMA_LATEST 3
 #define N_BATCHES 5
 #define T0 1700000000000000LL /* a plausible unix time in us */
 #define USAGE_IN 40
 #define USAGE_COST 1500
 #define USAGE_PROMPT 900
 
-/* Back to version 1: what version 2 added, removed. */
+/* Back to version 2: what version 3 added, removed (the summaries index
+ * as version 1 made it). */
+static const char *const SQL_BACK_TO_V2[] = {
+	"DROP TABLE feed_hides",
+	"DROP TABLE state_history",
+	"DROP TABLE operations",
+	"DROP INDEX sessions_by_updated",
+	"ALTER TABLE sessions DROP COLUMN message_count",
+	"DROP INDEX events_visible",
+	"DROP INDEX events_visible_summaries",
+	"DROP INDEX events_hidden_by",
+	"CREATE INDEX events_summaries ON events (app, \"user\", session, seq)"
+	"  WHERE role = 'summary'",
+	"ALTER TABLE events DROP COLUMN hidden_us, DROP COLUMN hidden_by,"
+	" DROP COLUMN hidden_kind, DROP COLUMN operation",
+	"UPDATE memd_meta SET version = 2",
+	NULL,
+};
+
+/* Back to version 1 from version 2: what version 2 added, removed. */
 static const char *const SQL_BACK_TO_V1[] = {
 	"DROP TABLE inbox",
 	"DROP TABLE lanes",
@@ -291,6 +318,8 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V2[i]);
 	for (size_t i = 0; SQL_BACK_TO_V1[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V1[i]);
 	exec_ok(c, "COMMIT");
@@ -399,5 +428,265 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	PQfinish(c);
+}
+
+/* ---- version 2 -> 3: transcripts ------------------------------------- */
+
+#define N_OLD_EVENTS 4  /* user, assistant, summary, user */
+#define OLD_MESSAGES 3  /* the ones that are not summaries */
+#define OLD_SUMMARY_SEQ 3
+#define REWIND_FROM 3   /* hides the summary and the last user event */
+#define N_REWOUND 2
+
+/* What the second test keeps of delivered records. */
+typedef struct seen3 {
+	memd_session s;
+	char ids[N_OLD_EVENTS + 2][ID_MAX];
+	char hidden_by[N_OLD_EVENTS + 2][ID_MAX];
+	size_t n_events;
+	memd_operation o;
+	char undone_by[ID_MAX];
+	uint32_t kinds[N_OLD_EVENTS * 4];
+	int64_t seqs[N_OLD_EVENTS * 4];
+	size_t n_feed;
+	size_t n_changes;
+	char not_restored[NAME_MAX_LEN];
+} seen3;
+
+static int32_t keep_session3(void *userdata, const memd_session *s)
+{
+	seen3 *x = userdata;
+
+	x->s = *s;
+	x->s.app = x->s.user = x->s.id = x->s.title = x->s.metadata_json = NULL;
+	x->s.lane_key = x->s.origin_json = x->s.origin_platform = x->s.previous_session = NULL;
+	x->s.start_reason = x->s.end_reason = NULL;
+	return 0;
+}
+
+static int32_t keep_event3(void *userdata, const memd_event *e)
+{
+	seen3 *x = userdata;
+
+	cr_assert_lt(x->n_events, N_OLD_EVENTS + 2);
+	snprintf(x->ids[x->n_events], ID_MAX, "%s", e->id);
+	snprintf(x->hidden_by[x->n_events], ID_MAX, "%s", e->hidden_by ? e->hidden_by : "");
+	x->n_events++;
+	return 0;
+}
+
+static int32_t keep_op3(void *userdata, const memd_operation *o)
+{
+	seen3 *x = userdata;
+
+	x->o = *o;
+	snprintf(x->undone_by, sizeof(x->undone_by), "%s", o->undone_by ? o->undone_by : "");
+	x->o.id = x->o.undo_of = x->o.undone_by = NULL;
+	return 0;
+}
+
+static int32_t keep_record3(void *userdata, const memd_feed_record *r)
+{
+	seen3 *x = userdata;
+
+	cr_assert_lt(x->n_feed, sizeof(x->kinds) / sizeof(x->kinds[0]));
+	x->kinds[x->n_feed] = r->kind;
+	x->seqs[x->n_feed] = r->event ? r->event->seq : 0;
+	x->n_feed++;
+	return 0;
+}
+
+static int32_t count_change(void *userdata, const memd_state_change *c)
+{
+	seen3 *x = userdata;
+
+	(void)c;
+	x->n_changes++;
+	return 0;
+}
+
+static int32_t keep_text3(void *userdata, const char *text, size_t len)
+{
+	seen3 *x = userdata;
+
+	snprintf(x->not_restored, sizeof(x->not_restored), "%.*s", (int)len, text);
+	return 0;
+}
+
+static void get_session3(store *s, seen3 *x)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = keep_session3,
+				   .userdata = x };
+	memd_error err = { 0 };
+
+	cr_assert_eq(s->ops->session_get(s->h, NULL, &sc, &sink, &err), 0, "%s", err.msg);
+}
+
+static void load3(store *s, uint32_t flags, uint32_t roles, seen3 *x)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_event_query q = { .struct_size = sizeof(q), .flags = flags, .roles = roles };
+	memd_event_sink sink = { .struct_size = sizeof(sink), .event = keep_event3, .userdata = x };
+	memd_error err = { 0 };
+
+	x->n_events = 0;
+	cr_assert_eq(s->ops->events_load(s->h, NULL, &sc, &q, &sink, &err), 0, "%s", err.msg);
+}
+
+static void feed3(store *s, seen3 *x)
+{
+	memd_feed_sink sink = { .struct_size = sizeof(sink), .record = keep_record3,
+				.userdata = x };
+	memd_error err = { 0 };
+
+	x->n_feed = 0;
+	cr_assert_eq(s->ops->feed_read(s->h, NULL, 0, 0, &sink, &err), 0, "%s", err.msg);
+}
+
+/* An append of one event (NULL: none) with op and delta. */
+static int32_t append_op3(store *s, const char *id, const memd_transcript_op *op,
+			  const char *delta, int64_t now_us, memd_append_result *res,
+			  memd_error *err)
+{
+	static int64_t seq;
+	memd_event ev = { .struct_size = sizeof(ev), .id = id, .author = "t", .role = "user",
+			  .content_json = "{}", .text = id, .timestamp_us = now_us };
+	const memd_event *ptr[1] = { &ev };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_append a = { .struct_size = sizeof(a), .events = ptr, .n_events = id ? 1 : 0,
+			  .state_delta_json = delta, .now_us = now_us, .op = op };
+
+	*res = (memd_append_result){ .struct_size = sizeof(*res), .seqs = &seq };
+	return s->ops->append(s->h, NULL, &sc, &a, res, err);
+}
+
+Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	static const char *const roles[N_OLD_EVENTS] = { "user", "assistant", "summary", "user" };
+	seen3 x = { 0 };
+	memd_session_sink ssink = { .struct_size = sizeof(ssink), .session = keep_session3,
+				    .userdata = &x };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = T0, .updated_us = T0 };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_text_sink nr = { .struct_size = sizeof(nr), .text = keep_text3, .userdata = &x };
+	memd_transcript_op rw = { .struct_size = sizeof(rw), .kind = MEMD_OP_REWIND, .id = "rw",
+				  .hide_from_seq = REWIND_FROM,
+				  .state_expect_json = "{\"app:shared\": 5}", .not_restored = &nr };
+	memd_transcript_op un = { .struct_size = sizeof(un), .kind = MEMD_OP_UNDO, .id = "un",
+				  .undo_id = "rw" };
+	memd_append_result res;
+	memd_error err = { 0 };
+	PGconn *c;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, "{\"k\": 1}", &ssink, &err), 0,
+		     "%s", err.msg);
+	for (int i = 0; i < N_OLD_EVENTS; i++) {
+		char id[ID_MAX];
+		memd_event ev;
+		const memd_event *ptr[1] = { &ev };
+		int64_t seq;
+		memd_append a = { .struct_size = sizeof(a), .events = ptr, .n_events = 1,
+				  .now_us = T0 + i };
+
+		snprintf(id, sizeof(id), "o%d", i);
+		ev = (memd_event){ .struct_size = sizeof(ev), .id = id, .author = "t",
+				   .role = roles[i], .content_json = "{}", .text = id,
+				   .timestamp_us = T0 + i, .covers_seq = i };
+		res = (memd_append_result){ .struct_size = sizeof(res), .seqs = &seq };
+		cr_assert_eq(s.ops->append(s.h, NULL, &sc, &a, &res, &err), 0, "%s", err.msg);
+	}
+	store_close(&s);
+
+	c = connect_schema();
+	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V2[i]);
+	exec_ok(c, "COMMIT");
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V2);
+	PQfinish(c);
+
+	store_open(&s);
+	/* The old session: its messages counted, every event visible. */
+	get_session3(&s, &x);
+	cr_assert_eq(x.s.message_count, OLD_MESSAGES);
+	cr_assert_eq(x.s.summary_seq, OLD_SUMMARY_SEQ);
+	load3(&s, 0, 0, &x);
+	cr_assert_eq(x.n_events, N_OLD_EVENTS);
+	load3(&s, 0, MEMD_ROLE_USER, &x);
+	cr_assert_eq(x.n_events, 2);
+
+	/* A rewind of the old events: the summary goes with them. */
+	cr_assert_eq(append_op3(&s, "n1", &rw, "{\"k\": 2, \"app:shared\": 1}", T0 + 10, &res,
+				&err), 0, "%s", err.msg);
+	cr_assert_eq(res.hidden_count, N_REWOUND);
+	cr_assert_str_eq(x.not_restored, "[\"app:shared\"]");
+	get_session3(&s, &x);
+	cr_assert_eq(x.s.message_count, OLD_MESSAGES - 1 + 1);
+	cr_assert_eq(x.s.summary_seq, 0);
+	load3(&s, 0, 0, &x);
+	cr_assert_eq(x.n_events, N_OLD_EVENTS - N_REWOUND + 1);
+	cr_assert_str_eq(x.ids[x.n_events - 1], "n1");
+	load3(&s, MEMD_EVQ_INCLUDE_HIDDEN, 0, &x);
+	cr_assert_eq(x.n_events, N_OLD_EVENTS + 1);
+	cr_assert_str_eq(x.hidden_by[REWIND_FROM - 1], "rw");
+	cr_assert_str_eq(x.hidden_by[0], "");
+	/* The feed: the visible old events, a HIDE record each for the two
+	 * hidden ones, then the new event. */
+	feed3(&s, &x);
+	cr_assert_eq(x.n_feed, 2 + N_REWOUND + 1, "%zu feed records", x.n_feed);
+	cr_assert(x.kinds[0] == MEMD_FEED_EVENT && x.kinds[1] == MEMD_FEED_EVENT);
+	cr_assert(x.kinds[2] == MEMD_FEED_HIDE && x.seqs[2] == REWIND_FROM);
+	cr_assert(x.kinds[3] == MEMD_FEED_HIDE && x.seqs[3] == REWIND_FROM + 1);
+	cr_assert(x.kinds[4] == MEMD_FEED_EVENT && x.seqs[4] == N_OLD_EVENTS + 1);
+
+	/* Undone: the old events are back (new EVENT records), n1 hidden
+	 * (a hidden event has no EVENT record: its HIDE record follows). */
+	cr_assert_eq(append_op3(&s, NULL, &un, NULL, T0 + 20, &res, &err), 0, "%s", err.msg);
+	cr_assert_eq(res.unhidden_count, N_REWOUND);
+	cr_assert_eq(res.hidden_count, 1);
+	get_session3(&s, &x);
+	cr_assert_eq(x.s.message_count, OLD_MESSAGES);
+	cr_assert_eq(x.s.summary_seq, OLD_SUMMARY_SEQ);
+	feed3(&s, &x);
+	cr_assert_eq(x.n_feed, 2 + N_REWOUND + N_REWOUND + 1, "%zu feed records", x.n_feed);
+	cr_assert(x.kinds[4] == MEMD_FEED_EVENT && x.seqs[4] == REWIND_FROM);
+	cr_assert(x.kinds[5] == MEMD_FEED_EVENT && x.seqs[5] == REWIND_FROM + 1);
+	cr_assert(x.kinds[6] == MEMD_FEED_HIDE && x.seqs[6] == N_OLD_EVENTS + 1);
+	{
+		memd_operation_sink osink = { .struct_size = sizeof(osink), .operation = keep_op3,
+					      .userdata = &x };
+		memd_state_change_sink csink = { .struct_size = sizeof(csink),
+						 .change = count_change, .userdata = &x };
+		memd_state_history_query hq = { .struct_size = sizeof(hq) };
+
+		cr_assert_eq(s.ops->operation_get(s.h, NULL, &sc, "rw", &osink, &err), 0, "%s",
+			     err.msg);
+		cr_assert_str_eq(x.undone_by, "un");
+		cr_assert_eq(x.o.hidden_count, N_REWOUND);
+		cr_assert(x.o.first_seq == N_OLD_EVENTS + 1 && x.o.last_seq == N_OLD_EVENTS + 1);
+		/* Undone already: refused, nothing written. */
+		un.id = "un2";
+		cr_assert_eq(append_op3(&s, NULL, &un, NULL, T0 + 30, &res, &err), MEMD_ECONFLICT);
+		/* k by the rewind (the initial k predates the history; the
+		 * shared key's conditional write was skipped). */
+		cr_assert_eq(s.ops->state_history(s.h, NULL, &sc, &hq, &csink, &err), 0, "%s",
+			     err.msg);
+		cr_assert_eq(x.n_changes, 1);
+	}
+
+	/* Deleting the session takes its operations and history. */
+	cr_assert_eq(s.ops->session_delete(s.h, NULL, &sc, &err), 0, "%s", err.msg);
+	store_close(&s);
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM operations"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM state_history"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM feed_hides"), 0);
 	PQfinish(c);
 }
