@@ -514,6 +514,12 @@ static int32_t keep_session(void *ud, const memd_session *s)
 	return 0;
 }
 
+static int32_t keep_event(void *ud, const memd_event *e)
+{
+	memcpy(ud, e, sizeof(*e));
+	return 0;
+}
+
 /* A 1.1 store under a 1.2 host: its short session records reach the
  * host's sinks zero-extended (the 1.2 members NULL/0, not the bytes
  * after its record), the lane ops it lacks answer MEMD_ENOTSUP naming it
@@ -567,6 +573,40 @@ Test(loader, older_store_records_are_zero_extended_and_lane_ops_named)
 	cr_assert_eq(store_inbox_put(st, &call, &sc, "k", &item, &depth, &err), MEMD_EIO);
 	cr_assert_eq(store_health(st, &health), 1, "inbox_put counts as a write");
 	cr_assert_eq(health.flags, MEMD_ERROR_STORAGE_FULL);
+
+	/* Transcripts: short events read as visible, appended by no
+	 * operation; an op never reaches the store; the ops are named. */
+	{
+		memd_event ev;
+		memd_event_query q = {.struct_size = sizeof(q)};
+		memd_event_sink es = {sizeof(es), &ev, keep_event};
+		memd_transcript_op op = {.struct_size = sizeof(op), .kind = MEMD_OP_CLEAR, .id = "op1",
+					 .hide_from_seq = 1};
+		memd_append a = {.struct_size = sizeof(a), .now_us = 1};
+		int64_t seqs[1];
+		memd_append_result res = {.struct_size = sizeof(res), .seqs = seqs};
+
+		memset(&ev, 0x5A, sizeof(ev));
+		cr_assert_eq(store_events_load(st, &call, &sc, &q, &es, &err), 0, "%s", err.msg);
+		cr_assert_eq(ev.struct_size, sizeof(memd_event));
+		cr_assert_str_eq(ev.id, "e1");
+		cr_assert_eq(ev.tokens, 1);
+		cr_assert_eq(ev.hidden_us, 0);
+		cr_assert_null(ev.hidden_by);
+		cr_assert_eq(ev.hidden_kind, 0);
+		cr_assert_null(ev.operation);
+		a.op = &op;
+		cr_assert_eq(store_append(st, &call, &sc, &a, &res, &err), MEMD_ENOTSUP);
+		cr_assert_not_null(strstr(err.msg, "does not support transcript operations"), "%s",
+				   err.msg);
+		a.op = NULL;
+		cr_assert_eq(store_append(st, &call, &sc, &a, &res, &err), MEMD_EIO);
+		cr_assert_str_eq(err.msg, "stores.old: append reached the store");
+		cr_assert_eq(store_operation_list(st, &call, &sc, 0, NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support operation_list");
+		cr_assert_eq(store_state_history(st, &call, &sc, NULL, NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support state_history");
+	}
 
 	store_render_errors(st, &b);
 	cr_assert_not_null(b.p);
