@@ -11,6 +11,7 @@
 #include "sq_lanes.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
+#include "sq_transcripts.h"
 
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
@@ -18,45 +19,60 @@
 #define SEQS_ON_STACK 16 /* appends of up to this many events need no allocation */
 
 static const sq_sql SQL_EVENT_INSERT = { SQ_ST_EVENT_INSERT,
-	"INSERT INTO events (" SQ_EVENT_COLS ")"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)" };
+	"INSERT INTO events (position, app, user, session, seq, id, invocation_id, author, role,"
+	" branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq, operation)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
+	" ?18)" };
 static const sq_sql SQL_EVENT_SEQ_BY_ID = { SQ_ST_EVENT_SEQ_BY_ID,
 	"SELECT seq FROM events INDEXED BY events_by_id"
 	" WHERE id = ?4 AND app = ?1 AND user = ?2 AND session = ?3" };
 
-/* events_load: every query is a range of one of the session's indexes,
+/* events_load: every query is a range of the session's visible events
+ * (the partial index events_by_seq, or events_summaries for summaries),
  * ?4 < seq < ?5, walked in the order wanted so stepping can stop at the
- * limit. The summaries index is partial (role = 'summary'). */
+ * limit. A roles mask ?6 (0 = every role) keeps the roles ?7..?11 (a
+ * fixed list; unused slots are NULL, which matches nothing). With
+ * INCLUDE_HIDDEN the same range of events_hidden is merged in, in seq
+ * order (a compound SELECT whose arms both walk an index in that order). */
+#define EV_RANGE " WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5" \
+	" AND (?6 = 0 OR role IN (?7, ?8, ?9, ?10, ?11))"
+#define EV_VISIBLE " FROM events INDEXED BY events_by_seq" EV_RANGE " AND hidden_us = 0"
+#define EV_HIDDEN " FROM events INDEXED BY events_hidden" EV_RANGE " AND hidden_us <> 0"
+#define EV_SUMMARIES " FROM events INDEXED BY events_summaries" EV_RANGE \
+	" AND role = 'summary' AND hidden_us = 0"
+#define EV_HIDDEN_SUMMARIES EV_HIDDEN " AND role = 'summary'"
+#define EV_SELECT "SELECT " SQ_EVENT_COLS
+/* after_time: both indexes cover timestamp and role, so the matching
+ * events are found index-only in seq order; the rows are then fetched by
+ * position (the rowid every index entry holds). */
+#define EV_TIMES "SELECT seq, role, timestamp_us, position"
+
 static const sq_sql SQL_EVENTS_ASC = { SQ_ST_EVENTS_ASC,
-	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_by_seq"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
-	" ORDER BY seq ASC" };
+	EV_SELECT EV_VISIBLE " ORDER BY seq ASC" };
 static const sq_sql SQL_EVENTS_DESC = { SQ_ST_EVENTS_DESC,
-	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_by_seq"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
-	" ORDER BY seq DESC" };
+	EV_SELECT EV_VISIBLE " ORDER BY seq DESC" };
 static const sq_sql SQL_SUMMARIES_ASC = { SQ_ST_SUMMARIES_ASC,
-	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_summaries"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND role = 'summary'"
-	" AND seq > ?4 AND seq < ?5 ORDER BY seq ASC" };
+	EV_SELECT EV_SUMMARIES " ORDER BY seq ASC" };
 static const sq_sql SQL_SUMMARIES_DESC = { SQ_ST_SUMMARIES_DESC,
-	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_summaries"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND role = 'summary'"
-	" AND seq > ?4 AND seq < ?5 ORDER BY seq DESC" };
-/* after_time: events_by_seq covers timestamp and role, so the matching
- * seqs are found index-only in seq order; the rows are then fetched by
- * seq. */
+	EV_SELECT EV_SUMMARIES " ORDER BY seq DESC" };
 static const sq_sql SQL_TIMES_ASC = { SQ_ST_TIMES_ASC,
-	"SELECT seq, role, timestamp_us FROM events INDEXED BY events_by_seq"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
-	" ORDER BY seq" };
+	EV_TIMES EV_VISIBLE " ORDER BY seq ASC" };
 static const sq_sql SQL_TIMES_DESC = { SQ_ST_TIMES_DESC,
-	"SELECT seq, role, timestamp_us FROM events INDEXED BY events_by_seq"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq > ?4 AND seq < ?5"
-	" ORDER BY seq DESC" };
-static const sq_sql SQL_EVENT_BY_SEQ = { SQ_ST_EVENT_BY_SEQ,
-	"SELECT " SQ_EVENT_COLS " FROM events INDEXED BY events_by_seq"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq = ?4" };
+	EV_TIMES EV_VISIBLE " ORDER BY seq DESC" };
+static const sq_sql SQL_EVENTS_ALL_ASC = { SQ_ST_EVENTS_ALL_ASC,
+	EV_SELECT EV_VISIBLE " UNION ALL " EV_SELECT EV_HIDDEN " ORDER BY seq ASC" };
+static const sq_sql SQL_EVENTS_ALL_DESC = { SQ_ST_EVENTS_ALL_DESC,
+	EV_SELECT EV_VISIBLE " UNION ALL " EV_SELECT EV_HIDDEN " ORDER BY seq DESC" };
+static const sq_sql SQL_SUMMARIES_ALL_ASC = { SQ_ST_SUMMARIES_ALL_ASC,
+	EV_SELECT EV_SUMMARIES " UNION ALL " EV_SELECT EV_HIDDEN_SUMMARIES " ORDER BY seq ASC" };
+static const sq_sql SQL_SUMMARIES_ALL_DESC = { SQ_ST_SUMMARIES_ALL_DESC,
+	EV_SELECT EV_SUMMARIES " UNION ALL " EV_SELECT EV_HIDDEN_SUMMARIES " ORDER BY seq DESC" };
+static const sq_sql SQL_TIMES_ALL_ASC = { SQ_ST_TIMES_ALL_ASC,
+	EV_TIMES EV_VISIBLE " UNION ALL " EV_TIMES EV_HIDDEN " ORDER BY seq ASC" };
+static const sq_sql SQL_TIMES_ALL_DESC = { SQ_ST_TIMES_ALL_DESC,
+	EV_TIMES EV_VISIBLE " UNION ALL " EV_TIMES EV_HIDDEN " ORDER BY seq DESC" };
+static const sq_sql SQL_EVENT_BY_POSITION = { SQ_ST_EVENT_BY_POSITION,
+	EV_SELECT " FROM events WHERE position = ?1" };
 
 void sq_event_from_row(sqlite3_stmt *st, int col0, memd_event *e)
 {
@@ -79,6 +95,10 @@ void sq_event_from_row(sqlite3_stmt *st, int col0, memd_event *e)
 	e->text = sq_col_text(st, col0 + 14);
 	e->tokens = sqlite3_column_int64(st, col0 + 15);
 	e->covers_seq = sqlite3_column_int64(st, col0 + 16);
+	e->hidden_us = sqlite3_column_int64(st, col0 + 17);
+	e->hidden_by = sq_col_text(st, col0 + 18);
+	e->hidden_kind = (uint32_t)sqlite3_column_int64(st, col0 + 19);
+	e->operation = sq_col_text(st, col0 + 20);
 }
 
 static int is_summary(const char *role)
@@ -132,7 +152,7 @@ static int32_t seq_of_id(sq_conn *c, const memd_scope *scope, const char *id, in
 }
 
 static int32_t insert_event(sq_conn *c, const memd_scope *scope, const memd_event *e,
-			    int64_t position, int64_t seq, memd_error *err)
+			    int64_t position, int64_t seq, const char *operation, memd_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, &SQL_EVENT_INSERT, &st, err);
@@ -174,6 +194,8 @@ static int32_t insert_event(sq_conn *c, const memd_scope *scope, const memd_even
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 17, is_summary(e->role) ? e->covers_seq : 0);
 	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 18, operation);
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if ((rc & 0xff) == SQLITE_CONSTRAINT)
 		r = memd_error_set(err, MEMD_ECONFLICT, 0, "event '%.64s' clashes with a stored event",
@@ -184,23 +206,40 @@ static int32_t insert_event(sq_conn *c, const memd_scope *scope, const memd_even
 	return r;
 }
 
-/* The write half of append, inside the transaction on c. seqs gets each
- * event's seq; *ret_replayed is set when the whole batch existed. */
-static int32_t append_locked(sq_conn *c, const memd_scope *scope, const memd_append *a,
-			     int64_t now_us, int64_t *seqs, int64_t *ret_version,
-			     int *ret_replayed, memd_error *err)
+/* One append as a group-commit request (sq_group.h). */
+typedef struct append_job {
+	const memd_call *call;
+	const memd_scope *scope;
+	const memd_append *a;
+	int64_t *seqs;
+	int64_t version;
+	int replayed;
+	sq_op_done done;         /* what the transcript op did */
+	char *not_restored;      /* the op's keys not restored (JSON array) */
+} append_job;
+
+/* The write half of append, inside the transaction on c, in the order
+ * store.h gives: replay, version, the transcript op (its id, hiding or
+ * undoing), the events, the state delta (recorded, under the op's
+ * expectations), the session row, usage, the op's record. */
+static int32_t append_locked(sq_conn *c, append_job *j, memd_error *err)
 {
+	const memd_scope *scope = j->scope;
+	const memd_append *a = j->a;
+	const memd_transcript_op *op = pu_append_op(a);
+	int64_t *seqs = j->seqs;
 	sq_session_head head;
+	sq_state_record rec;
 	uint32_t n_existing = 0;
 	const char *some_existing = NULL;
 	int64_t first_pos = 0;
-	int32_t r = sq_session_head_get(c, NULL, scope, &head, err);
+	int32_t r = sq_session_head_get(c, j->call, scope, &head, err);
 
 	if (r < 0)
 		return r;
 	/* Idempotent retries: a batch whose ids all exist is answered with
 	 * the stored seqs (before the version check: the first attempt moved
-	 * the version on). */
+	 * the version on), its op with it. */
 	for (uint32_t i = 0; i < a->n_events; i++) {
 		r = seq_of_id(c, scope, a->events[i]->id, &seqs[i], err);
 		if (r < 0)
@@ -211,58 +250,56 @@ static int32_t append_locked(sq_conn *c, const memd_scope *scope, const memd_app
 		}
 	}
 	if (a->n_events && n_existing == a->n_events) {
-		*ret_version = head.version;
-		*ret_replayed = 1;
+		j->version = head.version;
+		j->replayed = 1;
 		return 0;
 	}
 	if (n_existing)
-		return memd_error_set(err, MEMD_ECONFLICT, 0,
-				      "%u of the batch's %u event ids already exist (e.g. '%.64s'): "
-				      "a retry must resend the same batch",
-				      (unsigned)n_existing, (unsigned)a->n_events, some_existing);
+		return pu_err_ids_stored(n_existing, a->n_events, some_existing, err);
 	if ((a->flags & MEMD_APPEND_EXPECT_VERSION) && head.version != a->expected_version)
-		return memd_error_set(err, MEMD_ECONFLICT, 0,
-				      "session '%.64s' is at version %lld, not the expected %lld",
-				      scope->session, (long long)head.version,
-				      (long long)a->expected_version);
-	if (a->n_events)
+		return pu_err_version(scope, head.version, a->expected_version, err);
+	memset(&j->done, 0, sizeof(j->done));
+	if (op)
+		r = sq_op_apply(c, j->call, scope, op, a->now_us, &head, &j->done, err);
+	if (r == 0 && a->n_events)
 		r = sq_feed_alloc(c, a->n_events, &first_pos, err);
 	for (uint32_t i = 0; r == 0 && i < a->n_events; i++) {
 		const memd_event *e = a->events[i];
 		seqs[i] = head.last_seq + 1;
-		r = insert_event(c, scope, e, first_pos + i, seqs[i], err);
+		r = insert_event(c, scope, e, first_pos + i, seqs[i], op ? op->id : NULL, err);
 		head.last_seq = seqs[i];
 		if (is_summary(e->role))
 			head.summary_seq = seqs[i];
+		else
+			head.message_count++;
 	}
+	rec = (sq_state_record){ .version = head.version + 1, .seq = head.last_seq,
+				 .at_us = a->now_us, .operation = op ? op->id : NULL,
+				 .expect_json = op ? op->state_expect_json : NULL };
 	if (r == 0)
-		r = sq_state_apply(c, scope, a->state_delta_json, err);
+		r = sq_state_apply(c, scope, a->state_delta_json, &rec, err);
 	if (r == 0)
-		r = sq_session_appended(c, scope, &head, now_us, a->title_if_unset, err);
+		r = sq_session_appended(c, scope, &head, a->now_us, a->title_if_unset, err);
 	if (r == 0)
 		r = sq_usage_add(c, scope, usage_of(a), 1, err);
-	if (r == 0) {
-		*ret_version = head.version + 1;
-		*ret_replayed = 0;
+	if (r == 0 && op)
+		r = sq_op_record(c, scope, op, a->now_us, head.version + 1,
+				 a->n_events ? seqs[0] : 0, a->n_events ? head.last_seq : 0,
+				 &j->done, err);
+	if (r < 0) {
+		free(rec.not_restored);
+		return r;
 	}
-	return r;
+	free(j->not_restored);
+	j->not_restored = rec.not_restored;
+	j->version = head.version + 1;
+	j->replayed = 0;
+	return 0;
 }
-
-/* One append as a group-commit request (sq_group.h). */
-typedef struct append_job {
-	const memd_scope *scope;
-	const memd_append *a;
-	int64_t *seqs;
-	int64_t version;
-	int replayed;
-} append_job;
 
 static int32_t append_apply(sq_conn *c, void *ctx, memd_error *err)
 {
-	append_job *j = ctx;
-
-	return append_locked(c, j->scope, j->a, j->a->now_us, j->seqs, &j->version, &j->replayed,
-			     err);
+	return append_locked(c, ctx, err);
 }
 
 int32_t sq_append(void *inst, const memd_call *call, const memd_scope *scope,
@@ -270,7 +307,8 @@ int32_t sq_append(void *inst, const memd_call *call, const memd_scope *scope,
 {
 	sq_store *store = inst;
 	int64_t local[SEQS_ON_STACK];
-	append_job job = { .scope = scope, .a = a, .seqs = local };
+	append_job job = { .call = call, .scope = scope, .a = a, .seqs = local };
+	const memd_transcript_op *op = pu_append_op(a);
 	int32_t r = check_append(scope, a, res, err);
 
 	if (r < 0)
@@ -288,7 +326,18 @@ int32_t sq_append(void *inst, const memd_call *call, const memd_scope *scope,
 			memcpy(res->seqs, job.seqs, a->n_events * sizeof(*job.seqs));
 		res->version = job.version;
 		res->flags = job.replayed ? MEMD_APPEND_REPLAYED : 0;
+		if (res->struct_size >= offsetof(memd_append_result, unhidden_count) +
+					       sizeof(res->unhidden_count)) {
+			res->hidden_count = job.replayed ? 0 : job.done.hidden_count;
+			res->unhidden_count = job.replayed ? 0 : job.done.unhidden_count;
+		}
+		/* The keys the op did not restore, once it is durable. */
+		if (op && op->not_restored && op->not_restored->text && job.not_restored &&
+		    !job.replayed)
+			(void)op->not_restored->text(op->not_restored->userdata, job.not_restored,
+						     strlen(job.not_restored));
 	}
+	free(job.not_restored);
 	if (job.seqs != local)
 		free(job.seqs);
 	return r;
@@ -305,6 +354,8 @@ typedef struct load_ctx {
 	const memd_event_sink *out;
 	memd_error *err;
 	int64_t before;
+	uint32_t roles;          /* MEMD_ROLE_* mask, 0 = every role */
+	int hidden;              /* MEMD_EVQ_INCLUDE_HIDDEN */
 } load_ctx;
 
 static int wanted(const load_ctx *x, const char *role)
@@ -328,6 +379,14 @@ static int bind_range(sqlite3_stmt *st, const load_ctx *x)
 		rc = sqlite3_bind_int64(st, 4, x->q->after_seq);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 5, x->before);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 6, x->roles);
+	if (rc == SQLITE_OK && x->roles) {
+		const char *names[PU_ROLES_COUNT];
+		pu_role_names(x->roles, names);
+		for (int i = 0; rc == SQLITE_OK && i < PU_ROLES_COUNT; i++)
+			rc = sq_bind_text(st, 7 + i, names[i]);
+	}
 	return rc;
 }
 
@@ -339,15 +398,23 @@ static int32_t load_by_seq(load_ctx *x)
 	const memd_event_query *q = x->q;
 	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
 	int only_summary = (q->flags & MEMD_EVQ_ONLY_SUMMARY) != 0;
-	const sq_sql *sql = only_summary ? (newest ? &SQL_SUMMARIES_DESC : &SQL_SUMMARIES_ASC)
-					 : (newest ? &SQL_EVENTS_DESC : &SQL_EVENTS_ASC);
+	const sq_sql *sql;
 	pu_event_copy *kept = NULL;
 	uint32_t n_kept = 0, n_matched = 0;
 	uint64_t stepped = 0;
 	sqlite3_stmt *st = NULL;
-	int32_t r = sq_stmt(x->c, sql, &st, x->err);
+	int32_t r;
 	int rc;
 
+	if (only_summary && x->hidden)
+		sql = newest ? &SQL_SUMMARIES_ALL_DESC : &SQL_SUMMARIES_ALL_ASC;
+	else if (only_summary)
+		sql = newest ? &SQL_SUMMARIES_DESC : &SQL_SUMMARIES_ASC;
+	else if (x->hidden)
+		sql = newest ? &SQL_EVENTS_ALL_DESC : &SQL_EVENTS_ALL_ASC;
+	else
+		sql = newest ? &SQL_EVENTS_DESC : &SQL_EVENTS_ASC;
+	r = sq_stmt(x->c, sql, &st, x->err);
 	if (r < 0)
 		return r;
 	if (newest) {
@@ -412,11 +479,13 @@ static int32_t load_by_time(load_ctx *x)
 {
 	const memd_event_query *q = x->q;
 	int newest = (q->flags & MEMD_EVQ_NEWEST) && q->limit > 0;
-	int64_t *seqs = NULL;
+	int64_t *positions = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t stepped = 0;
 	sqlite3_stmt *st = NULL;
-	int32_t r = sq_stmt(x->c, newest ? &SQL_TIMES_DESC : &SQL_TIMES_ASC, &st, x->err);
+	int32_t r = sq_stmt(x->c, x->hidden ? (newest ? &SQL_TIMES_ALL_DESC : &SQL_TIMES_ALL_ASC)
+					    : (newest ? &SQL_TIMES_DESC : &SQL_TIMES_ASC),
+			    &st, x->err);
 	int rc;
 
 	if (r < 0)
@@ -433,15 +502,15 @@ static int32_t load_by_time(load_ctx *x)
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : SEQS_INITIAL;
-			int64_t *grown = realloc(seqs, ncap * sizeof(*seqs));
+			int64_t *grown = realloc(positions, ncap * sizeof(*positions));
 			if (!grown) {
 				r = memd_error_set(x->err, MEMD_ENOMEM, 0, "out of memory");
 				goto out;
 			}
-			seqs = grown;
+			positions = grown;
 			cap = ncap;
 		}
-		seqs[n++] = sqlite3_column_int64(st, 0);
+		positions[n++] = sqlite3_column_int64(st, 3);
 	}
 	if (rc != SQLITE_OK && rc != SQLITE_DONE) {
 		r = sq_fail(x->c, rc, x->err, "load events of '%.64s'", x->scope->session);
@@ -452,14 +521,12 @@ static int32_t load_by_time(load_ctx *x)
 	sq_stmt_done(st);
 	st = NULL;
 
-	r = sq_stmt(x->c, &SQL_EVENT_BY_SEQ, &st, x->err);
+	r = sq_stmt(x->c, &SQL_EVENT_BY_POSITION, &st, x->err);
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		int64_t seq = newest ? seqs[n - 1 - i] : seqs[i];
+		int64_t pos = newest ? positions[n - 1 - i] : positions[i];
 		memd_event e;
 
-		rc = sq_bind_scope(st, x->scope, 1);
-		if (rc == SQLITE_OK)
-			rc = sqlite3_bind_int64(st, 4, seq);
+		rc = sqlite3_bind_int64(st, 1, pos);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW) {
@@ -467,8 +534,8 @@ static int32_t load_by_time(load_ctx *x)
 			sq_event_from_row(st, 0, &e);
 			r = deliver(x, &e);
 		} else {
-			r = sq_fail(x->c, rc, x->err, "load event %lld of '%.64s'", (long long)seq,
-				    x->scope->session);
+			r = sq_fail(x->c, rc, x->err, "load the event at %lld of '%.64s'",
+				    (long long)pos, x->scope->session);
 		}
 		sqlite3_reset(st);
 	}
@@ -477,7 +544,7 @@ out:
 		sq_count_rows(x->call, st, stepped);
 		sq_stmt_done(st);
 	}
-	free(seqs);
+	free(positions);
 	return r > 0 ? 0 : r;
 }
 
@@ -492,7 +559,9 @@ int32_t sq_events_load(void *inst, const memd_call *call, const memd_scope *scop
 	if (r < 0)
 		return r;
 	x = (load_ctx){ .store = store, .call = call, .scope = scope, .q = q, .out = out,
-			.err = err, .before = q->before_seq ? q->before_seq : SEQ_UNBOUNDED };
+			.err = err, .before = q->before_seq ? q->before_seq : SEQ_UNBOUNDED,
+			.roles = pu_event_query_roles(q),
+			.hidden = (q->flags & MEMD_EVQ_INCLUDE_HIDDEN) != 0 };
 	r = sq_read_begin(store, call, &x.c, err);
 	if (r < 0)
 		return r;

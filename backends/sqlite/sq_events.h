@@ -12,8 +12,9 @@
  * reads them. */
 #define SQ_EVENT_COLS \
 	"position, app, user, session, seq, id, invocation_id, author, role, branch, " \
-	"content, actions, metadata, timestamp_us, text, tokens, covers_seq"
-#define SQ_EVENT_N_COLS 17
+	"content, actions, metadata, timestamp_us, text, tokens, covers_seq, hidden_us, " \
+	"hidden_by, hidden_kind, operation"
+#define SQ_EVENT_N_COLS 21
 
 /* Fill e from the SQ_EVENT_COLS columns of st's current row starting at
  * column col0. Strings are borrowed from st until its next step/reset. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "sq_feed.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "plugin_util.h"
@@ -10,8 +11,18 @@ static const sq_sql SQL_FEED_HEAD = { SQ_ST_FEED_HEAD,
 	"SELECT last FROM feed_counter WHERE id = 1" };
 static const sq_sql SQL_FEED_ADVANCE = { SQ_ST_FEED_ADVANCE,
 	"UPDATE feed_counter SET last = ?1 WHERE id = 1" };
+/* A hidden event is no EVENT record: its HIDE record (feed_hides, with
+ * the event's data) comes later; unhidden, it moves to a new position. */
 static const sq_sql SQL_FEED_EVENTS = { SQ_ST_FEED_EVENTS,
-	"SELECT " SQ_EVENT_COLS " FROM events WHERE position > ?1 ORDER BY position" };
+	"SELECT " SQ_EVENT_COLS " FROM events WHERE position > ?1 AND hidden_us = 0"
+	" ORDER BY position" };
+static const sq_sql SQL_FEED_HIDES = { SQ_ST_FEED_HIDES,
+	"SELECT h.position, e.position, e.app, e.user, e.session, e.seq, e.id, e.invocation_id,"
+	" e.author, e.role, e.branch, e.content, e.actions, e.metadata, e.timestamp_us, e.text,"
+	" e.tokens, e.covers_seq, e.hidden_us, e.hidden_by, e.hidden_kind, e.operation"
+	" FROM feed_hides h JOIN events e INDEXED BY events_by_id"
+	" ON e.id = h.event AND e.app = h.app AND e.user = h.user AND e.session = h.session"
+	" WHERE h.position > ?1 ORDER BY h.position" };
 static const sq_sql SQL_FEED_DELETES = { SQ_ST_FEED_DELETES,
 	"SELECT position, kind, app, user, session FROM feed_deletes"
 	" WHERE position > ?1 ORDER BY position" };
@@ -144,11 +155,17 @@ static int32_t side_start(sq_conn *c, const sq_sql *sql, int64_t after, feed_sid
 	return side_next(c, s, err);
 }
 
+/* The position of a side's current row (INT64_MAX when it has none). */
+static int64_t side_position(const feed_side *s)
+{
+	return s->has_row ? sqlite3_column_int64(s->st, 0) : INT64_MAX;
+}
+
 int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t limit,
 		     const memd_feed_sink *out, memd_error *err)
 {
 	sq_store *store = inst;
-	feed_side ev = { 0 }, del = { 0 };
+	feed_side ev = { 0 }, del = { 0 }, hide = { 0 };
 	sq_conn *c = NULL;
 	uint32_t n = 0;
 	int32_t r;
@@ -161,19 +178,21 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	/* Both tables are read in position order and merged: one snapshot,
-	 * so the result is exactly the committed feed after `after`. */
+	/* The three tables are read in position order and merged: one
+	 * snapshot, so the result is exactly the committed feed after `after`. */
 	r = side_start(c, &SQL_FEED_EVENTS, after, &ev, err);
 	if (r == 0)
 		r = side_start(c, &SQL_FEED_DELETES, after, &del, err);
-	while (r == 0 && (limit == 0 || n < limit) && (ev.has_row || del.has_row)) {
+	if (r == 0)
+		r = side_start(c, &SQL_FEED_HIDES, after, &hide, err);
+	while (r == 0 && (limit == 0 || n < limit) && (ev.has_row || del.has_row || hide.has_row)) {
 		memd_feed_record rec = { .struct_size = sizeof(rec) };
 		memd_event e;
-		int take_event = ev.has_row &&
-				 (!del.has_row || sqlite3_column_int64(ev.st, 0) <
-						  sqlite3_column_int64(del.st, 0));
+		int64_t pe = side_position(&ev), pd = side_position(&del), ph = side_position(&hide);
+		feed_side *taken;
 
-		if (take_event) {
+		if (pe < pd && pe < ph) {
+			taken = &ev;
 			sq_event_from_row(ev.st, 0, &e);
 			rec.kind = MEMD_FEED_EVENT;
 			rec.position = e.position;
@@ -181,9 +200,19 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 			rec.user = e.user;
 			rec.session = e.session;
 			rec.event = &e;
+		} else if (ph < pd) {
+			taken = &hide;
+			sq_event_from_row(hide.st, 1, &e);
+			rec.kind = MEMD_FEED_HIDE;
+			rec.position = ph;
+			rec.app = e.app;
+			rec.user = e.user;
+			rec.session = e.session;
+			rec.event = &e;
 		} else {
+			taken = &del;
 			rec.kind = (uint32_t)sqlite3_column_int64(del.st, 1);
-			rec.position = sqlite3_column_int64(del.st, 0);
+			rec.position = pd;
 			rec.app = sq_col_text(del.st, 2);
 			rec.user = sq_col_text(del.st, 3);
 			rec.session = sq_col_text(del.st, 4);
@@ -194,7 +223,7 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 			break;
 		if (n % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
 			break;
-		r = side_next(c, take_event ? &ev : &del, err);
+		r = side_next(c, taken, err);
 	}
 	if (r > 0)
 		r = 0;
@@ -202,8 +231,11 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 		sq_count_rows(call, ev.st, ev.stepped);
 	if (del.st)
 		sq_count_rows(call, del.st, del.stepped);
+	if (hide.st)
+		sq_count_rows(call, hide.st, hide.stepped);
 	sq_stmt_done(ev.st);
 	sq_stmt_done(del.st);
+	sq_stmt_done(hide.st);
 	sq_read_end(store, c);
 	return r;
 }

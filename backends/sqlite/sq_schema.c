@@ -182,12 +182,83 @@ static const char SQL_V4[] =
 	"  FOREIGN KEY (app, user, key) REFERENCES lanes (app, user, key) ON DELETE CASCADE"
 	") WITHOUT ROWID;";
 
+/* Version 5 (ABI 1.2): transcripts. Events gain their hidden mark
+ * (hidden_us = 0: visible; hidden_by and hidden_kind: the operation that
+ * hid them) and the operation that appended them. events_by_seq becomes a
+ * partial index of the visible events, so reads and "newest N visible"
+ * windows never step over hidden rows, and appends write no more index
+ * entries than before; events_hidden holds the hidden ones (the audit
+ * trail, read with INCLUDE_HIDDEN, merged in seq order with the visible
+ * ones). Hiding or unhiding moves a row from one to the other: the cost
+ * follows the rows hidden, not the session. The summaries index covers
+ * only visible summaries (summary_seq is the newest visible one).
+ *
+ * Sessions gain message_count (visible events that are not summaries,
+ * counted here once for existing rows, then kept by every append) and an
+ * index by activity for lists in (updated_us, id) order. operations keeps
+ * the transcript operations, state_history every key an append or a
+ * session's creation wrote, feed_hides the feed's HIDE records (in the
+ * feed's position space; the event's data is read from events by its id). All
+ * three go with their session (ON DELETE CASCADE). */
+static const char SQL_V5[] =
+	/* Counted through the old events_by_seq (it covers role). */
+	"ALTER TABLE sessions ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0;"
+	"UPDATE sessions SET message_count = (SELECT count(*) FROM events e"
+	"  WHERE e.app = sessions.app AND e.user = sessions.user AND e.session = sessions.id"
+	"  AND e.role <> 'summary');"
+	"ALTER TABLE events ADD COLUMN hidden_us INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE events ADD COLUMN hidden_by TEXT;"
+	"ALTER TABLE events ADD COLUMN hidden_kind INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE events ADD COLUMN operation TEXT;"
+	"DROP INDEX events_by_seq;"
+	"CREATE INDEX events_by_seq ON events (app, user, session, seq, timestamp_us, role)"
+	"  WHERE hidden_us = 0;"
+	"CREATE INDEX events_hidden ON events (app, user, session, seq, timestamp_us, role)"
+	"  WHERE hidden_us <> 0;"
+	"DROP INDEX events_summaries;"
+	"CREATE INDEX events_summaries ON events (app, user, session, seq)"
+	"  WHERE role = 'summary' AND hidden_us = 0;"
+
+	"CREATE INDEX sessions_by_activity ON sessions (app, user, updated_us, id);"
+
+	"CREATE TABLE operations ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,"
+	"  kind INTEGER NOT NULL, created_us INTEGER NOT NULL, version INTEGER NOT NULL,"
+	"  hide_from_seq INTEGER NOT NULL DEFAULT 0,"
+	"  first_seq INTEGER NOT NULL DEFAULT 0, last_seq INTEGER NOT NULL DEFAULT 0,"
+	"  hidden_count INTEGER NOT NULL DEFAULT 0, unhidden_count INTEGER NOT NULL DEFAULT 0,"
+	"  undo_of TEXT, undone_by TEXT,"
+	"  PRIMARY KEY (app, user, session, id),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	") WITHOUT ROWID;"
+	"CREATE INDEX operations_by_version ON operations (app, user, session, version);"
+
+	"CREATE TABLE state_history ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  version INTEGER NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+	"  old TEXT, new TEXT, at_us INTEGER NOT NULL, operation TEXT,"
+	"  PRIMARY KEY (app, user, session, version, key),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	") WITHOUT ROWID;"
+
+	"CREATE TABLE feed_hides ("
+	"  position INTEGER PRIMARY KEY,"
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  event TEXT NOT NULL,"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	");"
+	"CREATE INDEX feed_hides_of_session ON feed_hides (app, user, session);";
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const sq_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "events_by_id ordered by id first", SQL_V2 },
 	{ 3, "events_by_seq covers timestamp and role; events_by_time dropped", SQL_V3 },
 	{ 4, "lanes, inboxes, sessions' lifecycle and usage", SQL_V4 },
+	{ 5, "transcripts: hidden events, operations, state history, activity order", SQL_V5 },
 };
 #define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)

@@ -2,6 +2,7 @@
 #include "sq_sessions.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "plugin_util.h"
@@ -25,20 +26,34 @@ static const sq_sql SQL_SESSION_INSERT = { SQ_ST_SESSION_INSERT,
 static const sq_sql SQL_SESSION_GET = { SQ_ST_SESSION_GET,
 	"SELECT " SESSION_COLS " FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
 static const sq_sql SQL_SESSION_HEAD = { SQ_ST_SESSION_HEAD,
-	"SELECT version, last_seq, summary_seq FROM sessions"
+	"SELECT version, last_seq, summary_seq, message_count FROM sessions"
 	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
+/* Every listing checks the filters: origin platform (?5), lane (?6) and
+ * activity after ?7 (0 = any). */
+#define SESSION_FILTERS \
+	" AND (?5 IS NULL OR origin_platform = ?5) AND (?6 IS NULL OR lane_key = ?6)" \
+	" AND (?7 = 0 OR updated_us > ?7)"
 static const sq_sql SQL_SESSION_LIST = { SQ_ST_SESSION_LIST,
 	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_created"
-	" WHERE app = ?1 AND user = ?2"
+	" WHERE app = ?1 AND user = ?2" SESSION_FILTERS
 	" ORDER BY created_us DESC, id DESC" };
 static const sq_sql SQL_SESSION_LIST_BEFORE = { SQ_ST_SESSION_LIST_BEFORE,
 	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_created"
-	" WHERE app = ?1 AND user = ?2 AND (created_us, id) < (?3, ?4)"
+	" WHERE app = ?1 AND user = ?2 AND (created_us, id) < (?3, ?4)" SESSION_FILTERS
 	" ORDER BY created_us DESC, id DESC" };
+/* Newest activity first (MEMD_SQ_BY_ACTIVITY): the keyset ?3, ?4 is
+ * (updated_us, id); the activity bound ?8 (?7, or the lowest integer when
+ * there is none) ends the walk there. */
+static const sq_sql SQL_SESSION_LIST_ACTIVITY = { SQ_ST_SESSION_LIST_ACTIVITY,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_activity"
+	" WHERE app = ?1 AND user = ?2 AND updated_us > ?8" SESSION_FILTERS
+	" ORDER BY updated_us DESC, id DESC" };
+static const sq_sql SQL_SESSION_LIST_ACTIVITY_BEFORE = { SQ_ST_SESSION_LIST_ACTIVITY_BEFORE,
+	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_activity"
+	" WHERE app = ?1 AND user = ?2 AND updated_us > ?8 AND (updated_us, id) < (?3, ?4)"
+	SESSION_FILTERS " ORDER BY updated_us DESC, id DESC" };
 /* The same walks through the partial indexes of the sessions that have an
- * origin platform (?5) or a lane (?6); each statement checks both. */
-#define SESSION_FILTERS \
-	" AND (?5 IS NULL OR origin_platform = ?5) AND (?6 IS NULL OR lane_key = ?6)"
+ * origin platform (?5) or a lane (?6). */
 static const sq_sql SQL_SESSION_LIST_PLATFORM = { SQ_ST_SESSION_LIST_PLATFORM,
 	"SELECT " SESSION_COLS " FROM sessions INDEXED BY sessions_by_platform"
 	" WHERE app = ?1 AND user = ?2 AND origin_platform = ?5" SESSION_FILTERS
@@ -68,7 +83,7 @@ static const sq_sql SQL_SESSION_UPDATE = { SQ_ST_SESSION_UPDATE,
 	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
 static const sq_sql SQL_SESSION_APPENDED = { SQ_ST_SESSION_APPENDED,
 	"UPDATE sessions SET version = version + 1, last_seq = ?4, summary_seq = ?5,"
-	" updated_us = ?6, title = coalesce(title, ?7)"
+	" updated_us = ?6, title = coalesce(title, ?7), message_count = ?8"
 	" WHERE app = ?1 AND user = ?2 AND id = ?3" };
 static const sq_sql SQL_SESSION_DELETE = { SQ_ST_SESSION_DELETE,
 	"DELETE FROM sessions WHERE app = ?1 AND user = ?2 AND id = ?3" };
@@ -107,6 +122,7 @@ void sq_session_from_row(sqlite3_stmt *st, memd_session *s)
 	s->cache_write_tokens = sqlite3_column_int64(st, 21);
 	s->cost_micro_usd = sqlite3_column_int64(st, 22);
 	s->last_prompt_tokens = sqlite3_column_int64(st, 23);
+	s->message_count = sqlite3_column_int64(st, 24);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -160,6 +176,7 @@ int32_t sq_session_head_get(sq_conn *c, const memd_call *call, const memd_scope 
 		ret->version = sqlite3_column_int64(st, 0);
 		ret->last_seq = sqlite3_column_int64(st, 1);
 		ret->summary_seq = sqlite3_column_int64(st, 2);
+		ret->message_count = sqlite3_column_int64(st, 3);
 		sq_count_rows(call, st, 1);
 		r = 0;
 	} else if (rc == SQLITE_DONE) {
@@ -190,6 +207,8 @@ int32_t sq_session_appended(sq_conn *c, const memd_scope *scope, const sq_sessio
 		rc = sqlite3_bind_int64(st, 6, now_us);
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(st, 7, title_if_unset);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 8, h->message_count);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
@@ -271,6 +290,7 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 {
 	sq_store *store = inst;
 	memd_scope scope;
+	sq_state_record rec;
 	sq_conn *c = NULL;
 	const char *metadata;
 	int32_t r;
@@ -287,9 +307,10 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 	r = sq_write_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
+	rec = (sq_state_record){ .version = 0, .seq = 0, .at_us = s->created_us };
 	r = sq_session_insert(c, s, metadata, err);
 	if (r == 0)
-		r = sq_state_apply(c, &scope, state_delta_json, err);
+		r = sq_state_apply(c, &scope, state_delta_json, &rec, err);
 	if (r == 0)
 		r = get_and_deliver(c, NULL, &scope, out, err);
 	return sq_write_end(store, c, r, err);
@@ -323,6 +344,7 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	sq_conn *c = NULL;
 	const sq_sql *sql;
 	const char *platform = NULL, *lane = NULL;
+	int64_t after_us = 0;
 	uint64_t stepped = 0;
 	uint32_t delivered = 0;
 	int32_t r = pu_check_scope(scope, 0, err);
@@ -342,7 +364,15 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	}
 	if (lane && (r = pu_check_id("lane_key", lane, err)) < 0)
 		return r;
-	if (lane)
+	if (q->struct_size >= offsetof(memd_session_query, updated_after_us) +
+				      sizeof(q->updated_after_us))
+		after_us = q->updated_after_us;
+	if (after_us < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "updated_after_us is negative");
+	if (q->flags & MEMD_SQ_BY_ACTIVITY)
+		sql = q->before_created_us ? &SQL_SESSION_LIST_ACTIVITY_BEFORE
+					   : &SQL_SESSION_LIST_ACTIVITY;
+	else if (lane)
 		sql = q->before_created_us ? &SQL_SESSION_LIST_LANE_BEFORE : &SQL_SESSION_LIST_LANE;
 	else if (platform)
 		sql = q->before_created_us ? &SQL_SESSION_LIST_PLATFORM_BEFORE
@@ -356,10 +386,14 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (r < 0)
 		goto out;
 	rc = sq_bind_scope(st, scope, 0);
-	if (rc == SQLITE_OK && (lane || platform))
+	if (rc == SQLITE_OK)
 		rc = sq_bind_text(st, 5, platform);
-	if (rc == SQLITE_OK && (lane || platform))
+	if (rc == SQLITE_OK)
 		rc = sq_bind_text(st, 6, lane);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 7, after_us);
+	if (rc == SQLITE_OK && (q->flags & MEMD_SQ_BY_ACTIVITY))
+		rc = sqlite3_bind_int64(st, 8, after_us ? after_us : INT64_MIN);
 	if (rc == SQLITE_OK && q->before_created_us) {
 		rc = sqlite3_bind_int64(st, 3, q->before_created_us);
 		/* No id: every session created at that instant is "after". */

@@ -14,7 +14,7 @@
 	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
 	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
 	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
-	"cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
 
 /* Fill s from the SQ_SESSION_COLS of st's current row. Strings are
  * borrowed from st until its next step or reset. */
@@ -35,6 +35,7 @@ typedef struct sq_session_head {
 	int64_t version;
 	int64_t last_seq;
 	int64_t summary_seq;
+	int64_t message_count;    /* visible events that are not summaries */
 } sq_session_head;
 
 /* Read the head of scope's session on c (inside a transaction); counts one
@@ -42,7 +43,8 @@ typedef struct sq_session_head {
 int32_t sq_session_head_get(sq_conn *c, const memd_call *call, const memd_scope *scope,
 			    sq_session_head *ret, memd_error *err);
 
-/* After an append: version + 1, last_seq and summary_seq from h, updated_us
+/* After an append: version + 1, last_seq, summary_seq and message_count
+ * from h, updated_us
  * = now_us, and title = title_if_unset when the title is NULL (title may
  * be NULL: keep it). Inside the append's write transaction. */
 int32_t sq_session_appended(sq_conn *c, const memd_scope *scope, const sq_session_head *h,

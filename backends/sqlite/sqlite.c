@@ -18,6 +18,7 @@
 #include "sq_lanes.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
+#include "sq_transcripts.h"
 
 #define SQ_PLUGIN_VERSION "1.0.0"
 
@@ -184,6 +185,9 @@ static const memd_store_ops store_ops = {
 	.cursor_get = sq_cursor_get,
 	.cursor_set = sq_cursor_set,
 	.ping = sq_ping,
+	.operation_list = sq_operation_list,
+	.operation_get = sq_operation_get,
+	.state_history = sq_state_history,
 	.lane_get = sq_lane_get,
 	.lane_write = sq_lane_write,
 	.lane_list = sq_lane_list,

@@ -993,6 +993,12 @@ typedef struct want_change {
 static void assert_changes(const conf_state_changes *l, const want_change *w, size_t n,
 			   const char *what)
 {
+	if (l->n != n)
+		for (size_t i = 0; i < l->n; i++)
+			cr_log_error("%s: #%zu: version %lld seq %lld %s: %s -> %s", what, i,
+				     (long long)l->v[i].c.version, (long long)l->v[i].c.seq,
+				     l->v[i].c.key, l->v[i].c.old_json ? l->v[i].c.old_json : "-",
+				     l->v[i].c.new_json ? l->v[i].c.new_json : "-");
 	cr_assert_eq(l->n, n, "%s: %zu changes, expected %zu", what, l->n, n);
 	for (size_t i = 0; i < n; i++) {
 		const memd_state_change *c = &l->v[i].c;

@@ -33,11 +33,30 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 4
+#define SCHEMA_LATEST 5
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
+
+/* Undo version 5 (transcripts: hidden marks, operations, state history,
+ * HIDE records, message_count, the activity index). */
+static const char SQL_BACK_TO_V4[] =
+	"DROP TABLE feed_hides;"
+	"DROP TABLE state_history;"
+	"DROP TABLE operations;"
+	"DROP INDEX sessions_by_activity;"
+	"ALTER TABLE sessions DROP COLUMN message_count;"
+	"DROP INDEX events_by_seq;"
+	"DROP INDEX events_hidden;"
+	"DROP INDEX events_summaries;"
+	"ALTER TABLE events DROP COLUMN hidden_us;"
+	"ALTER TABLE events DROP COLUMN hidden_by;"
+	"ALTER TABLE events DROP COLUMN hidden_kind;"
+	"ALTER TABLE events DROP COLUMN operation;"
+	"CREATE INDEX events_by_seq ON events (app, user, session, seq, timestamp_us, role);"
+	"CREATE INDEX events_summaries ON events (app, user, session, seq) WHERE role = 'summary';"
+	"PRAGMA user_version = 4;";
 
 /* Undo version 4 (lanes, the sessions' lifecycle and usage columns). */
 static const char SQL_BACK_TO_V3[] =
@@ -251,6 +270,8 @@ Test(sqlite_migrate, version_1_database_migrates_and_keeps_working, .init = setu
 	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
 	first_id_column(db, col, sizeof(col));
 	cr_assert_str_eq(col, "id");
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V4, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
 	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V3, NULL, NULL, NULL), SQLITE_OK, "%s",
 		     sqlite3_errmsg(db));
 	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V1, NULL, NULL, NULL), SQLITE_OK, "%s",
@@ -373,6 +394,8 @@ Test(sqlite_migrate, version_3_database_gains_lanes_and_keeps_its_data, .init = 
 	store_close(&s);
 
 	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V4, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
 	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V3, NULL, NULL, NULL), SQLITE_OK, "%s",
 		     sqlite3_errmsg(db));
 	cr_assert_eq(column_count(db, "sessions", "ended_us"), 0);
@@ -437,6 +460,144 @@ Test(sqlite_migrate, version_3_database_gains_lanes_and_keeps_its_data, .init = 
 		first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 		cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
 	}
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	sqlite3_close(db);
+}
+
+/* An append of one event (id, role) carrying op (may be NULL). */
+static int32_t append_op(store *s, const char *id, const char *role, int64_t covers_seq,
+			 const memd_transcript_op *op, memd_append_result *res, memd_error *err)
+{
+	memd_event ev = { .struct_size = sizeof(ev), .id = id, .author = "t", .role = role,
+			  .content_json = "{}", .text = id, .timestamp_us = N_BATCHES + 1,
+			  .covers_seq = covers_seq };
+	const memd_event *ptr[1] = { &ev };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_append a = { .struct_size = sizeof(a), .events = ptr, .n_events = id ? 1 : 0,
+			  .now_us = 2, .op = op };
+	static int64_t seqs[1];
+
+	*res = (memd_append_result){ .struct_size = sizeof(*res), .seqs = seqs };
+	return s->ops->append(s->h, NULL, &sc, &a, res, err);
+}
+
+typedef struct kept_counts {
+	int64_t message_count, summary_seq, n;
+} kept_counts;
+
+static int32_t keep_counts(void *userdata, const memd_session *s)
+{
+	kept_counts *k = userdata;
+	k->message_count = s->message_count;
+	k->summary_seq = s->summary_seq;
+	return 0;
+}
+
+static int32_t count_hides(void *userdata, const memd_feed_record *r)
+{
+	if (r->kind == MEMD_FEED_HIDE)
+		((kept_counts *)userdata)->n++;
+	return 0;
+}
+
+static int32_t count_change(void *userdata, const memd_state_change *c)
+{
+	(void)c;
+	((kept_counts *)userdata)->n++;
+	return 0;
+}
+
+#define V4_SUMMARY_SEQ (2 * N_BATCHES + 1)
+#define V4_HIDE_FROM (2 * AFTER_TIME + 1)
+
+Test(sqlite_migrate, version_4_database_gains_transcripts, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = 1, .updated_us = 1 };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_transcript_op rewind = { .struct_size = sizeof(rewind), .kind = MEMD_OP_REWIND,
+				      .id = "r", .hide_from_seq = V4_HIDE_FROM };
+	memd_transcript_op undo = { .struct_size = sizeof(undo), .kind = MEMD_OP_UNDO, .id = "u",
+				    .undo_id = "r" };
+	memd_append_result res;
+	memd_error err = { 0 };
+	kept_counts k = { 0 };
+	memd_session_sink keep = { .struct_size = sizeof(keep), .userdata = &k,
+				   .session = keep_counts };
+	int64_t seqs[2];
+	char col[LINE_MAX_LEN];
+	sqlite3 *db = NULL;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, "{\"k\":1}", &sink, &err), 0, "%s",
+		     err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, seqs, &res, &err), 0, "%s", err.msg);
+	cr_assert_eq(append_op(&s, "sum", "summary", 2 * N_BATCHES, NULL, &res, &err), 0, "%s",
+		     err.msg);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V4, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(column_count(db, "events", "hidden_us"), 0);
+	cr_assert_eq(column_count(db, "sessions", "message_count"), 0);
+	sqlite3_close(db);
+
+	store_open(&s);
+	/* The old session counts its messages and keeps its summary. */
+	cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.message_count, 2 * N_BATCHES);
+	cr_assert_eq(k.summary_seq, V4_SUMMARY_SEQ);
+	/* A rewind of its old events, with HIDE records, then its undo. */
+	cr_assert_eq(append_op(&s, NULL, NULL, 0, &rewind, &res, &err), 0, "%s", err.msg);
+	cr_assert_eq(res.hidden_count, V4_SUMMARY_SEQ - V4_HIDE_FROM + 1);
+	cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.message_count, V4_HIDE_FROM - 1);
+	cr_assert_eq(k.summary_seq, 0);
+	{
+		/* The newest visible events, through the new partial index. */
+		loaded l = { .n = 0 };
+		memd_event_query q = { .struct_size = sizeof(q), .limit = NEWEST_LIMIT,
+				       .flags = MEMD_EVQ_NEWEST };
+		memd_event_sink es = { .struct_size = sizeof(es), .event = keep_seq, .userdata = &l };
+		cr_assert_eq(s.ops->events_load(s.h, NULL, &sc, &q, &es, &err), 0, "%s", err.msg);
+		cr_assert_eq(l.n, NEWEST_LIMIT);
+		cr_assert_eq(l.seqs[NEWEST_LIMIT - 1], V4_HIDE_FROM - 1);
+	}
+	{
+		memd_feed_sink fs = { .struct_size = sizeof(fs), .userdata = &k, .record = count_hides };
+		k.n = 0;
+		cr_assert_eq(s.ops->feed_read(s.h, NULL, 0, 0, &fs, &err), 0, "%s", err.msg);
+		cr_assert_eq(k.n, V4_SUMMARY_SEQ - V4_HIDE_FROM + 1);
+	}
+	{
+		/* Changes before the migration were not recorded. */
+		memd_state_history_query q = { .struct_size = sizeof(q) };
+		memd_state_change_sink cs = { .struct_size = sizeof(cs), .userdata = &k,
+					      .change = count_change };
+		k.n = 0;
+		cr_assert_eq(s.ops->state_history(s.h, NULL, &sc, &q, &cs, &err), 0, "%s", err.msg);
+		cr_assert_eq(k.n, 0);
+	}
+	cr_assert_eq(append_op(&s, NULL, NULL, 0, &undo, &res, &err), 0, "%s", err.msg);
+	cr_assert_eq(res.unhidden_count, V4_SUMMARY_SEQ - V4_HIDE_FROM + 1);
+	cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.message_count, 2 * N_BATCHES);
+	cr_assert_eq(k.summary_seq, V4_SUMMARY_SEQ);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
+	first_row_text(db, "SELECT sql FROM sqlite_master WHERE name = 'events_by_seq'", col,
+		       sizeof(col));
+	cr_assert(strstr(col, "WHERE hidden_us = 0"), "events_by_seq is not partial: %s", col);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM operations"), 2);
+	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
+	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 	sqlite3_close(db);
 }
