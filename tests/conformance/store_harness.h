@@ -247,7 +247,8 @@ int32_t conf_session_list_ended(conf_store *st, int64_t ended_before_us, uint32_
 
 /* Does the plugin provide operation_list, operation_get and
  * state_history? A store with none of them is skipped (its transcript
- * operations are not there yet); one with only some of them fails. */
+ * operations are not there yet) unless MEMD_CONFORMANCE_TRANSCRIPTS=1
+ * says it must have them; one with only some of them fails. */
 void conf_require_transcripts(conf_store *st);
 
 /* A deep copy of memd_operation (strings owned, NULL kept NULL). */
