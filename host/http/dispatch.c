@@ -244,6 +244,22 @@ static const char *route_app(const http_req *rq, int32_t r)
 	return r < 0 || rq->match.n_params == 0 ? "" : rq->match.params[0];
 }
 
+int32_t http_req_need_scope(const http_req *rq, int32_t scope, const char *what,
+			    memd_error *err)
+{
+	const settings *set = rq->ctx->set;
+	memd_error aerr = { .struct_size = sizeof(aerr) };
+	int32_t r = http_auth_check(set->api_keys, set->n_api_keys,
+				    MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+								MHD_HTTP_HEADER_AUTHORIZATION),
+				    scope, route_app(rq, 0), &aerr);
+
+	if (r < 0)
+		return memd_error_set(err, MEMD_EFORBIDDEN, 0, "%s needs an API key of scope %s or above",
+				      what, http_auth_scope_name(scope));
+	return 0;
+}
+
 static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
 				    const char *value)
 {

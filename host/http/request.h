@@ -106,6 +106,13 @@ int32_t http_req_query_u64(const http_req *rq, const char *name, uint64_t dflt, 
 int32_t http_req_query_bool(const http_req *rq, const char *name, int dflt, int *ret,
 			    memd_error *err);
 
+/* Does the request's API key also have scope (a scope above its route's,
+ * for a query parameter that shows more, e.g. include_hidden)? 0, or
+ * MEMD_EFORBIDDEN with a message naming what (e.g. "query parameter
+ * include_hidden") needs which scope. With no keys configured: 0. */
+int32_t http_req_need_scope(const http_req *rq, int32_t scope, const char *what,
+			    memd_error *err);
+
 /* Monotonic clock in ns. */
 int64_t http_now_ns(void);
 

@@ -28,10 +28,14 @@
 #define P HTTP_SCOPE_PUBLIC
 
 static const char *const q_list[] = { "limit", "cursor", "archived", "origin_platform", "lane",
-				      NULL };
+				      "order", "active_within", NULL };
 static const char *const q_get[] = { "events", "after_seq", "after_time", "include_text", NULL };
-static const char *const q_events[] = { "after_seq", "limit", "include_text", NULL };
-static const char *const q_context[] = { "include_text", NULL };
+static const char *const q_events[] = { "after_seq", "limit", "include_text", "roles",
+					"include_hidden", NULL };
+static const char *const q_context[] = { "include_text", "format", NULL };
+static const char *const q_messages[] = { "format", "roles", NULL };
+static const char *const q_clear[] = { "expected_version", NULL };
+static const char *const q_history[] = { "cursor", "limit", NULL };
 static const char *const q_artifact[] = { "version", NULL };
 static const char *const q_lanes[] = { "limit", "cursor", "suspended", "resume_pending",
 				       "active_within", "in_turn", NULL };
@@ -55,12 +59,28 @@ static const http_route routes[] = {
 	{ "POST", SESSION_PATH "/events", W, HTTP_BODY_JSON, NULL, HTTP_OP_EVENTS_APPEND,
 	  http_h_events_append },
 	{ "GET", SESSION_PATH "/events", R, HTTP_BODY_NONE, q_events, HTTP_OP_EVENTS_LIST,
-	  http_h_events_list },
+	  http_h_events_query },
 	{ "GET", SESSION_PATH "/context", R, HTTP_BODY_NONE, q_context, HTTP_OP_CONTEXT,
-	  http_h_context },
+	  http_h_context_read },
 	{ "GET", SESSION_PATH "/state", R, HTTP_BODY_NONE, NULL, HTTP_OP_STATE_GET, http_h_state_get },
 	{ "PATCH", SESSION_PATH "/state", W, HTTP_BODY_JSON, NULL, HTTP_OP_STATE_PATCH,
 	  http_h_state_patch },
+	{ "DELETE", SESSION_PATH "/events", W, HTTP_BODY_NONE, q_clear, HTTP_OP_EVENTS_CLEAR,
+	  http_h_events_clear },
+	{ "POST", SESSION_PATH ":rewind", W, HTTP_BODY_JSON, NULL, HTTP_OP_SESSION_REWIND,
+	  http_h_session_rewind },
+	{ "GET", SESSION_PATH "/messages", R, HTTP_BODY_NONE, q_messages, HTTP_OP_MESSAGES_GET,
+	  http_h_messages_get },
+	{ "POST", SESSION_PATH "/messages", W, HTTP_BODY_JSON, NULL, HTTP_OP_MESSAGES_APPEND,
+	  http_h_messages_append },
+	{ "PUT", SESSION_PATH "/messages", W, HTTP_BODY_JSON, NULL, HTTP_OP_MESSAGES_PUT,
+	  http_h_messages_put },
+	{ "GET", SESSION_PATH "/operations", R, HTTP_BODY_NONE, NULL, HTTP_OP_OPERATION_LIST,
+	  http_h_operation_list },
+	{ "POST", SESSION_PATH "/operations/{op}:undo", W, HTTP_BODY_JSON, NULL,
+	  HTTP_OP_OPERATION_UNDO, http_h_operation_undo },
+	{ "GET", SESSION_PATH "/state/history", R, HTTP_BODY_NONE, q_history, HTTP_OP_STATE_HISTORY,
+	  http_h_state_history },
 	{ "POST", SESSION_PATH "/invocations/{invocation}:end", W, HTTP_BODY_NONE, NULL,
 	  HTTP_OP_INVOCATION_END, http_h_invocation_end },
 	{ "GET", SESSION_PATH "/artifacts", R, HTTP_BODY_NONE, NULL, HTTP_OP_ARTIFACT_LIST,
@@ -146,6 +166,14 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_INBOX_LIST] = "inbox_list",
 	[HTTP_OP_INBOX_TAKE] = "inbox_take",
 	[HTTP_OP_LANES_SWEEP] = "lanes_sweep",
+	[HTTP_OP_SESSION_REWIND] = "session_rewind",
+	[HTTP_OP_MESSAGES_GET] = "messages_get",
+	[HTTP_OP_MESSAGES_APPEND] = "messages_append",
+	[HTTP_OP_MESSAGES_PUT] = "messages_put",
+	[HTTP_OP_EVENTS_CLEAR] = "events_clear",
+	[HTTP_OP_OPERATION_UNDO] = "operation_undo",
+	[HTTP_OP_OPERATION_LIST] = "operation_list",
+	[HTTP_OP_STATE_HISTORY] = "state_history",
 };
 
 const http_route *http_routes(size_t *ret_n)

@@ -25,10 +25,8 @@ void http_h_session_get(http_req *rq);
 void http_h_session_patch(http_req *rq);
 void http_h_session_delete(http_req *rq);
 
-/* routes_events.c: events, context, state, invocations */
+/* routes_events.c: events, state, invocations */
 void http_h_events_append(http_req *rq);
-void http_h_events_list(http_req *rq);
-void http_h_context(http_req *rq);
 void http_h_state_get(http_req *rq);
 void http_h_state_patch(http_req *rq);
 void http_h_invocation_end(http_req *rq);
@@ -70,5 +68,19 @@ void http_h_inbox_put(http_req *rq);
 void http_h_inbox_list(http_req *rq);
 void http_h_inbox_take(http_req *rq);
 void http_h_lanes_sweep(http_req *rq);
+
+/* routes_transcripts.c: event pages (roles, hidden events), the context
+ * (OpenAI format), rewind, messages, clear, undo, operations and the
+ * state history */
+void http_h_events_query(http_req *rq);
+void http_h_context_read(http_req *rq);
+void http_h_session_rewind(http_req *rq);
+void http_h_messages_get(http_req *rq);
+void http_h_messages_append(http_req *rq);
+void http_h_messages_put(http_req *rq);
+void http_h_events_clear(http_req *rq);
+void http_h_operation_undo(http_req *rq);
+void http_h_operation_list(http_req *rq);
+void http_h_state_history(http_req *rq);
 
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Events (append, page), context, state (get, patch) and invocation end. */
+/* Events (append), state (get, patch) and invocation end; event pages and
+ * the context are in routes_transcripts.c (roles, hidden events, OpenAI). */
 #include <stdint.h>
 
 #include <memd/memd.h>
@@ -33,46 +34,6 @@ void http_h_events_append(http_req *rq)
 	int64_t t0 = http_now_ns();
 	int32_t r = memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
 				       &err);
-	finish(rq, t0, r, out, &err);
-}
-
-void http_h_events_list(http_req *rq)
-{
-	memd_error err = { .struct_size = sizeof(err) };
-	uint64_t after_seq, limit;
-	char *out = NULL;
-	int64_t t0;
-	int32_t r;
-
-	int text;
-
-	if (http_req_query_u64(rq, "after_seq", 0, INT64_MAX, &after_seq, &err) < 0 ||
-	    http_req_query_u64(rq, "limit", 0, MEMD_PAGE_LIMIT_MAX, &limit, &err) < 0 ||
-	    http_req_query_bool(rq, "include_text", 0, &text, &err) < 0) {
-		http_reply_memd_error(rq, &err);
-		return;
-	}
-	t0 = http_now_ns();
-	r = memd_events_page(rq->ctx->m, APP(rq), USER(rq), SID(rq), (int64_t)after_seq,
-			     (uint32_t)limit, text ? 0 : MEMD_READ_NO_TEXT, &out, &err);
-	finish(rq, t0, r, out, &err);
-}
-
-void http_h_context(http_req *rq)
-{
-	memd_error err = { .struct_size = sizeof(err) };
-	char *out = NULL;
-	int64_t t0;
-	int32_t r;
-	int text;
-
-	if (http_req_query_bool(rq, "include_text", 0, &text, &err) < 0) {
-		http_reply_memd_error(rq, &err);
-		return;
-	}
-	t0 = http_now_ns();
-	r = memd_context_read(rq->ctx->m, APP(rq), USER(rq), SID(rq), text ? 0 : MEMD_READ_NO_TEXT,
-			      &out, &err);
 	finish(rq, t0, r, out, &err);
 }
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <memd/memd.h>
 
@@ -16,6 +17,9 @@
 #define APP(rq) http_req_param(rq, 0)
 #define USER(rq) http_req_param(rq, 1)
 #define SID(rq) http_req_param(rq, 2)
+
+/* active_within is in seconds and becomes microseconds in the store. */
+#define ACTIVE_WITHIN_MAX_S (INT64_MAX / 1000000)
 
 /* The request body as the facade takes it: NULL when empty. */
 static const char *json_body(const http_req *rq)
@@ -67,16 +71,27 @@ void http_h_session_list(http_req *rq)
 	memd_error err = { .struct_size = sizeof(err) };
 	memd_session_list_options o = { .struct_size = sizeof(o) };
 	char *out = NULL;
-	uint64_t limit;
+	const char *order = http_req_query(rq, "order");
+	uint64_t limit, within;
 	int archived;
 	int64_t t0;
 	int32_t r;
 
 	if (http_req_query_u64(rq, "limit", 0, MEMD_LIST_LIMIT_MAX, &limit, &err) < 0 ||
+	    http_req_query_u64(rq, "active_within", 0, ACTIVE_WITHIN_MAX_S, &within, &err) < 0 ||
 	    http_req_query_bool(rq, "archived", 0, &archived, &err) < 0) {
 		http_reply_memd_error(rq, &err);
 		return;
 	}
+	if (order && strcmp(order, "activity") == 0) {
+		o.order = MEMD_ORDER_ACTIVITY;
+	} else if (order && strcmp(order, "created") != 0) {
+		http_reply_error(rq, MEMD_EINVAL, 0,
+				 "query parameter order: must be activity (newest activity first) or "
+				 "created (newest created first, the default)");
+		return;
+	}
+	o.active_within_s = (int64_t)within;
 	o.flags = archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0;
 	o.limit = (uint32_t)limit;
 	o.cursor = http_req_query(rq, "cursor");

@@ -468,7 +468,7 @@ Test(lanes, keys_with_colons_and_actions)
 	cr_assert(strstr(r.body, ":open"), "a key without its action: %s", r.body);
 	hs_resp_clear(&r);
 	/* A path without actions says nothing of them. */
-	hs_json(&H, "POST", APP "/users/u/sessions/s1", NULL, &r);
+	hs_json(&H, "POST", APP "/users/u/sessions/s1/state", NULL, &r);
 	cr_assert_eq(r.status, 405, "%s", r.body);
 	cr_assert_null(strstr(r.body, "action"), "%s", r.body);
 	hs_resp_clear(&r);

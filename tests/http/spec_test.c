@@ -288,6 +288,74 @@ Test(spec, responses_are_checked_against_their_operation)
 			 "/v1/apps/{app}/users/{user}/lanes/{key}");
 }
 
+/* The transcript routes: their paths match as the router's do, and their
+ * answers are held to their schemas (a rewind without target_text, a
+ * hidden mark without its operation, an OpenAI context without messages
+ * are refused). */
+Test(spec, transcript_answers_are_checked)
+{
+	const char *hdr[] = { "Content-Type: application/json", "X-Request-Id: r" };
+	char msg[MSG_MAX];
+	const char *op = "{\"id\":\"o1\",\"kind\":\"rewind\",\"created\":\"2025-01-01T00:00:00Z\","
+			 "\"version\":3,\"hidden_count\":2,\"unhidden_count\":0,\"appended\":null,"
+			 "\"undo_of\":null,\"undone_by\":null}";
+	char good[1024], bad[1024];
+	spec_response r = { 200, hdr, 2, good, 0 };
+	const char *rw = "/v1/apps/a/users/u/sessions/s:rewind";
+
+	cr_assert_str_eq(spec_match_path(spec_default(), rw),
+			 "/v1/apps/{app}/users/{user}/sessions/{sid}:rewind");
+	cr_assert_str_eq(spec_match_path(spec_default(), "/v1/apps/a/users/u/sessions/s/operations/o:undo"),
+			 "/v1/apps/{app}/users/{user}/sessions/{sid}/operations/{op}:undo");
+	cr_assert_str_eq(spec_match_path(spec_default(), "/v1/apps/a/users/u/sessions/s/state/history"),
+			 "/v1/apps/{app}/users/{user}/sessions/{sid}/state/history");
+	{
+		/* A session's path names its action to a POST without one. */
+		hs h;
+		hs_resp resp;
+		memset(&h, 0, sizeof(h));
+		hs_start(&h, NULL, NULL);
+		hs_json(&h, "POST", "/v1/apps/a/users/u/sessions/s", NULL, &resp);
+		cr_assert_eq(resp.status, 405, "%s", resp.body);
+		cr_assert(strstr(resp.body, "POST takes an action at the end of this path: :rewind"), "%s",
+			  resp.body);
+		hs_resp_clear(&resp);
+		hs_finish(&h);
+	}
+
+	snprintf(good, sizeof(good), "{\"rewound_count\":2,\"turns_undone\":1,\"target_text\":\"hi\","
+		 "\"operation\":%s,\"version\":3,\"state\":{\"restored\":[],\"not_restored\":[]}}", op);
+	r.len = strlen(good);
+	cr_assert_eq(spec_check_response(spec_default(), "POST", rw, &r, msg, sizeof(msg)), 0, "%s", msg);
+	snprintf(bad, sizeof(bad), "{\"rewound_count\":2,\"turns_undone\":1,"
+		 "\"operation\":%s,\"version\":3,\"state\":{\"restored\":[],\"not_restored\":[]}}", op);
+	r.body = bad;
+	r.len = strlen(bad);
+	cr_assert_neq(spec_check_response(spec_default(), "POST", rw, &r, msg, sizeof(msg)), 0,
+		      "a rewind without target_text");
+
+	snprintf(bad, sizeof(bad), "{\"events\":[{\"id\":\"e\",\"seq\":1,\"invocation_id\":null,"
+		 "\"author\":null,\"role\":\"user\",\"branch\":null,\"content\":{\"parts\":[]},"
+		 "\"actions\":null,\"metadata\":null,\"timestamp\":\"2025-01-01T00:00:00Z\","
+		 "\"tokens\":1,\"hidden\":{\"at\":\"2025-01-01T00:00:00Z\",\"kind\":\"rewind\"}}],"
+		 "\"next_after_seq\":null}");
+	r.len = strlen(bad);
+	cr_assert_neq(spec_check_response(spec_default(), "GET", "/v1/apps/a/users/u/sessions/s/events",
+					  &r, msg, sizeof(msg)), 0, "a hidden mark without by");
+
+	snprintf(good, sizeof(good), "{\"format\":\"openai\",\"strategy\":\"all\",\"tokens\":3,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	r.body = good;
+	r.len = strlen(good);
+	cr_assert_eq(spec_check_response(spec_default(), "GET", "/v1/apps/a/users/u/sessions/s/context",
+					 &r, msg, sizeof(msg)), 0, "%s", msg);
+	snprintf(bad, sizeof(bad), "{\"format\":\"openai\",\"strategy\":\"all\",\"tokens\":3}");
+	r.body = bad;
+	r.len = strlen(bad);
+	cr_assert_neq(spec_check_response(spec_default(), "GET", "/v1/apps/a/users/u/sessions/s/context",
+					  &r, msg, sizeof(msg)), 0, "an OpenAI context without messages");
+}
+
 /* ---- the server answers exactly the spec's operations ------------------------------- */
 
 /* A concrete path for a template: every {param} becomes "p", keeping a
