@@ -375,7 +375,8 @@ int32_t mem_history_stage(const mem_store *st, mem_session *s, const mem_state_o
 		    mem_dup_opt(op->node->value, &c->new_json) < 0)
 			goto nomem;
 	}
-	qsort(h.v, h.n, sizeof(*h.v), mem_change_key_cmp);
+	if (h.n > 1)
+		qsort(h.v, h.n, sizeof(*h.v), mem_change_key_cmp);
 	if (mem_grow((void **)&s->history, &s->cap_history, s->n_history + h.n,
 		     sizeof(*s->history)) < 0)
 		goto nomem;
