@@ -18,6 +18,10 @@
 #define HINT_REFUSAL "refusal" /* true: the last refusal part is the message's refusal */
 #define HINT_KEEP "keep"       /* members with no event form, as sent */
 
+/* The member a content part may carry beside its kind's, kept in the
+ * memd part as sent: where a prompt cache may break. */
+#define PART_EXTRA "prompt_cache_breakpoint"
+
 #define CONTENT_PARTS "parts"
 #define CONTENT_ABSENT "absent"
 
@@ -188,7 +192,8 @@ static int32_t content_part(conv *c, const role_info *ri, json_t *p, const char 
 	const part_kind *k;
 	json_t *inner;
 	char ipath[PATH_MAX_LEN];
-	const char *allowed[3] = { "type", NULL, NULL };
+	const char *allowed[4] = { "type", NULL, NULL, NULL };
+	json_t *part, *extra;
 	int32_t r;
 
 	if (!json_is_object(p))
@@ -201,8 +206,13 @@ static int32_t content_part(conv *c, const role_info *ri, json_t *p, const char 
 		return bad(c, "%s.type: '%.32s' is not a content part of a %s message (%s)", path, type,
 			   ri->role, ri->kinds_text);
 	allowed[1] = k->type;
+	if (k->bit != K_REFUSAL)
+		allowed[2] = PART_EXTRA;
 	if ((r = known_fields(c, p, path, allowed)) < 0)
 		return r;
+	extra = json_object_get(p, PART_EXTRA);
+	if (extra && !json_is_object(extra))
+		return bad(c, "%s.%s: must be an object", path, PART_EXTRA);
 	inner = json_object_get(p, k->type);
 	snprintf(ipath, sizeof(ipath), "%s.%s", path, k->type);
 	if (!inner)
@@ -226,7 +236,12 @@ static int32_t content_part(conv *c, const role_info *ri, json_t *p, const char 
 	if (r < 0)
 		return r;
 	*ret_bit = k->bit;
-	return add_part(c, json_pack("{s:O}", k->type, inner));
+	part = json_pack("{s:O}", k->type, inner);
+	if (part && extra && json_object_set(part, PART_EXTRA, extra) < 0) {
+		json_decref(part);
+		part = NULL;
+	}
+	return add_part(c, part);
 }
 
 /* The message's content as parts. The hint says when the form it was sent
@@ -621,12 +636,21 @@ static uint32_t part_bit(json_t *part, json_t **ret_inner)
 	return 0;
 }
 
-/* A memd part of kind bit (inner value v) as an OpenAI content part. */
-static json_t *openai_part(uint32_t bit, json_t *v)
+/* A memd part (part; kind bit, inner value v) as an OpenAI content part. */
+static json_t *openai_part(json_t *part, uint32_t bit, json_t *v)
 {
-	for (const part_kind *k = part_kinds; k->type; k++)
-		if (k->bit == bit)
-			return json_pack("{s:s,s:O}", "type", k->type, k->type, v);
+	json_t *extra = json_object_get(part, PART_EXTRA), *o;
+	for (const part_kind *k = part_kinds; k->type; k++) {
+		if (k->bit != bit)
+			continue;
+		o = json_pack("{s:s,s:O}", "type", k->type, k->type, v);
+		if (o && json_is_object(extra) && bit != K_REFUSAL &&
+		    json_object_set(o, PART_EXTRA, extra) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+		return o;
+	}
 	return NULL;
 }
 
@@ -649,7 +673,7 @@ static int32_t message_content(const role_info *ri, json_t *parts, json_t *skip,
 			continue;
 		if (bit & (K_TEXT | K_REFUSAL) && !json_is_string(inner))
 			continue;
-		if (json_array_append_new(list, openai_part(bit, inner)) < 0) {
+		if (json_array_append_new(list, openai_part(part, bit, inner)) < 0) {
 			json_decref(list);
 			return MEMD_ENOMEM;
 		}
@@ -745,7 +769,7 @@ static int32_t result_message(emit *e, json_t *result, int function)
 		json_array_foreach(c, i, p) {
 			json_t *t = json_object_get(p, "text");
 			if (json_is_string(t) &&
-			    json_array_append_new(content, openai_part(K_TEXT, t)) < 0) {
+			    json_array_append_new(content, openai_part(p, K_TEXT, t)) < 0) {
 				json_decref(content);
 				return MEMD_ENOMEM;
 			}

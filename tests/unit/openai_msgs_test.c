@@ -117,6 +117,19 @@ Test(openai_msgs, user_text_and_parts)
 		   "{\"type\":\"file\",\"file\":{\"file_data\":\"JVBERi0=\",\"filename\":\"a.pdf\"}}]}]");
 	round_trip("[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
 		   "\"image_url\":{\"url\":\"https://example.com/b.jpg\",\"detail\":\"low\"}}]}]");
+	/* Where a prompt cache may break, on every kind of part that has it. */
+	round_trip("[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"long\","
+		   "\"prompt_cache_breakpoint\":{\"mode\":\"explicit\",\"ttl\":\"12h\"}}]},"
+		   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+		   "\"prompt_cache_breakpoint\":{\"mode\":\"explicit\"}},{\"type\":\"image_url\","
+		   "\"image_url\":{\"url\":\"u\",\"detail\":\"original\"},"
+		   "\"prompt_cache_breakpoint\":{\"mode\":\"explicit\",\"ttl\":\"30m\"}},"
+		   "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"d\",\"format\":\"mp3\"},"
+		   "\"prompt_cache_breakpoint\":{\"mode\":\"explicit\"}},"
+		   "{\"type\":\"file\",\"file\":{\"file_id\":\"f\"},"
+		   "\"prompt_cache_breakpoint\":{\"mode\":\"explicit\"}}]},"
+		   "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":[{\"type\":\"text\","
+		   "\"text\":\"r\",\"prompt_cache_breakpoint\":{\"mode\":\"explicit\"}}]}]");
 }
 
 Test(openai_msgs, assistant_every_member)
@@ -262,6 +275,12 @@ Test(openai_msgs, bad_messages_name_index_and_field)
 		"messages[0].tool_calls: must be an array");
 	refused("[{\"role\":\"assistant\",\"refusal\":1}]", "messages[0].refusal: must be a string or null");
 	refused("[{\"role\":\"tool\",\"content\":\"x\"}]", "messages[0].tool_call_id: required");
+	refused("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+		"\"prompt_cache_breakpoint\":true}]}]",
+		"messages[0].content[0].prompt_cache_breakpoint: must be an object");
+	refused("[{\"role\":\"assistant\",\"content\":[{\"type\":\"refusal\",\"refusal\":\"a\","
+		"\"prompt_cache_breakpoint\":{}}]}]",
+		"messages[0].content[0]: unknown field 'prompt_cache_breakpoint'");
 	refused("[{\"role\":\"tool\",\"tool_call_id\":\"\",\"content\":\"x\"}]",
 		"messages[0].tool_call_id: must not be empty");
 	refused("[{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":[{\"type\":\"image_url\","
