@@ -272,3 +272,70 @@ Test(facade_messages, put_refuses_bad_messages_and_creates_nothing)
 			   "{\"role\":\"user\",\"content\":\"b\",\"id\":\"x\"}]}", MEMD_EINVAL));
 	cr_assert_eq(memd_session_get(m, "app", "u", "s2", NULL, &out, &err), MEMD_ENOTFOUND);
 }
+
+/* The rewrite over the memory store (every store runs the transcripts
+ * conformance suite; this is the facade's part). */
+static void setup_memory(void)
+{
+	tu_dir_make(&dir);
+	m = tu_open(&dir, "stores:\n  main: {plugin: memory}\n"
+			  "apps:\n  '*': {working_memory: {strategy: all}}\n");
+}
+
+TestSuite(facade_messages_put, .init = setup_memory, .fini = teardown);
+
+Test(facade_messages_put, put_replaces_the_transcript_and_creates_the_session)
+{
+	memd_error err = { 0 };
+	char body[8192], *out = NULL;
+	json_t *o, *msgs;
+	const char *op;
+	char op_id[64];
+
+	/* No session yet: put creates it. */
+	snprintf(body, sizeof(body), "{\"messages\":%s}", transcript);
+	o = put("s1", body, 0);
+	cr_assert(json_is_true(json_object_get(o, "created")));
+	cr_assert_eq(json_integer_value(json_object_get(o, "hidden_count")), 0);
+	cr_assert_eq(json_array_size(json_object_get(o, "seqs")), 7);
+	json_decref(o);
+	msgs = messages_of("app", "s1", NULL);
+	assert_equal_json(msgs, transcript);
+	json_decref(msgs);
+
+	/* Replace it: the old events are hidden by a rewrite. */
+	o = put("s1", "{\"messages\":[{\"role\":\"user\",\"content\":\"fresh start\"}],"
+		      "\"expected_version\":1}", 0);
+	cr_assert(json_is_false(json_object_get(o, "created")));
+	cr_assert_eq(json_integer_value(json_object_get(o, "hidden_count")), 7);
+	op = json_string_value(json_object_get(json_object_get(o, "operation"), "id"));
+	cr_assert(op);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(o, "operation"), "kind")),
+			 "rewrite");
+	snprintf(op_id, sizeof(op_id), "%s", op);
+	json_decref(o);
+	msgs = messages_of("app", "s1", NULL);
+	assert_equal_json(msgs, "[{\"role\":\"user\",\"content\":\"fresh start\"}]");
+	json_decref(msgs);
+	o = context_of("app", "s1");
+	assert_equal_json(json_object_get(o, "messages"),
+			  "[{\"role\":\"user\",\"content\":\"fresh start\"}]");
+	json_decref(o);
+
+	/* A stale version changes nothing. */
+	cr_assert_null(put("s1", "{\"messages\":[],\"expected_version\":1}", MEMD_ECONFLICT));
+	/* Bad messages change nothing, and create nothing. */
+	cr_assert_null(put("s1", "{\"messages\":[{\"role\":\"user\"}]}", MEMD_EINVAL));
+	cr_assert_null(put("s2", "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[1]}]}",
+			   MEMD_EINVAL));
+	cr_assert_eq(memd_session_get(m, "app", "u", "s2", NULL, &out, &err), MEMD_ENOTFOUND);
+	msgs = messages_of("app", "s1", NULL);
+	assert_equal_json(msgs, "[{\"role\":\"user\",\"content\":\"fresh start\"}]");
+	json_decref(msgs);
+
+	/* Undoing the put brings the old transcript back. */
+	tu_ok(memd_operation_undo(m, "app", "u", "s1", op_id, NULL, &out, &err), &err, &out);
+	msgs = messages_of("app", "s1", NULL);
+	assert_equal_json(msgs, transcript);
+	json_decref(msgs);
+}
