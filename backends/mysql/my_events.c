@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_events.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "my_lanes.h"
 #include "my_sessions.h"
 #include "my_state.h"
+#include "my_transcripts.h"
 
 #define ROLE_SUMMARY "summary"
 #define SEQ_UNBOUNDED INT64_MAX
@@ -22,49 +24,67 @@
 #define MY_BULK_MAX_BYTES (4u * 1024u * 1024u)
 
 static const my_sql SQL_EVENT_INSERT = { MY_ST_EVENT_INSERT,
-	"INSERT INTO memd_events (" MY_EVENT_COLS ", is_summary)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
+	"INSERT INTO memd_events (" MY_EVENT_COLS_WRITTEN ", is_summary, operation)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
 static const my_sql SQL_EVENT_INSERT_BULK = { MY_ST_EVENT_INSERT_BULK,
-	"INSERT INTO memd_events (" MY_EVENT_COLS ", is_summary)"
-	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
-#define EVENT_INSERT_PARAMS 18
+	"INSERT INTO memd_events (" MY_EVENT_COLS_WRITTEN ", is_summary, operation)"
+	" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
+#define EVENT_INSERT_PARAMS 19
 static const my_sql SQL_EVENT_SEQ_BY_ID = { MY_ST_EVENT_SEQ_BY_ID,
 	"SELECT seq FROM memd_events WHERE app = ? AND user = ? AND session = ? AND id = ?" };
 
 /* events_load: every query is a range of one of the session's indexes,
  * ?4 < seq < ?5, walked in the order wanted so reading stops at the
  * limit (FORCE INDEX: the optimizer must not pick a scan of the whole
- * session). NEWEST walks backwards; the plugin puts the rows back in seq
- * order (a derived table would do it on the server, through a temporary
- * table, three times slower). KIND queries filter on is_summary (?6)
- * with the summaries index. TIME queries (after_time, ?7) use the time
- * index. */
+ * session). Visible events (hidden_us = 0, the default) are read from
+ * the indexes that have hidden_us before their own columns, so hidden
+ * rows are never read; the ORDER BY names only the columns after the
+ * fixed ones, so MariaDB walks the index and stops at the limit. NEWEST
+ * walks backwards; the plugin puts the rows back in seq order (a derived
+ * table would do it on the server, through a temporary table, three
+ * times slower). KIND queries filter on is_summary with the summaries
+ * index, TIME queries (after_time) use the time index. Every query takes
+ * a roles mask as a fixed IN of five values (EV_ROLES: ?1 = 0 for every
+ * role, then the names of pu_role_names). The audit reads
+ * (MEMD_EVQ_INCLUDE_HIDDEN) walk the seq index with the kind (-1 = any)
+ * and the time bound (0 = none) as filters. */
 #define EV_FROM " FROM memd_events FORCE INDEX "
 #define EV_WHERE " WHERE app = ? AND user = ? AND session = ? AND seq > ? AND seq < ?"
+#define EV_VISIBLE " WHERE app = ? AND user = ? AND session = ? AND hidden_us = 0" \
+	" AND seq > ? AND seq < ?"
+#define EV_ROLES " AND (? = 0 OR role IN (?, ?, ?, ?, ?))"
 static const my_sql SQL_EVENTS_ASC = { MY_ST_EVENTS_ASC,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible)" EV_VISIBLE EV_ROLES
 	" ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_NEWEST = { MY_ST_EVENTS_NEWEST,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible)" EV_VISIBLE EV_ROLES
 	" ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_KIND_ASC = { MY_ST_EVENTS_KIND_ASC,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
-	" AND is_summary = ? ORDER BY seq LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_summaries)" EV_VISIBLE
+	" AND is_summary = ?" EV_ROLES " ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_KIND_NEWEST = { MY_ST_EVENTS_KIND_NEWEST,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_summaries)" EV_WHERE
-	" AND is_summary = ? ORDER BY seq DESC LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_summaries)" EV_VISIBLE
+	" AND is_summary = ?" EV_ROLES " ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_ASC = { MY_ST_EVENTS_TIME_ASC,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND timestamp_us > ? ORDER BY seq LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_by_time)" EV_VISIBLE
+	" AND timestamp_us > ?" EV_ROLES " ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_NEWEST = { MY_ST_EVENTS_TIME_NEWEST,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND timestamp_us > ? ORDER BY seq DESC LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_by_time)" EV_VISIBLE
+	" AND timestamp_us > ?" EV_ROLES " ORDER BY seq DESC LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_KIND_ASC = { MY_ST_EVENTS_TIME_KIND_ASC,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_by_time)" EV_VISIBLE
+	" AND is_summary = ? AND timestamp_us > ?" EV_ROLES " ORDER BY seq LIMIT ?" };
 static const my_sql SQL_EVENTS_TIME_KIND_NEWEST = { MY_ST_EVENTS_TIME_KIND_NEWEST,
-	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_time)" EV_WHERE
-	" AND is_summary = ? AND timestamp_us > ? ORDER BY seq DESC LIMIT ?" };
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_visible_by_time)" EV_VISIBLE
+	" AND is_summary = ? AND timestamp_us > ?" EV_ROLES " ORDER BY seq DESC LIMIT ?" };
+#define EV_ALL_FILTER " AND (? < 0 OR is_summary = ?) AND (? = 0 OR timestamp_us > ?)"
+static const my_sql SQL_EVENTS_ALL_ASC = { MY_ST_EVENTS_ALL_ASC,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE EV_ALL_FILTER EV_ROLES
+	" ORDER BY seq LIMIT ?" };
+static const my_sql SQL_EVENTS_ALL_NEWEST = { MY_ST_EVENTS_ALL_NEWEST,
+	"SELECT " MY_EVENT_COLS EV_FROM "(memd_events_by_seq)" EV_WHERE EV_ALL_FILTER EV_ROLES
+	" ORDER BY seq DESC LIMIT ?" };
+#define KIND_ANY (-1)
 
 void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e)
 {
@@ -87,6 +107,10 @@ void my_event_from_row(const my_stmt *s, unsigned col0, memd_event *e)
 	e->text = my_col_text(s, col0 + 14);
 	e->tokens = my_col_i64(s, col0 + 15);
 	e->covers_seq = my_col_i64(s, col0 + 16);
+	e->hidden_us = my_col_i64(s, col0 + 17);
+	e->hidden_by = my_col_text(s, col0 + 18);
+	e->hidden_kind = (uint32_t)my_col_i64(s, col0 + 19);
+	e->operation = my_col_text(s, col0 + 20);
 }
 
 static int is_summary(const char *role)
@@ -115,6 +139,7 @@ typedef struct ev_row {
 	const memd_scope *scope;
 	const memd_event *e;
 	int64_t seq, position;
+	const char *operation;     /* the append's operation id, or NULL */
 } ev_row;
 
 /* The seq of event id in scope's session, or 0 if there is none. */
@@ -157,6 +182,7 @@ static int32_t insert_one(my_conn *c, const ev_row *w, memd_error *err)
 	my_param_i64(&p, e->tokens);
 	my_param_i64(&p, is_summary(e->role) ? e->covers_seq : 0);
 	my_param_i64(&p, is_summary(e->role));
+	my_param_text(&p, w->operation);
 	return my_exec(c, &SQL_EVENT_INSERT, &p, NULL, err);
 }
 
@@ -171,7 +197,7 @@ typedef struct bulk {
 
 /* Column order of the insert: which are integers. */
 static const unsigned char bulk_is_int[EVENT_INSERT_PARAMS] = {
-	1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1,
+	1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 0,
 };
 
 static void bulk_free(bulk *k)
@@ -223,10 +249,12 @@ static void bulk_text(bulk *k, unsigned col, uint32_t row, const char *v)
 	k->ind[col][row] = v ? STMT_INDICATOR_NONE : STMT_INDICATOR_NULL;
 }
 
-static size_t event_bytes(const memd_event *e)
+static size_t event_bytes(const ev_row *w)
 {
+	const memd_event *e = w->e;
 	const char *fields[] = { e->id, e->invocation_id, e->author, e->role, e->branch,
-				 e->content_json, e->actions_json, e->metadata_json, e->text };
+				 e->content_json, e->actions_json, e->metadata_json, e->text,
+				 w->operation };
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
@@ -264,6 +292,7 @@ static int32_t insert_bulk(my_conn *c, const ev_row *rows, uint32_t n, memd_erro
 		bulk_int(&k, col++, row, e->tokens);
 		bulk_int(&k, col++, row, is_summary(e->role) ? e->covers_seq : 0);
 		bulk_int(&k, col++, row, is_summary(e->role));
+		bulk_text(&k, col++, row, w->operation);
 	}
 	r = my_exec_bulk(c, &SQL_EVENT_INSERT_BULK, k.b, n, NULL, err);
 	bulk_free(&k);
@@ -284,7 +313,7 @@ static int32_t insert_rows(my_conn *c, const ev_row *rows, uint32_t n, memd_erro
 		if (budget > MY_BULK_MAX_BYTES)
 			budget = MY_BULK_MAX_BYTES;
 		while (to < n) {
-			size_t eb = event_bytes(rows[to].e) +
+			size_t eb = event_bytes(&rows[to]) +
 				    EVENT_INSERT_PARAMS * MY_PACKET_PARAM_OVERHEAD;
 			if (to > from && bytes + eb > budget)
 				break;
@@ -306,6 +335,9 @@ typedef struct my_append_req {
 	pu_group_req q;            /* first: the queue's pointers convert */
 	int check_ids;             /* the batch may have been stored before: look */
 	my_session_head head;      /* while its group runs */
+	const memd_transcript_op *op; /* the append's operation, or NULL */
+	my_tx tx;                  /* what the operation did (with op) */
+	my_state_write state;      /* how the delta is recorded (its not_restored) */
 } my_append_req;
 
 static my_append_req *req_of(pu_group_req *q)
@@ -376,12 +408,17 @@ static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 	 * looked for when an insert found a clash, or the version is not
 	 * the expected one (a retry after an unknown outcome). */
 	if (r == 0 && a->n_events &&
-	    (m->check_ids || ((a->flags & MEMD_APPEND_EXPECT_VERSION) &&
-			      m->head.version != a->expected_version)))
+	    (m->check_ids || m->op ||
+	     ((a->flags & MEMD_APPEND_EXPECT_VERSION) && m->head.version != a->expected_version)))
 		r = replay_check(c, m, &none, &m->q.err);
 	if (r == 0 && !m->q.replayed && (a->flags & MEMD_APPEND_EXPECT_VERSION) &&
 	    m->head.version != a->expected_version)
 		r = pu_err_version(m->q.scope, m->head.version, a->expected_version, &m->q.err);
+	/* An operation's own refusals come after the version's (its id is
+	 * taken, an undo's target is missing, undone or not the last). */
+	if (r == 0 && !m->q.replayed && m->op)
+		r = my_tx_check(c, m->q.scope, m->op, m->head.version, a->now_us, &m->tx,
+				&m->q.err);
 	if (r < 0 && c->last_errno == 0 && (r == MEMD_ENOTFOUND || r == MEMD_ECONFLICT)) {
 		/* Refused on its own merits: the others go on. */
 		m->q.rc = r;
@@ -396,16 +433,62 @@ static int32_t decide(my_conn *c, my_append_req *m, memd_error *err)
 	return 0;
 }
 
+/* Inside the group's transaction, for a member that writes: its
+ * operation (hiding, before its events), its seqs, state (recorded),
+ * session row, usage and operation record. Adds the feed positions it
+ * needs (records of its operation, then its events) to *positions. */
+static int32_t write_member(my_conn *c, my_append_req *m, uint64_t *positions, memd_error *err)
+{
+	const memd_append *a = m->q.a;
+	my_session_head *h = &m->head;
+	int64_t added = 0, first_seq = 0, last_seq = 0;
+	int32_t r = 0;
+
+	if (m->op) {
+		r = my_tx_apply(c, m->q.scope, &m->tx, &h->summary_seq, err);
+		added = m->tx.messages_added;
+		*positions += (uint64_t)(m->tx.hidden + m->tx.unhidden);
+	}
+	for (uint32_t j = 0; r == 0 && j < a->n_events; j++) {
+		m->q.seqs[j] = ++h->last_seq;
+		if (is_summary(a->events[j]->role))
+			h->summary_seq = m->q.seqs[j];
+		else
+			added++;
+	}
+	if (a->n_events) {
+		first_seq = m->q.seqs[0];
+		last_seq = m->q.seqs[a->n_events - 1];
+	}
+	*positions += a->n_events;
+	m->state.version = h->version + 1;
+	m->state.seq = h->last_seq;
+	m->state.at_us = a->now_us;
+	m->state.operation = m->op ? m->op->id : NULL;
+	m->state.expect_json = m->op ? m->op->state_expect_json : NULL;
+	if (r == 0)
+		r = my_state_apply(c, m->q.scope, a->state_delta_json, &m->state, err);
+	if (r == 0)
+		r = my_session_appended(c, m->q.scope, h, added, a->now_us, a->title_if_unset, err);
+	if (r == 0 && my_append_usage(a))
+		r = my_usage_appended(c, m->q.scope, my_append_usage(a), err);
+	if (r == 0 && m->op)
+		r = my_tx_record(c, m->q.scope, &m->tx, h->version + 1, a->now_us, first_seq,
+				 last_seq, err);
+	return r;
+}
+
 /* The group's transaction: lock every member's session (in the sorted
- * order) and decide it, then for the writers their state, their session
- * rows, the feed positions (the counter's lock last: held to the commit,
- * see my_feed.h) and every event in as few inserts as fit. */
+ * order) and decide it, then write each writer (write_member), then the
+ * feed positions (the counter's lock last: held to the commit, see
+ * my_feed.h), each writer's operation records and every event in as few
+ * inserts as fit. */
 static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 {
 	group_ctx *g = arg;
 	pu_group_req **m = g->m;
-	uint64_t total = 0;
-	int64_t pos = 0;
+	uint64_t total = 0, positions = 0;
+	int64_t pos = 0, off = 0;
 	ev_row *rows = NULL;
 	uint32_t k = 0;
 	int32_t r = 0;
@@ -415,43 +498,37 @@ static int32_t group_body(my_conn *c, void *arg, memd_error *err)
 	for (size_t i = 0; r == 0 && i < g->n; i++)
 		r = decide(c, req_of(m[i]), err);
 	for (size_t i = 0; r == 0 && i < g->n; i++) {
-		const memd_append *a = m[i]->a;
-		my_session_head *h = &req_of(m[i])->head;
 		if (m[i]->status != PU_GROUP_WRITE)
 			continue;
 		g->n_write++;
-		total += a->n_events;
-		for (uint32_t j = 0; j < a->n_events; j++) {
-			m[i]->seqs[j] = ++h->last_seq;
-			if (is_summary(a->events[j]->role))
-				h->summary_seq = m[i]->seqs[j];
-		}
-		r = my_state_apply(c, m[i]->scope, a->state_delta_json, err);
-		if (r == 0)
-			r = my_session_appended(c, m[i]->scope, h, a->now_us, a->title_if_unset,
-						err);
-		if (r == 0 && my_append_usage(a))
-			r = my_usage_appended(c, m[i]->scope, my_append_usage(a), err);
+		total += m[i]->a->n_events;
+		r = write_member(c, req_of(m[i]), &positions, err);
 	}
-	if (r < 0 || total == 0)
+	if (r < 0 || positions == 0)
 		return r;
-	if (total > UINT32_MAX)
+	if (positions > UINT32_MAX)
 		return memd_error_set(err, MEMD_ETOOBIG, 0, "append of more than %u events",
 				      (unsigned)UINT32_MAX);
-	rows = calloc(total, sizeof(*rows));
+	rows = calloc(total ? total : 1, sizeof(*rows));
 	if (!rows)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	/* Positions last: the feed counter's lock is held from here to the
 	 * commit (see my_feed.h); one advance for the whole group. */
-	r = my_feed_alloc(c, (uint32_t)total, &pos, err);
+	r = my_feed_alloc(c, (uint32_t)positions, &pos, err);
 	for (size_t i = 0; r == 0 && i < g->n; i++) {
+		my_append_req *w = req_of(m[i]);
 		if (m[i]->status != PU_GROUP_WRITE)
 			continue;
+		if (w->op) {
+			r = my_tx_marks(c, m[i]->scope, &w->tx, pos + off, err);
+			off += w->tx.hidden + w->tx.unhidden;
+		}
 		for (uint32_t j = 0; j < m[i]->a->n_events; j++, k++)
 			rows[k] = (ev_row){ .scope = m[i]->scope, .e = m[i]->a->events[j],
-					    .seq = m[i]->seqs[j], .position = pos + k };
+					    .seq = m[i]->seqs[j], .position = pos + off++,
+					    .operation = w->op ? w->op->id : NULL };
 	}
-	if (r == 0)
+	if (r == 0 && k > 0)
 		r = insert_rows(c, rows, k, err);
 	free(rows);
 	if (r == MEMD_ECONFLICT && g->n == 1 && !req_of(m[0])->check_ids &&
@@ -567,12 +644,30 @@ int32_t my_append(void *inst, const memd_call *call, const memd_scope *scope,
 		  const memd_append *a, memd_append_result *res, memd_error *err)
 {
 	my_store *store = inst;
-	my_append_req req = { .q = { .call = call, .scope = scope, .a = a } };
+	my_append_req req = { .q = { .call = call, .scope = scope, .a = a },
+			      .op = pu_append_op(a) };
 	int32_t r = check_append(scope, a, res, err);
 
-	if (r < 0)
-		return r;
-	return pu_group_append(store->group, &req.q, res, err);
+	if (r == 0)
+		r = pu_group_append(store->group, &req.q, res, err);
+	if (r == 0 && !(res->flags & MEMD_APPEND_REPLAYED) && req.op) {
+		if (res->struct_size >= offsetof(memd_append_result, unhidden_count) +
+					       sizeof(res->unhidden_count)) {
+			res->hidden_count = req.tx.hidden;
+			res->unhidden_count = req.tx.unhidden;
+		}
+		/* Delivered after the commit: the transaction may have run
+		 * more than once. */
+		if (req.op->not_restored && req.op->not_restored->text && req.state.not_restored)
+			r = my_sink_result(req.op->not_restored->text(req.op->not_restored->userdata,
+								      req.state.not_restored,
+								      strlen(req.state.not_restored)),
+					   "not_restored", err);
+		if (r > 0)
+			r = 0;
+	}
+	free(req.state.not_restored);
+	return r;
 }
 
 /* ---- events_load ------------------------------------------------------ */
@@ -595,6 +690,8 @@ static const my_sql *pick_query(const memd_event_query *q)
 	int newest = is_newest(q);
 	int kind = (q->flags & (MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY)) != 0;
 
+	if (q->flags & MEMD_EVQ_INCLUDE_HIDDEN)
+		return newest ? &SQL_EVENTS_ALL_NEWEST : &SQL_EVENTS_ALL_ASC;
 	if (q->after_time_us)
 		return kind ? (newest ? &SQL_EVENTS_TIME_KIND_NEWEST : &SQL_EVENTS_TIME_KIND_ASC)
 			    : (newest ? &SQL_EVENTS_TIME_NEWEST : &SQL_EVENTS_TIME_ASC);
@@ -614,14 +711,30 @@ static int32_t load_body(my_conn *c, void *arg, memd_error *err)
 	my_params p;
 	int32_t r;
 
+	int kind = (q->flags & MEMD_EVQ_ONLY_SUMMARY) ? 1
+		   : (q->flags & MEMD_EVQ_NO_SUMMARY) ? 0 : KIND_ANY;
+	uint32_t roles = pu_event_query_roles(q);
+	const char *role_names[PU_ROLES_COUNT];
+
 	my_params_init(&p);
 	my_param_scope(&p, x->scope, 1);
 	my_param_i64(&p, q->after_seq);
 	my_param_i64(&p, q->before_seq ? q->before_seq : SEQ_UNBOUNDED);
-	if (q->flags & (MEMD_EVQ_NO_SUMMARY | MEMD_EVQ_ONLY_SUMMARY))
-		my_param_i64(&p, (q->flags & MEMD_EVQ_ONLY_SUMMARY) ? 1 : 0);
-	if (q->after_time_us)
+	if (q->flags & MEMD_EVQ_INCLUDE_HIDDEN) {
+		my_param_i64(&p, kind);
+		my_param_i64(&p, kind);
 		my_param_i64(&p, q->after_time_us);
+		my_param_i64(&p, q->after_time_us);
+	} else {
+		if (kind != KIND_ANY)
+			my_param_i64(&p, kind);
+		if (q->after_time_us)
+			my_param_i64(&p, q->after_time_us);
+	}
+	pu_role_names(roles, role_names);
+	my_param_i64(&p, roles);
+	for (unsigned i = 0; i < PU_ROLES_COUNT; i++)
+		my_param_text(&p, role_names[i]);
 	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
 	if (newest) {
 		kept = calloc(q->limit, sizeof(*kept));

@@ -10,12 +10,19 @@
 
 #include "my_db.h"
 
-/* The columns every event query selects, in the order my_event_from_row
- * reads them. */
-#define MY_EVENT_COLS \
+/* The columns an append writes (with is_summary and operation), and
+ * every event query selects them and the hidden mark, in the order
+ * my_event_from_row reads them. */
+#define MY_EVENT_COLS_WRITTEN \
 	"position, app, user, session, seq, id, invocation_id, author, role, branch, " \
 	"content, actions, metadata, timestamp_us, text, tokens, covers_seq"
-#define MY_EVENT_N_COLS 17
+#define MY_EVENT_COLS MY_EVENT_COLS_WRITTEN ", hidden_us, hidden_by, hidden_kind, operation"
+/* The same qualified by a table alias e (for joins). */
+#define MY_EVENT_COLS_E \
+	"e.position, e.app, e.user, e.session, e.seq, e.id, e.invocation_id, e.author, " \
+	"e.role, e.branch, e.content, e.actions, e.metadata, e.timestamp_us, e.text, " \
+	"e.tokens, e.covers_seq, e.hidden_us, e.hidden_by, e.hidden_kind, e.operation"
+#define MY_EVENT_N_COLS 21
 
 /* Fill e from the MY_EVENT_COLS columns of s's current row starting at
  * column col0. Strings are borrowed from s until its next fetch. */

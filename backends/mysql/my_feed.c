@@ -24,9 +24,21 @@ static const my_sql SQL_FEED_DELETES = { MY_ST_FEED_DELETES,
 	" UNION ALL"
 	" (SELECT kind, position, app, user, session FROM memd_feed_deletes"
 	"  WHERE position > ? ORDER BY position LIMIT ?)" };
+/* An EVENT record is an event still visible: one hidden since is
+ * followed by its HIDE record anyway, and a reader that starts later
+ * need not see it come and go. */
 static const my_sql SQL_FEED_EVENTS = { MY_ST_FEED_EVENTS,
 	"SELECT " MY_EVENT_COLS " FROM memd_events"
-	" WHERE position > ? AND position <= ? ORDER BY position LIMIT ?" };
+	" WHERE position > ? AND position <= ? AND hidden_us = 0 ORDER BY position LIMIT ?" };
+/* The HIDE records and the EVENT records of events an undo showed again
+ * (the event as it is stored now; an EVENT record only while it is still
+ * visible), up to the head (?2). */
+static const my_sql SQL_FEED_MARKS = { MY_ST_FEED_MARKS,
+	"SELECT m.kind, m.position, " MY_EVENT_COLS_E " FROM memd_feed_marks m"
+	" JOIN memd_events e ON e.app = m.app AND e.user = m.user AND e.session = m.session"
+	"  AND e.seq = m.seq"
+	" WHERE m.position > ? AND m.position <= ? AND (m.kind = ? OR e.hidden_us = 0)"
+	" ORDER BY m.position LIMIT ?" };
 static const my_sql SQL_FEED_TOMBSTONE = { MY_ST_FEED_TOMBSTONE,
 	"INSERT INTO memd_feed_deletes (position, kind, app, user, session)"
 	" VALUES (?, ?, ?, ?, ?)" };
@@ -78,6 +90,13 @@ typedef struct feed_delete {
 	char *app, *user, *session;
 } feed_delete;
 
+/* A HIDE record, or the EVENT record of an event shown again. */
+typedef struct feed_mark {
+	uint32_t kind;
+	int64_t position;          /* the record's */
+	pu_event_copy ev;          /* the event as stored now */
+} feed_mark;
+
 typedef struct feed_ctx {
 	my_store *store;
 	const memd_call *call;
@@ -87,6 +106,8 @@ typedef struct feed_ctx {
 	/* filled by the body */
 	feed_delete *dels;
 	size_t n_dels, cap_dels;
+	feed_mark *marks;
+	size_t n_marks, cap_marks;
 } feed_ctx;
 
 static void deletes_clear(feed_ctx *x)
@@ -97,6 +118,37 @@ static void deletes_clear(feed_ctx *x)
 		free(x->dels[i].session);
 	}
 	x->n_dels = 0;
+	for (size_t i = 0; i < x->n_marks; i++)
+		free(x->marks[i].ev.buf);
+	x->n_marks = 0;
+}
+
+static int32_t keep_mark(feed_ctx *x, const my_stmt *s, memd_error *err)
+{
+	feed_mark *k;
+	memd_event e;
+	int32_t r;
+
+	if (x->n_marks == x->cap_marks) {
+		size_t ncap = x->cap_marks ? x->cap_marks * 2 : MY_DELETES_INITIAL;
+		feed_mark *grown = realloc(x->marks, ncap * sizeof(*grown));
+		if (!grown)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		x->marks = grown;
+		x->cap_marks = ncap;
+	}
+	k = &x->marks[x->n_marks];
+	k->kind = (uint32_t)my_col_i64(s, 0);
+	k->position = my_col_i64(s, 1);
+	my_event_from_row(s, 2, &e);
+	/* An EVENT record looks like any other: its event's position is
+	 * the record's. */
+	if (k->kind == MEMD_FEED_EVENT)
+		e.position = k->position;
+	r = pu_event_copy_make(&e, &k->ev, err);
+	if (r == 0)
+		x->n_marks++;
+	return r;
 }
 
 static char *dup_or_null(const char *s, int *oom)
@@ -136,6 +188,19 @@ static int32_t keep_delete(feed_ctx *x, const my_stmt *s, memd_error *err)
 	return 0;
 }
 
+static int32_t deliver_mark(feed_ctx *x, const feed_mark *k, memd_error *err)
+{
+	memd_feed_record rec = { .struct_size = sizeof(rec) };
+
+	rec.kind = k->kind;
+	rec.position = k->position;
+	rec.app = k->ev.e.app;
+	rec.user = k->ev.e.user;
+	rec.session = k->ev.e.session;
+	rec.event = &k->ev.e;
+	return my_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
+}
+
 static int32_t deliver_delete(feed_ctx *x, const feed_delete *d, memd_error *err)
 {
 	memd_feed_record rec = { .struct_size = sizeof(rec) };
@@ -148,13 +213,31 @@ static int32_t deliver_delete(feed_ctx *x, const feed_delete *d, memd_error *err
 	return my_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
 }
 
+/* Is a buffered record (the next delete or mark) before position? */
+static int buffered_before(const feed_ctx *x, size_t next_del, size_t next_mark,
+			   int64_t position)
+{
+	return (next_del < x->n_dels && x->dels[next_del].position < position) ||
+	       (next_mark < x->n_marks && x->marks[next_mark].position < position);
+}
+
+/* Deliver the lower of the next delete and the next mark. */
+static int32_t deliver_buffered(feed_ctx *x, size_t *next_del, size_t *next_mark,
+				memd_error *err)
+{
+	if (*next_mark >= x->n_marks ||
+	    (*next_del < x->n_dels && x->dels[*next_del].position < x->marks[*next_mark].position))
+		return deliver_delete(x, &x->dels[(*next_del)++], err);
+	return deliver_mark(x, &x->marks[(*next_mark)++], err);
+}
+
 static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 {
 	feed_ctx *x = arg;
 	uint64_t limit = x->limit ? x->limit : MY_NO_LIMIT;
 	int64_t head = -1;
 	uint32_t n = 0;
-	size_t next_del = 0;
+	size_t next_del = 0, next_mark = 0;
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
@@ -177,7 +260,19 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 	if (head < 0)
 		return memd_error_set(err, MEMD_EIO, 0, "mysql: the feed counter row is missing");
 
-	/* Events up to the head seen with the deletes, merged with them. */
+	/* The marks up to that head, then the events, merged with both. */
+	my_params_init(&p);
+	my_param_i64(&p, x->after);
+	my_param_i64(&p, head);
+	my_param_i64(&p, MEMD_FEED_HIDE);
+	my_param_u64(&p, limit);
+	r = my_exec(c, &SQL_FEED_MARKS, &p, &s, err);
+	while (r == 0 && (r = my_fetch(c, s, err)) == 1)
+		r = keep_mark(x, s, err);
+	my_done(s);
+	if (r < 0)
+		return r;
+
 	my_params_init(&p);
 	my_param_i64(&p, x->after);
 	my_param_i64(&p, head);
@@ -192,9 +287,8 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 			break;
 		r = 0;
 		my_event_from_row(s, 0, &e);
-		while (r == 0 && next_del < x->n_dels && x->dels[next_del].position < e.position &&
-		       n < limit) {
-			r = deliver_delete(x, &x->dels[next_del++], err);
+		while (r == 0 && n < limit && buffered_before(x, next_del, next_mark, e.position)) {
+			r = deliver_buffered(x, &next_del, &next_mark, err);
 			n++;
 		}
 		if (r != 0 || n >= limit)
@@ -211,8 +305,8 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 			r = my_call_check(x->store, x->call, err);
 	}
 	my_done(s);
-	while (r == 0 && next_del < x->n_dels && n < limit) {
-		r = deliver_delete(x, &x->dels[next_del++], err);
+	while (r == 0 && n < limit && buffered_before(x, next_del, next_mark, INT64_MAX)) {
+		r = deliver_buffered(x, &next_del, &next_mark, err);
 		n++;
 	}
 	return r > 0 ? 0 : r;
@@ -232,6 +326,7 @@ int32_t my_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 	r = my_run(inst, call, MY_AUTOCOMMIT, feed_body, &x, err);
 	deletes_clear(&x);
 	free(x.dels);
+	free(x.marks);
 	return r;
 }
 

@@ -16,8 +16,10 @@
  * release_locks), so whenever a reader sees counter value H, every
  * position <= H is committed and visible. feed_read reads H together with
  * the DELETE and FINALIZE records in one statement (one snapshot), then
- * the events with position <= H: nothing it returns can later be joined
- * by a new record below it. The price is that appends (of any session) commit one
+ * the records of memd_feed_marks (HIDE, and EVENT for an event an undo
+ * showed again: each names its event by seq and is delivered with the
+ * event as stored now) and the visible events with position <= H:
+ * nothing it returns can later be joined by a new record below it. The price is that appends (of any session) commit one
  * after another; the lock is held only for the event insert and the
  * commit, and InnoDB releases it before the log flush. Group commit
  * (my_events.h) puts many concurrent appends behind one such step: one

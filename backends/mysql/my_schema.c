@@ -29,7 +29,23 @@
  * memd_inbox (a lane's items by a position the lane row hands out from
  * inbox_last). Ids and keys stay VARBINARY(255); reasons and origins are
  * free text. The widest new index key, (app, user, lane_key, created_us,
- * id), takes 1283 bytes. */
+ * id), takes 1283 bytes.
+ *
+ * Version 3 adds transcripts. An event's hidden mark (hidden_us, 0 =
+ * visible; hidden_by, hidden_kind) and the operation that appended it;
+ * the summaries and time indexes gain hidden_us before their own columns
+ * and memd_events_visible is (app, user, session, hidden_us, seq), so a
+ * window of visible events is one range (hidden_us = 0, a seq bound) read
+ * in order up to its limit, and hiding from a seq on walks only the rows
+ * from there. Sessions gain message_count (counted once for the sessions
+ * already there) and an index by (updated_us, id) for the activity order.
+ * memd_operations keeps the transcript operations (unique per session by
+ * id and by the version they made), memd_state_history one row per state
+ * key an append changed (names with their prefix, up to
+ * MY_STATE_KEY_MAX + 5 bytes: the widest key, by seq, takes 1810 bytes),
+ * and memd_feed_marks the HIDE records and the EVENT records of events an
+ * undo showed again, in the feed's position space, naming the event by
+ * (app, user, session, seq). */
 #define MY_TABLE_OPTIONS \
 	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
 
@@ -176,6 +192,60 @@ static const char *const SQL_V2[] = {
 	NULL,
 };
 
+static const char *const SQL_V3[] = {
+	"ALTER TABLE memd_events"
+	"  ADD COLUMN IF NOT EXISTS hidden_us BIGINT NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS hidden_by VARBINARY(255) NULL,"
+	"  ADD COLUMN IF NOT EXISTS hidden_kind INT UNSIGNED NOT NULL DEFAULT 0,"
+	"  ADD COLUMN IF NOT EXISTS operation VARBINARY(255) NULL,"
+	"  ADD KEY IF NOT EXISTS memd_events_visible (app, user, session, hidden_us, seq),"
+	"  ADD KEY IF NOT EXISTS memd_events_visible_summaries"
+	"   (app, user, session, hidden_us, is_summary, seq),"
+	"  ADD KEY IF NOT EXISTS memd_events_visible_by_time"
+	"   (app, user, session, hidden_us, timestamp_us, seq),"
+	"  DROP KEY IF EXISTS memd_events_summaries,"
+	"  DROP KEY IF EXISTS memd_events_by_time",
+
+	"ALTER TABLE memd_sessions"
+	"  ADD COLUMN IF NOT EXISTS message_count BIGINT NOT NULL DEFAULT 0,"
+	"  ADD KEY IF NOT EXISTS memd_sessions_by_updated (app, user, updated_us, id)",
+	/* Recounted whole: right however often the step runs. */
+	"UPDATE memd_sessions s SET message_count = (SELECT COUNT(*) FROM memd_events e"
+	" WHERE e.app = s.app AND e.user = s.user AND e.session = s.id AND e.hidden_us = 0"
+	" AND e.is_summary = 0)",
+
+	"CREATE TABLE IF NOT EXISTS memd_operations ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, id VARBINARY(255) NOT NULL,"
+	"  kind INT UNSIGNED NOT NULL, created_us BIGINT NOT NULL, version BIGINT NOT NULL,"
+	"  hide_from_seq BIGINT NOT NULL DEFAULT 0,"
+	"  first_seq BIGINT NOT NULL DEFAULT 0, last_seq BIGINT NOT NULL DEFAULT 0,"
+	"  hidden_count BIGINT NOT NULL DEFAULT 0, unhidden_count BIGINT NOT NULL DEFAULT 0,"
+	"  undo_of VARBINARY(255) NULL, undone_by VARBINARY(255) NULL,"
+	"  PRIMARY KEY (app, user, session, id),"
+	"  UNIQUE KEY memd_operations_by_version (app, user, session, version)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_state_history ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, version BIGINT NOT NULL,"
+	"  name VARBINARY(1029) NOT NULL, seq BIGINT NOT NULL,"
+	"  old_value LONGTEXT NULL, new_value LONGTEXT NULL, at_us BIGINT NOT NULL,"
+	"  operation VARBINARY(255) NULL,"
+	"  PRIMARY KEY (app, user, session, version, name),"
+	"  KEY memd_state_history_by_seq (app, user, session, seq, version, name)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_feed_marks ("
+	"  position BIGINT NOT NULL, kind INT NOT NULL,"
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, seq BIGINT NOT NULL,"
+	"  PRIMARY KEY (position),"
+	"  KEY memd_feed_marks_by_session (app, user, session, seq)"
+	")" MY_TABLE_OPTIONS,
+	NULL,
+};
+
 /* Every table with every column the plugin uses, read once after the
  * migrations (no rows), so a table of the same name that is not memd's is
  * refused at start, not at the first call. */
@@ -183,10 +253,17 @@ static const char *const SQL_PROBES[] = {
 	"SELECT app, user, id, title, metadata, flags, created_us, updated_us, version,"
 	" last_seq, summary_seq, lane_key, origin, origin_platform, previous_session,"
 	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens,"
-	" cache_write_tokens, cost_micro_usd, last_prompt_tokens FROM memd_sessions WHERE 1 = 0",
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
+	" FROM memd_sessions WHERE 1 = 0",
 	"SELECT position, app, user, session, seq, id, invocation_id, author, role, branch,"
-	" content, actions, metadata, timestamp_us, text, tokens, covers_seq, is_summary"
-	" FROM memd_events WHERE 1 = 0",
+	" content, actions, metadata, timestamp_us, text, tokens, covers_seq, is_summary,"
+	" hidden_us, hidden_by, hidden_kind, operation FROM memd_events WHERE 1 = 0",
+	"SELECT app, user, session, id, kind, created_us, version, hide_from_seq, first_seq,"
+	" last_seq, hidden_count, unhidden_count, undo_of, undone_by"
+	" FROM memd_operations WHERE 1 = 0",
+	"SELECT app, user, session, version, name, seq, old_value, new_value, at_us, operation"
+	" FROM memd_state_history WHERE 1 = 0",
+	"SELECT position, kind, app, user, session, seq FROM memd_feed_marks WHERE 1 = 0",
 	"SELECT app, name, value FROM memd_state_app WHERE 1 = 0",
 	"SELECT app, user, name, value FROM memd_state_user WHERE 1 = 0",
 	"SELECT app, user, session, name, value FROM memd_state_session WHERE 1 = 0",
@@ -217,10 +294,11 @@ typedef struct my_migration {
 static const my_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "session lanes: lifecycle and usage of sessions, lanes, inboxes", SQL_V2 },
+	{ 3, "transcripts: hidden events, operations, state history, activity order", SQL_V3 },
 };
 #define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-_Static_assert(MY_SCHEMA_LATEST == 2, "update migrations[] with MY_SCHEMA_LATEST");
+_Static_assert(MY_SCHEMA_LATEST == 3, "update migrations[] with MY_SCHEMA_LATEST");
 
 static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
 	"CREATE TABLE IF NOT EXISTS memd_schema ("
@@ -246,10 +324,22 @@ static int32_t run_step(my_conn *c, const memd_host *host, const my_migration *m
 	my_params p;
 	int32_t r = 0;
 
-	for (size_t i = 0; r == 0 && m->sql[i]; i++)
-		r = my_exec_once(c, m->sql[i], err);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; r == 0 && m->sql[i]; i++) {
+		memd_error why = { .struct_size = sizeof(why) };
+		r = my_exec_once(c, m->sql[i], &why);
+		/* A step that changes a table CREATE ... IF NOT EXISTS left
+		 * alone fails on a table that is not memd's. */
+		if (r == MEMD_EIO || r == MEMD_EINVAL)
+			return memd_error_set(err, MEMD_EIO, why.flags,
+					      "mysql: migrating to schema version %d failed (a memd "
+					      "table of another application?): %.160s",
+					      (int)m->version, why.msg);
+		if (r < 0) {
+			if (err)
+				*err = why;
+			return r;
+		}
+	}
 	my_params_init(&p);
 	my_param_i64(&p, m->version);
 	my_param_text(&p, m->what);

@@ -21,7 +21,7 @@
 	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
 	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
 	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
-	"cache_write_tokens, cost_micro_usd, last_prompt_tokens"
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
 /* The flags a session keeps. */
 #define SESSION_FLAGS (MEMD_SESSION_ARCHIVED | MEMD_SESSION_NOTICE)
 /* Does s (of the caller's struct_size) carry member? */
@@ -44,19 +44,20 @@ static const my_sql SQL_SESSION_EXISTS = { MY_ST_SESSION_EXISTS,
 /* Newest first; ?3 = 1 includes archived sessions; ?4 the limit. */
 static const my_sql SQL_SESSION_LIST = { MY_ST_SESSION_LIST,
 	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_created)"
-	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0)"
+	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0) AND updated_us > ?"
 	" ORDER BY created_us DESC, id DESC LIMIT ?" };
 /* Keyset paging: strictly before (?5, ?6) in (created_us, id) order. */
 static const my_sql SQL_SESSION_LIST_BEFORE = { MY_ST_SESSION_LIST_BEFORE,
 	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_created)"
-	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0)"
+	" WHERE app = ? AND user = ? AND (? = 1 OR (flags & ?) = 0) AND updated_us > ?"
 	" AND (created_us < ? OR (created_us = ? AND id < ?))"
 	" ORDER BY created_us DESC, id DESC LIMIT ?" };
 /* The same with an origin platform (?3), on the index that has it after
  * (app, user); the archive test and the keyset follow as above. */
 #define LIST_PLATFORM \
 	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_platform)" \
-	" WHERE app = ? AND user = ? AND origin_platform = ? AND (? = 1 OR (flags & ?) = 0)"
+	" WHERE app = ? AND user = ? AND origin_platform = ? AND (? = 1 OR (flags & ?) = 0)" \
+	" AND updated_us > ?"
 static const my_sql SQL_SESSION_LIST_PLATFORM = { MY_ST_SESSION_LIST_PLATFORM,
 	LIST_PLATFORM " ORDER BY created_us DESC, id DESC LIMIT ?" };
 static const my_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { MY_ST_SESSION_LIST_PLATFORM_BEFORE,
@@ -67,12 +68,26 @@ static const my_sql SQL_SESSION_LIST_PLATFORM_BEFORE = { MY_ST_SESSION_LIST_PLAT
 #define LIST_LANE \
 	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_lane)" \
 	" WHERE app = ? AND user = ? AND lane_key = ? AND (? IS NULL OR origin_platform = ?)" \
-	" AND (? = 1 OR (flags & ?) = 0)"
+	" AND (? = 1 OR (flags & ?) = 0) AND updated_us > ?"
 static const my_sql SQL_SESSION_LIST_LANE = { MY_ST_SESSION_LIST_LANE,
 	LIST_LANE " ORDER BY created_us DESC, id DESC LIMIT ?" };
 static const my_sql SQL_SESSION_LIST_LANE_BEFORE = { MY_ST_SESSION_LIST_LANE_BEFORE,
 	LIST_LANE " AND (created_us < ? OR (created_us = ? AND id < ?))"
 	" ORDER BY created_us DESC, id DESC LIMIT ?" };
+/* Newest activity first (MEMD_SQ_BY_ACTIVITY), on the (app, user,
+ * updated_us, id) index walked backwards: the ORDER BY names only the
+ * columns after the fixed app and user, and a keyset page starts with a
+ * plain updated_us bound, so reading stops at the limit. The platform
+ * (?3 = ?4) and the lane key (?5 = ?6) filter when not NULL. */
+#define LIST_ACTIVE \
+	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_updated)" \
+	" WHERE app = ? AND user = ? AND (? IS NULL OR origin_platform = ?)" \
+	" AND (? IS NULL OR lane_key = ?) AND (? = 1 OR (flags & ?) = 0) AND updated_us > ?"
+static const my_sql SQL_SESSION_LIST_ACTIVE = { MY_ST_SESSION_LIST_ACTIVE,
+	LIST_ACTIVE " ORDER BY updated_us DESC, id DESC LIMIT ?" };
+static const my_sql SQL_SESSION_LIST_ACTIVE_BEFORE = { MY_ST_SESSION_LIST_ACTIVE_BEFORE,
+	LIST_ACTIVE " AND updated_us <= ? AND (updated_us < ? OR (updated_us = ? AND id < ?))"
+	" ORDER BY updated_us DESC, id DESC LIMIT ?" };
 /* Ended sessions of every app and user, oldest ended first (retention). */
 static const my_sql SQL_SESSION_LIST_ENDED = { MY_ST_SESSION_LIST_ENDED,
 	"SELECT " SESSION_COLS " FROM memd_sessions FORCE INDEX (memd_sessions_by_ended)"
@@ -100,7 +115,7 @@ static const my_sql SQL_SESSION_UPDATE = { MY_ST_SESSION_UPDATE,
 	" WHERE app = ? AND user = ? AND id = ?" };
 static const my_sql SQL_SESSION_APPENDED = { MY_ST_SESSION_APPENDED,
 	"UPDATE memd_sessions SET version = version + 1, last_seq = ?, summary_seq = ?,"
-	" updated_us = ?, title = COALESCE(title, ?)"
+	" message_count = message_count + ?, updated_us = ?, title = COALESCE(title, ?)"
 	" WHERE app = ? AND user = ? AND id = ?" };
 static const my_sql SQL_SESSION_DELETE = { MY_ST_SESSION_DELETE,
 	"DELETE FROM memd_sessions WHERE app = ? AND user = ? AND id = ?" };
@@ -110,6 +125,18 @@ static const my_sql SQL_SESSION_STATE_DELETE = { MY_ST_SESSION_STATE_DELETE,
 	"DELETE FROM memd_state_session WHERE app = ? AND user = ? AND session = ?" };
 static const my_sql SQL_SESSION_ARTIFACTS_DELETE = { MY_ST_SESSION_ARTIFACTS_DELETE,
 	"DELETE FROM memd_artifacts WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_SESSION_OPS_DELETE = { MY_ST_SESSION_OPS_DELETE,
+	"DELETE FROM memd_operations WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_SESSION_HISTORY_DELETE = { MY_ST_SESSION_HISTORY_DELETE,
+	"DELETE FROM memd_state_history WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_SESSION_MARKS_DELETE = { MY_ST_SESSION_MARKS_DELETE,
+	"DELETE FROM memd_feed_marks WHERE app = ? AND user = ? AND session = ?" };
+static const my_sql SQL_USER_OPS_DELETE = { MY_ST_USER_OPS_DELETE,
+	"DELETE FROM memd_operations WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_HISTORY_DELETE = { MY_ST_USER_HISTORY_DELETE,
+	"DELETE FROM memd_state_history WHERE app = ? AND user = ?" };
+static const my_sql SQL_USER_MARKS_DELETE = { MY_ST_USER_MARKS_DELETE,
+	"DELETE FROM memd_feed_marks WHERE app = ? AND user = ?" };
 static const my_sql SQL_USER_SESSIONS_DELETE = { MY_ST_USER_SESSIONS_DELETE,
 	"DELETE FROM memd_sessions WHERE app = ? AND user = ?" };
 static const my_sql SQL_USER_EVENTS_DELETE = { MY_ST_USER_EVENTS_DELETE,
@@ -155,6 +182,7 @@ static void session_from_row(const my_stmt *s, memd_session *out)
 	out->cache_write_tokens = my_col_i64(s, 21);
 	out->cost_micro_usd = my_col_i64(s, 22);
 	out->last_prompt_tokens = my_col_i64(s, 23);
+	out->message_count = my_col_i64(s, 24);
 }
 
 /* A session read inside a transaction, delivered after the commit. */
@@ -256,13 +284,15 @@ int32_t my_session_lock(my_conn *c, const memd_scope *scope, my_session_head *re
 }
 
 int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_session_head *h,
-			    int64_t now_us, const char *title_if_unset, memd_error *err)
+			    int64_t messages_added, int64_t now_us, const char *title_if_unset,
+			    memd_error *err)
 {
 	my_params p;
 
 	my_params_init(&p);
 	my_param_i64(&p, h->last_seq);
 	my_param_i64(&p, h->summary_seq);
+	my_param_i64(&p, messages_added);
 	my_param_i64(&p, now_us);
 	my_param_text(&p, title_if_unset);
 	my_param_scope(&p, scope, 1);
@@ -379,10 +409,12 @@ typedef struct create_ctx {
 static int32_t create_body(my_conn *c, void *arg, memd_error *err)
 {
 	create_ctx *x = arg;
+	/* The initial state is recorded as version 0's changes. */
+	my_state_write w = { .version = 0, .seq = 0, .at_us = x->s->created_us };
 	int32_t r = my_session_insert(c, x->s, err);
 
 	if (r == 0)
-		r = my_state_apply(c, &x->scope, x->delta, err);
+		r = my_state_apply(c, &x->scope, x->delta, &w, err);
 	if (r == 0)
 		r = read_session(c, &x->scope, &x->out, NULL, err);
 	return r;
@@ -452,6 +484,8 @@ static const my_sql *list_query(const memd_session_query *q, const char *platfor
 {
 	int before = q->before_created_us != 0;
 
+	if (q->flags & MEMD_SQ_BY_ACTIVITY)
+		return before ? &SQL_SESSION_LIST_ACTIVE_BEFORE : &SQL_SESSION_LIST_ACTIVE;
 	if (lane)
 		return before ? &SQL_SESSION_LIST_LANE_BEFORE : &SQL_SESSION_LIST_LANE;
 	if (platform)
@@ -485,13 +519,21 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 	const memd_session_query *q = x->q;
 	const char *platform = QUERY_HAS(q, origin_platform) ? q->origin_platform : NULL;
 	const char *lane = QUERY_HAS(q, lane_key) ? q->lane_key : NULL;
+	/* No bound: every updated_us is above the smallest value. */
+	int64_t updated_after = QUERY_HAS(q, updated_after_us) && q->updated_after_us
+					? q->updated_after_us : INT64_MIN;
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
 
 	my_params_init(&p);
 	my_param_scope(&p, x->scope, 0);
-	if (lane) {
+	if (q->flags & MEMD_SQ_BY_ACTIVITY) {
+		my_param_text(&p, platform);
+		my_param_text(&p, platform);
+		my_param_text(&p, lane);
+		my_param_text(&p, lane);
+	} else if (lane) {
 		my_param_text(&p, lane);
 		my_param_text(&p, platform);
 		my_param_text(&p, platform);
@@ -500,7 +542,10 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 	}
 	my_param_i64(&p, (q->flags & MEMD_SQ_INCLUDE_ARCHIVED) ? 1 : 0);
 	my_param_i64(&p, MEMD_SESSION_ARCHIVED);
+	my_param_i64(&p, updated_after);
 	if (q->before_created_us) {
+		if (q->flags & MEMD_SQ_BY_ACTIVITY)
+			my_param_i64(&p, q->before_created_us);
 		my_param_i64(&p, q->before_created_us);
 		my_param_i64(&p, q->before_created_us);
 		/* No id: every session created at that instant is "after". */
@@ -535,6 +580,9 @@ int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	if (QUERY_HAS(q, lane_key) && q->lane_key &&
 	    (r = pu_check_id("lane_key", q->lane_key, err)) < 0)
 		return r;
+	if (q->flags & ~(MEMD_SQ_INCLUDE_ARCHIVED | MEMD_SQ_BY_ACTIVITY))
+		return memd_error_set(err, MEMD_EINVAL, 0, "session query has unknown flags 0x%x",
+				      (unsigned)q->flags);
 	return my_run(inst, call, MY_AUTOCOMMIT, list_body, &x, err);
 }
 
@@ -705,6 +753,12 @@ static int32_t session_delete_body(my_conn *c, void *arg, memd_error *err)
 	if (r == 0)
 		r = delete_scoped(c, &SQL_SESSION_ARTIFACTS_DELETE, scope, 1, NULL, err);
 	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_OPS_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_HISTORY_DELETE, scope, 1, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_SESSION_MARKS_DELETE, scope, 1, NULL, err);
+	if (r == 0)
 		r = delete_scoped(c, &SQL_SESSION_DELETE, scope, 1, NULL, err);
 	if (r == 0)
 		r = my_feed_tombstone(c, MEMD_FEED_DELETE_SESSION, scope, err);
@@ -734,6 +788,12 @@ static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 		r = delete_scoped(c, &SQL_USER_SESSION_STATE_DELETE, user, 0, NULL, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_USER_ARTIFACTS_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_OPS_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_HISTORY_DELETE, user, 0, NULL, err);
+	if (r == 0)
+		r = delete_scoped(c, &SQL_USER_MARKS_DELETE, user, 0, NULL, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_USER_STATE_DELETE, user, 0, &n_keys, err);
 	if (r == 0)

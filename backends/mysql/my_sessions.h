@@ -24,9 +24,12 @@ typedef struct my_session_head {
 int32_t my_session_lock(my_conn *c, const memd_scope *scope, my_session_head *ret,
 			memd_error *err);
 /* Store the counters after an append: version + 1, last_seq, summary_seq,
- * updated_us = now_us and the title if it has none. */
+ * message_count + messages_added (negative when an operation hid more
+ * than the append added), updated_us = now_us and the title if it has
+ * none. */
 int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_session_head *h,
-			    int64_t now_us, const char *title_if_unset, memd_error *err);
+			    int64_t messages_added, int64_t now_us, const char *title_if_unset,
+			    memd_error *err);
 /* 1 in *ret_exists if scope's session exists (one read, no lock). */
 int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
 			  memd_error *err);

@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_state.h"
 
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugin_util.h"
+
+/* Room for a key with its prefix ("user:" is the longest). */
+#define MY_STATE_NAME_MAX (MY_STATE_KEY_MAX + sizeof("user:"))
+
+static const char *const scope_prefix[PU_SCOPE_COUNT] = {
+	[PU_SCOPE_SESSION] = "", [PU_SCOPE_APP] = "app:", [PU_SCOPE_USER] = "user:",
+};
 
 static const my_sql SQL_SET[PU_SCOPE_COUNT] = {
 	[PU_SCOPE_SESSION] = { MY_ST_STATE_SESSION_SET,
@@ -25,6 +35,19 @@ static const my_sql SQL_DEL[PU_SCOPE_COUNT] = {
 	[PU_SCOPE_USER] = { MY_ST_STATE_USER_DEL,
 		"DELETE FROM memd_state_user WHERE app = ? AND user = ? AND name = ?" },
 };
+/* A key's value before a write, locked to the end of the transaction. */
+static const my_sql SQL_GET[PU_SCOPE_COUNT] = {
+	[PU_SCOPE_SESSION] = { MY_ST_STATE_SESSION_GET,
+		"SELECT value FROM memd_state_session"
+		" WHERE app = ? AND user = ? AND session = ? AND name = ? FOR UPDATE" },
+	[PU_SCOPE_APP] = { MY_ST_STATE_APP_GET,
+		"SELECT value FROM memd_state_app WHERE app = ? AND name = ? FOR UPDATE" },
+	[PU_SCOPE_USER] = { MY_ST_STATE_USER_GET,
+		"SELECT value FROM memd_state_user WHERE app = ? AND user = ? AND name = ? FOR UPDATE" },
+};
+static const my_sql SQL_HISTORY_INSERT = { MY_ST_HISTORY_INSERT,
+	"INSERT INTO memd_state_history (app, user, session, version, name, seq, old_value,"
+	" new_value, at_us, operation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" };
 /* The session's existence (scope -1) and every key of the three scopes
  * in one statement: one snapshot, so an append that changed keys of
  * several scopes is seen whole or not at all. */
@@ -60,32 +83,136 @@ int32_t my_state_check(const char *delta_json, memd_error *err)
 typedef struct apply_ctx {
 	my_conn *c;
 	const memd_scope *scope;
+	my_state_write *w;
+	json_t *expect;            /* the parsed expect_json, or NULL */
+	json_t *skipped;           /* the keys left unchanged (with expect) */
+	json_t *seen;              /* the keys of expect the delta has */
 	memd_error *err;
 } apply_ctx;
+
+/* Bind the key's scope columns and its bare name. */
+static void param_key(my_params *p, const memd_scope *sc, int32_t scope, const char *key)
+{
+	my_param_text(p, sc->app);
+	if (scope != PU_SCOPE_APP)
+		my_param_text(p, sc->user);
+	if (scope == PU_SCOPE_SESSION)
+		my_param_text(p, sc->session);
+	my_param_text(p, key);
+}
+
+/* Does the stored value (NULL = absent) equal the expected one (JSON
+ * null = absent)? Compared as JSON values, not as text. */
+static int value_is(const char *stored, const json_t *expected)
+{
+	json_t *v;
+	int same;
+
+	if (json_is_null(expected))
+		return stored == NULL;
+	if (!stored)
+		return 0;
+	v = json_loads(stored, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	same = v && json_equal(v, expected);
+	json_decref(v);
+	return same;
+}
 
 static int32_t apply_key(void *userdata, int32_t scope, const char *key, const char *value)
 {
 	apply_ctx *x = userdata;
+	const my_state_write *w = x->w;
+	char name[MY_STATE_NAME_MAX + 1];
+	my_stmt *s = NULL;
+	char *old = NULL;
+	const json_t *expected;
 	my_params p;
+	int32_t r;
 
+	snprintf(name, sizeof(name), "%s%s", scope_prefix[scope], key);
 	my_params_init(&p);
-	my_param_text(&p, x->scope->app);
-	if (scope != PU_SCOPE_APP)
-		my_param_text(&p, x->scope->user);
-	if (scope == PU_SCOPE_SESSION)
-		my_param_text(&p, x->scope->session);
-	my_param_text(&p, key);
-	if (value)
+	param_key(&p, x->scope, scope, key);
+	r = my_exec(x->c, &SQL_GET[scope], &p, &s, x->err);
+	if (r == 0)
+		r = my_fetch(x->c, s, x->err);
+	if (r == 1) {
+		old = strdup(my_col_text(s, 0) ? my_col_text(s, 0) : "");
+		my_done(s);
+		r = old ? 0 : memd_error_set(x->err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	expected = x->expect ? json_object_get(x->expect, name) : NULL;
+	if (r == 0 && expected && json_object_set_new(x->seen, name, json_true()))
+		r = memd_error_set(x->err, MEMD_ENOMEM, 0, "out of memory");
+	if (r == 0 && expected && !value_is(old, expected)) {
+		/* Changed by someone since: left as it is. */
+		if (json_array_append_new(x->skipped, json_string(name)))
+			r = memd_error_set(x->err, MEMD_ENOMEM, 0, "out of memory");
+		free(old);
+		return r;
+	}
+	if (r == 0) {
+		my_params_init(&p);
+		param_key(&p, x->scope, scope, key);
+		if (value)
+			my_param_text(&p, value);
+		r = my_exec(x->c, value ? &SQL_SET[scope] : &SQL_DEL[scope], &p, NULL, x->err);
+	}
+	if (r == 0) {
+		my_params_init(&p);
+		my_param_scope(&p, x->scope, 1);
+		my_param_i64(&p, w->version);
+		my_param_text(&p, name);
+		my_param_i64(&p, w->seq);
+		my_param_text(&p, old);
 		my_param_text(&p, value);
-	return my_exec(x->c, value ? &SQL_SET[scope] : &SQL_DEL[scope], &p, NULL, x->err);
+		my_param_i64(&p, w->at_us);
+		my_param_text(&p, w->operation);
+		r = my_exec(x->c, &SQL_HISTORY_INSERT, &p, NULL, x->err);
+	}
+	free(old);
+	return r;
 }
 
 int32_t my_state_apply(my_conn *c, const memd_scope *scope, const char *delta_json,
-		       memd_error *err)
+		       my_state_write *w, memd_error *err)
 {
-	apply_ctx x = { .c = c, .scope = scope, .err = err };
+	apply_ctx x = { .c = c, .scope = scope, .w = w, .err = err };
+	int32_t r = 0;
 
-	return pu_state_delta_foreach(delta_json, apply_key, &x, err);
+	free(w->not_restored);
+	w->not_restored = NULL;
+	if (w->expect_json && w->expect_json[0]) {
+		x.expect = json_loads(w->expect_json, JSON_REJECT_DUPLICATES, NULL);
+		x.skipped = json_array();
+		x.seen = json_object();
+		if (!x.skipped || !x.seen)
+			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		else if (!json_is_object(x.expect))
+			r = memd_error_set(err, MEMD_EINVAL, 0,
+					   "state_expect_json must be a JSON object");
+	}
+	if (r == 0)
+		r = pu_state_delta_foreach(delta_json, apply_key, &x, err);
+	if (r == 0 && x.skipped) {
+		/* Keys expected but not in the delta were not changed either. */
+		const char *k;
+		json_t *v;
+		json_object_foreach(x.expect, k, v) {
+			(void)v;
+			if (!json_object_get(x.seen, k) &&
+			    json_array_append_new(x.skipped, json_string(k)))
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		}
+	}
+	if (r == 0 && x.skipped) {
+		w->not_restored = json_dumps(x.skipped, JSON_COMPACT);
+		if (!w->not_restored)
+			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	json_decref(x.expect);
+	json_decref(x.skipped);
+	json_decref(x.seen);
+	return r;
 }
 
 typedef struct get_ctx {

@@ -19,6 +19,7 @@
 #include "my_lanes.h"
 #include "my_sessions.h"
 #include "my_state.h"
+#include "my_transcripts.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
 /* The lanes, a session's lifecycle members and append usage are 1.2's:
@@ -110,6 +111,9 @@ static const memd_store_ops store_ops = {
 	.inbox_take = my_inbox_take,
 	.inbox_list = my_inbox_list,
 	.session_list_ended = my_session_list_ended,
+	.operation_list = my_operation_list,
+	.operation_get = my_operation_get,
+	.state_history = my_state_history,
 };
 
 static const memd_plugin descriptor = {

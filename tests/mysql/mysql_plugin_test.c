@@ -736,6 +736,23 @@ Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
 #define INBOX_ITEMS 40    /* items the racing takers share */
 #define LEASE_US (3600LL * US_PER_SEC)
 
+/* The statements that take a version 3 database back to version 2, as a
+ * memd before transcripts left it (the reverse of the plugin's step 3). */
+static const char *const DOWNGRADE_TO_2[] = {
+	"DROP TABLE memd_operations",
+	"DROP TABLE memd_state_history",
+	"DROP TABLE memd_feed_marks",
+	"ALTER TABLE memd_events DROP KEY memd_events_visible,"
+	" DROP KEY memd_events_visible_summaries, DROP KEY memd_events_visible_by_time,"
+	" ADD KEY memd_events_summaries (app, user, session, is_summary, seq),"
+	" ADD KEY memd_events_by_time (app, user, session, timestamp_us, seq),"
+	" DROP COLUMN hidden_us, DROP COLUMN hidden_by, DROP COLUMN hidden_kind,"
+	" DROP COLUMN operation",
+	"ALTER TABLE memd_sessions DROP KEY memd_sessions_by_updated, DROP COLUMN message_count",
+	"DELETE FROM memd_schema WHERE version > 2",
+	NULL,
+};
+
 /* The statements that take a version 2 database back to version 1, as a
  * memd before lanes left it (the reverse of the plugin's step 2). */
 static const char *const DOWNGRADE_TO_1[] = {
@@ -844,6 +861,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_2[i]);
 	for (size_t i = 0; DOWNGRADE_TO_1[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_1[i]);
 	mysql_close(m);
@@ -851,7 +870,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	r = open_yaml(&in, yaml);
 	cr_assert_eq(r, 0, "opening a version 1 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 2"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 2,"), "the store does not say it is at version 2");
+	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 3,"), "the store does not say it is at version 3");
 	/* The old session reads as open, made by no lane, with no usage. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
