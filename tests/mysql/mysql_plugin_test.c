@@ -917,6 +917,170 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	close_inst(&in);
 }
 
+/* ---- transcripts: the schema migration ---------------------------------------- */
+
+#define KEPT_EVENTS_MAX 8
+
+typedef struct kept_events {
+	int n;
+	int64_t seq[KEPT_EVENTS_MAX];
+	int64_t hidden_us[KEPT_EVENTS_MAX];
+} kept_events;
+
+static int32_t keep_seq_mark(void *ud, const memd_event *e)
+{
+	kept_events *k = ud;
+	cr_assert_lt(k->n, KEPT_EVENTS_MAX);
+	k->seq[k->n] = e->seq;
+	k->hidden_us[k->n] = e->hidden_us;
+	k->n++;
+	return 0;
+}
+
+static int32_t load_events(inst *in, const char *id, uint32_t flags, kept_events *k)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = id };
+	memd_event_query q = { .struct_size = sizeof(q), .flags = flags };
+	memd_event_sink sink = { .struct_size = sizeof(sink), .userdata = k, .event = keep_seq_mark };
+	memset(k, 0, sizeof(*k));
+	return in->ops->events_load(in->h, &call, &sc, &q, &sink, &in->err);
+}
+
+static int32_t keep_operation(void *ud, const memd_operation *o)
+{
+	memd_operation *out = ud;
+	*out = *o;
+	out->id = out->undo_of = out->undone_by = NULL;
+	return 0;
+}
+
+typedef struct kept_change {
+	int n;
+	char old_json[TEXT_MAX];
+} kept_change;
+
+static int32_t keep_change(void *ud, const memd_state_change *c)
+{
+	kept_change *k = ud;
+	snprintf(k->old_json, sizeof(k->old_json), "%s", c->old_json ? c->old_json : "(absent)");
+	k->n++;
+	return 0;
+}
+
+static memd_event event_of(const char *id, const char *role)
+{
+	return (memd_event){ .struct_size = sizeof(memd_event), .id = id, .role = role,
+			     .author = "t", .content_json = "{\"parts\":[]}", .text = id,
+			     .timestamp_us = T0, .covers_seq = strcmp(role, "summary") ? 0 : 2 };
+}
+
+Test(mysql, schema_2_database_migrates_to_transcripts)
+{
+	char yaml[TEXT_MAX];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_event e1 = event_of("e1", "user"), e2 = event_of("e2", "assistant"),
+		   e3 = event_of("e3", "summary"), e4 = event_of("e4", "user");
+	const memd_event *batch[] = { &e1, &e2, &e3 }, *after[] = { &e4 };
+	int64_t seqs[3];
+	memd_append ap = { .struct_size = sizeof(ap), .events = batch, .n_events = 3,
+			   .state_delta_json = "{\"k\":1}", .now_us = T0 };
+	memd_transcript_op op = { .struct_size = sizeof(op), .kind = MEMD_OP_REWIND, .id = "op1",
+				  .hide_from_seq = 2 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = seqs };
+	memd_operation o = { 0 };
+	memd_operation_sink osink = { .struct_size = sizeof(osink), .userdata = &o,
+				      .operation = keep_operation };
+	memd_state_history_query hq = { .struct_size = sizeof(hq) };
+	kept_change ch = { 0 };
+	memd_state_change_sink hsink = { .struct_size = sizeof(hsink), .userdata = &ch,
+					 .change = keep_change };
+	kept_session k;
+	kept_events ev;
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	/* A database of schema version 2 with a session of three events
+	 * (one a summary) and a state key in it. */
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_2[i]);
+	mysql_close(m);
+
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "opening a version 2 database: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 3,"), "the store does not say it is at version 3");
+	/* The old events are visible, the messages counted. */
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.message_count, 2, "message_count %lld", (long long)k.s.message_count);
+	cr_assert_eq(k.s.summary_seq, 3);
+	r = load_events(&in, "old", 0, &ev);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(ev.n, 3);
+	for (int i = 0; i < ev.n; i++)
+		cr_assert_eq(ev.hidden_us[i], 0, "event %d reads as hidden", i);
+
+	/* A rewind works on them: it hides seqs 2 and 3 and appends e4. */
+	ap.events = after;
+	ap.n_events = 1;
+	ap.state_delta_json = "{\"k\":2}";
+	ap.now_us = T0 + 1;
+	ap.op = &op;
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "rewind: %s", in.err.msg);
+	cr_assert_eq(res.hidden_count, 2);
+	cr_assert_eq(seqs[0], 4, "seq %lld", (long long)seqs[0]);
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.message_count, 2, "message_count %lld", (long long)k.s.message_count);
+	cr_assert_eq(k.s.summary_seq, 0, "the hidden summary is still the session's");
+	r = load_events(&in, "old", 0, &ev);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert(ev.n == 2 && ev.seq[0] == 1 && ev.seq[1] == 4, "visible: %d events", ev.n);
+	r = load_events(&in, "old", MEMD_EVQ_INCLUDE_HIDDEN, &ev);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(ev.n, 4);
+	cr_assert_eq(ev.hidden_us[1], T0 + 1);
+	r = in.ops->operation_get(in.h, &call, &sc, "op1", &osink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(o.hidden_count, 2);
+	cr_assert_eq(o.first_seq, 4);
+	/* The state change made since the migration is recorded (the one
+	 * before it could not be). */
+	r = in.ops->state_history(in.h, &call, &sc, &hq, &hsink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(ch.n, 1);
+	cr_assert_str_eq(ch.old_json, "1");
+	close_inst(&in);
+
+	/* A step cut off before it was recorded runs again over what it
+	 * already did, and counts the messages again right. */
+	m = raw_connect(dbname);
+	raw_sql(m, "DELETE FROM memd_schema WHERE version > 2");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "the step again over its own work: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 3"));
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.message_count, 2, "message_count %lld", (long long)k.s.message_count);
+	r = load_events(&in, "old", 0, &ev);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(ev.n, 2, "the second run showed hidden events again");
+	close_inst(&in);
+}
+
 /* ---- racers ------------------------------------------------------------------ */
 
 typedef struct race {
