@@ -49,6 +49,9 @@ typedef struct cli_opts {
 	const char *suspended, *resume_pending, *outcome, *reason, *usage, *text;
 	int in_turn;
 	int64_t active_within, lease_ms;
+	/* transcripts: a rewind's extent, a version check, a role filter,
+	 * a session list's order */
+	const char *turns, *to_seq, *expected_version, *roles, *order;
 } cli_opts;
 
 typedef struct cli {
@@ -83,6 +86,8 @@ static const char cli_usage_text[] =
 	"  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
 	"  session get APP USER SID [--events N] [--after-seq N]\n"
 	"  session list APP USER [--limit N] [--cursor C] [--archived]\n"
+	"                                   [--order created|activity]\n"
+	"                                   [--active-within SECONDS]\n"
 	"  session delete APP USER SID\n"
 	"  events append APP USER SID       body on stdin: {\"events\": [...], ...} or [...]\n"
 	"  events list APP USER SID [--after-seq N] [--limit N]\n"
@@ -95,6 +100,22 @@ static const char cli_usage_text[] =
 	"  artifact list APP USER SID\n"
 	"  user delete APP USER\n"
 	"  search APP USER QUERY [--k N] [--mode keyword|vector|hybrid] [--session SID]\n"
+	"\n"
+	"transcripts (nothing is deleted: events are hidden by an operation that\n"
+	"can be undone; --expected-version N refuses a session at another version):\n"
+	"  session rewind APP USER SID --turns N | --to-seq N   hide the last N user\n"
+	"                                   turns and what followed (a chat's undo)\n"
+	"  session clear APP USER SID       hide every event; state and artifacts stay\n"
+	"  session undo APP USER SID OP     reverse operation OP (rewind, rewrite, clear)\n"
+	"  session operations APP USER SID  the session's operations, newest first\n"
+	"  messages get APP USER SID [--roles user,assistant,...]   the transcript as\n"
+	"                                   OpenAI chat-completions messages\n"
+	"  messages append APP USER SID     OpenAI messages on stdin: {\"messages\":\n"
+	"                                   [...]} or [...]\n"
+	"  messages put APP USER SID        replace the whole transcript with the\n"
+	"                                   messages on stdin (creates the session)\n"
+	"  state history APP USER SID [--limit N] [--cursor C]   state changes, oldest\n"
+	"                                   first\n"
 	"\n"
 	"lanes of a chat gateway (SOURCE: --source JSON, or --platform P\n"
 	"[--chat-type dm|group|channel|thread] [--chat-id ID] [--chat-name N]\n"
@@ -613,10 +634,31 @@ static int sc_session_list(cli *c, memd *m, const char **pos, int from, memd_err
 			   char **ret_json)
 {
 	cli_opts *o = &c->opts;
-	if (!m)
-		return take_common(c, from, 8 | 16);
-	return result(memd_session_list(m, pos[0], pos[1], o->cursor, o->limit,
-					o->archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0, ret_json, err));
+	memd_session_list_options l = { .struct_size = sizeof(l) };
+	int missing = 0;
+	const char *v;
+	int rc;
+
+	if (!m) {
+		if ((rc = take_common(c, from, 8 | 16)) != EXIT_OK)
+			return rc;
+		o->order = take_opt(c, from, "--order", &missing);
+		if ((v = take_opt(c, from, "--active-within", &missing)) &&
+		    parse_i64(v, "--active-within", &o->active_within) != EXIT_OK)
+			return EXIT_USAGE;
+		if (missing)
+			return usage_error("%s", "an option is missing its value");
+		if (o->order && strcmp(o->order, "created") != 0 && strcmp(o->order, "activity") != 0)
+			return usage_error("--order: created or activity, not '%s'", o->order);
+		return EXIT_OK;
+	}
+	l.flags = o->archived ? MEMD_LIST_INCLUDE_ARCHIVED : 0;
+	l.limit = o->limit;
+	l.cursor = o->cursor;
+	l.order = o->order && strcmp(o->order, "activity") == 0 ? MEMD_ORDER_ACTIVITY
+								  : MEMD_ORDER_CREATED;
+	l.active_within_s = o->active_within;
+	return result(memd_session_list_filtered(m, pos[0], pos[1], &l, ret_json, err));
 }
 
 /* The JSON a delete prints ({"deleted": true, "app", "user", and
@@ -1343,6 +1385,206 @@ static int sc_inbox_list(cli *c, memd *m, const char **pos, int from, memd_error
 	return result(memd_inbox_list(m, pos[0], pos[1], pos[2], ret_json, err));
 }
 
+/* ---- transcripts ------------------------------------------------------------------ */
+
+/* Options of the transcript commands. which: TX_OPT_*. */
+#define TX_OPT_REWIND 0x1
+#define TX_OPT_VERSION 0x2
+#define TX_OPT_ROLES 0x4
+#define TX_OPT_PAGE 0x8
+
+static int take_tx_opts(cli *c, int from, int which)
+{
+	int missing = 0;
+	const char *v;
+	int64_t n;
+	cli_opts *o = &c->opts;
+
+	memset(o, 0, sizeof(*o));
+	if (which & TX_OPT_REWIND) {
+		o->turns = take_opt(c, from, "--turns", &missing);
+		o->to_seq = take_opt(c, from, "--to-seq", &missing);
+		if (o->turns && parse_i64(o->turns, "--turns", &n) != EXIT_OK)
+			return EXIT_USAGE;
+		if (o->to_seq && parse_i64(o->to_seq, "--to-seq", &n) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if (which & TX_OPT_VERSION) {
+		o->expected_version = take_opt(c, from, "--expected-version", &missing);
+		if (o->expected_version &&
+		    parse_i64(o->expected_version, "--expected-version", &n) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if (which & TX_OPT_ROLES)
+		o->roles = take_opt(c, from, "--roles", &missing);
+	if (which & TX_OPT_PAGE) {
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		if ((v = take_opt(c, from, "--limit", &missing)) &&
+		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	if ((which & TX_OPT_REWIND) && !o->turns == !o->to_seq)
+		return usage_error("%s", "session rewind takes --turns N or --to-seq N (one of them)");
+	return EXIT_OK;
+}
+
+/* The body of a transcript call: {"expected_version": N} when given,
+ * plus member name = the number text value (NULL: none). Returns the
+ * JSON text (malloc'd) or NULL with EXIT_FAIL said. The numbers were
+ * checked by take_tx_opts. */
+static char *tx_body(const cli_opts *o, const char *name, const char *value)
+{
+	json_t *b = json_object();
+
+	if (b && o->expected_version)
+		json_object_set_new(b, "expected_version",
+				    json_integer(strtoll(o->expected_version, NULL, 10)));
+	if (b && name && value)
+		json_object_set_new(b, name, json_integer(strtoll(value, NULL, 10)));
+	return dump_body(b);
+}
+
+static int sc_session_rewind(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_REWIND | TX_OPT_VERSION);
+	body = o->turns ? tx_body(o, "turns", o->turns) : tx_body(o, "to_seq", o->to_seq);
+	if (!body) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = memd_session_rewind(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_session_clear(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_VERSION);
+	if (!(body = tx_body(&c->opts, NULL, NULL))) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = memd_events_clear(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_session_undo(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	char *body;
+	int32_t r;
+
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_VERSION);
+	if (!(body = tx_body(&c->opts, NULL, NULL))) {
+		fprintf(stderr, "memd: out of memory\n");
+		return EXIT_FAIL;
+	}
+	r = memd_operation_undo(m, pos[0], pos[1], pos[2], pos[3], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_session_operations(cli *c, memd *m, const char **pos, int from, memd_error *err,
+				 char **ret_json)
+{
+	if (!m)
+		return take_tx_opts(c, from, 0);
+	return result(memd_operations_list(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+static int sc_messages_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_ROLES);
+	return result(memd_messages_get(m, pos[0], pos[1], pos[2], c->opts.roles, ret_json, err));
+}
+
+/* The messages body from stdin: {"messages": [...], ...} as it is, or a
+ * bare array of messages wrapped as {"messages": [...]}, with
+ * --expected-version added to an object; anything else is passed on as
+ * it came, for the facade to refuse. NULL when stdin cannot be read
+ * (said). */
+static char *messages_body(const cli_opts *o)
+{
+	size_t len;
+	char *text = read_all(stdin, &len);
+	json_t *v, *body;
+
+	if (!text) {
+		fprintf(stderr, "memd: cannot read the messages from stdin\n");
+		return NULL;
+	}
+	v = json_loads(text, 0, NULL);
+	if (!json_is_array(v) && !json_is_object(v)) {
+		json_decref(v);
+		return text;
+	}
+	free(text);
+	body = json_is_array(v) ? json_pack("{s:O}", "messages", v) : json_incref(v);
+	json_decref(v);
+	if (body && o->expected_version)
+		json_object_set_new(body, "expected_version",
+				    json_integer(strtoll(o->expected_version, NULL, 10)));
+	if (!(text = dump_body(body)))
+		fprintf(stderr, "memd: out of memory\n");
+	return text;
+}
+
+static int sc_messages_write(cli *c, memd *m, const char **pos, memd_error *err, char **ret_json,
+			     int replace)
+{
+	char *body = messages_body(&c->opts);
+	int32_t r;
+
+	if (!body)
+		return EXIT_FAIL;
+	r = replace ? memd_messages_put(m, pos[0], pos[1], pos[2], body, ret_json, err)
+		    : memd_messages_append(m, pos[0], pos[1], pos[2], body, ret_json, err);
+	free(body);
+	return result(r);
+}
+
+static int sc_messages_append(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			      char **ret_json)
+{
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_VERSION);
+	return sc_messages_write(c, m, pos, err, ret_json, 0);
+}
+
+static int sc_messages_put(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_VERSION);
+	return sc_messages_write(c, m, pos, err, ret_json, 1);
+}
+
+static int sc_state_history(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	if (!m)
+		return take_tx_opts(c, from, TX_OPT_PAGE);
+	return result(memd_state_history(m, pos[0], pos[1], pos[2], c->opts.cursor, c->opts.limit,
+					 ret_json, err));
+}
+
 typedef struct command {
 	const char *group, *verb;
 	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
@@ -1355,6 +1597,15 @@ static const command commands[] = {
 	{ "session", "get", 3, 0, "session get APP USER SID", sc_session_get },
 	{ "session", "list", 2, 0, "session list APP USER", sc_session_list },
 	{ "session", "delete", 3, 0, "session delete APP USER SID", sc_session_delete },
+	{ "session", "rewind", 3, 0, "session rewind APP USER SID --turns N|--to-seq N",
+	  sc_session_rewind },
+	{ "session", "clear", 3, 0, "session clear APP USER SID", sc_session_clear },
+	{ "session", "undo", 4, 0, "session undo APP USER SID OP", sc_session_undo },
+	{ "session", "operations", 3, 0, "session operations APP USER SID", sc_session_operations },
+	{ "messages", "get", 3, 0, "messages get APP USER SID", sc_messages_get },
+	{ "messages", "append", 3, 0, "messages append APP USER SID", sc_messages_append },
+	{ "messages", "put", 3, 0, "messages put APP USER SID", sc_messages_put },
+	{ "state", "history", 3, 0, "state history APP USER SID", sc_state_history },
 	{ "events", "append", 3, 0, "events append APP USER SID", sc_events_append },
 	{ "events", "list", 3, 0, "events list APP USER SID", sc_events_list },
 	{ "context", NULL, 3, 0, "context APP USER SID", sc_context },
@@ -1443,7 +1694,7 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
  * the session subcommands). */
 static const char *const verb_groups[] = {
 	"config", "plugins", "index", "session", "events", "state", "artifact", "user", "lane",
-	"turn", "inbox",
+	"turn", "inbox", "messages",
 };
 
 int cli_main(int argc, char **argv)

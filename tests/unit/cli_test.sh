@@ -261,6 +261,57 @@ expect 0 "lane delete" -- "${memd_lanes[@]}" lane delete demo telegram:42 telegr
 contains "$out" '"deleted": true' "lane delete prints its result"
 expect 4 "deleted lane" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
 
+# Transcripts: a chat UI's undo (rewind), retry, clear and undo of an
+# operation, OpenAI messages in and out, the state history.
+memd_tx=("$memd" --config lanes.yaml)
+expect 0 "help lists the transcript commands" -- "$memd" --help
+contains "$out" "session rewind APP USER SID" "help shows session rewind"
+contains "$out" "messages put APP USER SID" "help shows messages put"
+expect 2 "messages alone" -- "${memd_tx[@]}" messages
+contains "$errout" "memd messages get APP USER SID" "messages alone lists messages get"
+expect 0 "session for the transcript" -- "${memd_tx[@]}" session create demo carol --id chat
+expect_in 0 "messages append" '[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"},{"role":"user","content":"weather?"},{"role":"assistant","content":"sunny"}]' -- "${memd_tx[@]}" messages append demo carol chat
+contains "$out" '"seqs"' "messages append prints the seqs"
+expect_in 0 "state by an append" '{"events":[{"role":"user","content":"and tomorrow?"}],"state_delta":{"step":2}}' -- "${memd_tx[@]}" events append demo carol chat
+expect 0 "messages get" -- "${memd_tx[@]}" messages get demo carol chat
+contains "$out" '"format": "openai"' "messages get speaks openai"
+contains "$out" '"content": "and tomorrow?"' "messages get has the last message"
+expect 0 "messages get --roles" -- "${memd_tx[@]}" messages get demo carol chat --roles assistant
+[[ "$out" != *'"user"'* ]] && ok || fail "messages get --roles assistant shows a user message: $out"
+expect 3 "messages get --roles wizard" -- "${memd_tx[@]}" messages get demo carol chat --roles wizard
+expect 0 "state history" -- "${memd_tx[@]}" state history demo carol chat --limit 10
+contains "$out" '"key": "step"' "state history has the change"
+expect 2 "session rewind without an extent" -- "${memd_tx[@]}" session rewind demo carol chat
+expect 2 "session rewind with both extents" -- "${memd_tx[@]}" session rewind demo carol chat --turns 1 --to-seq 3
+expect 3 "session rewind too far" -- "${memd_tx[@]}" session rewind demo carol chat --turns 9
+expect 5 "session rewind at a stale version" -- "${memd_tx[@]}" session rewind demo carol chat --turns 1 --expected-version 0
+expect 4 "session rewind of a missing session" -- "${memd_tx[@]}" session rewind demo carol nope --turns 1
+expect 0 "session rewind" -- "${memd_tx[@]}" session rewind demo carol chat --turns 1
+contains "$out" '"target_text": "and tomorrow?"' "session rewind gives the text to edit"
+contains "$out" '"rewound_count": 1' "session rewind counts what it hid"
+op=$(sed -n 's/^ *"id": "\([^"]*\)",*$/\1/p' "$work/out" | head -1)
+[[ -n "$op" ]] && ok || fail "session rewind printed no operation id: $out"
+expect 0 "state after the rewind" -- "${memd_tx[@]}" state get demo carol chat
+[[ "$out" != *'"step"'* ]] && ok || fail "the rewind left the state key: $out"
+expect 0 "session operations" -- "${memd_tx[@]}" session operations demo carol chat
+contains "$out" "\"id\": \"$op\"" "session operations lists the rewind"
+expect 0 "session undo" -- "${memd_tx[@]}" session undo demo carol chat "$op"
+contains "$out" '"unhidden_count": 1' "session undo brings the turn back"
+expect 5 "session undo again" -- "${memd_tx[@]}" session undo demo carol chat "$op"
+expect 4 "session undo of an unknown operation" -- "${memd_tx[@]}" session undo demo carol chat nope
+expect 0 "session clear" -- "${memd_tx[@]}" session clear demo carol chat
+contains "$out" '"hidden_count": 5' "session clear hides every event"
+expect 0 "messages after the clear" -- "${memd_tx[@]}" messages get demo carol chat
+contains "$out" '"messages": []' "nothing visible after the clear"
+expect_in 0 "messages put" '{"messages":[{"role":"user","content":"start over"}]}' -- "${memd_tx[@]}" messages put demo carol chat
+contains "$out" '"created": false' "messages put on an existing session"
+expect_in 0 "messages put creates" '[{"role":"user","content":"new chat"}]' -- "${memd_tx[@]}" messages put demo carol fresh
+contains "$out" '"created": true' "messages put creates the session"
+expect_in 3 "messages put, not JSON" 'nope' -- "${memd_tx[@]}" messages put demo carol chat
+expect 0 "session list by activity" -- "${memd_tx[@]}" session list demo carol --order activity --active-within 3600
+contains "$out" '"message_count"' "session list shows message counts"
+expect 2 "session list --order by name" -- "${memd_tx[@]}" session list demo carol --order name
+
 # A vector store that admits one process (filevec locks its directory),
 # held by a running memd serve: the commands that need no vector store
 # work, a search without --mode falls back to the keyword index, and what
