@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# README.md's "Running a chat gateway on memd" as written: every ```sh
-# block of that section, in order, run by bash against a real `memd
-# serve` (SQLite), and what they print checked. A README example that no
-# longer works fails here.
+# README.md's examples as written: every ```sh block of the sections
+# "Running a chat gateway on memd" and "Undo, retry and compress in a chat
+# UI", in order, run by bash against a real `memd serve` (SQLite), and
+# what they print checked. A README example that no longer works fails
+# here.
 set -uo pipefail
 
 memd="$MEMD_BUILD_ROOT/host/memd"
 readme="$MEMD_SOURCE_ROOT/README.md"
-section="## Running a chat gateway on memd"
 for tool in curl jq; do
 	command -v "$tool" >/dev/null || { echo "SKIP: the README's example needs $tool"; exit 77; }
 done
@@ -24,16 +24,22 @@ contains() { # HAYSTACK NEEDLE DESCRIPTION
 	if [[ "$1" == *"$2"* ]]; then ok; else fail "$3: '$2' not in: $1"; fi
 }
 
-# The section's shell blocks, in order.
-awk -v sec="$section" '
-	$0 == sec { in_sec = 1; next }
-	in_sec && /^## / { exit }
-	in_sec && /^```sh$/ { in_code = 1; next }
-	in_sec && in_code && /^```$/ { in_code = 0; print "# ---- end of block"; next }
-	in_sec && in_code { print }
-' "$readme" >example.sh
-blocks=$(grep -c '^# ---- end of block' example.sh)
+# section FILE: the shell blocks of README.md's section (its "## " title),
+# in order, into FILE; prints how many.
+section() {
+	awk -v sec="$1" '
+		$0 == sec { in_sec = 1; next }
+		in_sec && /^## / { exit }
+		in_sec && /^```sh$/ { in_code = 1; next }
+		in_sec && in_code && /^```$/ { in_code = 0; print "# ---- end of block"; next }
+		in_sec && in_code { print }
+	' "$readme" >"$2"
+	grep -c '^# ---- end of block' "$2"
+}
+blocks=$(section "## Running a chat gateway on memd" example.sh)
 [[ $blocks -ge 2 ]] && ok || fail "the README's section has $blocks shell blocks, want the loop and the restart"
+blocks=$(section "## Undo, retry and compress in a chat UI" chat.sh)
+[[ $blocks -ge 1 ]] && ok || fail "the README's chat UI section has no shell block"
 
 # memd serve on a free port (a port below the ephemeral range; another
 # taker between the probe and serve's bind is a retry with another port).
@@ -86,6 +92,21 @@ pending=$(curl -sf "$base/lanes?resume_pending=true" | jq '.lanes | length')
 sid=$(curl -sf "$base/users/telegram%3A42/lanes/telegram%3Adm%3A42" | jq -r .session_id)
 events=$(curl -sf "$base/users/telegram%3A42/sessions/$sid?events=0" | jq '.events | length')
 [[ $events == 2 ]] && ok || fail "the lane's session has the two appended events: $events"
+
+# The chat UI's undo, retry, compress and clear.
+MEMD="http://127.0.0.1:$port" bash -euo pipefail chat.sh >chat.txt 2>chat.err
+rc=$?
+out=$(cat chat.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's chat UI example failed (exit $rc): $(cat chat.err) after: $out"
+contains "$out" '{"created":true,' "PUT messages created the session"
+contains "$out" '{"rewound_count":2,"target_text":"Something longer"}' "the rewind hid the turn and gave its text"
+contains "$out" '{"unhidden_count":2}' "the undo brought the turn back"
+contains "$out" '["Suggest a name for a cat","Miso","Something longer","Duchess Whiskerton"]' "the retried context"
+contains "$out" '{"hidden_count":4}' "the compress hid the four visible events"
+contains "$out" 'rewrite rewind undo rewind rewrite' "the operations, newest first"
+[[ $(sed -n 7p chat.txt) == 6 ]] && ok || fail "six hidden events kept for the audit trail: $(sed -n 7p chat.txt)"
+contains "$out" '{"hidden_count":2}' "the clear hid the compressed transcript"
+contains "$out" '{"id":"c1","title":"Suggest a name for a cat","message_count":0}' "the cleared session is listed"
 
 kill "$serve_pid"
 wait "$serve_pid"
