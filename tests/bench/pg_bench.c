@@ -23,9 +23,9 @@
 
 #define NUM_LEN 24
 #define IDS_PARAMS 35          /* app, user, session and 32 ids */
-#define INSERT_PARAMS 17
-#define APPENDED_PARAMS 7
-#define CONTEXT_PARAMS 6
+#define INSERT_PARAMS 18
+#define APPENDED_PARAMS 8
+#define CONTEXT_PARAMS 12
 #define SESSION_PARAMS 3
 #define CONTEXT_LIMIT_TEXT "20" /* BENCH_CONTEXT_LIMIT */
 #define SEQ_UNBOUNDED_TEXT "9223372036854775807"
@@ -42,18 +42,25 @@ static const char SQL_IDS[] =
 static const char SQL_ALLOC[] = "UPDATE feed_counter SET last = last + $1::bigint WHERE id = 1";
 static const char SQL_INSERT[] =
 	"INSERT INTO events (app, \"user\", session, seq, id, position, invocation_id, author,"
-	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq)"
+	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq,"
+	" operation)"
 	" VALUES ($1, $2, $3, $4, $5, (SELECT last FROM feed_counter WHERE id = 1) - $6::bigint,"
-	" $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13::jsonb, $14, $15, $16, $17)";
+	" $7, $8, $9, $10, $11::jsonb, $12::jsonb, $13::jsonb, $14, $15, $16, $17, $18)";
 static const char SQL_APPENDED[] =
-	"UPDATE sessions SET version = version + 1, last_seq = $4, summary_seq = $5,"
+	"UPDATE sessions SET version = version + 1, last_seq = $4,"
+	" summary_seq = coalesce($5::bigint, (SELECT max(seq) FROM events"
+	"  WHERE app = $1 AND \"user\" = $2 AND session = $3 AND role = 'summary'"
+	"  AND hidden_us = 0), 0),"
+	" message_count = message_count + $8::bigint,"
 	" updated_us = $6, title = coalesce(title, $7)"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3";
 static const char SQL_CONTEXT[] =
 	"SELECT position, app, \"user\", session, seq, id, invocation_id, author, role, branch,"
-	" content::text, actions::text, metadata::text, timestamp_us, text, tokens, covers_seq"
+	" content::text, actions::text, metadata::text, timestamp_us, text, tokens, covers_seq,"
+	" hidden_us, hidden_by, hidden_kind, operation"
 	" FROM events WHERE app = $1 AND \"user\" = $2 AND session = $3 AND seq > $4"
-	" AND seq < $5 ORDER BY seq DESC LIMIT $6";
+	" AND seq < $5 AND ($7::boolean OR role IN ($8::text, $9::text, $10::text, $11::text,"
+	" $12::text)) AND hidden_us = 0 ORDER BY seq DESC LIMIT $6";
 static const char SQL_EXISTS[] =
 	"SELECT version, last_seq, summary_seq FROM sessions"
 	" WHERE app = $1 AND \"user\" = $2 AND id = $3";
@@ -188,14 +195,16 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 		v[5] = back[j]; v[6] = NULL; v[7] = "bench"; v[8] = "user"; v[9] = NULL;
 		v[10] = BENCH_EVENT_CONTENT; v[11] = NULL; v[12] = NULL; v[13] = ts;
 		v[14] = BENCH_EVENT_TEXT;
-		v[15] = EVENT_TOKENS_TEXT; v[16] = "0";
+		v[15] = EVENT_TOKENS_TEXT; v[16] = "0"; v[17] = NULL;
 		raw_send(c, "insert", INSERT_PARAMS, v);
 		sent++;
 	}
 	snprintf(last, sizeof(last), "%ld", last_seq + batch);
 	{
+		char msgs[NUM_LEN];
 		const char *v[APPENDED_PARAMS] = { BENCH_APP, BENCH_USER, session, last, "0", ts,
-					       NULL };
+					       NULL, msgs };
+		snprintf(msgs, sizeof(msgs), "%d", batch);
 		raw_send(c, "appended", APPENDED_PARAMS, v);
 		sent++;
 	}
@@ -209,7 +218,7 @@ static void raw_context(raw_conn *c, const char *session)
 {
 	const char *sess[SESSION_PARAMS] = { BENCH_APP, BENCH_USER, session };
 	const char *v[CONTEXT_PARAMS] = { BENCH_APP, BENCH_USER, session, "0", SEQ_UNBOUNDED_TEXT,
-					  CONTEXT_LIMIT_TEXT };
+					  CONTEXT_LIMIT_TEXT, "t" };
 	PGresult *r;
 
 	raw_send(c, "begin_read", 0, NULL);
