@@ -176,10 +176,13 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 			r = memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
 			goto fail;
 		}
-		if (o.events && !o.after_time_us) {
+		if (o.events && !o.after_time_us && store_minor(m->sessions) < 2) {
 			/* Seqs are gapless: the newest N are the N up to the
 			 * session's last_seq. Read in seq order, a store streams
-			 * them; asked for the newest, it keeps N copies first. */
+			 * them; asked for the newest, it keeps N copies first.
+			 * Not so from 1.2 on: hidden events (rewinds) leave gaps
+			 * in the visible seqs, and the store's NEWEST window is
+			 * what finds the newest N visible ones. */
 			if (x.last_seq - (int64_t)o.events > q.after_seq)
 				q.after_seq = x.last_seq - (int64_t)o.events;
 			q.flags &= ~MEMD_EVQ_NEWEST;
