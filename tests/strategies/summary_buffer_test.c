@@ -444,3 +444,141 @@ Test(summary_buffer, finalize_folds_the_rest_into_one_summary, .timeout = 60)
 
 	cr_assert_eq(service_session_finalize_strategy(m, "chat", "u", "nope", &err), MEMD_ENOTFOUND);
 }
+
+/* ---- after rewinds -------------------------------------------------------- */
+
+#define REWIND_TURNS 40
+
+/* One turn whose texts carry the marker zq<t>x (user) and zq<t>y
+ * (assistant), so that a summary's text shows which events it folded. */
+static void marked_turn(const char *sid, int t)
+{
+	char body[512], *out = NULL;
+	memd_error err = { 0 };
+	snprintf(body, sizeof(body),
+		 "{\"events\":[{\"role\":\"user\",\"content\":\"Please remember the code zq%dx "
+		 "for the shipment to Berlin.\"},{\"role\":\"assistant\",\"content\":\"Noted, "
+		 "the code zq%dy is kept for the shipment.\"}]}",
+		 t, t);
+	cr_assert_eq(memd_events_append(m, "chat", "u", sid, body, &out, &err), 0, "%s", err.msg);
+	memd_free(out);
+}
+
+/* The session's events with the roles asked for (hidden ones too when
+ * hidden), in seq order; a new array. */
+static json_t *events_of(const char *sid, const char *roles, int hidden)
+{
+	json_t *all_ev = json_array();
+	int64_t after = 0;
+	for (;;) {
+		memd_error err = { 0 };
+		char *out = NULL;
+		cr_assert_eq(memd_events_query(m, "chat", "u", sid, after, MEMD_PAGE_LIMIT_MAX, roles,
+					       hidden ? MEMD_READ_INCLUDE_HIDDEN : 0, &out, &err),
+			     0, "%s", err.msg);
+		json_t *o = tu_json(out), *e, *events = json_object_get(o, "events");
+		size_t i;
+		json_array_foreach(events, i, e) {
+			json_array_append(all_ev, e);
+			after = json_integer_value(json_object_get(e, "seq"));
+		}
+		size_t got = json_array_size(events);
+		json_decref(o);
+		if (got < MEMD_PAGE_LIMIT_MAX)
+			return all_ev;
+	}
+}
+
+/* The newest visible summary of sid whose seq is > after, waiting
+ * (bounded) for the background fold to write one; a new reference. */
+static json_t *summary_after(const char *sid, int64_t after)
+{
+	int64_t until = now_ns() + SETTLE_NS;
+	for (;;) {
+		json_t *s = events_of(sid, "summary", 0);
+		json_t *last = json_array_get(s, json_array_size(s) - 1);
+		if (last && json_integer_value(json_object_get(last, "seq")) > after) {
+			json_incref(last);
+			json_decref(s);
+			return last;
+		}
+		json_decref(s);
+		cr_assert(now_ns() < until, "no summary after seq %lld was written",
+			  (long long)after);
+		struct timespec ts = { 0, POLL_NS };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* No visible summary of sid names a marker of a hidden event, and the
+ * context shows neither a hidden summary nor a hidden event. */
+static void assert_nothing_hidden_shows(const char *sid)
+{
+	json_t *hidden = events_of(sid, NULL, 1), *sums = events_of(sid, "summary", 0), *e, *s;
+	json_t *ctx = context(sid, NULL), *cs = json_object_get(ctx, "summary");
+	size_t i, j, n_hidden = 0;
+
+	json_array_foreach(hidden, i, e) {
+		const char *text = json_string_value(json_object_get(e, "text"));
+		const char *mark = text ? strstr(text, "zq") : NULL;
+		char word[32];
+		size_t len = 0;
+		if (!json_is_object(json_object_get(e, "hidden")))
+			continue;
+		n_hidden++;
+		if (json_is_object(cs))
+			cr_assert_neq(json_integer_value(json_object_get(cs, "seq")),
+				      json_integer_value(json_object_get(e, "seq")),
+				      "the context shows a hidden summary");
+		json_array_foreach(json_object_get(ctx, "events"), j, s)
+			cr_assert_neq(json_integer_value(json_object_get(s, "seq")),
+				      json_integer_value(json_object_get(e, "seq")),
+				      "the context shows a hidden event");
+		if (!mark || strcmp(json_string_value(json_object_get(e, "role")), "summary") == 0)
+			continue;
+		while (len < sizeof(word) - 1 && mark[len] && mark[len] != ' ')
+			len++;
+		memcpy(word, mark, len);
+		word[len] = '\0';
+		json_array_foreach(sums, j, s)
+			cr_assert_null(strstr(json_string_value(json_object_get(s, "text")), word),
+				       "summary at seq %lld folds the hidden %s",
+				       (long long)json_integer_value(json_object_get(s, "seq")), word);
+	}
+	cr_assert_gt(n_hidden, 0);
+	json_decref(ctx);
+	json_decref(hidden);
+	json_decref(sums);
+}
+
+Test(summary_buffer, a_rewind_hides_summaries_and_folds_resume_from_the_visible_events,
+     .timeout = 60)
+{
+	memd_error err = { 0 };
+	char *out = NULL, body[64];
+	json_t *s, *s2;
+	int64_t seq, covers;
+
+	tu_ok(memd_session_create(m, "chat", "u", "{\"id\":\"rw\"}", &out, &err), &err, &out);
+	for (int t = 0; t < REWIND_TURNS; t++)
+		marked_turn("rw", t);
+	s = summary_after("rw", 0);
+	seq = json_integer_value(json_object_get(s, "seq"));
+	covers = json_integer_value(json_object_get(s, "covers_seq"));
+	json_decref(s);
+
+	/* Back to the last event that summary folds: it and the summary go. */
+	snprintf(body, sizeof(body), "{\"to_seq\":%lld}", (long long)covers);
+	tu_ok(memd_session_rewind(m, "chat", "u", "rw", body, &out, &err), &err, &out);
+	/* Folds running meanwhile either persist nothing (they read events
+	 * hidden since) or fold only visible ones. */
+	assert_nothing_hidden_shows("rw");
+
+	/* New turns fold again, from the visible events only. */
+	for (int t = REWIND_TURNS; t < 2 * REWIND_TURNS; t++)
+		marked_turn("rw", t);
+	s2 = summary_after("rw", seq);
+	cr_assert_gt(json_integer_value(json_object_get(s2, "covers_seq")), seq);
+	json_decref(s2);
+	assert_nothing_hidden_shows("rw");
+}
