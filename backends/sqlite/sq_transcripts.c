@@ -51,15 +51,25 @@ static const sq_sql SQL_SUMMARY_NEWEST = { SQ_ST_SUMMARY_NEWEST,
 	"SELECT seq FROM events INDEXED BY events_summaries"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND role = 'summary' AND hidden_us = 0"
 	" ORDER BY seq DESC LIMIT 1" };
+/* state_history walks the session's changes in (version, key) order from
+ * the keyset ?4, ?5, or from the first version whose seq reaches from_seq
+ * when that is further on: seqs never decrease with versions, so the
+ * changes with seq >= from_seq are a suffix, and state_history_by_seq
+ * finds its first version in one step (HISTORY_FROM). */
 #define HISTORY_COLS "version, seq, key, old, new, at_us, operation"
+#define HISTORY_FROM_SEQ " AND seq >= ?6"
+static const sq_sql SQL_HISTORY_FROM = { SQ_ST_HISTORY_FROM,
+	"SELECT version FROM state_history INDEXED BY state_history_by_seq"
+	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND seq >= ?4 ORDER BY seq, version"
+	" LIMIT 1" };
 static const sq_sql SQL_HISTORY_LIST = { SQ_ST_HISTORY_LIST,
 	"SELECT " HISTORY_COLS " FROM state_history"
-	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND version > ?4 AND seq >= ?6"
+	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND version > ?4" HISTORY_FROM_SEQ
 	" ORDER BY version, key" };
 static const sq_sql SQL_HISTORY_LIST_AFTER = { SQ_ST_HISTORY_LIST_AFTER,
 	"SELECT " HISTORY_COLS " FROM state_history"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND (version, key) > (?4, ?5)"
-	" AND seq >= ?6 ORDER BY version, key" };
+	HISTORY_FROM_SEQ " ORDER BY version, key" };
 
 static int is_summary(const char *role)
 {
@@ -541,6 +551,34 @@ int32_t sq_operation_get(void *inst, const memd_call *call, const memd_scope *sc
 	return r > 0 ? 0 : r;
 }
 
+/* The first version of the session's changes with seq >= from_seq in
+ * *ret (0 and *ret_none set when there is none). */
+static int32_t history_from(sq_conn *c, const memd_call *call, const memd_scope *scope,
+			    int64_t from_seq, int64_t *ret, int *ret_none, memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(c, &SQL_HISTORY_FROM, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sq_bind_scope(st, scope, 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 4, from_seq);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	*ret_none = rc == SQLITE_DONE;
+	if (rc == SQLITE_ROW) {
+		*ret = sqlite3_column_int64(st, 0);
+		sq_count_rows(call, st, 1);
+	} else if (rc != SQLITE_DONE) {
+		r = sq_fail(c, rc, err, "find the state history of '%.64s' from seq %lld",
+			    scope->session, (long long)from_seq);
+	}
+	sq_stmt_done(st);
+	return r;
+}
+
 int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *scope,
 			 const memd_state_history_query *q, const memd_state_change_sink *out,
 			 memd_error *err)
@@ -550,6 +588,11 @@ int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *sc
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
 	uint64_t stepped = 0;
+	/* The keyset to start after: the query's, or the version before the
+	 * from_seq suffix when that is further on. */
+	int64_t after = 0, from_version = 0;
+	const char *after_key = NULL;
+	int none = 0;
 	int32_t r = pu_check_scope(scope, 1, err);
 	int rc;
 
@@ -564,18 +607,26 @@ int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *sc
 	if (r < 0)
 		return r;
 	r = sq_session_head_get(c, call, scope, &head, err);
-	if (r == 0)
-		r = sq_stmt(c, q->after_key ? &SQL_HISTORY_LIST_AFTER : &SQL_HISTORY_LIST, &st, err);
+	/* after_version 0 (no key) is "from the first": the creation's
+	 * changes have version 0. */
+	after = q->after_version || q->after_key ? q->after_version : FROM_FIRST;
+	after_key = q->after_key;
+	if (r == 0 && q->from_seq > 0)
+		r = history_from(c, call, scope, q->from_seq, &from_version, &none, err);
+	if (r < 0 || none)
+		goto out;
+	if (q->from_seq > 0 && (after_key ? from_version > after : from_version - 1 > after)) {
+		after = from_version - 1;
+		after_key = NULL;
+	}
+	r = sq_stmt(c, after_key ? &SQL_HISTORY_LIST_AFTER : &SQL_HISTORY_LIST, &st, err);
 	if (r < 0)
 		goto out;
 	rc = sq_bind_scope(st, scope, 1);
-	/* after_version 0 (no key) is "from the first": the creation's
-	 * changes have version 0. */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 4, q->after_version || q->after_key ? q->after_version
-									 : FROM_FIRST);
-	if (rc == SQLITE_OK && q->after_key)
-		rc = sq_bind_text(st, 5, q->after_key);
+		rc = sqlite3_bind_int64(st, 4, after);
+	if (rc == SQLITE_OK && after_key)
+		rc = sq_bind_text(st, 5, after_key);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 6, q->from_seq);
 	while (rc == SQLITE_OK && (q->limit == 0 || stepped < q->limit)) {

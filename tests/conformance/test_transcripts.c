@@ -1407,3 +1407,38 @@ Test(transcripts, rows_read_follow_the_rows_hidden_and_the_window)
 	/* The session head read is cheap too, and message_count right. */
 	assert_head(&sc, BIG_EVENTS / BIG_BATCH + 3, BIG_EVENTS + 3, 0, BIG_EVENTS / 3 - 1 + 3);
 }
+
+#define HISTORY_APPENDS 150
+#define HISTORY_TAIL 5
+
+/* A rewind reads the state changes since its first hidden seq: that read
+ * examines about the changes it returns, not the session's history. */
+Test(transcripts, rows_read_of_state_history_from_seq)
+{
+	memd_scope sc = conf_scope(APP, USER, "s");
+	conf_state_changes l = { 0 };
+	memd_state_history_query q = { .from_seq = HISTORY_APPENDS - HISTORY_TAIL + 1 };
+
+	session_ok(USER, "s", T0, NULL);
+	for (int i = 1; i <= HISTORY_APPENDS; i++) {
+		char id[16], delta[32];
+		memd_event *e;
+		conf_append_opts o = { .now_us = T0 + i, .delta = delta };
+		int64_t seq;
+
+		snprintf(id, sizeof(id), "e%d", i);
+		snprintf(delta, sizeof(delta), "{\"k\": %d}", i);
+		e = ev(id, "user", T0 + i, 0);
+		cr_assert_eq(conf_append(st, &sc, &e, 1, &o, &seq, NULL), 0, "%s", st->err.msg);
+		conf_event_free(e);
+	}
+	st->rows_read = 0;
+	history_ok(&sc, q, &l);
+	cr_assert_eq(l.n, HISTORY_TAIL);
+	for (size_t i = 0; i < l.n; i++)
+		cr_assert_eq(l.v[i].c.seq, HISTORY_APPENDS - HISTORY_TAIL + 1 + (int64_t)i);
+	cr_assert_leq(st->rows_read, HISTORY_TAIL + ROWS_SLACK,
+		      "state_history from_seq examined %llu rows for %d of %d changes",
+		      (unsigned long long)st->rows_read, HISTORY_TAIL, HISTORY_APPENDS);
+	conf_state_changes_clear(&l);
+}

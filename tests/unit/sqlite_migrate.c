@@ -33,15 +33,17 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 5
+#define SCHEMA_LATEST 6
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
 
-/* Undo version 5 (transcripts: hidden marks, operations, state history,
- * HIDE records, message_count, the activity index). */
+/* Undo versions 6 and 5 (transcripts: hidden marks, operations, state
+ * history and its index by seq, HIDE records, message_count, the activity
+ * index). */
 static const char SQL_BACK_TO_V4[] =
+	"DROP INDEX IF EXISTS state_history_by_seq;"
 	"DROP TABLE feed_hides;"
 	"DROP TABLE state_history;"
 	"DROP TABLE operations;"
