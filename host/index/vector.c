@@ -345,6 +345,8 @@ static int32_t remove_events(vec_index *v, const char *app, const char *user, co
 	VEC_LOCK(v);
 	r = v->ops->remove_events(v->handle, &call, &sc, ids, n, err);
 	VEC_UNLOCK(v);
+	if (r == MEMD_ENOTSUP)
+		return 0; /* as without the op */
 	return r < 0 ? fix(v, "remove_events", r, err) : 0;
 }
 
@@ -362,13 +364,15 @@ static int32_t hide_run(vec_index *v, const feed_rec *recs, size_t n, size_t *re
 {
 	const char *ids[VEC_HIDE_RUN];
 	size_t k = 0;
+	uint32_t m = 0;
 
 	while (k < n && k < VEC_HIDE_RUN && (k == 0 || same_session(&recs[0], &recs[k]))) {
-		ids[k] = recs[k].event_id ? recs[k].event_id : "";
+		if (recs[k].event_id && recs[k].event_id[0]) /* else nothing to find */
+			ids[m++] = recs[k].event_id;
 		k++;
 	}
 	*ret_run = k;
-	return remove_events(v, recs[0].app, recs[0].user, recs[0].session, ids, (uint32_t)k, err);
+	return remove_events(v, recs[0].app, recs[0].user, recs[0].session, ids, m, err);
 }
 
 int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
@@ -474,14 +478,19 @@ static size_t event_key(const char *app, const char *user, const char *session, 
 
 static int32_t skip_hide(skip_ctx *s, const memd_feed_record *r, int hidden)
 {
+	const char *app, *user, *session;
 	char key[VEC_KEY_MAX];
 	size_t kl;
 	uint32_t id;
 
-	if (!r->event || !r->event->id || !r->session)
+	if (!r->event || !r->event->id || !r->event->id[0])
 		return 0;
-	kl = event_key(r->app ? r->app : r->event->app, r->user ? r->user : r->event->user,
-		       r->session, r->event->id, key);
+	app = r->app ? r->app : r->event->app;
+	user = r->user ? r->user : r->event->user;
+	session = r->session ? r->session : r->event->session;
+	if (!app || !user || !session)
+		return 0;
+	kl = event_key(app, user, session, r->event->id, key);
 	if (!kl)
 		return 0;
 	if (!hidden) {
