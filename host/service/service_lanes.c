@@ -706,34 +706,23 @@ static int32_t check_lane_scope(const char *app, const char *user, const char *k
 
 static const char *const open_fields[] = { "source", NULL };
 
-/* The open and reset calls: body {"source"?}. */
-static int32_t open_call(memd *m, const char *app, const char *user, const char *key,
-			 const char *body_json, int explicit_reset, json_t **ret, memd_error *err)
+/* Open or reset (app, user, key), whose scope and key are checked, with
+ * norm (a source as source_parse normalized it, borrowed; NULL: none):
+ * *ret the answer (new). */
+static int32_t open_normalized(memd *m, const char *app, const char *user, const char *key,
+			       json_t *norm, int explicit_reset, json_t **ret, memd_error *err)
 {
-	memd_scope sc;
-	json_t *body = NULL, *src = NULL, *norm = NULL;
 	char *origin = NULL;
 	open_outcome o = { 0 };
 	open_req q = { .app = app, .user = user, .key = key, .explicit_reset = explicit_reset };
 	int32_t r;
 
-	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0 ||
-	    (r = service_parse_body(body_json, &body, err)) < 0)
-		return r;
-	if ((r = service_check_fields(body, open_fields, err)) < 0)
-		goto out;
-	src = json_object_get(body, "source");
-	if (src && !json_is_null(src)) {
-		lane_source ls;
-		if ((r = source_parse(src, &norm, &ls, err)) < 0)
-			goto out;
-		if (!(origin = ej_dump(norm))) {
-			r = service_oom(err);
-			goto out;
-		}
+	if (norm) {
+		if (!(origin = ej_dump(norm)))
+			return service_oom(err);
 		q.origin = origin;
-		q.platform = ls.platform;
-		q.chat_type = ls.chat_type;
+		q.platform = json_string_value(json_object_get(norm, "platform"));
+		q.chat_type = json_string_value(json_object_get(norm, "chat_type"));
 	}
 	if ((r = open_run(m, &q, &o, err)) < 0)
 		goto out;
@@ -742,6 +731,27 @@ static int32_t open_call(memd *m, const char *app, const char *user, const char 
 out:
 	outcome_clear(&o);
 	free(origin);
+	return r;
+}
+
+/* The open and reset calls: body {"source"?}. */
+static int32_t open_call(memd *m, const char *app, const char *user, const char *key,
+			 const char *body_json, int explicit_reset, json_t **ret, memd_error *err)
+{
+	memd_scope sc;
+	json_t *body = NULL, *src, *norm = NULL;
+	int32_t r;
+
+	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0 ||
+	    (r = service_parse_body(body_json, &body, err)) < 0)
+		return r;
+	if ((r = service_check_fields(body, open_fields, err)) < 0)
+		goto out;
+	src = json_object_get(body, "source");
+	if (src && !json_is_null(src) && (r = source_parse(src, &norm, NULL, err)) < 0)
+		goto out;
+	r = open_normalized(m, app, user, key, norm, explicit_reset, ret, err);
+out:
 	json_decref(norm);
 	json_decref(body);
 	return r;
@@ -815,21 +825,18 @@ int32_t memd_lane_resolve(memd *m, const char *app, const char *body_json, char 
 int32_t memd_lane_open_source(memd *m, const char *app, const char *body_json, char **ret_json,
 			      memd_error *err)
 {
-	char *key = NULL, *user = NULL, *body = NULL;
+	char *key = NULL, *user = NULL;
 	int shared = 0;
-	json_t *src = NULL, *o = NULL, *wrap;
+	memd_scope sc;
+	json_t *src = NULL, *o = NULL;
 	int32_t r = resolve(m, app, body_json, &key, &user, &shared, &src, err);
 
 	if (r < 0)
 		return r;
-	wrap = json_pack("{s:O}", "source", src);
-	body = wrap ? ej_dump(wrap) : NULL;
-	json_decref(wrap);
-	if (!body) {
-		r = service_oom(err);
-		goto out;
-	}
-	if ((r = open_call(m, app, user, key, body, 0, &o, err)) < 0)
+	/* The source resolve normalized is the open's: not dumped and parsed
+	 * again (the open is the gateway's every-message call). */
+	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0 ||
+	    (r = open_normalized(m, app, user, key, src, 0, &o, err)) < 0)
 		goto out;
 	if (json_object_set_new(o, "key", json_string(key)) < 0 ||
 	    json_object_set_new(o, "user", json_string(user)) < 0 ||
@@ -843,7 +850,6 @@ out:
 	json_decref(src);
 	free(key);
 	free(user);
-	free(body);
 	return r;
 }
 
