@@ -22,10 +22,12 @@
 
 #include "store_bench.h"
 
-#define INSERT_PARAMS 18
-#define STRING_COLS 12
+#define INSERT_PARAMS 19
+#define STRING_COLS 13
 #define INT_COLS 6
-#define CONTEXT_COLS 17
+#define CONTEXT_COLS 21
+#define CONTEXT_PARAMS 12 /* the scope, the seq bounds, the roles mask and names, the limit */
+#define ROLE_NAMES 5
 #define RESULT_BUF 4096
 
 /* The plugin's statements (backends/mysql), verbatim. */
@@ -40,21 +42,23 @@ static const char SQL_LOCK[] =
 	" WHERE app = ? AND user = ? AND id = ? FOR UPDATE";
 static const char SQL_APPENDED[] =
 	"UPDATE memd_sessions SET version = version + 1, last_seq = ?, summary_seq = ?,"
-	" updated_us = ?, title = COALESCE(title, ?)"
+	" message_count = message_count + ?, updated_us = ?, title = COALESCE(title, ?)"
 	" WHERE app = ? AND user = ? AND id = ?";
 static const char SQL_ADVANCE[] =
 	"UPDATE memd_feed_counter SET last = LAST_INSERT_ID(last + ?) WHERE id = 1";
 static const char SQL_INSERT[] =
 	"INSERT INTO memd_events (position, app, user, session, seq, id, invocation_id, author,"
 	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq,"
-	" is_summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	" is_summary, operation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /* The newest rows, newest first (the plugin also copies them to hand
  * them out oldest first; the raw side only reads them). */
 static const char SQL_CONTEXT[] =
 	"SELECT position, app, user, session, seq, id, invocation_id, author,"
-	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq"
-	" FROM memd_events FORCE INDEX (memd_events_by_seq)"
-	" WHERE app = ? AND user = ? AND session = ? AND seq > ? AND seq < ?"
+	" role, branch, content, actions, metadata, timestamp_us, text, tokens, covers_seq,"
+	" hidden_us, hidden_by, hidden_kind, operation"
+	" FROM memd_events FORCE INDEX (memd_events_visible)"
+	" WHERE app = ? AND user = ? AND session = ? AND hidden_us = 0 AND seq > ? AND seq < ?"
+	" AND (? = 0 OR role IN (?, ?, ?, ?, ?))"
 	" ORDER BY seq DESC LIMIT ?";
 
 /* ---- the raw client ------------------------------------------------- */
@@ -169,18 +173,18 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 	if (mysql_stmt_fetch(c->lock) != 0)
 		bench_die("lock", "no session row");
 	mysql_stmt_free_result(c->lock);
-	/* The session's new counters. */
+	/* The session's new counters (every event a message). */
 	v[0] = head[1] + batch;
 	v[1] = head[2];
-	v[2] = BENCH_T0 + k;
-	bind_i64(&b[0], &v[0]);
-	bind_i64(&b[1], &v[1]);
-	bind_i64(&b[2], &v[2]);
-	memset(&b[3], 0, sizeof(b[3]));
-	b[3].buffer_type = MYSQL_TYPE_NULL;
-	bind_str(&b[4], BENCH_APP, &lens[4]);
-	bind_str(&b[5], BENCH_USER, &lens[5]);
-	bind_str(&b[6], session, &lens[6]);
+	v[2] = batch;
+	v[3] = BENCH_T0 + k;
+	for (int i = 0; i < 4; i++)
+		bind_i64(&b[i], &v[i]);
+	memset(&b[4], 0, sizeof(b[4]));
+	b[4].buffer_type = MYSQL_TYPE_NULL;
+	bind_str(&b[5], BENCH_APP, &lens[5]);
+	bind_str(&b[6], BENCH_USER, &lens[6]);
+	bind_str(&b[7], session, &lens[7]);
 	mysql_stmt_bind_param(c->appended, b);
 	raw_run(c->appended, "appended");
 	/* Positions. */
@@ -192,7 +196,8 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 	/* The rows. */
 	for (int j = 0; j < batch; j++) {
 		const char *col[STRING_COLS] = { BENCH_APP, BENCH_USER, session, NULL, NULL, "bench", "user",
-						 NULL, BENCH_EVENT_CONTENT, NULL, NULL, BENCH_EVENT_TEXT };
+						 NULL, BENCH_EVENT_CONTENT, NULL, NULL, BENCH_EVENT_TEXT,
+						 NULL };
 		snprintf(ids[j], BENCH_ID_LEN, "%s-%ld-%d", prefix, k, j);
 		col[3] = ids[j];
 		for (int s = 0; s < STRING_COLS; s++) {
@@ -209,9 +214,10 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 	{
 		/* Column order: position, app, user, session, seq, id,
 		 * invocation_id, author, role, branch, content, actions,
-		 * metadata, timestamp_us, text, tokens, covers_seq, is_summary. */
+		 * metadata, timestamp_us, text, tokens, covers_seq, is_summary,
+		 * operation. */
 		static const int kind[INSERT_PARAMS] = { -1, 0, 1, 2, -2, 3, 4, 5, 6, 7, 8, 9, 10,
-							 -3, 11, -4, -5, -6 };
+							 -3, 11, -4, -5, -6, 12 };
 		for (int p = 0; p < INSERT_PARAMS; p++) {
 			memset(&b[p], 0, sizeof(b[p]));
 			if (kind[p] < 0) {
@@ -220,7 +226,7 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 				memset(ind[p], STMT_INDICATOR_NONE, BENCH_MAX_BATCH);
 			} else {
 				int s = kind[p];
-				int null = s == 4 || s == 7 || s == 9 || s == 10;
+				int null = s == 4 || s == 7 || s == 9 || s == 10 || s == 12;
 				b[p].buffer_type = MYSQL_TYPE_STRING;
 				b[p].buffer = strs[s];
 				b[p].length = slens[s];
@@ -253,9 +259,9 @@ static void raw_append(raw_conn *c, const char *session, const char *prefix, lon
 
 static void raw_context(raw_conn *c, const char *session)
 {
-	MYSQL_BIND b[6], r[CONTEXT_COLS];
+	MYSQL_BIND b[CONTEXT_PARAMS], r[CONTEXT_COLS];
 	unsigned long lens[3], rlen[CONTEXT_COLS];
-	long long v[3] = { 0, INT64_MAX, BENCH_CONTEXT_LIMIT };
+	long long v[3] = { 0, INT64_MAX, 0 }, limit = BENCH_CONTEXT_LIMIT;
 	static char bufs[CONTEXT_COLS][RESULT_BUF];
 	my_bool isnull[CONTEXT_COLS];
 	int rows = 0;
@@ -263,8 +269,14 @@ static void raw_context(raw_conn *c, const char *session)
 	bind_str(&b[0], BENCH_APP, &lens[0]);
 	bind_str(&b[1], BENCH_USER, &lens[1]);
 	bind_str(&b[2], session, &lens[2]);
+	/* The seq bounds, then every role (mask 0, the names NULL). */
 	for (int i = 0; i < 3; i++)
 		bind_i64(&b[3 + i], &v[i]);
+	for (int i = 0; i < ROLE_NAMES; i++) {
+		memset(&b[6 + i], 0, sizeof(b[6 + i]));
+		b[6 + i].buffer_type = MYSQL_TYPE_NULL;
+	}
+	bind_i64(&b[6 + ROLE_NAMES], &limit);
 	mysql_stmt_bind_param(c->context, b);
 	raw_run(c->context, "context");
 	memset(r, 0, sizeof(r));
