@@ -272,6 +272,12 @@ Test(transcripts, put_replaces_and_creates_clear_hides_all)
 
 	hs_start(&H, NULL, NULL);
 
+	/* PUT takes events too (format events). */
+	o = hs_expect(&H, "PUT", USER "/sessions/evs/messages",
+		      "{\"format\":\"events\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+		      201);
+	cr_assert_eq(json_array_size(json_object_get(o, "seqs")), 1);
+	json_decref(o);
 	/* PUT on a session that does not exist creates it: 201. */
 	o = hs_expect(&H, "PUT", USER "/sessions/fresh/messages",
 		      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 201);
@@ -410,6 +416,10 @@ Test(transcripts, bad_input_changes_nothing)
 	expect_error("DELETE", USER "/sessions/nope/events", NULL, 404, "not_found");
 	expect_error("GET", USER "/sessions/nope/operations", NULL, 404, "not_found");
 	expect_error("GET", USER "/sessions/nope/state/history", NULL, 404, "not_found");
+	/* A PUT of bad messages creates no session. */
+	expect_error("PUT", USER "/sessions/nope/messages",
+		     "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400, "invalid_request");
+	expect_error("GET", USER "/sessions/nope", NULL, 404, "not_found");
 
 	v = three_turns();
 	before = everything(SESS);
