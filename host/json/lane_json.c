@@ -2,6 +2,7 @@
 #include "json/lane_json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json/event_json.h"
@@ -9,6 +10,10 @@
 /* The largest cost accepted, in USD: its micro-USD must fit an int64
  * with room for sums. */
 #define LJ_COST_USD_MAX 1e12
+/* The usage of a lane that has none, as jansson dumps lj_usage(0, ...). */
+#define LJ_USAGE_ZERO                                                                   \
+	"{\"input_tokens\":0,\"output_tokens\":0,\"cache_read_tokens\":0,"                  \
+	"\"cache_write_tokens\":0,\"last_prompt_tokens\":0,\"cost_usd\":0.0}"
 
 static int set_str(json_t *o, const char *key, const char *s)
 {
@@ -93,6 +98,104 @@ json_t *lj_lane(const memd_lane *l)
 		return NULL;
 	}
 	return o;
+}
+
+/* 1 when text is an object ej_load accepts (lj_lane keeps only those). */
+static int object_text(const char *text, size_t *ret_len)
+{
+	const char *p = text;
+
+	if (!text)
+		return 0;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	*ret_len = strlen(text);
+	return *p == '{' && jo_valid(text, *ret_len);
+}
+
+int32_t lj_lane_write(json_out *jo, const memd_lane *l)
+{
+	json_t *usage;
+	char *text;
+	size_t len;
+
+	jo_lit(jo, "{\"key\":");
+	jo_string(jo, l->key);
+	jo_lit(jo, ",\"user\":");
+	jo_string(jo, l->user);
+	jo_lit(jo, ",\"session_id\":");
+	jo_string(jo, l->session);
+	jo_lit(jo, ",\"origin\":");
+	if (object_text(l->origin_json, &len))
+		jo_raw(jo, l->origin_json, len);
+	else
+		jo_lit(jo, "null");
+	jo_lit(jo, ",\"created\":");
+	jo_time(jo, l->created_us);
+	jo_lit(jo, ",\"updated\":");
+	jo_time(jo, l->updated_us);
+	jo_lit(jo, ",\"version\":");
+	jo_int(jo, l->version);
+	jo_lit(jo, ",\"suspended\":");
+	jo_bool(jo, (l->flags & MEMD_LANE_SUSPENDED) != 0);
+	jo_lit(jo, ",\"resume_pending\":");
+	jo_bool(jo, (l->flags & MEMD_LANE_RESUME_PENDING) != 0);
+	jo_lit(jo, ",\"resume_reason\":");
+	jo_string(jo, l->flags & MEMD_LANE_RESUME_PENDING ? l->resume_reason : NULL);
+	jo_lit(jo, ",\"interruptions\":");
+	jo_int(jo, l->interruptions);
+	jo_lit(jo, ",\"finalized\":");
+	jo_bool(jo, (l->flags & MEMD_LANE_FINALIZED) != 0);
+	jo_lit(jo, ",\"fresh_reset\":");
+	jo_bool(jo, (l->flags & MEMD_LANE_FRESH_RESET) != 0);
+	jo_lit(jo, ",\"last_reset\":");
+	if (l->reset_reason) {
+		jo_lit(jo, "{\"reason\":");
+		jo_string(jo, l->reset_reason);
+		jo_lit(jo, ",\"at\":");
+		jo_time(jo, l->reset_us);
+		jo_lit(jo, ",\"previous_session\":");
+		jo_string(jo, l->previous_session);
+		jo_lit(jo, ",\"had_activity\":");
+		jo_bool(jo, (l->flags & MEMD_LANE_RESET_HAD_ACTIVITY) != 0);
+		jo_lit(jo, "}");
+	} else {
+		jo_lit(jo, "null");
+	}
+	jo_lit(jo, ",\"turn\":");
+	if (l->turn_id) {
+		jo_lit(jo, "{\"id\":");
+		jo_string(jo, l->turn_id);
+		jo_lit(jo, ",\"started\":");
+		jo_time(jo, l->turn_started_us);
+		jo_lit(jo, ",\"lease_until\":");
+		jo_time(jo, l->turn_lease_until_us);
+		jo_lit(jo, "}");
+	} else {
+		jo_lit(jo, "null");
+	}
+	jo_lit(jo, ",\"inbox_depth\":");
+	jo_int(jo, l->inbox_depth);
+	jo_lit(jo, ",\"usage\":");
+	if (!l->input_tokens && !l->output_tokens && !l->cache_read_tokens &&
+	    !l->cache_write_tokens && !l->cost_micro_usd && !l->last_prompt_tokens) {
+		jo_lit(jo, LJ_USAGE_ZERO);
+		return jo_lit(jo, "}");
+	}
+	/* A real number: built with jansson and copied as jansson dumps it
+	 * (as jo_session does). */
+	usage = lj_usage(l->input_tokens, l->output_tokens, l->cache_read_tokens,
+			 l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
+	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
+	json_decref(usage);
+	if (!text) {
+		if (!jo->error)
+			jo->error = MEMD_ENOMEM;
+		return jo->error;
+	}
+	jo_raw(jo, text, strlen(text));
+	free(text);
+	return jo_lit(jo, "}");
 }
 
 json_t *lj_inbox_item(const memd_inbox_item *i)

@@ -10,6 +10,8 @@
 
 #include <memd/plugin.h>
 
+#include "json/json_out.h"
+
 /* Micro-USD per USD: costs are kept as integers (memd_usage.cost_micro_usd). */
 #define LJ_MICRO_PER_USD 1000000.0
 
@@ -23,6 +25,12 @@ int lj_session_has_usage(const memd_session *s);
 
 /* The lane JSON object (memd.h's "lane"); NULL on ENOMEM. */
 json_t *lj_lane(const memd_lane *l);
+/* lj_lane written as JSON text into jo (json_out.h): the same members in
+ * the same order, values json_equal to lj_lane's, without a jansson tree
+ * (the open, a gateway's every-message call, answers with it). Returns 0
+ * or jo's sticky error (MEMD_ENOMEM; MEMD_EINVAL for a string that is not
+ * valid UTF-8). */
+int32_t lj_lane_write(json_out *jo, const memd_lane *l);
 /* An inbox item: {"id", "mode" ("interrupt" | "queue"), "event",
  * "created"}; NULL on ENOMEM. */
 json_t *lj_inbox_item(const memd_inbox_item *i);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "json/event_json.h"
+#include "json/json_out.h"
 #include "json/lane_json.h"
 #include "lanes/lane_key.h"
 #include "util/uuid.h"
@@ -393,7 +394,8 @@ fail:
 /* What an open or reset decided and did. */
 typedef struct open_outcome {
 	service_lane lane;        /* as stored after the write */
-	json_t *session;          /* the current session's JSON */
+	char *session;            /* the current session's JSON text (owned) */
+	size_t session_len;
 	int created;
 	int resumed;
 	const char *reset_reason; /* NULL: no reset */
@@ -404,47 +406,84 @@ typedef struct open_outcome {
 static void outcome_clear(open_outcome *o)
 {
 	service_lane_clear(&o->lane);
-	json_decref(o->session);
+	free(o->session);
 	free(o->previous);
 	memset(o, 0, sizeof(*o));
 }
 
-/* The session (app, user, sid) as read: *ret_json (may be NULL) its JSON,
- * *ret_last_seq, *ret_updated. MEMD_ENOTFOUND when it is gone. */
+/* What a session peek keeps of the session besides its numbers. */
+typedef enum peek_shape {
+	PEEK_NUMBERS, /* nothing more */
+	PEEK_JSON,    /* json: ej_session's tree */
+	PEEK_TEXT,    /* text, text_len: the same as JSON text (json_out.h) */
+} peek_shape;
+
+/* The session (app, user, sid) as read: its JSON (in the shape asked),
+ * last_seq, updated_us and flags; delivered is set once it was read. */
 typedef struct session_peek {
+	peek_shape shape;
+	int delivered;
 	json_t *json;
+	char *text;
+	size_t text_len;
 	int64_t last_seq;
 	int64_t updated_us;
 	uint32_t flags;
 } session_peek;
 
+/* Free what *p holds and forget the session (the shape stays). */
+static void peek_clear(session_peek *p)
+{
+	json_decref(p->json);
+	free(p->text);
+	*p = (session_peek){ .shape = p->shape };
+}
+
 static int32_t sink_peek(void *ud, const memd_session *s)
 {
 	session_peek *p = ud;
-	json_decref(p->json);
-	p->json = ej_session(s);
+	json_out jo;
+	int32_t r = 0;
+
+	peek_clear(p);
+	if (p->shape == PEEK_JSON) {
+		p->json = ej_session(s);
+		r = p->json ? 0 : MEMD_ENOMEM;
+	} else if (p->shape == PEEK_TEXT) {
+		jo_init(&jo);
+		jo_session(&jo, s);
+		r = jo_finish(&jo, &p->text, &p->text_len);
+	}
+	if (r < 0)
+		return r;
+	p->delivered = 1;
 	p->last_seq = s->last_seq;
 	p->updated_us = s->updated_us;
 	p->flags = s->flags;
-	return p->json ? 0 : MEMD_ENOMEM;
+	return 0;
 }
 
+/* Read the session (app, user, sid) into *ret (cleared first) in the
+ * shape asked. MEMD_ENOTFOUND when it is gone (*ret then holds nothing). */
 static int32_t session_peek_read(memd *m, const memd_call *call, const char *app,
-				 const char *user, const char *sid, session_peek *ret,
-				 memd_error *err)
+				 const char *user, const char *sid, peek_shape shape,
+				 session_peek *ret, memd_error *err)
 {
 	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user, .session = sid };
 	memd_session_sink sink = { sizeof(sink), ret, sink_peek };
 	int32_t r;
 
-	memset(ret, 0, sizeof(*ret));
+	ret->shape = shape;
+	peek_clear(ret);
 	r = store_session_get(m->sessions, call, &sc, &sink, err);
+	if (r == MEMD_EINVAL && shape == PEEK_TEXT && !ret->delivered)
+		return memd_error_set(err, MEMD_EINTERNAL, 0,
+				      "session '%.255s' holds text that is not valid UTF-8", sid);
 	if (r < 0) {
-		json_decref(ret->json);
-		ret->json = NULL;
+		peek_clear(ret);
 		return r;
 	}
-	if (!ret->json)
+	if (!ret->delivered)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "%s: session_get delivered nothing",
 				      store_name(m->sessions));
 	return 0;
@@ -453,8 +492,8 @@ static int32_t session_peek_read(memd *m, const memd_call *call, const char *app
 int32_t service_lane_last_activity(memd *m, const memd_call *call, const memd_lane *l,
 				   int64_t *ret_us, memd_error *err)
 {
-	session_peek p;
-	int32_t r = session_peek_read(m, call, l->app, l->user, l->session, &p, err);
+	session_peek p = { 0 };
+	int32_t r = session_peek_read(m, call, l->app, l->user, l->session, PEEK_NUMBERS, &p, err);
 
 	if (r == MEMD_ENOTFOUND) {
 		*ret_us = l->updated_us;
@@ -463,7 +502,7 @@ int32_t service_lane_last_activity(memd *m, const memd_call *call, const memd_la
 	if (r < 0)
 		return r;
 	*ret_us = p.updated_us > l->updated_us ? p.updated_us : l->updated_us;
-	json_decref(p.json);
+	peek_clear(&p);
 	return 0;
 }
 
@@ -521,7 +560,8 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 	l.struct_size = sizeof(l);
 	if (found) {
 		l = cur.l;
-		r = session_peek_read(m, call, q->app, q->user, cur.l.session, &peek, err);
+		r = session_peek_read(m, call, q->app, q->user, cur.l.session, PEEK_TEXT, &peek,
+				      err);
 		if (r < 0 && r != MEMD_ENOTFOUND)
 			goto out;
 		last = cur.l.updated_us;
@@ -609,7 +649,7 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 		l.finalize_failures = 0;
 		l.finalize_claim_until_us = 0;
 		if (reason) {
-			int had = found && peek.json && peek.last_seq > 0;
+			int had = found && peek.delivered && peek.last_seq > 0;
 			l.reset_reason = reason;
 			l.previous_session = found ? cur.l.session : NULL;
 			l.reset_us = now;
@@ -647,15 +687,15 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 		goto out;
 	out->created = !found;
 	if (w.create_session) {
-		json_decref(peek.json);
-		r = session_peek_read(m, call, q->app, q->user, new_id, &peek, err);
+		r = session_peek_read(m, call, q->app, q->user, new_id, PEEK_TEXT, &peek, err);
 		if (r < 0)
 			goto out;
 	}
-	out->session = peek.json;
-	peek.json = NULL;
+	out->session = peek.text;
+	out->session_len = peek.text_len;
+	peek.text = NULL;
 out:
-	json_decref(peek.json);
+	peek_clear(&peek);
 	service_lane_clear(&cur);
 	return r;
 }
@@ -678,20 +718,48 @@ static int32_t open_run(memd *m, const open_req *q, open_outcome *out, memd_erro
 	return r;
 }
 
-static json_t *outcome_json(const open_outcome *o)
+/* The answer of an open or reset written into jo, without its closing
+ * '}' (the caller adds members, then closes it): {"lane", "session",
+ * "created", "reset": null | {"reason", "had_activity",
+ * "previous_session"}, "resumed"}. Returns jo's sticky error. */
+static int32_t outcome_write(const open_outcome *o, json_out *jo)
 {
-	json_t *reset = json_null(), *lane = service_lane_json(&o->lane.l);
-
-	if (o->reset_reason)
-		reset = json_pack("{s:s,s:b,s:s?}", "reason", o->reset_reason, "had_activity",
-				  o->had_activity, "previous_session", o->previous);
-	if (!lane || !reset) {
-		json_decref(lane);
-		json_decref(reset);
-		return NULL;
+	jo_lit(jo, "{\"lane\":");
+	lj_lane_write(jo, &o->lane.l);
+	jo_lit(jo, ",\"session\":");
+	jo_raw(jo, o->session, o->session_len);
+	jo_lit(jo, ",\"created\":");
+	jo_bool(jo, o->created);
+	jo_lit(jo, ",\"reset\":");
+	if (o->reset_reason) {
+		jo_lit(jo, "{\"reason\":");
+		jo_string(jo, o->reset_reason);
+		jo_lit(jo, ",\"had_activity\":");
+		jo_bool(jo, o->had_activity);
+		jo_lit(jo, ",\"previous_session\":");
+		jo_string(jo, o->previous);
+		jo_lit(jo, "}");
+	} else {
+		jo_lit(jo, "null");
 	}
-	return json_pack("{s:o,s:O,s:b,s:o,s:b}", "lane", lane, "session", o->session, "created",
-			 o->created, "reset", reset, "resumed", o->resumed);
+	jo_lit(jo, ",\"resumed\":");
+	return jo_bool(jo, o->resumed);
+}
+
+/* Close the answer in jo and hand it over as *ret_json. */
+static int32_t answer_finish(json_out *jo, char **ret_json, memd_error *err)
+{
+	const char *bad = jo->bad_field;
+	int32_t r;
+
+	jo_lit(jo, "}");
+	if ((r = jo_finish(jo, ret_json, NULL)) == 0)
+		return 0;
+	if (r == MEMD_EINVAL)
+		return memd_error_set(err, MEMD_EINTERNAL, 0,
+				      "cannot write the answer: %s is not valid UTF-8",
+				      bad ? bad : "a string");
+	return service_oom(err);
 }
 
 /* Check scope and key as ids. */
@@ -708,9 +776,10 @@ static const char *const open_fields[] = { "source", NULL };
 
 /* Open or reset (app, user, key), whose scope and key are checked, with
  * norm (a source as source_parse normalized it, borrowed; NULL: none):
- * *ret the answer (new). */
+ * the answer written into jo (outcome_write: still open); jo untouched
+ * on failure. */
 static int32_t open_normalized(memd *m, const char *app, const char *user, const char *key,
-			       json_t *norm, int explicit_reset, json_t **ret, memd_error *err)
+			       json_t *norm, int explicit_reset, json_out *jo, memd_error *err)
 {
 	char *origin = NULL;
 	open_outcome o = { 0 };
@@ -726,17 +795,17 @@ static int32_t open_normalized(memd *m, const char *app, const char *user, const
 	}
 	if ((r = open_run(m, &q, &o, err)) < 0)
 		goto out;
-	*ret = outcome_json(&o);
-	r = *ret ? 0 : service_oom(err);
+	outcome_write(&o, jo);
 out:
 	outcome_clear(&o);
 	free(origin);
 	return r;
 }
 
-/* The open and reset calls: body {"source"?}. */
+/* The open and reset calls: body {"source"?}; the answer into jo as
+ * open_normalized writes it. */
 static int32_t open_call(memd *m, const char *app, const char *user, const char *key,
-			 const char *body_json, int explicit_reset, json_t **ret, memd_error *err)
+			 const char *body_json, int explicit_reset, json_out *jo, memd_error *err)
 {
 	memd_scope sc;
 	json_t *body = NULL, *src, *norm = NULL;
@@ -750,7 +819,7 @@ static int32_t open_call(memd *m, const char *app, const char *user, const char 
 	src = json_object_get(body, "source");
 	if (src && !json_is_null(src) && (r = source_parse(src, &norm, NULL, err)) < 0)
 		goto out;
-	r = open_normalized(m, app, user, key, norm, explicit_reset, ret, err);
+	r = open_normalized(m, app, user, key, norm, explicit_reset, jo, err);
 out:
 	json_decref(norm);
 	json_decref(body);
@@ -760,17 +829,29 @@ out:
 int32_t memd_lane_open(memd *m, const char *app, const char *user, const char *key,
 		       const char *body_json, char **ret_json, memd_error *err)
 {
-	json_t *o;
-	int32_t r = open_call(m, app, user, key, body_json, 0, &o, err);
-	return r < 0 ? r : service_finish(o, ret_json, err);
+	json_out jo;
+	int32_t r;
+
+	jo_init(&jo);
+	if ((r = open_call(m, app, user, key, body_json, 0, &jo, err)) < 0) {
+		jo_clear(&jo);
+		return r;
+	}
+	return answer_finish(&jo, ret_json, err);
 }
 
 int32_t memd_lane_reset(memd *m, const char *app, const char *user, const char *key,
 			const char *body_json, char **ret_json, memd_error *err)
 {
-	json_t *o;
-	int32_t r = open_call(m, app, user, key, body_json, 1, &o, err);
-	return r < 0 ? r : service_finish(o, ret_json, err);
+	json_out jo;
+	int32_t r;
+
+	jo_init(&jo);
+	if ((r = open_call(m, app, user, key, body_json, 1, &jo, err)) < 0) {
+		jo_clear(&jo);
+		return r;
+	}
+	return answer_finish(&jo, ret_json, err);
 }
 
 /* ---- resolve ----------------------------------------------------------------- */
@@ -828,24 +909,28 @@ int32_t memd_lane_open_source(memd *m, const char *app, const char *body_json, c
 	char *key = NULL, *user = NULL;
 	int shared = 0;
 	memd_scope sc;
-	json_t *src = NULL, *o = NULL;
+	json_t *src = NULL;
+	json_out jo;
 	int32_t r = resolve(m, app, body_json, &key, &user, &shared, &src, err);
 
 	if (r < 0)
 		return r;
 	/* The source resolve normalized is the open's: not dumped and parsed
-	 * again (the open is the gateway's every-message call). */
+	 * again, and the answer written as text (the open is the gateway's
+	 * every-message call). */
+	jo_init(&jo);
 	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0 ||
-	    (r = open_normalized(m, app, user, key, src, 0, &o, err)) < 0)
-		goto out;
-	if (json_object_set_new(o, "key", json_string(key)) < 0 ||
-	    json_object_set_new(o, "user", json_string(user)) < 0 ||
-	    json_object_set_new(o, "shared", json_boolean(shared)) < 0) {
-		json_decref(o);
-		r = service_oom(err);
+	    (r = open_normalized(m, app, user, key, src, 0, &jo, err)) < 0) {
+		jo_clear(&jo);
 		goto out;
 	}
-	r = service_finish(o, ret_json, err);
+	jo_lit(&jo, ",\"key\":");
+	jo_string(&jo, key);
+	jo_lit(&jo, ",\"user\":");
+	jo_string(&jo, user);
+	jo_lit(&jo, ",\"shared\":");
+	jo_bool(&jo, shared);
+	r = answer_finish(&jo, ret_json, err);
 out:
 	json_decref(src);
 	free(key);
@@ -1093,8 +1178,7 @@ int32_t memd_lane_switch(memd *m, const char *app, const char *user, const char 
 		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
 			goto out;
 		/* The target must be a session of this (app, user). */
-		json_decref(peek.json);
-		r = session_peek_read(m, &call, app, user, target, &peek, err);
+		r = session_peek_read(m, &call, app, user, target, PEEK_JSON, &peek, err);
 		if (r == MEMD_ENOTFOUND) {
 			r = memd_error_set(err, MEMD_ENOTFOUND, 0,
 					   "no session '%.255s' of user '%.255s' to switch to", target,
@@ -1139,14 +1223,13 @@ int32_t memd_lane_switch(memd *m, const char *app, const char *user, const char 
 	}
 	if (r < 0)
 		goto out;
-	json_decref(peek.json);
-	if ((r = session_peek_read(m, &call, app, user, target, &peek, err)) < 0)
+	if ((r = session_peek_read(m, &call, app, user, target, PEEK_JSON, &peek, err)) < 0)
 		goto out;
 	r = service_finish(json_pack("{s:o,s:O}", "lane", service_lane_json(&stored.l), "session",
 				     peek.json),
 			   ret_json, err);
 out:
-	json_decref(peek.json);
+	peek_clear(&peek);
 	service_lane_clear(&cur);
 	service_lane_clear(&stored);
 	json_decref(body);

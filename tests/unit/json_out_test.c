@@ -18,6 +18,7 @@
 
 #include "json/event_json.h"
 #include "json/json_out.h"
+#include "json/lane_json.h"
 #include "service/service.h"
 #include "plugins/store.h"
 #include "test_util.h"
@@ -1233,6 +1234,63 @@ Test(json_out, lane_sessions_carry_lifecycle_members)
 	cr_assert_null(json_object_get(o, "usage"));
 	json_decref(o);
 	json_decref(want);
+}
+
+/* lj_lane_write equals lj_lane: byte for byte for a compact origin,
+ * json_equal (same keys, same order) otherwise; an origin that is not an
+ * object is null in both; no usage, usage with a cost, a reset, a turn, a
+ * pending resume (and a resume reason left over without one). */
+Test(json_out, lanes_equal_the_jansson_path)
+{
+	static const char *const origins[] = { NULL, "{\"platform\":\"telegram\",\"chat_type\":\"dm\"}",
+					       " { \"platform\" : \"x\" } ", "[1,2]", "\"text\"",
+					       "{\"broken\":", "{}" };
+	rng r = { SEED };
+
+	for (int i = 0; i < SESSION_CASES; i++) {
+		size_t which = (size_t)below(&r, sizeof(origins) / sizeof(origins[0]));
+		memd_lane l = { .struct_size = sizeof(l), .app = "a", .user = "telegram:42",
+				.key = "telegram:dm:42", .session = "0190-s\"1",
+				.origin_json = origins[which],
+				.created_us = (int64_t)below(&r, 4000000000000000ULL),
+				.updated_us = (int64_t)below(&r, 4000000000000000ULL),
+				.version = (int64_t)below(&r, 1000000),
+				.flags = (uint32_t)below(&r, 256),
+				.resume_reason = below(&r, 2) ? "lease_expired" : NULL,
+				.interruptions = (int32_t)below(&r, 5),
+				.inbox_depth = (int64_t)below(&r, 50) };
+		json_t *ref;
+		json_out jo;
+		char *got;
+		size_t len;
+
+		if (below(&r, 2)) {
+			l.reset_reason = "idle";
+			l.reset_us = (int64_t)below(&r, 4000000000000000ULL);
+			l.previous_session = below(&r, 2) ? "s0" : NULL;
+		}
+		if (below(&r, 2)) {
+			l.turn_id = "t\u00e9-1";
+			l.turn_started_us = (int64_t)below(&r, 4000000000000000ULL);
+			l.turn_lease_until_us = (int64_t)below(&r, 4000000000000000ULL);
+		}
+		if (below(&r, 2)) {
+			l.input_tokens = (int64_t)below(&r, 100000);
+			l.output_tokens = (int64_t)below(&r, 100000);
+			l.cache_read_tokens = (int64_t)below(&r, 3);
+			l.cache_write_tokens = (int64_t)below(&r, 3);
+			l.last_prompt_tokens = (int64_t)below(&r, 100000);
+			l.cost_micro_usd = (int64_t)below(&r, 3) ? (int64_t)below(&r, 100000000) : 0;
+		}
+		ref = lj_lane(&l);
+		cr_assert_not_null(ref);
+		jo_init(&jo);
+		cr_assert_eq(lj_lane_write(&jo, &l), 0);
+		cr_assert_eq(jo_finish(&jo, &got, &len), 0);
+		assert_same_json(got, len, ref, which != 2);
+		free(got);
+		json_decref(ref);
+	}
 }
 
 Test(json_out, misuse_and_sticky_errors)
