@@ -45,7 +45,7 @@ suite() { # DIR TIMEOUT-MULTIPLIER
 valgrind_suites() { # DIR
 	meson test -C "$1" --no-rebuild --print-errorlogs --num-processes "$jobs" \
 		--timeout-multiplier 10 --wrap='valgrind -q --trace-children=yes --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite' \
-		host_units facade config conformance-memory conformance-sqlite
+		host_units facade config conformance-memory conformance-sqlite openai_msgs facade_messages
 }
 
 if phase "build with -Werror" build build-test-werror -Dwerror=true -Dbuildtype=debugoptimized; then

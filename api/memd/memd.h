@@ -235,7 +235,7 @@ MEMD_API int32_t memd_messages_put(memd *m, const char *app, const char *user,
 				   memd_error *err);
 
 /* Append chat messages. body: {"messages": [message...], "format"?:
- * "openai" (default), "expected_version"?, "invocation_id"?}. A message
+ * "openai" (default) | "events", "expected_version"?, "invocation_id"?}. A message
  * may carry "id" (memd's extension) for idempotent retries, as events do.
  * Result: as memd_events_append's. */
 MEMD_API int32_t memd_messages_append(memd *m, const char *app, const char *user,
