@@ -17,6 +17,7 @@
 #define HINT_NAME "name"       /* true: the author is the message's name */
 #define HINT_REFUSAL "refusal" /* true: the last refusal part is the message's refusal */
 #define HINT_KEEP "keep"       /* members with no event form, as sent */
+#define HINT_ANNOTATIONS "annotations" /* a response's, as sent; not given back */
 
 /* The member a content part may carry beside its kind's, kept in the
  * memd part as sent: where a prompt cache may break. */
@@ -353,8 +354,9 @@ static int32_t tool_call(conv *c, json_t *tc, const char *path)
 }
 
 /* The assistant's members beyond content: refusal, tool_calls,
- * function_call (legacy: a tool_call part without an id), audio and
- * annotations (kept as sent). Members sent as null are kept as null. */
+ * function_call (legacy: a tool_call part without an id), audio (kept as
+ * sent) and a response's annotations (kept in the event only). Members
+ * sent as null are kept as null. */
 static int32_t assistant_members(conv *c, json_t *msg)
 {
 	json_t *v, *tc;
@@ -428,10 +430,12 @@ static int32_t assistant_members(conv *c, json_t *msg)
 	if (v && (r = keep_member(c, msg, "audio")) < 0)
 		return r;
 
+	/* A response's annotations (url citations) are no request member:
+	 * kept in the event, never given back in a message. */
 	v = json_object_get(msg, "annotations");
 	if (v && !json_is_array(v) && !json_is_null(v))
 		return bad(c, ".annotations: must be an array or null");
-	if (v && (r = keep_member(c, msg, "annotations")) < 0)
+	if (v && (r = set_hint(c, HINT_ANNOTATIONS, json_incref(v))) < 0)
 		return r;
 	return 0;
 }

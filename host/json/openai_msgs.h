@@ -13,7 +13,9 @@
  * members sent as null). An event becomes the messages it means:
  * usually one; a summary a system message saying what it covers; tool
  * results held by a user or assistant event tool messages of their own.
- * Messages in, messages out are equal (the round trip) for every shape.
+ * Messages in, messages out are equal (the round trip) for every shape
+ * of a request's messages; a response message pushed back as it came
+ * loses its "annotations" (no request member: the event keeps them).
  */
 #ifndef MEMD_HOST_OPENAI_MSGS_H
 #define MEMD_HOST_OPENAI_MSGS_H

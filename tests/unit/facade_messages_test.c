@@ -54,8 +54,7 @@ static const char *const transcript =
 	"\"arguments\":\"{\\\"city\\\":\\\"Rome\\\"}\"}}]},"
 	"{\"role\":\"tool\",\"tool_call_id\":\"call_a\",\"content\":\"18C\"},"
 	"{\"role\":\"tool\",\"tool_call_id\":\"call_b\",\"content\":[{\"type\":\"text\",\"text\":\"21C\"}]},"
-	"{\"role\":\"assistant\",\"content\":\"Paris 18C, Rome 21C.\",\"refusal\":null,"
-	"\"annotations\":[]}]";
+	"{\"role\":\"assistant\",\"content\":\"Paris 18C, Rome 21C.\",\"refusal\":null}]";
 
 /* Create the session (unless it exists) and append messages to it. */
 static void append(const char *app, const char *sid, const char *messages)
@@ -227,7 +226,7 @@ Test(facade_messages, context_window_never_starts_with_an_orphaned_result)
 	cr_assert_str_eq(json_string_value(json_object_get(c, "strategy")), "buffer_window");
 	assert_equal_json(json_object_get(c, "messages"),
 			  "[{\"role\":\"assistant\",\"content\":\"Paris 18C, Rome 21C.\","
-			  "\"refusal\":null,\"annotations\":[]}]");
+			  "\"refusal\":null}]");
 	cr_assert_lt(json_integer_value(json_object_get(c, "tokens")), native_tokens("w2", "s1"),
 		     "the dropped result's tokens are not counted");
 	cr_assert_gt(json_integer_value(json_object_get(c, "tokens")), 0);

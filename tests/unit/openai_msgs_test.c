@@ -144,12 +144,8 @@ Test(openai_msgs, assistant_every_member)
 	round_trip("[{\"role\":\"assistant\",\"content\":[{\"type\":\"refusal\",\"refusal\":\"a\"}],"
 		   "\"refusal\":\"b\"}]");
 	round_trip("[{\"role\":\"assistant\",\"content\":\"x\",\"refusal\":\"y\"}]");
-	/* A response message pushed as it came (ChatCompletionMessage). */
 	round_trip("[{\"role\":\"assistant\",\"content\":\"Paris.\",\"refusal\":null,"
-		   "\"annotations\":[],\"audio\":null,\"function_call\":null,\"tool_calls\":null}]");
-	round_trip("[{\"role\":\"assistant\",\"content\":\"see\",\"annotations\":[{\"type\":"
-		   "\"url_citation\",\"url_citation\":{\"url\":\"https://e.com\",\"title\":\"E\","
-		   "\"start_index\":0,\"end_index\":3}}]}]");
+		   "\"audio\":null,\"function_call\":null}]");
 	round_trip("[{\"role\":\"assistant\",\"audio\":{\"id\":\"audio_1\"}}]");
 	round_trip("[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[]}]");
 }
@@ -182,6 +178,39 @@ Test(openai_msgs, tool_calls_and_results)
 	round_trip("[{\"role\":\"assistant\",\"content\":\"Looking.\",\"tool_calls\":["
 		   "{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
 		   "\"arguments\":\"{\\\"a\\\":{\\\"b\\\":[1,2.5,\\\"\\u00e9\\\"]}}\"}}]}]");
+}
+
+/* messages in (text) -> events -> stored -> messages out equal to want. */
+static void maps_to(const char *text, const char *want_text)
+{
+	json_t *in = parse(text), *want = parse(want_text), *events = NULL, *stored, *out;
+	memd_error err = { 0 };
+
+	cr_assert_eq(om_messages_to_events(in, &events, &err), 0, "%s: %s", err.msg, text);
+	stored = store(events);
+	out = to_messages(stored, 0, NULL);
+	cr_assert(json_equal(want, out), "got %s, want %s", ej_dump(out), want_text);
+	json_decref(in);
+	json_decref(want);
+	json_decref(events);
+	json_decref(stored);
+	json_decref(out);
+}
+
+Test(openai_msgs, a_response_message_comes_back_as_a_request_message)
+{
+	/* ChatCompletionMessage, pushed into the history as it came: its
+	 * annotations are no member of a request's assistant message. */
+	maps_to("[{\"role\":\"assistant\",\"content\":\"see\",\"refusal\":null,\"annotations\":"
+		"[{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://e.com\","
+		"\"title\":\"E\",\"start_index\":0,\"end_index\":3}}]}]",
+		"[{\"role\":\"assistant\",\"content\":\"see\",\"refusal\":null}]");
+	maps_to("[{\"role\":\"assistant\",\"content\":null,\"refusal\":null,\"annotations\":[],"
+		"\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+		"\"arguments\":\"{}\"}}]}]",
+		"[{\"role\":\"assistant\",\"content\":null,\"refusal\":null,\"tool_calls\":"
+		"[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+		"\"{}\"}}]}]");
 }
 
 Test(openai_msgs, legacy_function_call)
