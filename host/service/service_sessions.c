@@ -40,6 +40,13 @@ static int32_t sink_get_session(void *ud, const memd_session *s)
 	return jo_session_get_session(&x->g, s);
 }
 
+static int32_t count_event(void *ud, const memd_event *e)
+{
+	(void)e;
+	(*(int64_t *)ud)++;
+	return 0;
+}
+
 static int32_t sink_get_event(void *ud, const memd_event *e)
 {
 	get_ctx *x = ud;
@@ -176,16 +183,31 @@ int32_t memd_session_get(memd *m, const char *app, const char *user, const char 
 			r = memd_error_set(err, MEMD_EINVAL, 0, "after_seq: must not be negative");
 			goto fail;
 		}
-		if (o.events && !o.after_time_us && store_minor(m->sessions) < 2) {
-			/* Seqs are gapless: the newest N are the N up to the
-			 * session's last_seq. Read in seq order, a store streams
-			 * them; asked for the newest, it keeps N copies first.
-			 * Not so from 1.2 on: hidden events (rewinds) leave gaps
-			 * in the visible seqs, and the store's NEWEST window is
-			 * what finds the newest N visible ones. */
-			if (x.last_seq - (int64_t)o.events > q.after_seq)
-				q.after_seq = x.last_seq - (int64_t)o.events;
-			q.flags &= ~MEMD_EVQ_NEWEST;
+		if (o.events && !o.after_time_us) {
+			/* Read in seq order, a store streams the events; asked
+			 * for the newest, it keeps N copies first. The newest N
+			 * are the N up to the session's last_seq while that
+			 * range has no gap: always before 1.2; from 1.2 on,
+			 * hidden events (rewinds) leave gaps, so the range's
+			 * visible events are counted first (streamed, nothing
+			 * kept), and only a range with gaps takes the store's
+			 * NEWEST window. */
+			int64_t from = x.last_seq - (int64_t)o.events;
+			int gapless = from <= q.after_seq || store_minor(m->sessions) < 2;
+			if (!gapless) {
+				int64_t n = 0;
+				memd_event_query cq = { .struct_size = sizeof(cq), .after_seq = from };
+				memd_event_sink counter = { sizeof(counter), &n, count_event };
+				if ((r = store_events_load(m->sessions, &call, &sc, &cq, &counter,
+							   err)) < 0)
+					goto fail;
+				gapless = n == (int64_t)o.events;
+			}
+			if (gapless) {
+				if (from > q.after_seq)
+					q.after_seq = from;
+				q.flags &= ~MEMD_EVQ_NEWEST;
+			}
 		}
 		jo_session_get_events(g);
 		r = store_events_load(m->sessions, &call, &sc, &q, &events, err);
