@@ -353,6 +353,7 @@ typedef struct load_ctx {
 	const memd_event_query *q;
 	const memd_event_sink *out;
 	memd_error *err;
+	int64_t after;           /* seq > this: the query's after_seq, or a window's floor */
 	int64_t before;
 	uint32_t roles;          /* MEMD_ROLE_* mask, 0 = every role */
 	int hidden;              /* MEMD_EVQ_INCLUDE_HIDDEN */
@@ -376,7 +377,7 @@ static int bind_range(sqlite3_stmt *st, const load_ctx *x)
 {
 	int rc = sq_bind_scope(st, x->scope, 1);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 4, x->q->after_seq);
+		rc = sqlite3_bind_int64(st, 4, x->after);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 5, x->before);
 	if (rc == SQLITE_OK)
@@ -393,6 +394,48 @@ static int bind_range(sqlite3_stmt *st, const load_ctx *x)
 /* Walk the seq (or summaries) index in the wanted direction, stopping at
  * the limit. NEWEST walks backwards, keeps copies and delivers them in
  * ascending order. */
+/* A NEWEST window of more than this many events is not kept as copies
+ * while walking back (a million-event window of large events would take
+ * all of them into memory): its lowest seq is found index-only, walking
+ * back, and the window is then read forwards from there, streamed. */
+#define NEWEST_COPY_MAX 256u
+
+/* The seq of the limit-th newest match, walking the covering index back
+ * (0 when there are fewer matches: the window starts at the range's
+ * start). */
+static int32_t newest_floor(load_ctx *x, int64_t *ret)
+{
+	const memd_event_query *q = x->q;
+	uint32_t n = 0;
+	uint64_t stepped = 0;
+	sqlite3_stmt *st = NULL;
+	int32_t r = sq_stmt(x->c, x->hidden ? &SQL_TIMES_ALL_DESC : &SQL_TIMES_DESC, &st, x->err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	*ret = 0;
+	rc = bind_range(st, x);
+	while (rc == SQLITE_OK && n < q->limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		stepped++;
+		if (stepped % SQ_CHECK_EVERY == 0 &&
+		    (r = sq_call_check(x->store, x->call, x->err)) < 0)
+			break;
+		if (!wanted(x, sq_col_text(st, 1)))
+			continue;
+		n++;
+		*ret = sqlite3_column_int64(st, 0);
+	}
+	if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
+		r = sq_fail(x->c, rc, x->err, "find the window of '%.64s'", x->scope->session);
+	if (r == 0 && n < q->limit)
+		*ret = 0;
+	sq_count_rows(x->call, st, stepped);
+	sq_stmt_done(st);
+	return r;
+}
+
 static int32_t load_by_seq(load_ctx *x)
 {
 	const memd_event_query *q = x->q;
@@ -406,6 +449,15 @@ static int32_t load_by_seq(load_ctx *x)
 	int32_t r;
 	int rc;
 
+	if (newest && !only_summary && q->limit > NEWEST_COPY_MAX) {
+		int64_t floor = 0;
+		r = newest_floor(x, &floor);
+		if (r < 0)
+			return r;
+		if (floor - 1 > x->after)
+			x->after = floor - 1;
+		newest = 0;
+	}
 	if (only_summary && x->hidden)
 		sql = newest ? &SQL_SUMMARIES_ALL_DESC : &SQL_SUMMARIES_ALL_ASC;
 	else if (only_summary)
@@ -559,7 +611,8 @@ int32_t sq_events_load(void *inst, const memd_call *call, const memd_scope *scop
 	if (r < 0)
 		return r;
 	x = (load_ctx){ .store = store, .call = call, .scope = scope, .q = q, .out = out,
-			.err = err, .before = q->before_seq ? q->before_seq : SEQ_UNBOUNDED,
+			.err = err, .after = q->after_seq,
+			.before = q->before_seq ? q->before_seq : SEQ_UNBOUNDED,
 			.roles = pu_event_query_roles(q),
 			.hidden = (q->flags & MEMD_EVQ_INCLUDE_HIDDEN) != 0 };
 	r = sq_read_begin(store, call, &x.c, err);

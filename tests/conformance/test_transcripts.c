@@ -1341,6 +1341,7 @@ Test(transcripts, durable_across_reopen)
 #define SMALL_EVENTS 40
 #define HIDE_N 10
 #define WINDOW 10
+#define WIDE_WINDOW 500u
 /* Rows beyond those hidden or returned an op or a read may examine. */
 #define ROWS_SLACK 24
 
@@ -1406,6 +1407,31 @@ Test(transcripts, rows_read_follow_the_rows_hidden_and_the_window)
 	cr_assert_str_eq(got, want);
 	/* The session head read is cheap too, and message_count right. */
 	assert_head(&sc, BIG_EVENTS / BIG_BATCH + 3, BIG_EVENTS + 3, 0, BIG_EVENTS / 3 - 1 + 3);
+
+	/* Wide NEWEST windows (a store may find their start before reading
+	 * them): the visible ones, then with the hidden ones. */
+	{
+		static const struct {
+			uint32_t flags;
+			const char *first, *last_before_n;
+		} wide[] = {
+			{ MEMD_EVQ_NEWEST, "e503", "e999" },
+			{ MEMD_EVQ_NEWEST | MEMD_EVQ_INCLUDE_HIDDEN, "e2504", "e3000" },
+		};
+		for (size_t w = 0; w < sizeof(wide) / sizeof(wide[0]); w++) {
+			memd_event_query wq = { .flags = wide[w].flags, .limit = WIDE_WINDOW };
+			conf_events l = { 0 };
+
+			cr_assert_eq(conf_events_load_q(st, &sc, &wq, &l), 0, "%s", st->err.msg);
+			cr_assert_eq(l.n, WIDE_WINDOW, "a wide window of %zu events", l.n);
+			cr_assert_str_eq(l.v[0].id, wide[w].first);
+			cr_assert_str_eq(l.v[WIDE_WINDOW - 4].id, wide[w].last_before_n);
+			cr_assert_str_eq(l.v[WIDE_WINDOW - 1].id, "n3");
+			for (size_t i = 1; i < l.n; i++)
+				cr_assert_gt(l.v[i].seq, l.v[i - 1].seq);
+			conf_events_clear(&l);
+		}
+	}
 }
 
 #define HISTORY_APPENDS 150
