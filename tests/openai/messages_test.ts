@@ -65,6 +65,30 @@ assert.equal(again["created"], false, "the second PUT replaces");
 check("GET messages after the second PUT", await call("GET", "/messages?format=openai"), more);
 check("GET context after the second PUT", await call("GET", "/context?format=openai"), more);
 
+// Bad messages: a 400 naming the message and the field, and nothing
+// written.
+async function refused(body: unknown, what: string): Promise<void> {
+  const res = await fetch(session + "/messages", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const answer = (await res.json()) as { error?: { message?: string } };
+  assert.equal(res.status, 400, `${what}: status`);
+  assert.ok(answer.error?.message?.includes(what), `${what}: not in ${JSON.stringify(answer)}`);
+  passed++;
+}
+await refused({ messages: [...more, { role: "tool", content: "r" }] }, "messages[2].tool_call_id: required");
+await refused(
+  { messages: [{ role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: {} } }] }] },
+  "messages[0].tool_calls[0].function.arguments: must be a string",
+);
+await refused(
+  { messages: [{ role: "user", content: [{ type: "refusal", refusal: "x" }] }] },
+  "messages[0].content[0].type: 'refusal' is not a content part of a user message",
+);
+check("GET messages after the refused appends", await call("GET", "/messages?format=openai"), more);
+
 // What memd answered, for tsc: each answer must be a MessagesAnswer (a
 // context answer also has strategy and tokens), and its messages what
 // chat.completions.create takes.
