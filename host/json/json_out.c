@@ -712,13 +712,10 @@ int32_t jo_event(json_out *jo, const memd_event *e)
 	return LIT(jo, "}");
 }
 
-/* The members ej_session adds for a session of a lane. usage is built
- * with jansson (a real number) and copied as jansson dumps it. */
+/* The members ej_session adds for a session of a lane (usage as
+ * lj_usage_write writes it). */
 static int32_t jo_session_lifecycle(json_out *jo, const memd_session *s)
 {
-	json_t *usage;
-	char *text;
-
 	LIT(jo, "," KEY("lane_key"));
 	str_value(jo, "lane_key", s->lane_key);
 	LIT(jo, "," KEY("origin"));
@@ -735,15 +732,8 @@ static int32_t jo_session_lifecycle(json_out *jo, const memd_session *s)
 	LIT(jo, "," KEY("end_reason"));
 	str_value(jo, "end_reason", s->end_reason);
 	LIT(jo, "," KEY("usage"));
-	usage = lj_usage(s->input_tokens, s->output_tokens, s->cache_read_tokens,
-			 s->cache_write_tokens, s->cost_micro_usd, s->last_prompt_tokens);
-	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
-	json_decref(usage);
-	if (!text)
-		return fail(jo, MEMD_ENOMEM);
-	jo_raw(jo, text, strlen(text));
-	free(text);
-	return jo->error;
+	return lj_usage_write(jo, s->input_tokens, s->output_tokens, s->cache_read_tokens,
+			      s->cache_write_tokens, s->cost_micro_usd, s->last_prompt_tokens);
 }
 
 int32_t jo_session_open(json_out *jo, const memd_session *s)

@@ -38,6 +38,31 @@ json_t *lj_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read
 			 (double)cost_micro_usd / LJ_MICRO_PER_USD);
 }
 
+int32_t lj_usage_write(json_out *jo, int64_t input_tokens, int64_t output_tokens,
+		       int64_t cache_read_tokens, int64_t cache_write_tokens,
+		       int64_t cost_micro_usd, int64_t last_prompt_tokens)
+{
+	json_t *usage;
+	char *text;
+
+	if (!input_tokens && !output_tokens && !cache_read_tokens && !cache_write_tokens &&
+	    !cost_micro_usd && !last_prompt_tokens)
+		return jo_lit(jo, LJ_USAGE_ZERO);
+	/* A real number: built with jansson and copied as jansson dumps it. */
+	usage = lj_usage(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+			 cost_micro_usd, last_prompt_tokens);
+	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
+	json_decref(usage);
+	if (!text) {
+		if (!jo->error)
+			jo->error = MEMD_ENOMEM;
+		return jo->error;
+	}
+	jo_raw(jo, text, strlen(text));
+	free(text);
+	return jo->error;
+}
+
 int lj_session_has_usage(const memd_session *s)
 {
 	return s->input_tokens || s->output_tokens || s->cache_read_tokens ||
@@ -115,8 +140,6 @@ static int object_text(const char *text, size_t *ret_len)
 
 int32_t lj_lane_write(json_out *jo, const memd_lane *l)
 {
-	json_t *usage;
-	char *text;
 	size_t len;
 
 	jo_lit(jo, "{\"key\":");
@@ -177,24 +200,8 @@ int32_t lj_lane_write(json_out *jo, const memd_lane *l)
 	jo_lit(jo, ",\"inbox_depth\":");
 	jo_int(jo, l->inbox_depth);
 	jo_lit(jo, ",\"usage\":");
-	if (!l->input_tokens && !l->output_tokens && !l->cache_read_tokens &&
-	    !l->cache_write_tokens && !l->cost_micro_usd && !l->last_prompt_tokens) {
-		jo_lit(jo, LJ_USAGE_ZERO);
-		return jo_lit(jo, "}");
-	}
-	/* A real number: built with jansson and copied as jansson dumps it
-	 * (as jo_session does). */
-	usage = lj_usage(l->input_tokens, l->output_tokens, l->cache_read_tokens,
-			 l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
-	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
-	json_decref(usage);
-	if (!text) {
-		if (!jo->error)
-			jo->error = MEMD_ENOMEM;
-		return jo->error;
-	}
-	jo_raw(jo, text, strlen(text));
-	free(text);
+	lj_usage_write(jo, l->input_tokens, l->output_tokens, l->cache_read_tokens,
+		       l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
 	return jo_lit(jo, "}");
 }
 

@@ -20,6 +20,11 @@
  * (every field); NULL on ENOMEM. */
 json_t *lj_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
 		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens);
+/* lj_usage written as JSON text into jo (json_out.h), as jansson dumps it
+ * (usage that is all zeros without jansson). Returns jo's sticky error. */
+int32_t lj_usage_write(json_out *jo, int64_t input_tokens, int64_t output_tokens,
+		       int64_t cache_read_tokens, int64_t cache_write_tokens,
+		       int64_t cost_micro_usd, int64_t last_prompt_tokens);
 /* 1 when any usage member of s is nonzero. */
 int lj_session_has_usage(const memd_session *s);
 
