@@ -14,6 +14,8 @@
 
 #include <memd/memd.h>
 
+#include "plugins/store.h"
+#include "service/service.h"
 #include "test_util.h"
 
 static tu_dir dir;
@@ -22,13 +24,14 @@ static memd *m;
 /* App "w2": a window of 2 events; "w4": of 4; the others: everything. */
 static void setup(void)
 {
-	char yaml[TU_PATH_MAX + 512];
+	char yaml[TU_PATH_MAX + 640];
 	tu_dir_make(&dir);
 	snprintf(yaml, sizeof(yaml),
 		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n"
 		 "apps:\n  '*': {working_memory: {strategy: all}}\n"
 		 "  w2: {working_memory: {strategy: buffer_window, max_messages: 2}}\n"
-		 "  w4: {working_memory: {strategy: buffer_window, max_messages: 4}}\n",
+		 "  w4: {working_memory: {strategy: buffer_window, max_messages: 4}}\n"
+		 "  sb: {working_memory: {strategy: summary_buffer, max_tokens: 1000000}}\n",
 		 dir.path);
 	m = tu_open(&dir, yaml);
 }
@@ -270,6 +273,38 @@ Test(facade_messages, put_refuses_bad_messages_and_creates_nothing)
 	cr_assert_null(put("s2", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"id\":\"x\"},"
 			   "{\"role\":\"user\",\"content\":\"b\",\"id\":\"x\"}]}", MEMD_EINVAL));
 	cr_assert_eq(memd_session_get(m, "app", "u", "s2", NULL, &out, &err), MEMD_ENOTFOUND);
+}
+
+Test(facade_messages, context_summary_is_a_system_message_and_its_window_drops_orphans)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "sb", .user = "u", .session = "s1" };
+	memd_event sum = { .struct_size = sizeof(sum), .id = "sum1", .role = "summary",
+			   .author = "summary_buffer", .content_json = "{\"parts\":[{\"text\":"
+			   "\"Alice asked for the weather.\"}]}", .text = "Alice asked for the weather.",
+			   .tokens = 6, .covers_seq = 2, .timestamp_us = 1764064800000000LL };
+	const memd_event *one[1] = { &sum };
+	int64_t seq;
+	memd_append a = { .struct_size = sizeof(a), .events = one, .n_events = 1, .now_us = 1 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	memd_error err = { 0 };
+	json_t *c;
+
+	/* The summary covers the call (seq 2), not its result (seq 3). */
+	append("sb", "s1", "[{\"role\":\"user\",\"content\":\"Weather?\"},"
+			   "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+			   "\"function\",\"function\":{\"name\":\"weather\",\"arguments\":\"{}\"}}]},"
+			   "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"18C\"}]");
+	cr_assert_eq(store_append(service_session_store(m), &call, &sc, &a, &res, &err), 0, "%s",
+		     err.msg);
+	append("sb", "s1", "[{\"role\":\"user\",\"content\":\"And tomorrow?\"}]");
+	c = context_of("sb", "s1");
+	cr_assert_str_eq(json_string_value(json_object_get(c, "strategy")), "summary_buffer");
+	assert_equal_json(json_object_get(c, "messages"),
+			  "[{\"role\":\"system\",\"content\":\"Summary of the conversation up to "
+			  "2025-11-25T10:00:00.000000Z (events 1..2):\\nAlice asked for the weather.\"},"
+			  "{\"role\":\"user\",\"content\":\"And tomorrow?\"}]");
+	json_decref(c);
 }
 
 /* The rewrite over the memory store (every store runs the transcripts
