@@ -11,7 +11,9 @@
  *    finds the other's events exactly once (keyword; vector and hybrid
  *    too when $MEMD_INDEX_VECTOR_SHARED says the vector store can be
  *    shared, e.g. Qdrant); one deletes a session the other wrote and the
- *    other stops finding it.
+ *    other stops finding it; one rewinds, undoes and rewinds again, and
+ *    neither finds the hidden events (with a shared vector store the
+ *    other's vector indexer jumps over the hides and the undo's events).
  *
  * Children report by exit status and stderr (no Criterion asserts in
  * them); the parent asserts.
@@ -41,6 +43,9 @@
 #define TWO_SESSIONS 8
 #define TWO_EVENTS 15
 #define TWO_DELETED "B-s3"
+#define TWO_ZSESSION "A-zebra"
+#define TWO_ZEBRA "z-visible"
+#define TWO_BURIED 20
 #define MSG_MAX 512
 
 static const char *const modes[] = { "keyword", "vector", "hybrid" };
@@ -332,9 +337,83 @@ static char child_recv(int fd)
 	return c;
 }
 
+/* 'z': a session with one visible "zebra" and TWO_BURIED better matches,
+ * hidden by a rewind, made visible by its undo and hidden again, all
+ * before the other process looks (its vector indexer then jumps over it
+ * on the shared cursor). */
+static void child_bury(memd *m)
+{
+	char body[64], *out = NULL, op[128];
+	memd_error err = { 0 };
+	json_t *events = json_array(), *res;
+
+	json_array_append_new(events, json_pack("{s:s,s:s,s:s}", "id", TWO_ZEBRA, "role", "user",
+						"content", "zebra crossing"));
+	for (int i = 0; i < TWO_BURIED; i++) {
+		char id[32];
+		snprintf(id, sizeof(id), "z-%d", i);
+		json_array_append_new(events, json_pack("{s:s,s:s,s:s}", "id", id, "role", "user",
+							"content", "zebra zebra zebra"));
+	}
+	res = json_pack("{s:o}", "events", events);
+	out = json_dumps(res, JSON_COMPACT);
+	json_decref(res);
+	{
+		char *text = out, *r1 = NULL, *r2 = NULL;
+		if (memd_session_create(m, "app", "alice", "{\"id\":\"" TWO_ZSESSION "\"}", &r1,
+					&err) < 0 ||
+		    memd_events_append(m, "app", "alice", TWO_ZSESSION, text, &r2, &err) < 0)
+			child_fail("bury: %s", err.msg);
+		memd_free(r1);
+		memd_free(r2);
+		free(text);
+		out = NULL;
+	}
+	for (int round = 0; round < 2; round++) {
+		snprintf(body, sizeof(body), "{\"turns\":%d}", TWO_BURIED);
+		if (memd_session_rewind(m, "app", "alice", TWO_ZSESSION, body, &out, &err) < 0)
+			child_fail("rewind: %s", err.msg);
+		res = json_loads(out, 0, NULL);
+		memd_free(out);
+		out = NULL;
+		snprintf(op, sizeof(op), "%s",
+			 json_string_value(json_object_get(json_object_get(res, "operation"), "id")));
+		json_decref(res);
+		if (round == 0) {
+			if (memd_operation_undo(m, "app", "alice", TWO_ZSESSION, op, NULL, &out,
+						&err) < 0)
+				child_fail("undo: %s", err.msg);
+			memd_free(out);
+			out = NULL;
+		}
+	}
+}
+
+/* 'Z': the one visible "zebra" is the best match in every mode (hidden
+ * ones still indexed would fill the candidates a search fetches). */
+static void child_check_zebra(memd *m, int n_modes)
+{
+	for (int k = 0; k < n_modes; k++) {
+		char body[128], *out = NULL;
+		memd_error err = { 0 };
+		json_t *res, *first;
+
+		snprintf(body, sizeof(body), "{\"query\":\"zebra\",\"mode\":\"%s\",\"k\":1}",
+			 modes[k]);
+		if (memd_search(m, "app", "alice", body, &out, &err) < 0)
+			child_fail("search %s: %s", modes[k], err.msg);
+		res = json_loads(out, 0, NULL);
+		memd_free(out);
+		first = json_array_get(json_object_get(res, "results"), 0);
+		if (!first || strcmp(json_string_value(json_object_get(first, "event_id")), TWO_ZEBRA) != 0)
+			child_fail("%s: the visible zebra is not found after the rewinds", modes[k]);
+		json_decref(res);
+	}
+}
+
 /* A process: append, wait, check it sees both processes' events, then
  * follow the parent's orders: 'x' delete the other's session, 'y' check
- * the deletion is seen, 'q' quit. */
+ * the deletion is seen, 'z' and 'Z' (above), 'q' quit. */
 static void peer_child(const char *who, int in, int out, int shared_vectors)
 {
 	memd *m = child_open(env.config_path);
@@ -367,6 +446,10 @@ static void peer_child(const char *who, int in, int out, int shared_vectors)
 				if (n != (TWO_SESSIONS * 2 - 1) * TWO_EVENTS)
 					child_fail("%s: sees %ld events after the delete", modes[k], n);
 			}
+		} else if (c == 'z') {
+			child_bury(m);
+		} else if (c == 'Z') {
+			child_check_zebra(m, n_modes);
 		} else if (c == 'q') {
 			break;
 		} else {
@@ -434,6 +517,12 @@ Test(consistency, two_processes_on_one_sqlite_file_converge)
 	expect_reply(&b, 'k', "B no longer finds it");
 	order(&a, 'y');
 	expect_reply(&a, 'k', "A no longer finds it");
+	order(&a, 'z');
+	expect_reply(&a, 'k', "A rewinds, undoes and rewinds again");
+	order(&b, 'Z');
+	expect_reply(&b, 'k', "B does not find the hidden events");
+	order(&a, 'Z');
+	expect_reply(&a, 'k', "A does not find the hidden events");
 	order(&a, 'q');
 	order(&b, 'q');
 	cr_assert_eq(waitpid(a.pid, &status, 0), a.pid);
