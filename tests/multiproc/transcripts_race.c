@@ -234,20 +234,6 @@ Test(transcripts_race, a_rewind_racing_an_append_on_another_memd, .timeout = 150
 
 	m = open_memd(yaml_path);
 	cr_assert_not_null(m);
-	{
-		/* A store without transcripts has nothing to race. */
-		memd_error err = { 0 };
-		char *out = NULL;
-		prepare(m, "probe");
-		if (memd_operations_list(m, "race", "u", "probe", &out, &err) == MEMD_ENOTSUP) {
-			memd_close(m);
-			unlink(yaml_path);
-			rmdir(dir);
-			free(name);
-			cr_skip_test("%s", err.msg);
-		}
-		memd_free(out);
-	}
 	for (int phase = 0; phase < N_PHASES; phase++)
 		for (int round = 0; round < ROUNDS; round++) {
 			char sid[32];
