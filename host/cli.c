@@ -188,6 +188,13 @@ static int fail(const memd_error *err)
 	return exit_for_error(err->code);
 }
 
+/* Say that memory ran out; returns EXIT_FAIL. */
+static int out_of_memory(void)
+{
+	fprintf(stderr, "memd: out of memory\n");
+	return EXIT_FAIL;
+}
+
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
@@ -379,10 +386,8 @@ static int report_problems(const char *path, int32_t r, config_diag *d)
 	for (size_t i = 0; i < d->n; i++)
 		fprintf(stderr, "%s\n", d->lines[i]);
 	config_diag_clear(d);
-	if (r == MEMD_ENOMEM) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
+	if (r == MEMD_ENOMEM)
+		return out_of_memory();
 	fprintf(stderr, "%s: %zu problem%s\n", path ? path : "zero-config", problems,
 		problems == 1 ? "" : "s");
 	return EXIT_CONFIG;
@@ -584,6 +589,35 @@ static int result(int32_t r)
 	return r < 0 ? -1 : EXIT_OK;
 }
 
+/* A facade call on APP USER SID (or KEY) with a JSON body. */
+typedef int32_t (*body_fn)(memd *m, const char *app, const char *user, const char *id,
+			   const char *body_json, char **ret_json, memd_error *err);
+/* The same on APP USER SID|KEY and a fourth name (TURN, OP). */
+typedef int32_t (*body4_fn)(memd *m, const char *app, const char *user, const char *id,
+			    const char *name, const char *body_json, char **ret_json,
+			    memd_error *err);
+
+/* fn on pos[0..2] with body (malloc'd, NULL: none), which is freed;
+ * the scripting return convention. */
+static int call_body(memd *m, body_fn fn, const char **pos, char *body, memd_error *err,
+		     char **ret_json)
+{
+	int32_t r = fn(m, pos[0], pos[1], pos[2], body, ret_json, err);
+
+	free(body);
+	return result(r);
+}
+
+/* call_body for a call on pos[0..3]. */
+static int call_body4(memd *m, body4_fn fn, const char **pos, char *body, memd_error *err,
+		      char **ret_json)
+{
+	int32_t r = fn(m, pos[0], pos[1], pos[2], pos[3], body, ret_json, err);
+
+	free(body);
+	return result(r);
+}
+
 static int sc_session_create(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			     char **ret_json)
 {
@@ -675,10 +709,8 @@ static int deleted_json(const char *app, const char *user, const char *sid, char
 	}
 	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	if (!text) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
+	if (!text)
+		return out_of_memory();
 	*ret_json = text; /* print_json frees it, as index rebuild's */
 	return EXIT_OK;
 }
@@ -699,7 +731,6 @@ static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_er
 	size_t len;
 	char *body;
 	json_t *v;
-	int32_t r;
 
 	if (!m)
 		return take_common(c, from, 0);
@@ -717,9 +748,7 @@ static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_er
 		json_decref(wrapped);
 	}
 	json_decref(v);
-	r = memd_events_append(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	return call_body(m, memd_events_append, pos, body, err, ret_json);
 }
 
 static int sc_events_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -882,10 +911,8 @@ static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *er
 		json_object_set_new(body, "session_id", json_string(o->session));
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	if (!text) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
+	if (!text)
+		return out_of_memory();
 	/* A new process rebuilds its in-memory keyword index from the feed:
 	 * on a large database the first search waits for that, in rounds of
 	 * the facade's own wait. */
@@ -1131,8 +1158,8 @@ static int open_or_reset(cli *c, memd *m, const char **pos, int reset, memd_erro
 		r = memd_lane_open_source(m, pos[0], body, ret_json, err);
 	} else {
 		body = src ? dump_body(json_pack("{s:o}", "source", src)) : NULL;
-		r = reset ? memd_lane_reset(m, pos[0], pos[1], pos[2], body, ret_json, err)
-			  : memd_lane_open(m, pos[0], pos[1], pos[2], body, ret_json, err);
+		return call_body(m, reset ? memd_lane_reset : memd_lane_open, pos, body, err,
+				 ret_json);
 	}
 	free(body);
 	return result(r);
@@ -1211,18 +1238,13 @@ static int sc_lane_switch(cli *c, memd *m, const char **pos, int from, memd_erro
 			  char **ret_json)
 {
 	char *body;
-	int32_t r;
 
 	if (!m)
 		return take_lane_opts(c, from, 0);
 	body = dump_body(json_pack("{s:s}", "session_id", pos[3]));
-	if (!body) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
-	r = memd_lane_switch(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	if (!body)
+		return out_of_memory();
+	return call_body(m, memd_lane_switch, pos, body, err, ret_json);
 }
 
 static int sc_lane_suspend(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1245,10 +1267,8 @@ static int sc_lane_delete(cli *c, memd *m, const char **pos, int from, memd_erro
 	o = json_pack("{s:b,s:s,s:s,s:s}", "deleted", 1, "app", pos[0], "user", pos[1], "lane",
 		      pos[2]);
 	*ret_json = dump_body(o);
-	if (!*ret_json) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
+	if (!*ret_json)
+		return out_of_memory();
 	return EXIT_OK;
 }
 
@@ -1270,29 +1290,17 @@ static char *lease_body(const cli_opts *o)
 static int sc_turn_begin(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			 char **ret_json)
 {
-	char *body;
-	int32_t r;
-
 	if (!m)
 		return take_lane_opts(c, from, LANE_OPT_LEASE);
-	body = lease_body(&c->opts);
-	r = memd_turn_begin(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	return call_body(m, memd_turn_begin, pos, lease_body(&c->opts), err, ret_json);
 }
 
 static int sc_turn_heartbeat(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			     char **ret_json)
 {
-	char *body;
-	int32_t r;
-
 	if (!m)
 		return take_lane_opts(c, from, LANE_OPT_LEASE);
-	body = lease_body(&c->opts);
-	r = memd_turn_heartbeat(m, pos[0], pos[1], pos[2], pos[3], body, ret_json, err);
-	free(body);
-	return result(r);
+	return call_body4(m, memd_turn_heartbeat, pos, lease_body(&c->opts), err, ret_json);
 }
 
 static int sc_turn_end(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1300,8 +1308,6 @@ static int sc_turn_end(cli *c, memd *m, const char **pos, int from, memd_error *
 {
 	cli_opts *o = &c->opts;
 	json_t *body;
-	char *text;
-	int32_t r;
 
 	if (!m) {
 		int rc = take_lane_opts(c, from, LANE_OPT_END);
@@ -1321,10 +1327,7 @@ static int sc_turn_end(cli *c, memd *m, const char **pos, int from, memd_error *
 		}
 		json_object_set_new(body, "usage", u);
 	}
-	text = dump_body(body);
-	r = memd_turn_end(m, pos[0], pos[1], pos[2], pos[3], text, ret_json, err);
-	free(text);
-	return result(r);
+	return call_body4(m, memd_turn_end, pos, dump_body(body), err, ret_json);
 }
 
 static int sc_inbox_put(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1332,8 +1335,6 @@ static int sc_inbox_put(cli *c, memd *m, const char **pos, int from, memd_error 
 {
 	cli_opts *o = &c->opts;
 	json_t *event;
-	char *text;
-	int32_t r;
 
 	if (!m) {
 		int rc = take_lane_opts(c, from, LANE_OPT_INBOX);
@@ -1357,24 +1358,18 @@ static int sc_inbox_put(cli *c, memd *m, const char **pos, int from, memd_error 
 			return usage_error("%s", "inbox put: stdin is not a JSON event object (or use --text)");
 		}
 	}
-	text = dump_body(json_pack("{s:s,s:o}", "mode", o->mode, "event", event));
-	r = memd_inbox_put(m, pos[0], pos[1], pos[2], text, ret_json, err);
-	free(text);
-	return result(r);
+	return call_body(m, memd_inbox_put, pos,
+			 dump_body(json_pack("{s:s,s:o}", "mode", o->mode, "event", event)), err,
+			 ret_json);
 }
 
 static int sc_inbox_take(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			 char **ret_json)
 {
-	char *body;
-	int32_t r;
-
 	if (!m)
 		return take_lane_opts(c, from, 0);
-	body = dump_body(json_pack("{s:s}", "turn_id", pos[3]));
-	r = memd_inbox_take(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	return call_body(m, memd_inbox_take, pos, dump_body(json_pack("{s:s}", "turn_id", pos[3])),
+			 err, ret_json);
 }
 
 static int sc_inbox_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1451,52 +1446,37 @@ static int sc_session_rewind(cli *c, memd *m, const char **pos, int from, memd_e
 {
 	cli_opts *o = &c->opts;
 	char *body;
-	int32_t r;
 
 	if (!m)
 		return take_tx_opts(c, from, TX_OPT_REWIND | TX_OPT_VERSION);
 	body = o->turns ? tx_body(o, "turns", o->turns) : tx_body(o, "to_seq", o->to_seq);
-	if (!body) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
-	r = memd_session_rewind(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	if (!body)
+		return out_of_memory();
+	return call_body(m, memd_session_rewind, pos, body, err, ret_json);
 }
 
 static int sc_session_clear(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			    char **ret_json)
 {
 	char *body;
-	int32_t r;
 
 	if (!m)
 		return take_tx_opts(c, from, TX_OPT_VERSION);
-	if (!(body = tx_body(&c->opts, NULL, NULL))) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
-	r = memd_events_clear(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	if (!(body = tx_body(&c->opts, NULL, NULL)))
+		return out_of_memory();
+	return call_body(m, memd_events_clear, pos, body, err, ret_json);
 }
 
 static int sc_session_undo(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			   char **ret_json)
 {
 	char *body;
-	int32_t r;
 
 	if (!m)
 		return take_tx_opts(c, from, TX_OPT_VERSION);
-	if (!(body = tx_body(&c->opts, NULL, NULL))) {
-		fprintf(stderr, "memd: out of memory\n");
-		return EXIT_FAIL;
-	}
-	r = memd_operation_undo(m, pos[0], pos[1], pos[2], pos[3], body, ret_json, err);
-	free(body);
-	return result(r);
+	if (!(body = tx_body(&c->opts, NULL, NULL)))
+		return out_of_memory();
+	return call_body4(m, memd_operation_undo, pos, body, err, ret_json);
 }
 
 static int sc_session_operations(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1550,14 +1530,11 @@ static int sc_messages_write(cli *c, memd *m, const char **pos, memd_error *err,
 			     int replace)
 {
 	char *body = messages_body(&c->opts);
-	int32_t r;
 
 	if (!body)
 		return EXIT_FAIL;
-	r = replace ? memd_messages_put(m, pos[0], pos[1], pos[2], body, ret_json, err)
-		    : memd_messages_append(m, pos[0], pos[1], pos[2], body, ret_json, err);
-	free(body);
-	return result(r);
+	return call_body(m, replace ? memd_messages_put : memd_messages_append, pos, body, err,
+			 ret_json);
 }
 
 static int sc_messages_append(cli *c, memd *m, const char **pos, int from, memd_error *err,
