@@ -370,6 +370,24 @@ int32_t service_lane_last_activity(memd *m, const memd_call *call, const memd_la
 int32_t service_lane_write(memd *m, const memd_call *call, const memd_lane_write *w,
 			   service_lane *ret, memd_error *err);
 
+/* What a lane change decides from the lane as read (cur) at now: l starts
+ * as a copy of cur (its strings borrowed from cur, or from ctx) and w as
+ * an empty write; the decider changes them and returns 0 to write, or a
+ * negative code (said in err) that ends the change without writing and
+ * without a retry. service_lane_change sets w's expected_version, lane
+ * and now_us. */
+typedef int32_t (*service_lane_decide_fn)(void *ctx, const memd_lane *cur, memd_lane *l,
+					  memd_lane_write *w, int64_t now, memd_error *err);
+
+/* One change of lane key of sc: read it, decide (decide, ctx), write it
+ * expecting the version read; a write that lost a race is re-read and
+ * re-decided, at most SERVICE_LANE_TRIES times, then MEMD_ECONFLICT
+ * (retryable). The stored lane into *ret (cleared first; may be NULL).
+ * The decider's errors, the store's. */
+int32_t service_lane_change(memd *m, const memd_call *call, const memd_scope *sc,
+			    const char *key, service_lane_decide_fn decide, void *ctx,
+			    service_lane *ret, memd_error *err);
+
 /* Check the time zone of every reset policy in s (every app's and its
  * overrides') loads into zones; each one that does not is added to d as
  * "file:line: <key>.timezone: <why>". Returns the number of problems. */

@@ -122,6 +122,36 @@ static int32_t lane_busy(const char *key, memd_error *err)
 			      SERVICE_LANE_TRIES);
 }
 
+int32_t service_lane_change(memd *m, const memd_call *call, const memd_scope *sc,
+			    const char *key, service_lane_decide_fn decide, void *ctx,
+			    service_lane *ret, memd_error *err)
+{
+	service_lane cur = { 0 };
+	int32_t r = MEMD_ECONFLICT;
+
+	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
+		memd_lane l;
+		memd_lane_write w = { .struct_size = sizeof(w) };
+		int64_t now;
+
+		if ((r = service_lane_read(m, call, sc, key, &cur, err)) < 0)
+			goto out;
+		now = service_clock_us(m);
+		l = cur.l;
+		if ((r = decide(ctx, &cur.l, &l, &w, now, err)) < 0)
+			goto out;
+		w.expected_version = cur.l.version;
+		w.lane = &l;
+		w.now_us = now;
+		r = service_lane_write(m, call, &w, ret, err);
+	}
+	if (r == MEMD_ECONFLICT)
+		r = lane_busy(key, err);
+out:
+	service_lane_clear(&cur);
+	return r;
+}
+
 json_t *service_lane_json(const memd_lane *l)
 {
 	return lj_lane(l);
@@ -1146,94 +1176,99 @@ out:
 
 static const char *const switch_fields[] = { "session_id", NULL };
 
+/* What a switch decides: the target, a session of (app, user), becomes
+ * the lane's; the lane starts afresh on it. */
+typedef struct switch_ctx {
+	memd *m;
+	const memd_call *call;
+	const char *app, *user, *key, *target;
+	session_peek peek;
+} switch_ctx;
+
+static int32_t switch_decide(void *ctx, const memd_lane *cur, memd_lane *l, memd_lane_write *w,
+			     int64_t now, memd_error *err)
+{
+	switch_ctx *x = ctx;
+	int32_t r;
+
+	/* The target must be a session of this (app, user). */
+	r = session_peek_read(x->m, x->call, x->app, x->user, x->target, PEEK_JSON, &x->peek, err);
+	if (r == MEMD_ENOTFOUND)
+		return memd_error_set(err, MEMD_ENOTFOUND, 0,
+				      "no session '%.255s' of user '%.255s' to switch to", x->target,
+				      x->user);
+	if (r < 0)
+		return r;
+	if (cur->turn_id && cur->turn_lease_until_us > now) {
+		char until[EJ_TIME_LEN];
+		ej_format_time(cur->turn_lease_until_us, until);
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "lane '%.255s' has a turn in progress (lease until %s); "
+				      "end it first", x->key, until);
+	}
+	l->session = x->target;
+	l->updated_us = now;
+	l->flags &= ~(MEMD_LANE_SUSPENDED | MEMD_LANE_RESUME_PENDING | MEMD_LANE_FINALIZED |
+		      MEMD_LANE_FRESH_RESET);
+	l->resume_reason = NULL;
+	l->interruptions = 0;
+	l->finalize_failures = 0;
+	l->finalize_claim_until_us = 0;
+	l->turn_id = NULL; /* an expired turn is dropped with the session it ran in */
+	l->turn_started_us = l->turn_lease_until_us = 0;
+	if (strcmp(cur->session, x->target) != 0) {
+		w->end_session = cur->session;
+		w->end_reason = LANE_END_SWITCH;
+	}
+	w->reopen_session = x->target;
+	return 0;
+}
+
 int32_t memd_lane_switch(memd *m, const char *app, const char *user, const char *key,
 			 const char *body_json, char **ret_json, memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	json_t *body = NULL;
-	const char *target;
-	service_lane cur = { 0 }, stored = { 0 };
-	session_peek peek = { 0 };
+	switch_ctx x = { .m = m, .call = &call, .app = app, .user = user, .key = key };
+	service_lane stored = { 0 };
 	int32_t r;
 
 	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0 ||
 	    (r = service_parse_body(body_json, &body, err)) < 0)
 		return r;
 	if ((r = service_check_fields(body, switch_fields, err)) < 0 ||
-	    (r = service_opt_string_field(body, "session_id", &target, err)) < 0)
+	    (r = service_opt_string_field(body, "session_id", &x.target, err)) < 0)
 		goto out;
-	if (!target) {
+	if (!x.target) {
 		r = memd_error_set(err, MEMD_EINVAL, 0, "session_id: required");
 		goto out;
 	}
-	if ((r = ej_check_id(target, "session_id", err)) < 0)
+	if ((r = ej_check_id(x.target, "session_id", err)) < 0)
 		goto out;
-	r = MEMD_ECONFLICT;
-	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
-		memd_lane l;
-		memd_lane_write w = { .struct_size = sizeof(w) };
-		int64_t now;
-
-		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
-			goto out;
-		/* The target must be a session of this (app, user). */
-		r = session_peek_read(m, &call, app, user, target, PEEK_JSON, &peek, err);
-		if (r == MEMD_ENOTFOUND) {
-			r = memd_error_set(err, MEMD_ENOTFOUND, 0,
-					   "no session '%.255s' of user '%.255s' to switch to", target,
-					   user);
-			goto out;
-		}
-		if (r < 0)
-			goto out;
-		now = service_clock_us(m);
-		if (cur.l.turn_id && cur.l.turn_lease_until_us > now) {
-			char until[EJ_TIME_LEN];
-			ej_format_time(cur.l.turn_lease_until_us, until);
-			r = memd_error_set(err, MEMD_ECONFLICT, 0,
-					   "lane '%.255s' has a turn in progress (lease until %s); "
-					   "end it first", key, until);
-			goto out;
-		}
-		l = cur.l;
-		l.session = target;
-		l.updated_us = now;
-		l.flags &= ~(MEMD_LANE_SUSPENDED | MEMD_LANE_RESUME_PENDING | MEMD_LANE_FINALIZED |
-			     MEMD_LANE_FRESH_RESET);
-		l.resume_reason = NULL;
-		l.interruptions = 0;
-		l.finalize_failures = 0;
-		l.finalize_claim_until_us = 0;
-		l.turn_id = NULL; /* an expired turn is dropped with the session it ran in */
-		l.turn_started_us = l.turn_lease_until_us = 0;
-		if (strcmp(cur.l.session, target) != 0) {
-			w.end_session = cur.l.session;
-			w.end_reason = LANE_END_SWITCH;
-		}
-		w.reopen_session = target;
-		w.expected_version = cur.l.version;
-		w.lane = &l;
-		w.now_us = now;
-		r = service_lane_write(m, &call, &w, &stored, err);
-	}
-	if (r == MEMD_ECONFLICT) {
-		r = lane_busy(key, err);
-		goto out;
-	}
+	r = service_lane_change(m, &call, &sc, key, switch_decide, &x, &stored, err);
 	if (r < 0)
 		goto out;
-	if ((r = session_peek_read(m, &call, app, user, target, PEEK_JSON, &peek, err)) < 0)
+	if ((r = session_peek_read(m, &call, app, user, x.target, PEEK_JSON, &x.peek, err)) < 0)
 		goto out;
 	r = service_finish(json_pack("{s:o,s:O}", "lane", service_lane_json(&stored.l), "session",
-				     peek.json),
+				     x.peek.json),
 			   ret_json, err);
 out:
-	peek_clear(&peek);
-	service_lane_clear(&cur);
+	peek_clear(&x.peek);
 	service_lane_clear(&stored);
 	json_decref(body);
 	return r;
+}
+
+/* suspend: set suspended, drop a pending resume. */
+static int32_t suspend_decide(void *ctx, const memd_lane *cur, memd_lane *l, memd_lane_write *w,
+			      int64_t now, memd_error *err)
+{
+	l->flags |= MEMD_LANE_SUSPENDED;
+	l->flags &= ~MEMD_LANE_RESUME_PENDING;
+	l->resume_reason = NULL;
+	return 0;
 }
 
 int32_t memd_lane_suspend(memd *m, const char *app, const char *user, const char *key,
@@ -1241,33 +1276,14 @@ int32_t memd_lane_suspend(memd *m, const char *app, const char *user, const char
 {
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	service_lane cur = { 0 }, stored = { 0 };
+	service_lane stored = { 0 };
 	int32_t r;
 
 	if ((r = check_lane_scope(app, user, key, &sc, err)) < 0)
 		return r;
-	r = MEMD_ECONFLICT;
-	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
-		memd_lane l;
-		memd_lane_write w = { .struct_size = sizeof(w) };
-
-		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
-			goto out;
-		l = cur.l;
-		l.flags |= MEMD_LANE_SUSPENDED;
-		l.flags &= ~MEMD_LANE_RESUME_PENDING;
-		l.resume_reason = NULL;
-		w.expected_version = cur.l.version;
-		w.lane = &l;
-		w.now_us = service_clock_us(m);
-		r = service_lane_write(m, &call, &w, &stored, err);
-	}
-	if (r == MEMD_ECONFLICT)
-		r = lane_busy(key, err);
+	r = service_lane_change(m, &call, &sc, key, suspend_decide, NULL, &stored, err);
 	if (r == 0)
 		r = service_finish(service_lane_json(&stored.l), ret_json, err);
-out:
-	service_lane_clear(&cur);
 	service_lane_clear(&stored);
 	return r;
 }

@@ -76,64 +76,54 @@ static int32_t turn_answer(const service_lane *stored, int64_t lease_ms, char **
 			      ret_json, err);
 }
 
+/* What a begin decides: a new turn under a lease, unless a turn holds
+ * the lane; a turn whose lease ran out is recorded as interrupted. */
+typedef struct begin_ctx {
+	const char *key;
+	int64_t lease_ms;
+	char turn[UUID_TEXT_LEN + 1];
+} begin_ctx;
+
+static int32_t begin_decide(void *ctx, const memd_lane *cur, memd_lane *l, memd_lane_write *w,
+			    int64_t now, memd_error *err)
+{
+	begin_ctx *x = ctx;
+
+	if (cur->turn_id && cur->turn_lease_until_us > now) {
+		char until[EJ_TIME_LEN];
+		ej_format_time(cur->turn_lease_until_us, until);
+		return memd_error_set(err, MEMD_ECONFLICT, 0,
+				      "lane '%.255s' has a turn in progress: its lease ends at %s; "
+				      "inbox depth %" PRIu32,
+				      x->key, until, cur->inbox_depth);
+	}
+	/* A turn whose lease ran out: its holder died mid-turn. */
+	if (l->turn_id)
+		service_lane_interrupt(l, SERVICE_LANE_LEASE_EXPIRED, now);
+	if (uuid_v7(x->turn) < 0)
+		return memd_error_set(err, MEMD_EIO, 0, "cannot generate a turn id");
+	l->turn_id = x->turn;
+	l->turn_started_us = now;
+	l->turn_lease_until_us = now + x->lease_ms * US_PER_MS;
+	l->updated_us = now > cur->updated_us ? now : cur->updated_us;
+	return 0;
+}
+
 int32_t memd_turn_begin(memd *m, const char *app, const char *user, const char *key,
 			const char *body_json, char **ret_json, memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	service_lane cur = { 0 }, stored = { 0 };
-	int64_t lease_ms;
+	service_lane stored = { 0 };
+	begin_ctx x = { .key = key };
 	int32_t r;
 
 	if ((r = check_turn_scope(app, user, key, NULL, &sc, err)) < 0 ||
-	    (r = parse_lease(m, app, body_json, &lease_ms, err)) < 0)
+	    (r = parse_lease(m, app, body_json, &x.lease_ms, err)) < 0)
 		return r;
-	r = MEMD_ECONFLICT;
-	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
-		memd_lane l;
-		memd_lane_write w = { .struct_size = sizeof(w) };
-		char turn[UUID_TEXT_LEN + 1];
-		int64_t now;
-
-		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
-			goto out;
-		now = service_clock_us(m);
-		if (cur.l.turn_id && cur.l.turn_lease_until_us > now) {
-			char until[EJ_TIME_LEN];
-			ej_format_time(cur.l.turn_lease_until_us, until);
-			r = memd_error_set(err, MEMD_ECONFLICT, 0,
-					   "lane '%.255s' has a turn in progress: its lease ends at %s; "
-					   "inbox depth %" PRIu32,
-					   key, until, cur.l.inbox_depth);
-			goto out;
-		}
-		l = cur.l;
-		/* A turn whose lease ran out: its holder died mid-turn. */
-		if (l.turn_id)
-			service_lane_interrupt(&l, SERVICE_LANE_LEASE_EXPIRED, now);
-		if (uuid_v7(turn) < 0) {
-			r = memd_error_set(err, MEMD_EIO, 0, "cannot generate a turn id");
-			goto out;
-		}
-		l.turn_id = turn;
-		l.turn_started_us = now;
-		l.turn_lease_until_us = now + lease_ms * US_PER_MS;
-		l.updated_us = now > cur.l.updated_us ? now : cur.l.updated_us;
-		w.expected_version = cur.l.version;
-		w.lane = &l;
-		w.now_us = now;
-		r = service_lane_write(m, &call, &w, &stored, err);
-	}
-	if (r == MEMD_ECONFLICT) {
-		r = memd_error_set(err, MEMD_ECONFLICT, MEMD_ERROR_RETRYABLE,
-				   "lane '%.255s' changed under %d tries in a row; try again", key,
-				   SERVICE_LANE_TRIES);
-		goto out;
-	}
+	r = service_lane_change(m, &call, &sc, key, begin_decide, &x, &stored, err);
 	if (r == 0)
-		r = turn_answer(&stored, lease_ms, ret_json, err);
-out:
-	service_lane_clear(&cur);
+		r = turn_answer(&stored, x.lease_ms, ret_json, err);
 	service_lane_clear(&stored);
 	return r;
 }
@@ -152,65 +142,83 @@ static int32_t stale_turn(const char *key, const char *turn_id, const memd_lane 
 			      turn_id, key, l->turn_id);
 }
 
+/* How a turn ends (its outcome). */
+enum { END_OK, END_FAILED, END_INTERRUPTED };
+
+/* What a heartbeat or an end first checks: turn_id is the lane's turn. */
+typedef struct turn_ctx {
+	const char *key, *turn_id;
+	int64_t lease_ms;        /* heartbeat: the new lease */
+	int how;                 /* end: END_* */
+	const char *reason;      /* end: the interruption's reason, or NULL */
+	const memd_usage *usage; /* end: the turn's usage, or NULL */
+} turn_ctx;
+
+static int32_t heartbeat_decide(void *ctx, const memd_lane *cur, memd_lane *l,
+				memd_lane_write *w, int64_t now, memd_error *err)
+{
+	turn_ctx *x = ctx;
+
+	if (!cur->turn_id || strcmp(cur->turn_id, x->turn_id) != 0)
+		return stale_turn(x->key, x->turn_id, cur, err);
+	l->turn_lease_until_us = now + x->lease_ms * US_PER_MS;
+	return 0;
+}
+
 int32_t memd_turn_heartbeat(memd *m, const char *app, const char *user, const char *key,
 			    const char *turn_id, const char *body_json, char **ret_json,
 			    memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	service_lane cur = { 0 }, stored = { 0 };
-	int64_t lease_ms;
+	service_lane stored = { 0 };
+	turn_ctx x = { .key = key, .turn_id = turn_id };
 	int32_t r;
 
 	if ((r = check_turn_scope(app, user, key, turn_id, &sc, err)) < 0 ||
-	    (r = parse_lease(m, app, body_json, &lease_ms, err)) < 0)
+	    (r = parse_lease(m, app, body_json, &x.lease_ms, err)) < 0)
 		return r;
-	r = MEMD_ECONFLICT;
-	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
-		memd_lane l;
-		memd_lane_write w = { .struct_size = sizeof(w) };
-		int64_t now;
-
-		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
-			goto out;
-		if (!cur.l.turn_id || strcmp(cur.l.turn_id, turn_id) != 0) {
-			r = stale_turn(key, turn_id, &cur.l, err);
-			goto out;
-		}
-		now = service_clock_us(m);
-		l = cur.l;
-		l.turn_lease_until_us = now + lease_ms * US_PER_MS;
-		w.expected_version = cur.l.version;
-		w.lane = &l;
-		w.now_us = now;
-		r = service_lane_write(m, &call, &w, &stored, err);
-		/* A lost race is a conflict only if the turn changed: re-read. */
-	}
-	if (r == MEMD_ECONFLICT) {
-		r = memd_error_set(err, MEMD_ECONFLICT, MEMD_ERROR_RETRYABLE,
-				   "lane '%.255s' changed under %d tries in a row; try again", key,
-				   SERVICE_LANE_TRIES);
-		goto out;
-	}
+	/* A lost race is a conflict only if the turn changed: re-read. */
+	r = service_lane_change(m, &call, &sc, key, heartbeat_decide, &x, &stored, err);
 	if (r == 0)
-		r = turn_answer(&stored, lease_ms, ret_json, err);
-out:
-	service_lane_clear(&cur);
+		r = turn_answer(&stored, x.lease_ms, ret_json, err);
 	service_lane_clear(&stored);
 	return r;
+}
+
+static int32_t end_decide(void *ctx, const memd_lane *cur, memd_lane *l, memd_lane_write *w,
+			  int64_t now, memd_error *err)
+{
+	turn_ctx *x = ctx;
+
+	if (!cur->turn_id || strcmp(cur->turn_id, x->turn_id) != 0)
+		return stale_turn(x->key, x->turn_id, cur, err);
+	if (x->how == END_INTERRUPTED) {
+		service_lane_interrupt(l, x->reason ? x->reason : TURN_REASON_INTERRUPTED, now);
+	} else {
+		l->turn_id = NULL;
+		l->turn_started_us = l->turn_lease_until_us = 0;
+		if (x->how == END_OK) {
+			l->flags &= ~MEMD_LANE_RESUME_PENDING;
+			l->resume_reason = NULL;
+			l->interruptions = 0;
+		}
+	}
+	l->updated_us = now > cur->updated_us ? now : cur->updated_us;
+	w->usage = x->usage;
+	return 0;
 }
 
 int32_t memd_turn_end(memd *m, const char *app, const char *user, const char *key,
 		      const char *turn_id, const char *body_json, char **ret_json, memd_error *err)
 {
-	enum { END_OK, END_FAILED, END_INTERRUPTED };
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
-	service_lane cur = { 0 }, stored = { 0 };
+	service_lane stored = { 0 };
+	turn_ctx x = { .key = key, .turn_id = turn_id };
 	json_t *body = NULL, *uv;
 	const char *outcome, *reason;
 	memd_usage usage;
-	int has_usage = 0, how;
 	int32_t r;
 
 	if ((r = check_turn_scope(app, user, key, turn_id, &sc, err)) < 0 ||
@@ -225,11 +233,11 @@ int32_t memd_turn_end(memd *m, const char *app, const char *user, const char *ke
 		goto out;
 	}
 	if (strcmp(outcome, "ok") == 0)
-		how = END_OK;
+		x.how = END_OK;
 	else if (strcmp(outcome, "failed") == 0)
-		how = END_FAILED;
+		x.how = END_FAILED;
 	else if (strcmp(outcome, "interrupted") == 0)
-		how = END_INTERRUPTED;
+		x.how = END_INTERRUPTED;
 	else {
 		r = memd_error_set(err, MEMD_EINVAL, 0, "outcome: one of ok, failed, interrupted");
 		goto out;
@@ -240,51 +248,14 @@ int32_t memd_turn_end(memd *m, const char *app, const char *user, const char *ke
 	if (uv && !json_is_null(uv)) {
 		if ((r = lj_usage_parse(uv, "usage", &usage, err)) < 0)
 			goto out;
-		has_usage = 1;
+		x.usage = &usage;
 	}
-	r = MEMD_ECONFLICT;
-	for (int i = 0; i < SERVICE_LANE_TRIES && r == MEMD_ECONFLICT; i++) {
-		memd_lane l;
-		memd_lane_write w = { .struct_size = sizeof(w) };
-		int64_t now;
-
-		if ((r = service_lane_read(m, &call, &sc, key, &cur, err)) < 0)
-			goto out;
-		if (!cur.l.turn_id || strcmp(cur.l.turn_id, turn_id) != 0) {
-			r = stale_turn(key, turn_id, &cur.l, err);
-			goto out;
-		}
-		now = service_clock_us(m);
-		l = cur.l;
-		if (how == END_INTERRUPTED) {
-			service_lane_interrupt(&l, reason ? reason : TURN_REASON_INTERRUPTED, now);
-		} else {
-			l.turn_id = NULL;
-			l.turn_started_us = l.turn_lease_until_us = 0;
-			if (how == END_OK) {
-				l.flags &= ~MEMD_LANE_RESUME_PENDING;
-				l.resume_reason = NULL;
-				l.interruptions = 0;
-			}
-		}
-		l.updated_us = now > cur.l.updated_us ? now : cur.l.updated_us;
-		w.expected_version = cur.l.version;
-		w.lane = &l;
-		w.usage = has_usage ? &usage : NULL;
-		w.now_us = now;
-		r = service_lane_write(m, &call, &w, &stored, err);
-	}
-	if (r == MEMD_ECONFLICT) {
-		r = memd_error_set(err, MEMD_ECONFLICT, MEMD_ERROR_RETRYABLE,
-				   "lane '%.255s' changed under %d tries in a row; try again", key,
-				   SERVICE_LANE_TRIES);
-		goto out;
-	}
+	x.reason = reason;
+	r = service_lane_change(m, &call, &sc, key, end_decide, &x, &stored, err);
 	if (r == 0)
 		r = service_finish(json_pack("{s:o}", "lane", service_lane_json(&stored.l)),
 				   ret_json, err);
 out:
-	service_lane_clear(&cur);
 	service_lane_clear(&stored);
 	json_decref(body);
 	return r;
