@@ -8,7 +8,9 @@ memd="$MEMD_BUILD_ROOT/host/memd"
 fixtures="$MEMD_BUILD_ROOT/tests/fixtures"
 work=$(mktemp -d)
 serve_pid=
-trap '[[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
+# The server is stopped, and waited for, before its files go: it writes
+# (a keyword snapshot, the database's last pages) until it has exited.
+trap 'if [[ -n "$serve_pid" ]]; then kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 cd "$work"
 unset MEMD_CONFIG
 
