@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include "json/event_json.h"
-#include "json/lane_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,10 +337,27 @@ json_t *ej_event(const memd_event *e)
 	return o;
 }
 
+json_t *ej_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
+		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f}", "input_tokens", (json_int_t)input_tokens,
+			 "output_tokens", (json_int_t)output_tokens, "cache_read_tokens",
+			 (json_int_t)cache_read_tokens, "cache_write_tokens",
+			 (json_int_t)cache_write_tokens, "last_prompt_tokens",
+			 (json_int_t)last_prompt_tokens, "cost_usd",
+			 (double)cost_micro_usd / EJ_MICRO_PER_USD);
+}
+
+int ej_session_has_usage(const memd_session *s)
+{
+	return s->input_tokens || s->output_tokens || s->cache_read_tokens ||
+	       s->cache_write_tokens || s->cost_micro_usd || s->last_prompt_tokens;
+}
+
 int ej_session_has_lifecycle(const memd_session *s)
 {
 	return s->lane_key || s->origin_json || s->previous_session || s->start_reason ||
-	       s->end_reason || s->ended_us || lj_session_has_usage(s);
+	       s->end_reason || s->ended_us || ej_session_has_usage(s);
 }
 
 json_t *ej_session(const memd_session *s)
@@ -378,7 +394,7 @@ json_t *ej_session(const memd_session *s)
 		else
 			bad |= json_object_set_new(o, "ended", json_null());
 		bad |= set_str(o, "end_reason", s->end_reason);
-		bad |= json_object_set_new(o, "usage", lj_usage(s->input_tokens, s->output_tokens,
+		bad |= json_object_set_new(o, "usage", ej_usage(s->input_tokens, s->output_tokens,
 								s->cache_read_tokens,
 								s->cache_write_tokens,
 								s->cost_micro_usd,

@@ -44,8 +44,17 @@ json_t *ej_event(const memd_event *e);
 /* A session made or touched by a lane (lane_key, origin, previous
  * session, start or end reason, end time or usage set) also carries
  * "lane_key", "origin", "previous_session", "start_reason", "ended" and
- * "end_reason" (null while open) and "usage" (lane_json.h's lj_usage). */
+ * "end_reason" (null while open) and "usage" (ej_usage). */
 json_t *ej_session(const memd_session *s);
+/* Micro-USD per USD: costs are kept as integers (memd_usage.cost_micro_usd). */
+#define EJ_MICRO_PER_USD 1000000.0
+/* {"input_tokens", "output_tokens", "cache_read_tokens",
+ * "cache_write_tokens", "last_prompt_tokens", "cost_usd"} of usage sums
+ * (every field); NULL on ENOMEM. */
+json_t *ej_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
+		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens);
+/* 1 when any usage member of s is nonzero. */
+int ej_session_has_usage(const memd_session *s);
 /* 1 when ej_session writes s's lifecycle members. */
 int ej_session_has_lifecycle(const memd_session *s);
 json_t *ej_artifact(const memd_artifact *a);

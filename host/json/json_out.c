@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "json/event_json.h"
-#include "json/lane_json.h"
 
 #define JO_INITIAL_CAP 4096
 #define JO_INT_MAX_LEN 20 /* "-9223372036854775808" */
@@ -712,8 +711,38 @@ int32_t jo_event(json_out *jo, const memd_event *e)
 	return LIT(jo, "}");
 }
 
+/* Usage that is all zeros, as jansson dumps ej_usage(0, ...). */
+#define JO_USAGE_ZERO                                                                   \
+	"{\"input_tokens\":0,\"output_tokens\":0,\"cache_read_tokens\":0,"                  \
+	"\"cache_write_tokens\":0,\"last_prompt_tokens\":0,\"cost_usd\":0.0}"
+
+int32_t jo_usage(json_out *jo, int64_t input_tokens, int64_t output_tokens,
+		 int64_t cache_read_tokens, int64_t cache_write_tokens, int64_t cost_micro_usd,
+		 int64_t last_prompt_tokens)
+{
+	json_t *usage;
+	char *text;
+
+	if (!input_tokens && !output_tokens && !cache_read_tokens && !cache_write_tokens &&
+	    !cost_micro_usd && !last_prompt_tokens)
+		return jo_lit(jo, JO_USAGE_ZERO);
+	/* A real number: built with jansson and copied as jansson dumps it. */
+	usage = ej_usage(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+			 cost_micro_usd, last_prompt_tokens);
+	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
+	json_decref(usage);
+	if (!text) {
+		if (!jo->error)
+			jo->error = MEMD_ENOMEM;
+		return jo->error;
+	}
+	jo_raw(jo, text, strlen(text));
+	free(text);
+	return jo->error;
+}
+
 /* The members ej_session adds for a session of a lane (usage as
- * lj_usage_write writes it). */
+ * jo_usage writes it). */
 static int32_t jo_session_lifecycle(json_out *jo, const memd_session *s)
 {
 	LIT(jo, "," KEY("lane_key"));
@@ -732,8 +761,8 @@ static int32_t jo_session_lifecycle(json_out *jo, const memd_session *s)
 	LIT(jo, "," KEY("end_reason"));
 	str_value(jo, "end_reason", s->end_reason);
 	LIT(jo, "," KEY("usage"));
-	return lj_usage_write(jo, s->input_tokens, s->output_tokens, s->cache_read_tokens,
-			      s->cache_write_tokens, s->cost_micro_usd, s->last_prompt_tokens);
+	return jo_usage(jo, s->input_tokens, s->output_tokens, s->cache_read_tokens,
+			s->cache_write_tokens, s->cost_micro_usd, s->last_prompt_tokens);
 }
 
 int32_t jo_session_open(json_out *jo, const memd_session *s)

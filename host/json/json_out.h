@@ -69,6 +69,11 @@ int32_t jo_time(json_out *jo, int64_t unix_us);
 /* The JSON text itself if jo_valid accepts it, else the literal fallback
  * (e.g. "null"); text NULL also writes fallback. */
 int32_t jo_json_text(json_out *jo, const char *text, const char *fallback);
+/* ej_usage's object (event_json.h) as JSON text, as jansson dumps it
+ * (usage that is all zeros without jansson). Returns jo's sticky error. */
+int32_t jo_usage(json_out *jo, int64_t input_tokens, int64_t output_tokens,
+		 int64_t cache_read_tokens, int64_t cache_write_tokens, int64_t cost_micro_usd,
+		 int64_t last_prompt_tokens);
 /* Replace bytes [start, end) of the output (start <= end <= jo->len) by
  * the n bytes at s; MEMD_EINVAL for a bad range. */
 int32_t jo_replace(json_out *jo, size_t start, size_t end, const char *s, size_t n);

@@ -10,10 +10,6 @@
 /* The largest cost accepted, in USD: its micro-USD must fit an int64
  * with room for sums. */
 #define LJ_COST_USD_MAX 1e12
-/* The usage of a lane that has none, as jansson dumps lj_usage(0, ...). */
-#define LJ_USAGE_ZERO                                                                   \
-	"{\"input_tokens\":0,\"output_tokens\":0,\"cache_read_tokens\":0,"                  \
-	"\"cache_write_tokens\":0,\"last_prompt_tokens\":0,\"cost_usd\":0.0}"
 
 static int set_str(json_t *o, const char *key, const char *s)
 {
@@ -25,48 +21,6 @@ static int set_time(json_t *o, const char *key, int64_t us)
 	char buf[EJ_TIME_LEN];
 	ej_format_time(us, buf);
 	return json_object_set_new(o, key, json_string(buf));
-}
-
-json_t *lj_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
-		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens)
-{
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f}", "input_tokens", (json_int_t)input_tokens,
-			 "output_tokens", (json_int_t)output_tokens, "cache_read_tokens",
-			 (json_int_t)cache_read_tokens, "cache_write_tokens",
-			 (json_int_t)cache_write_tokens, "last_prompt_tokens",
-			 (json_int_t)last_prompt_tokens, "cost_usd",
-			 (double)cost_micro_usd / LJ_MICRO_PER_USD);
-}
-
-int32_t lj_usage_write(json_out *jo, int64_t input_tokens, int64_t output_tokens,
-		       int64_t cache_read_tokens, int64_t cache_write_tokens,
-		       int64_t cost_micro_usd, int64_t last_prompt_tokens)
-{
-	json_t *usage;
-	char *text;
-
-	if (!input_tokens && !output_tokens && !cache_read_tokens && !cache_write_tokens &&
-	    !cost_micro_usd && !last_prompt_tokens)
-		return jo_lit(jo, LJ_USAGE_ZERO);
-	/* A real number: built with jansson and copied as jansson dumps it. */
-	usage = lj_usage(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-			 cost_micro_usd, last_prompt_tokens);
-	text = usage ? json_dumps(usage, JSON_COMPACT) : NULL;
-	json_decref(usage);
-	if (!text) {
-		if (!jo->error)
-			jo->error = MEMD_ENOMEM;
-		return jo->error;
-	}
-	jo_raw(jo, text, strlen(text));
-	free(text);
-	return jo->error;
-}
-
-int lj_session_has_usage(const memd_session *s)
-{
-	return s->input_tokens || s->output_tokens || s->cache_read_tokens ||
-	       s->cache_write_tokens || s->cost_micro_usd || s->last_prompt_tokens;
 }
 
 json_t *lj_lane(const memd_lane *l)
@@ -115,7 +69,7 @@ json_t *lj_lane(const memd_lane *l)
 		bad |= json_object_set_new(o, "turn", json_null());
 	}
 	bad |= json_object_set_new(o, "inbox_depth", json_integer(l->inbox_depth));
-	v = lj_usage(l->input_tokens, l->output_tokens, l->cache_read_tokens,
+	v = ej_usage(l->input_tokens, l->output_tokens, l->cache_read_tokens,
 		     l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
 	bad |= json_object_set_new(o, "usage", v);
 	if (bad) {
@@ -200,8 +154,8 @@ int32_t lj_lane_write(json_out *jo, const memd_lane *l)
 	jo_lit(jo, ",\"inbox_depth\":");
 	jo_int(jo, l->inbox_depth);
 	jo_lit(jo, ",\"usage\":");
-	lj_usage_write(jo, l->input_tokens, l->output_tokens, l->cache_read_tokens,
-		       l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
+	jo_usage(jo, l->input_tokens, l->output_tokens, l->cache_read_tokens,
+		 l->cache_write_tokens, l->cost_micro_usd, l->last_prompt_tokens);
 	return jo_lit(jo, "}");
 }
 
@@ -259,7 +213,7 @@ int32_t lj_usage_parse(json_t *v, const char *what, memd_usage *ret, memd_error 
 				return memd_error_set(err, MEMD_EINVAL, 0,
 						      "%s.cost_usd: must be a number from 0 to %g",
 						      what, LJ_COST_USD_MAX);
-			u.cost_micro_usd = (int64_t)llround(d * LJ_MICRO_PER_USD);
+			u.cost_micro_usd = (int64_t)llround(d * EJ_MICRO_PER_USD);
 		} else {
 			return memd_error_set(err, MEMD_EINVAL, 0, "%s: unknown field '%.64s'", what,
 					      key);

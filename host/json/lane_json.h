@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lane_json: the JSON shapes of lanes, inbox items and usage
- * (api/memd/memd.h, "lanes"), and validation of the usage a client sends.
+ * lane_json: the JSON shapes of lanes and inbox items (api/memd/memd.h,
+ * "lanes"), and validation of the usage a client sends (usage JSON itself:
+ * event_json.h's ej_usage, json_out.h's jo_usage).
  */
 #ifndef MEMD_HOST_LANE_JSON_H
 #define MEMD_HOST_LANE_JSON_H
@@ -11,22 +12,6 @@
 #include <memd/plugin.h>
 
 #include "json/json_out.h"
-
-/* Micro-USD per USD: costs are kept as integers (memd_usage.cost_micro_usd). */
-#define LJ_MICRO_PER_USD 1000000.0
-
-/* {"input_tokens", "output_tokens", "cache_read_tokens",
- * "cache_write_tokens", "last_prompt_tokens", "cost_usd"} of usage sums
- * (every field); NULL on ENOMEM. */
-json_t *lj_usage(int64_t input_tokens, int64_t output_tokens, int64_t cache_read_tokens,
-		 int64_t cache_write_tokens, int64_t cost_micro_usd, int64_t last_prompt_tokens);
-/* lj_usage written as JSON text into jo (json_out.h), as jansson dumps it
- * (usage that is all zeros without jansson). Returns jo's sticky error. */
-int32_t lj_usage_write(json_out *jo, int64_t input_tokens, int64_t output_tokens,
-		       int64_t cache_read_tokens, int64_t cache_write_tokens,
-		       int64_t cost_micro_usd, int64_t last_prompt_tokens);
-/* 1 when any usage member of s is nonzero. */
-int lj_session_has_usage(const memd_session *s);
 
 /* The lane JSON object (memd.h's "lane"); NULL on ENOMEM. */
 json_t *lj_lane(const memd_lane *l);
