@@ -350,18 +350,3 @@ store *service_session_store(memd *m)
 {
 	return m->sessions;
 }
-
-strategy *service_strategy_for(memd *m, const char *app, const char **ret_app)
-{
-	strategy *fallback = NULL;
-	for (size_t i = 0; i < m->n_apps; i++) {
-		if (strcmp(m->apps[i].app, app) == 0) {
-			*ret_app = m->apps[i].app;
-			return m->apps[i].st;
-		}
-		if (strcmp(m->apps[i].app, SETTINGS_DEFAULT_APP) == 0)
-			fallback = m->apps[i].st;
-	}
-	*ret_app = SETTINGS_DEFAULT_APP;
-	return fallback;
-}

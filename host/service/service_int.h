@@ -106,12 +106,6 @@ char **service_build_search(const char *const *extra, const char *const *configu
 /* Free a NULL-terminated string vector and its strings. Accepts NULL. */
 void service_free_strv(char **v);
 
-/* The strategy of app (borrowed from m): its own, else the default app's
- * (SETTINGS_DEFAULT_APP), else NULL. *ret_app is set, always, to the name
- * of the app whose strategy that is (borrowed, the default's name when
- * there is none). */
-strategy *service_strategy_for(memd *m, const char *app, const char **ret_app);
-
 /* ---- service_admin.c ------------------------------------------------------ */
 
 /* The MEMD_KIND_* bits as a new JSON array of words ("store", "vector",
@@ -126,6 +120,12 @@ int64_t service_now_us(void);
 /* The time every lane decision and lane/session timestamp reads: the
  * clock memd_set_clock set, else service_now_us(). */
 int64_t service_clock_us(memd *m);
+
+/* The strategy of app (borrowed from m): its own, else the default app's
+ * (SETTINGS_DEFAULT_APP), else NULL. *ret_app is set, always, to the name
+ * of the app whose strategy that is (borrowed, the default's name when
+ * there is none). */
+strategy *service_strategy_for(memd *m, const char *app, const char **ret_app);
 
 /* A call for one facade request: the plugins it reaches get the deadline
  * server.request_timeout_ms from now, so a store that cannot answer in

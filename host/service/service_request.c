@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * service_request: what every facade call shares to take a request in and
- * hand its answer out: the call context with the request deadline, scope
- * and body checks, and the JSON and error outcomes (service_int.h).
+ * hand its answer out: the call context with the request deadline, the
+ * app's strategy, scope and body checks, and the JSON and error outcomes
+ * (service_int.h).
  */
 #include "service/service_int.h"
 
@@ -51,6 +52,21 @@ memd_call service_call_for_request(const memd *m)
 	c.deadline_us = (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / NS_PER_US +
 			m->set.request_timeout_ms * US_PER_MS;
 	return c;
+}
+
+strategy *service_strategy_for(memd *m, const char *app, const char **ret_app)
+{
+	strategy *fallback = NULL;
+	for (size_t i = 0; i < m->n_apps; i++) {
+		if (strcmp(m->apps[i].app, app) == 0) {
+			*ret_app = m->apps[i].app;
+			return m->apps[i].st;
+		}
+		if (strcmp(m->apps[i].app, SETTINGS_DEFAULT_APP) == 0)
+			fallback = m->apps[i].st;
+	}
+	*ret_app = SETTINGS_DEFAULT_APP;
+	return fallback;
 }
 
 int32_t service_oom(memd_error *err)
