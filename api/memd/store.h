@@ -614,9 +614,14 @@ typedef struct memd_store_ops {
 	/* ---- lanes (since 1.2, optional as a group) ---- */
 
 	/* since 1.2: scope->session ignored. Delivers the lane (with
-	 * inbox_depth). MEMD_ENOTFOUND if absent. */
+	 * inbox_depth). MEMD_ENOTFOUND if absent. session_out (NULL: not
+	 * asked): after the lane, the record of the session lane->session,
+	 * read in the same transaction (snapshot) as the lane, so the two are
+	 * consistent; nothing is delivered to it when that session does not
+	 * exist (the call still succeeds). */
 	int32_t (*lane_get)(void *inst, const memd_call *call, const memd_scope *scope,
-			    const char *key, const memd_lane_sink *out, memd_error *err);
+			    const char *key, const memd_lane_sink *out,
+			    const memd_session_sink *session_out, memd_error *err);
 	/* since 1.2: see memd_lane_write and the header comment; w->lane's
 	 * app, user, key name the lane. Delivers the stored lane. */
 	int32_t (*lane_write)(void *inst, const memd_call *call, const memd_lane_write *w,

@@ -418,10 +418,12 @@ static int32_t mem_check_lane_scope(const memd_scope *scope, const char *key, me
 }
 
 int32_t mem_lane_get(void *inst, const memd_call *call, const memd_scope *scope,
-		     const char *key, const memd_lane_sink *out, memd_error *err)
+		     const char *key, const memd_lane_sink *out,
+		     const memd_session_sink *session_out, memd_error *err)
 {
 	mem_store *st = inst;
 	mem_lane *l = NULL;
+	mem_session *s;
 	int32_t r;
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = mem_check_lane_scope(scope, key, err)) < 0)
@@ -431,6 +433,12 @@ int32_t mem_lane_get(void *inst, const memd_call *call, const memd_scope *scope,
 	if (r == 0) {
 		pu_rows_read(call, 1);
 		r = mem_sink_final(mem_lane_deliver(l, out, err));
+	}
+	/* The lane's session under the same lock: what the lane names now. */
+	if (r == 0 && session_out && l->text.session &&
+	    (s = mem_session_find3(st, scope->app, scope->user, l->text.session))) {
+		pu_rows_read(call, 1);
+		r = mem_sink_final(mem_session_deliver(s, session_out, err));
 	}
 	pthread_mutex_unlock(&st->lock);
 	return r;

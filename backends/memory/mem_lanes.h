@@ -24,7 +24,8 @@ void mem_lanes_fini(mem_store *st);
 
 /* memd_store_ops members; see api/memd/store.h. inst is the mem_store. */
 int32_t mem_lane_get(void *inst, const memd_call *call, const memd_scope *scope,
-		     const char *key, const memd_lane_sink *out, memd_error *err);
+		     const char *key, const memd_lane_sink *out,
+		     const memd_session_sink *session_out, memd_error *err);
 int32_t mem_lane_write(void *inst, const memd_call *call, const memd_lane_write *w,
 		       const memd_lane_sink *out, memd_error *err);
 int32_t mem_lane_list(void *inst, const memd_call *call, const memd_lane_query *q,

@@ -128,6 +128,7 @@ typedef enum my_stmt_id {
 	MY_ST_CURSOR_SET,
 	/* lanes and inboxes */
 	MY_ST_LANE_GET,
+	MY_ST_LANE_GET_SESSION,
 	MY_ST_LANE_LOCK,
 	MY_ST_LANE_INSERT,
 	MY_ST_LANE_UPDATE,

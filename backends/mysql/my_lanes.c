@@ -41,6 +41,13 @@
 static const my_sql SQL_LANE_GET = { MY_ST_LANE_GET,
 	"SELECT " LANE_COLS " FROM memd_lanes l"
 	" WHERE l.app = ? AND l.user = ? AND l.lane_key = ?" };
+/* The lane and, from the same snapshot, the session it names (its
+ * columns NULL when that session is gone), from LANE_COLS_N on. */
+#define LANE_COLS_N 27
+static const my_sql SQL_LANE_GET_SESSION = { MY_ST_LANE_GET_SESSION,
+	"SELECT " LANE_COLS ", " MY_SESSION_COLS_S " FROM memd_lanes l"
+	" LEFT JOIN memd_sessions s ON s.app = l.app AND s.user = l.user AND s.id = l.session"
+	" WHERE l.app = ? AND l.user = ? AND l.lane_key = ?" };
 static const my_sql SQL_LANE_LOCK = { MY_ST_LANE_LOCK,
 	"SELECT version, turn_id, turn_lease_until_us, inbox_last FROM memd_lanes"
 	" WHERE" LANE_PK " FOR UPDATE" };
@@ -497,18 +504,53 @@ typedef struct get_ctx {
 	const memd_scope *scope;
 	const char *key;
 	const memd_lane_sink *out;
+	const memd_session_sink *session_out; /* may be NULL */
 } get_ctx;
+
+/* The lane and its session in one statement (one snapshot); both are
+ * delivered from the row. */
+static int32_t get_with_session(my_conn *c, const get_ctx *x, memd_error *err)
+{
+	my_stmt *s = NULL;
+	memd_lane lane;
+	memd_session ses;
+	my_params p;
+	int32_t r;
+
+	my_params_init(&p);
+	param_lane(&p, x->scope->app, x->scope->user, x->key);
+	r = my_exec(c, &SQL_LANE_GET_SESSION, &p, &s, err);
+	if (r == 0)
+		r = my_fetch(c, s, err);
+	if (r == 0)
+		return lane_not_found(x->key, err);
+	if (r < 0)
+		return r;
+	lane_from_row(s, &lane);
+	r = deliver_lane(x->out, &lane, err);
+	if (r == 0 && !my_col_null(s, LANE_COLS_N)) {
+		my_session_from_row(s, LANE_COLS_N, &ses);
+		r = my_sink_result(x->session_out->session(x->session_out->userdata, &ses),
+				   "session", err);
+	}
+	my_done(s);
+	return r > 0 ? 0 : r;
+}
 
 static int32_t get_body(my_conn *c, void *arg, memd_error *err)
 {
 	get_ctx *x = arg;
+
+	if (x->session_out)
+		return get_with_session(c, x, err);
 	return read_lane(c, x->scope->app, x->scope->user, x->key, NULL, x->out, err);
 }
 
 int32_t my_lane_get(void *inst, const memd_call *call, const memd_scope *scope,
-		    const char *key, const memd_lane_sink *out, memd_error *err)
+		    const char *key, const memd_lane_sink *out,
+		    const memd_session_sink *session_out, memd_error *err)
 {
-	get_ctx x = { .scope = scope, .key = key, .out = out };
+	get_ctx x = { .scope = scope, .key = key, .out = out, .session_out = session_out };
 	int32_t r = check_lane_key(scope, key, err);
 
 	if (r < 0)

@@ -46,7 +46,8 @@ int32_t my_usage_appended(my_conn *c, const memd_scope *scope, const memd_usage 
 /* memd_store_ops members (since 1.2); see api/memd/store.h. inst is the
  * my_store. */
 int32_t my_lane_get(void *inst, const memd_call *call, const memd_scope *scope,
-		    const char *key, const memd_lane_sink *out, memd_error *err);
+		    const char *key, const memd_lane_sink *out,
+		    const memd_session_sink *session_out, memd_error *err);
 int32_t my_lane_write(void *inst, const memd_call *call, const memd_lane_write *w,
 		      const memd_lane_sink *out, memd_error *err);
 int32_t my_lane_list(void *inst, const memd_call *call, const memd_lane_query *q,

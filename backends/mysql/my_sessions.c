@@ -154,35 +154,40 @@ static const my_sql SQL_USER_INBOX_DELETE = { MY_ST_USER_INBOX_DELETE,
 
 /* ---- rows and copies ------------------------------------------------- */
 
-static void session_from_row(const my_stmt *s, memd_session *out)
+void my_session_from_row(const my_stmt *s, unsigned at, memd_session *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->struct_size = sizeof(*out);
-	out->app = my_col_text(s, 0);
-	out->user = my_col_text(s, 1);
-	out->id = my_col_text(s, 2);
-	out->title = my_col_text(s, 3);
-	out->metadata_json = my_col_text(s, 4);
-	out->flags = (uint32_t)my_col_i64(s, 5) & SESSION_FLAGS;
-	out->created_us = my_col_i64(s, 6);
-	out->updated_us = my_col_i64(s, 7);
-	out->version = my_col_i64(s, 8);
-	out->last_seq = my_col_i64(s, 9);
-	out->summary_seq = my_col_i64(s, 10);
-	out->lane_key = my_col_text(s, 11);
-	out->origin_json = my_col_text(s, 12);
-	out->origin_platform = my_col_text(s, 13);
-	out->previous_session = my_col_text(s, 14);
-	out->start_reason = my_col_text(s, 15);
-	out->end_reason = my_col_text(s, 16);
-	out->ended_us = my_col_i64(s, 17);
-	out->input_tokens = my_col_i64(s, 18);
-	out->output_tokens = my_col_i64(s, 19);
-	out->cache_read_tokens = my_col_i64(s, 20);
-	out->cache_write_tokens = my_col_i64(s, 21);
-	out->cost_micro_usd = my_col_i64(s, 22);
-	out->last_prompt_tokens = my_col_i64(s, 23);
-	out->message_count = my_col_i64(s, 24);
+	out->app = my_col_text(s, at + 0);
+	out->user = my_col_text(s, at + 1);
+	out->id = my_col_text(s, at + 2);
+	out->title = my_col_text(s, at + 3);
+	out->metadata_json = my_col_text(s, at + 4);
+	out->flags = (uint32_t)my_col_i64(s, at + 5) & SESSION_FLAGS;
+	out->created_us = my_col_i64(s, at + 6);
+	out->updated_us = my_col_i64(s, at + 7);
+	out->version = my_col_i64(s, at + 8);
+	out->last_seq = my_col_i64(s, at + 9);
+	out->summary_seq = my_col_i64(s, at + 10);
+	out->lane_key = my_col_text(s, at + 11);
+	out->origin_json = my_col_text(s, at + 12);
+	out->origin_platform = my_col_text(s, at + 13);
+	out->previous_session = my_col_text(s, at + 14);
+	out->start_reason = my_col_text(s, at + 15);
+	out->end_reason = my_col_text(s, at + 16);
+	out->ended_us = my_col_i64(s, at + 17);
+	out->input_tokens = my_col_i64(s, at + 18);
+	out->output_tokens = my_col_i64(s, at + 19);
+	out->cache_read_tokens = my_col_i64(s, at + 20);
+	out->cache_write_tokens = my_col_i64(s, at + 21);
+	out->cost_micro_usd = my_col_i64(s, at + 22);
+	out->last_prompt_tokens = my_col_i64(s, at + 23);
+	out->message_count = my_col_i64(s, at + 24);
+}
+
+static void session_from_row(const my_stmt *s, memd_session *out)
+{
+	my_session_from_row(s, 0, out);
 }
 
 /* A session read inside a transaction, delivered after the commit. */

@@ -30,6 +30,17 @@ int32_t my_session_lock(my_conn *c, const memd_scope *scope, my_session_head *re
 int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_session_head *h,
 			    int64_t messages_added, int64_t now_us, const char *title_if_unset,
 			    memd_error *err);
+/* The columns of a session row of alias s, in the order
+ * my_session_from_row reads them (those session_get selects). */
+#define MY_SESSION_COLS_S                                                                    \
+	"s.app, s.user, s.id, s.title, s.metadata, s.flags, s.created_us, s.updated_us,"     \
+	" s.version, s.last_seq, s.summary_seq, s.lane_key, s.origin, s.origin_platform,"   \
+	" s.previous_session, s.start_reason, s.end_reason, s.ended_us, s.input_tokens,"     \
+	" s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.cost_micro_usd,"     \
+	" s.last_prompt_tokens, s.message_count"
+/* Fill out from the session columns of s's current row starting at
+ * column at (strings borrowed from s). */
+void my_session_from_row(const my_stmt *s, unsigned at, memd_session *out);
 /* 1 in *ret_exists if scope's session exists (one read, no lock). */
 int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
 			  memd_error *err);

@@ -88,6 +88,7 @@ typedef enum pg_stmt_id {
 	PG_ST_ARTIFACT_DELETE,
 	/* lanes and their inboxes */
 	PG_ST_LANE_GET,
+	PG_ST_LANE_SESSION_GET,
 	PG_ST_LANE_LOCK,
 	PG_ST_LANE_CREATE,
 	PG_ST_LANE_SESSION_LOCK,

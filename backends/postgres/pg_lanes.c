@@ -33,6 +33,11 @@ static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 
 static const pg_sql SQL_LANE_GET = { PG_ST_LANE_GET, 3,
 	"SELECT " LANE_COLS " FROM lanes WHERE" LANE_PK };
+/* The session the lane names (none when it is gone); lane_get queues it
+ * after SQL_LANE_GET in one read-only snapshot. */
+static const pg_sql SQL_LANE_SESSION_GET = { PG_ST_LANE_SESSION_GET, 3,
+	"SELECT " PG_SESSION_COLS " FROM sessions WHERE app = $1 AND \"user\" = $2 AND"
+	" id = (SELECT session FROM lanes WHERE" LANE_PK ")" };
 
 /* ---- lane_write: one round trip ------------------------------------ */
 
@@ -279,6 +284,7 @@ typedef struct lane_ctx {
 	const memd_scope *scope;
 	const char *key;
 	const memd_lane_sink *out;
+	const memd_session_sink *session_out; /* lane_get, may be NULL */
 	/* lane_write */
 	const memd_lane_write *w;
 	/* lane_list */
@@ -293,23 +299,44 @@ static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	lane_ctx *x = ctx;
 	const char *vals[3] = { x->scope->app, x->scope->user, x->key };
-	int32_t r = pg_send(c, &SQL_LANE_GET, vals, err);
+	size_t at = 0;
+	int32_t r = 0;
 
+	/* With the session: both reads in one snapshot, one round trip. */
+	if (x->session_out) {
+		r = pg_send(c, &SQL_BEGIN_READ, NULL, err);
+		at = 1;
+	}
+	if (r == 0)
+		r = pg_send(c, &SQL_LANE_GET, vals, err);
+	if (r == 0 && x->session_out)
+		r = pg_send(c, &SQL_LANE_SESSION_GET, vals, err);
+	if (r == 0 && x->session_out)
+		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	if (r == 0)
 		r = pg_run(c, "read lane", err);
 	if (r < 0)
 		return r;
-	if (PQntuples(pg_res(c, 0)) < 1)
+	if (PQntuples(pg_res(c, at)) < 1)
 		return lane_not_found(x->key, err);
 	pu_rows_read(x->call, 1);
-	r = deliver_lane(x->out, pg_res(c, 0), 0, err);
+	r = deliver_lane(x->out, pg_res(c, at), 0, err);
+	if (r == 0 && x->session_out && PQntuples(pg_res(c, at + 1)) > 0) {
+		memd_session s;
+		pg_session_from_row(pg_res(c, at + 1), 0, &s);
+		pu_rows_read(x->call, 1);
+		r = pg_sink_result(x->session_out->session(x->session_out->userdata, &s),
+				   "session", err);
+	}
 	return r > 0 ? 0 : r;
 }
 
 int32_t pg_lane_get(void *inst, const memd_call *call, const memd_scope *scope, const char *key,
-		    const memd_lane_sink *out, memd_error *err)
+		    const memd_lane_sink *out, const memd_session_sink *session_out,
+		    memd_error *err)
 {
-	lane_ctx x = { .store = inst, .call = call, .scope = scope, .key = key, .out = out };
+	lane_ctx x = { .store = inst, .call = call, .scope = scope, .key = key, .out = out,
+		       .session_out = session_out };
 	int32_t r = check_lane(scope, key, err);
 
 	if (r < 0)

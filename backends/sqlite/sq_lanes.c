@@ -439,7 +439,8 @@ static int32_t deliver_lane(const memd_lane_sink *out, const memd_lane *l, memd_
 }
 
 int32_t sq_lane_get(void *inst, const memd_call *call, const memd_scope *scope, const char *key,
-		    const memd_lane_sink *out, memd_error *err)
+		    const memd_lane_sink *out, const memd_session_sink *session_out,
+		    memd_error *err)
 {
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
@@ -465,6 +466,18 @@ int32_t sq_lane_get(void *inst, const memd_call *call, const memd_scope *scope, 
 			lane_from_row(st, &l);
 			sq_count_rows(call, st, 1);
 			r = deliver_lane(out, &l, err);
+			/* The lane's session in the same read transaction (the
+			 * lane row's text stays valid while st is not reset). */
+			if (r == 0 && session_out && l.session) {
+				memd_scope ss = *scope;
+				memd_error se = { .struct_size = sizeof(se) };
+				ss.session = l.session;
+				r = sq_session_read_deliver(c, call, &ss, session_out, &se);
+				if (r == MEMD_ENOTFOUND)
+					r = 0; /* gone: nothing for session_out */
+				else if (r < 0 && err)
+					*err = se;
+			}
 		} else if (rc == SQLITE_DONE) {
 			r = memd_error_set(err, MEMD_ENOTFOUND, 0, "lane '%.64s' not found", key);
 		} else {

@@ -23,7 +23,8 @@ int32_t sq_usage_add(sq_conn *c, const memd_scope *scope, const memd_usage *u, i
 
 /* memd_store_ops members; see api/memd/store.h. inst is the sq_store. */
 int32_t sq_lane_get(void *inst, const memd_call *call, const memd_scope *scope, const char *key,
-		    const memd_lane_sink *out, memd_error *err);
+		    const memd_lane_sink *out,
+		    const memd_session_sink *session_out, memd_error *err);
 int32_t sq_lane_write(void *inst, const memd_call *call, const memd_lane_write *w,
 		      const memd_lane_sink *out, memd_error *err);
 int32_t sq_lane_list(void *inst, const memd_call *call, const memd_lane_query *q,

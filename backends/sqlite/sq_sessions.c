@@ -130,8 +130,7 @@ static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd
 	return sq_sink_result(out->session(out->userdata, s), "session", err);
 }
 
-/* Read scope's session on c and hand it to out. */
-static int32_t get_and_deliver(sq_conn *c, const memd_call *call, const memd_scope *scope,
+int32_t sq_session_read_deliver(sq_conn *c, const memd_call *call, const memd_scope *scope,
 			       const memd_session_sink *out, memd_error *err)
 {
 	sqlite3_stmt *st = NULL;
@@ -312,7 +311,7 @@ int32_t sq_session_create(void *inst, const memd_call *call, const memd_session 
 	if (r == 0)
 		r = sq_state_apply(c, &scope, state_delta_json, &rec, err);
 	if (r == 0)
-		r = get_and_deliver(c, NULL, &scope, out, err);
+		r = sq_session_read_deliver(c, NULL, &scope, out, err);
 	return sq_write_end(store, c, r, err);
 }
 
@@ -330,7 +329,7 @@ int32_t sq_session_get(void *inst, const memd_call *call, const memd_scope *scop
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = get_and_deliver(c, call, scope, out, err);
+	r = sq_session_read_deliver(c, call, scope, out, err);
 	sq_read_end(store, c);
 	return r;
 }
@@ -529,7 +528,7 @@ int32_t sq_session_update(void *inst, const memd_call *call, const memd_scope *s
 	if (r == 0 && (p->fields & ~MEMD_PATCH_CLEAR_NOTICE))
 		r = update_session(c, scope, p, err);
 	if (r == 0)
-		r = get_and_deliver(c, NULL, scope, out, err);
+		r = sq_session_read_deliver(c, NULL, scope, out, err);
 	return sq_write_end(store, c, r, err);
 }
 

@@ -38,6 +38,11 @@ typedef struct sq_session_head {
 	int64_t message_count;    /* visible events that are not summaries */
 } sq_session_head;
 
+/* Read scope's session on c (inside the caller's transaction) and hand it
+ * to out (NULL: only check it exists). MEMD_ENOTFOUND if absent. */
+int32_t sq_session_read_deliver(sq_conn *c, const memd_call *call, const memd_scope *scope,
+				const memd_session_sink *out, memd_error *err);
+
 /* Read the head of scope's session on c (inside a transaction); counts one
  * row into call. MEMD_ENOTFOUND if there is no such session. */
 int32_t sq_session_head_get(sq_conn *c, const memd_call *call, const memd_scope *scope,

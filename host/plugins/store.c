@@ -558,10 +558,12 @@ int32_t store_ping(store *s, const memd_call *call, memd_error *err)
 }
 
 int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
-		       const char *key, const memd_lane_sink *out, memd_error *err)
+		       const char *key, const memd_lane_sink *out,
+		       const memd_session_sink *session_out, memd_error *err)
 {
 	NORM_SINK(lane, norm_lane, norm, out);
-	STORE_FORWARD(s, lane_get, err, call, scope, key, norm);
+	NORM_SINK(session, norm_session, snorm, session_out);
+	STORE_FORWARD(s, lane_get, err, call, scope, key, norm, snorm);
 }
 
 static int32_t lane_write_forward(store *s, const memd_call *call, const memd_lane_write *w,

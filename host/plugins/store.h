@@ -87,8 +87,11 @@ int32_t store_ping(store *s, const memd_call *call, memd_error *err);
 /* Lanes (since 1.2; MEMD_ENOTSUP naming the store and op when the store
  * lacks them, e.g. a 1.0 or 1.1 store). lane_write, lane_delete,
  * lane_prune, inbox_put and inbox_take count as writes for store_health. */
+/* store_lane_get: session_out (NULL: not asked) gets the session the lane
+ * names, read with the lane (see lane_get in store.h). */
 int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
-		       const char *key, const memd_lane_sink *out, memd_error *err);
+		       const char *key, const memd_lane_sink *out,
+		       const memd_session_sink *session_out, memd_error *err);
 int32_t store_lane_write(store *s, const memd_call *call, const memd_lane_write *w,
 			 const memd_lane_sink *out, memd_error *err);
 int32_t store_lane_list(store *s, const memd_call *call, const memd_lane_query *q,

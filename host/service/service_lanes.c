@@ -78,14 +78,16 @@ static int32_t sink_lane_copy(void *ud, const memd_lane *l)
 	return lane_copy(l, ud);
 }
 
-int32_t service_lane_read(memd *m, const memd_call *call, const memd_scope *sc, const char *key,
-			  service_lane *ret, memd_error *err)
+/* service_lane_read, and the lane's session to session_out (NULL: not
+ * asked) from the same store read. */
+static int32_t lane_read(memd *m, const memd_call *call, const memd_scope *sc, const char *key,
+			 service_lane *ret, const memd_session_sink *session_out, memd_error *err)
 {
 	memd_lane_sink sink = { sizeof(sink), ret, sink_lane_copy };
 	int32_t r;
 
 	service_lane_clear(ret);
-	r = store_lane_get(m->sessions, call, sc, key, &sink, err);
+	r = store_lane_get(m->sessions, call, sc, key, &sink, session_out, err);
 	if (r == MEMD_ENOTFOUND)
 		return memd_error_set(err, MEMD_ENOTFOUND, 0,
 				      "no lane '%.255s' of user '%.255s' (open it first)", key, sc->user);
@@ -95,6 +97,12 @@ int32_t service_lane_read(memd *m, const memd_call *call, const memd_scope *sc, 
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "%s: lane_get delivered nothing",
 				      store_name(m->sessions));
 	return 0;
+}
+
+int32_t service_lane_read(memd *m, const memd_call *call, const memd_scope *sc, const char *key,
+			  service_lane *ret, memd_error *err)
+{
+	return lane_read(m, call, sc, key, ret, NULL, err);
 }
 
 int32_t service_lane_write(memd *m, const memd_call *call, const memd_lane_write *w,
@@ -519,6 +527,27 @@ static int32_t session_peek_read(memd *m, const memd_call *call, const char *app
 	return 0;
 }
 
+/* Read the lane (as service_lane_read) and, from the same store read, its
+ * session into *peek (cleared first; shape kept): peek->delivered is 0
+ * when that session is gone. */
+static int32_t lane_read_peek(memd *m, const memd_call *call, const memd_scope *sc,
+			      const char *key, service_lane *ret, session_peek *peek,
+			      memd_error *err)
+{
+	memd_session_sink sink = { sizeof(sink), peek, sink_peek };
+	int32_t r;
+
+	peek_clear(peek);
+	r = lane_read(m, call, sc, key, ret, &sink, err);
+	if (r == MEMD_EINVAL && peek->shape == PEEK_TEXT && ret->l.key && !peek->delivered)
+		r = memd_error_set(err, MEMD_EINTERNAL, 0,
+				   "session '%.255s' holds text that is not valid UTF-8",
+				   ret->l.session ? ret->l.session : "");
+	if (r < 0)
+		peek_clear(peek);
+	return r;
+}
+
 int32_t service_lane_last_activity(memd *m, const memd_call *call, const memd_lane *l,
 				   int64_t *ret_us, memd_error *err)
 {
@@ -574,7 +603,9 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 	int found, turn_live, keep_write = 1;
 	int32_t r;
 
-	r = service_lane_read(m, call, &sc, q->key, &cur, err);
+	/* The lane and its session in one store read. */
+	peek.shape = PEEK_TEXT;
+	r = lane_read_peek(m, call, &sc, q->key, &cur, &peek, err);
 	if (r < 0 && r != MEMD_ENOTFOUND)
 		return r;
 	found = r == 0;
@@ -590,10 +621,7 @@ static int32_t open_try(memd *m, const memd_call *call, const open_req *q, open_
 	l.struct_size = sizeof(l);
 	if (found) {
 		l = cur.l;
-		r = session_peek_read(m, call, q->app, q->user, cur.l.session, PEEK_TEXT, &peek,
-				      err);
-		if (r < 0 && r != MEMD_ENOTFOUND)
-			goto out;
+		r = peek.delivered ? 0 : MEMD_ENOTFOUND;
 		last = cur.l.updated_us;
 		if (r == 0 && peek.updated_us > last)
 			last = peek.updated_us;

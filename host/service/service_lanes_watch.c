@@ -224,7 +224,7 @@ static int32_t reread(memd *m, const memd_lane *l, wlanes *ret, memd_error *err)
 	int32_t r;
 
 	wlanes_clear(ret);
-	r = store_lane_get(m->sessions, &call, &sc, l->key, &sink, err);
+	r = store_lane_get(m->sessions, &call, &sc, l->key, &sink, NULL, err);
 	if (ret->oom)
 		return service_oom(err);
 	if (r == 0 && ret->n != 1)

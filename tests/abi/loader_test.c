@@ -567,7 +567,7 @@ Test(loader, older_store_records_are_zero_extended_and_lane_ops_named)
 	cr_assert_eq(store_session_list_ended(st, &call, 0, 1, &sink, &err), MEMD_ENOTSUP);
 	cr_assert_str_eq(err.msg, "stores.old: does not support session_list_ended");
 
-	cr_assert_eq(store_lane_get(st, &call, &sc, "k", NULL, &err), MEMD_ENOTFOUND);
+	cr_assert_eq(store_lane_get(st, &call, &sc, "k", NULL, NULL, &err), MEMD_ENOTFOUND);
 	cr_assert_str_eq(err.msg, "stores.old: no lane 'k'");
 	cr_assert_eq(store_health(st, &health), 0);
 	cr_assert_eq(store_inbox_put(st, &call, &sc, "k", &item, &depth, &err), MEMD_EIO);

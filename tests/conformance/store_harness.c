@@ -870,9 +870,51 @@ int32_t conf_lane_get(conf_store *st, const char *app, const char *user, const c
 
 	CONF_ERR_RESET(st);
 	CONF_NEED(st, lane_get);
-	r = st->ops->lane_get(st->h, &c, &sc, key, &sink, &st->err);
+	r = st->ops->lane_get(st->h, &c, &sc, key, &sink, NULL, &st->err);
 	if (r == 0 && ret) {
 		cr_assert_not_null(tmp.l.key, "lane_get delivered nothing");
+		conf_lane_clear(ret);
+		*ret = tmp;
+	} else {
+		conf_lane_clear(&tmp);
+	}
+	return r;
+}
+
+/* The sessions lane_get delivers to session_out, counted. */
+typedef struct lane_session_got {
+	conf_session *s;
+	int n;
+} lane_session_got;
+
+static int32_t conf_lane_session_one(void *ud, const memd_session *s)
+{
+	lane_session_got *g = ud;
+	g->n++;
+	return conf_session_one(g->s, s);
+}
+
+int32_t conf_lane_get_session(conf_store *st, const char *app, const char *user,
+			      const char *key, conf_lane *ret, conf_session *ret_session,
+			      int *ret_delivered)
+{
+	memd_call c = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	conf_lane tmp = { 0 };
+	memd_lane_sink sink = { sizeof(sink), &tmp, conf_lane_one };
+	lane_session_got got = { ret_session, 0 };
+	memd_session_sink ssink = { sizeof(ssink), &got, conf_lane_session_one };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, lane_get);
+	conf_session_clear(ret_session);
+	r = st->ops->lane_get(st->h, &c, &sc, key, &sink, &ssink, &st->err);
+	cr_assert_leq(got.n, 1, "lane_get delivered %d sessions", got.n);
+	*ret_delivered = got.n;
+	if (r == 0)
+		cr_assert_not_null(tmp.l.key, "lane_get delivered nothing");
+	if (r == 0 && ret) {
 		conf_lane_clear(ret);
 		*ret = tmp;
 	} else {

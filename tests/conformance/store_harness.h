@@ -224,6 +224,12 @@ void conf_require_lanes(conf_store *st);
 
 int32_t conf_lane_get(conf_store *st, const char *app, const char *user, const char *key,
 		      conf_lane *ret);
+/* lane_get with session_out: ret (may be NULL) gets the lane; *ret_session
+ * the session delivered with it and *ret_delivered how many sessions were
+ * delivered (0 or 1; more fails the test). */
+int32_t conf_lane_get_session(conf_store *st, const char *app, const char *user,
+			      const char *key, conf_lane *ret, conf_session *ret_session,
+			      int *ret_delivered);
 /* w->struct_size is set here; ret may be NULL. */
 int32_t conf_lane_write(conf_store *st, memd_lane_write *w, conf_lane *ret);
 /* q->struct_size is set here. */

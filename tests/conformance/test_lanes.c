@@ -818,6 +818,68 @@ Test(lanes, end_and_reopen_sessions)
 	conf_session_clear(&s);
 }
 
+Test(lanes, lane_get_delivers_the_lanes_session)
+{
+	conf_lane cur = lane_with_session(APP, USER, KEY, "s1", T0);
+	memd_session ns = session_rec(APP, USER, "s2", T0 + 100);
+	memd_lane l = lane_rec(APP, USER, KEY, "s2", T0 + 100);
+	memd_lane_write w = { .expected_version = 1, .lane = &l, .create_session = &ns,
+			      .end_session = "s1", .end_reason = "idle", .now_us = T0 + 100 };
+	conf_session s = { 0 }, want;
+	conf_lane got = { 0 };
+	int n = -1;
+	int32_t r;
+
+	conf_lane_clear(&cur);
+	cr_assert_eq(conf_lane_get_session(st, APP, USER, KEY, &got, &s, &n), 0, "%s",
+		     st->err.msg);
+	cr_assert_eq(n, 1, "lane_get delivered %d sessions for the lane's session", n);
+	assert_str_or_null(s.id, "s1", "the session delivered");
+	assert_str_or_null(got.l.session, "s1", "the lane delivered");
+	conf_lane_clear(&got);
+
+	/* After a write that moves the lane on, the new session, as stored. */
+	ns.previous_session = "s1";
+	ns.start_reason = "idle";
+	r = conf_lane_write(st, &w, NULL);
+	cr_assert_eq(r, 0, "%s", st->err.msg);
+	cr_assert_eq(conf_lane_get_session(st, APP, USER, KEY, &got, &s, &n), 0, "%s",
+		     st->err.msg);
+	cr_assert_eq(n, 1);
+	want = session_get_ok(APP, USER, "s2");
+	assert_str_or_null(got.l.session, "s2", "the lane delivered");
+	assert_str_or_null(s.id, "s2", "the session delivered");
+	assert_str_or_null(s.app, APP, "app");
+	assert_str_or_null(s.user, USER, "user");
+	assert_str_or_null(s.previous_session, "s1", "previous_session");
+	assert_str_or_null(s.start_reason, "idle", "start_reason");
+	assert_str_or_null(s.lane_key, want.lane_key, "lane_key");
+	cr_assert_eq(s.created_us, want.created_us);
+	cr_assert_eq(s.updated_us, want.updated_us);
+	cr_assert_eq(s.version, want.version);
+	cr_assert_eq(s.last_seq, want.last_seq);
+	cr_assert_eq(s.ended_us, 0);
+	conf_session_clear(&want);
+	conf_lane_clear(&got);
+
+	/* The lane's session deleted: the lane alone, and no error. */
+	cr_assert_eq(conf_session_delete(st, APP, USER, "s2"), 0, "%s", st->err.msg);
+	n = -1;
+	cr_assert_eq(conf_lane_get_session(st, APP, USER, KEY, &got, &s, &n), 0,
+		     "lane_get of a lane whose session is gone: %s", st->err.msg);
+	cr_assert_eq(n, 0, "lane_get delivered a session that was deleted");
+	assert_str_or_null(got.l.session, "s2", "the lane delivered");
+	conf_lane_clear(&got);
+
+	/* Without session_out, as before; and an unknown lane delivers neither. */
+	got = lane_get_ok(APP, USER, KEY);
+	assert_str_or_null(got.l.session, "s2", "the lane without session_out");
+	conf_lane_clear(&got);
+	cr_assert_eq(conf_lane_get_session(st, APP, USER, "nope", NULL, &s, &n), MEMD_ENOTFOUND);
+	cr_assert_eq(n, 0);
+	conf_session_clear(&s);
+}
+
 Test(lanes, usage_sums_on_lane_writes_and_appends)
 {
 	memd_usage u = { .struct_size = sizeof(u), .input_tokens = 10, .output_tokens = 20,
@@ -1749,7 +1811,7 @@ static void *race_rmw(void *p)
 		memd_lane_write w;
 
 		sink.userdata = &seen;
-		a->result = a->ops->lane_get(a->h, &call, &sc, KEY, &sink, &a->err);
+		a->result = a->ops->lane_get(a->h, &call, &sc, KEY, &sink, NULL, &a->err);
 		if (a->result != 0)
 			return NULL;
 		l = lane_rec(APP, USER, KEY, seen.session, T0 + 1);

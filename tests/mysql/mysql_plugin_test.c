@@ -895,7 +895,7 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 		memd_scope us = { .struct_size = sizeof(us), .app = "a", .user = "u" };
 		memd_lane_sink sink = { .struct_size = sizeof(sink), .userdata = &kl,
 					.lane = keep_lane };
-		r = in.ops->lane_get(in.h, &call, &us, "telegram:dm:1", &sink, &in.err);
+		r = in.ops->lane_get(in.h, &call, &us, "telegram:dm:1", &sink, NULL, &in.err);
 		cr_assert_eq(r, 0, "%s", in.err.msg);
 		cr_assert_eq(kl.l.input_tokens, 7, "the lane's sum: %lld",
 			     (long long)kl.l.input_tokens);
@@ -1204,7 +1204,7 @@ Test(mysql, racing_lane_creates_and_updates_have_one_winner)
 		r = write_lane(&in, &in.err, &l, 0, 1, NULL, NULL, &kl);
 		cr_assert_eq(r, MEMD_ECONFLICT, "a stale version was written: %d", r);
 		memd_lane_sink ls = { .struct_size = sizeof(ls), .userdata = &kl, .lane = keep_lane };
-		r = in.ops->lane_get(in.h, &call, &us, "k", &ls, &in.err);
+		r = in.ops->lane_get(in.h, &call, &us, "k", &ls, NULL, &in.err);
 		cr_assert_eq(r, 0, "%s", in.err.msg);
 		cr_assert_eq(kl.l.version, 2);
 		cr_assert_neq(kl.l.interruptions, 0);

@@ -343,7 +343,7 @@ static json_t *lane_get_of(const char *app, const char *user, const char *key)
 	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user };
 	json_t *out = NULL;
 	memd_lane_sink sink = { sizeof(sink), &out, lane_to_json };
-	int32_t r = store_lane_get(service_session_store(m), &call, &sc, key, &sink, &err);
+	int32_t r = store_lane_get(service_session_store(m), &call, &sc, key, &sink, NULL, &err);
 	if (r == MEMD_ENOTFOUND)
 		return NULL;
 	cr_assert_eq(r, 0, "%s", err.msg);

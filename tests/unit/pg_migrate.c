@@ -360,7 +360,7 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 			  x.s.last_prompt_tokens == USAGE_PROMPT, "session usage %lld %lld %lld",
 			  (long long)x.s.input_tokens, (long long)x.s.cost_micro_usd,
 			  (long long)x.s.last_prompt_tokens);
-		cr_assert_eq(s.ops->lane_get(s.h, NULL, &sc, LANE, &lsink, &err), 0, "%s", err.msg);
+		cr_assert_eq(s.ops->lane_get(s.h, NULL, &sc, LANE, &lsink, NULL, &err), 0, "%s", err.msg);
 		cr_assert(x.l.input_tokens == USAGE_IN && x.l.cost_micro_usd == USAGE_COST &&
 			  x.l.last_prompt_tokens == USAGE_PROMPT, "lane usage %lld %lld %lld",
 			  (long long)x.l.input_tokens, (long long)x.l.cost_micro_usd,

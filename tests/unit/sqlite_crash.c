@@ -681,7 +681,7 @@ static void check_lane(store *s, int round, int last_acked)
 	lane_user(user, round);
 	sc.user = user;
 	sink = (memd_lane_sink){ .struct_size = sizeof(sink), .userdata = &seen, .lane = keep_lane };
-	r = s->ops->lane_get(s->h, NULL, &sc, LANE_KEY, &sink, &err);
+	r = s->ops->lane_get(s->h, NULL, &sc, LANE_KEY, &sink, NULL, &err);
 	if (r == MEMD_ENOTFOUND) {
 		cr_assert_eq(last_acked, -1, "round %d: the acknowledged lane is gone", round);
 		return;
