@@ -37,10 +37,10 @@ import json
 import math
 import re
 import struct
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import standin_http
 
 CONTROL_PREFIX = "/__standin/"
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -100,24 +100,9 @@ class State:
             return m
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(standin_http.JsonHandler):
     server_version = "openai-embeddings-standin"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def send(self, status, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if 0 < n <= MAX_BODY else b""
+    max_body = MAX_BODY
 
     def do_GET(self):
         st = self.server.state
@@ -215,15 +200,6 @@ class Handler(BaseHTTPRequestHandler):
                                            "param": e.param, "code": e.code}})
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return  # the client gave up waiting (a timeout test): not an error here
-        super().handle_error(request, client_address)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0)
@@ -231,13 +207,7 @@ def main():
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--max-batch", type=int, default=2048)
     args = ap.parse_args()
-    srv = Server(("127.0.0.1", args.port), Handler)
-    srv.state = State(args.api_key, args.dim, args.max_batch)
-    print("PORT %d" % srv.server_address[1], flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    standin_http.serve(args.port, Handler, State(args.api_key, args.dim, args.max_batch))
 
 
 if __name__ == "__main__":

@@ -53,10 +53,11 @@ import threading
 import time
 import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import openapi_subset  # noqa: E402
+import standin_http  # noqa: E402
 
 DEFAULT_SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "qdrant-openapi.json")
@@ -621,28 +622,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send(404, {"error": "no such stand-in hook"})
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return  # the client gave up waiting (a timeout test): not an error here
-        super().handle_error(request, client_address)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--spec", default=DEFAULT_SPEC)
     args = ap.parse_args()
-    srv = Server(("127.0.0.1", args.port), Handler)
-    srv.state = State(openapi_subset.Spec(args.spec), args.api_key)
-    print("PORT %d" % srv.server_address[1], flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    standin_http.serve(args.port, Handler,
+                       State(openapi_subset.Spec(args.spec), args.api_key))
 
 
 if __name__ == "__main__":

@@ -31,11 +31,11 @@ import argparse
 import hashlib
 import hmac
 import json
-import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import standin_http
 
 CONTROL_PREFIX = "/__standin/"
 MAX_BODY = 16 * 1024 * 1024
@@ -59,26 +59,9 @@ class State:
             return dict(plan)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(standin_http.JsonHandler):
     server_version = "webhook-standin"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def send(self, status, obj, extra=None):
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if 0 < n <= MAX_BODY else b""
+    max_body = MAX_BODY
 
     def do_GET(self):
         st = self.server.state
@@ -140,27 +123,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, {"ok": True})
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return  # the client gave up waiting (a timeout test): not an error here
-        super().handle_error(request, client_address)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--secret", required=True)
     args = ap.parse_args()
-    srv = Server(("127.0.0.1", args.port), Handler)
-    srv.state = State(args.secret)
-    print("PORT %d" % srv.server_address[1], flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    standin_http.serve(args.port, Handler, State(args.secret))
 
 
 if __name__ == "__main__":
