@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "config/settings.h"
+#include "util/call_time.h"
 
 #define EO_TAG "embedder openai"
 #define EO_COMPONENT "index.vector.embedder"
@@ -26,11 +27,8 @@
 #define EO_HTTP_CLIENT_MIN 400
 #define EO_HTTP_SERVER_MIN 500
 #define EO_DETAIL_MAX 160          /* bytes of a server's message quoted */
-#define EO_SLEEP_SLICE_MS 50       /* how often a backoff looks at cancel */
 #define EO_CONNECT_TIMEOUT_MS 5000
-#define EO_US_PER_MS 1000
 #define EO_MS_PER_S 1000
-#define EO_NS_PER_MS 1000000L
 
 typedef struct embed_openai {
 	char *endpoint;
@@ -204,34 +202,11 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 static int on_progress(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
-	const memd_call *call = userdata;
-
 	(void)a;
 	(void)b;
 	(void)c;
 	(void)d;
-	return call && call->cancel && *call->cancel ? 1 : 0;
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int cancelled(const memd_call *call)
-{
-	return call && call->cancel && *call->cancel;
-}
-
-/* Milliseconds left before the call's deadline; INT64_MAX without one. */
-static int64_t left_ms(const memd_call *call)
-{
-	if (!call || !call->deadline_us)
-		return INT64_MAX;
-	return (call->deadline_us - mono_us()) / EO_US_PER_MS;
+	return call_cancelled(userdata) ? 1 : 0;
 }
 
 /* The server's error message: {"error": {"message": ...}} (OpenAI), or
@@ -272,7 +247,7 @@ static int32_t post_once(embed_openai *e, const memd_call *call, const char *bod
 {
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h = NULL, *hl;
-	int64_t timeout = e->timeout_ms, left = left_ms(call);
+	int64_t timeout = e->timeout_ms, left = call_left_ms(call);
 	int deadline_bound = 0;
 	CURLcode c;
 	CURL *cu;
@@ -345,19 +320,6 @@ static int32_t post_once(embed_openai *e, const memd_call *call, const char *bod
 	return r;
 }
 
-/* Sleep ms, waking early on cancel or when the deadline is near. */
-static void backoff_sleep(const memd_call *call, int64_t ms)
-{
-	while (ms > 0 && !cancelled(call)) {
-		int64_t slice = ms < EO_SLEEP_SLICE_MS ? ms : EO_SLEEP_SLICE_MS;
-		struct timespec ts = { .tv_sec = 0, .tv_nsec = slice * EO_NS_PER_MS };
-		if (left_ms(call) <= slice)
-			return;
-		nanosleep(&ts, NULL);
-		ms -= slice;
-	}
-}
-
 /* POST body with retries; on success *ret owns the parsed answer. */
 static int32_t post(embed_openai *e, const memd_call *call, const char *body, json_t **ret,
 		    memd_error *err)
@@ -369,7 +331,7 @@ static int32_t post(embed_openai *e, const memd_call *call, const char *body, js
 		eo_attempt a;
 		int retryable;
 
-		if (cancelled(call))
+		if (call_cancelled(call))
 			return memd_error_set(err, MEMD_ECANCELED, 0, EO_TAG ": call cancelled");
 		r = post_once(e, call, body, &a, err);
 		if (r == 0 && a.status >= EO_HTTP_OK_MIN && a.status <= EO_HTTP_OK_MAX) {
@@ -412,7 +374,7 @@ static int32_t post(embed_openai *e, const memd_call *call, const char *body, js
 			wait = EMBED_OPENAI_BACKOFF_MAX_MS;
 		hostsvc_log(e->svc, MEMD_LOG_DEBUG, EO_COMPONENT, "%s (retry %d in %lld ms)", err->msg,
 			    attempt + 1, (long long)wait);
-		backoff_sleep(call, wait);
+		call_backoff_sleep(call, wait);
 	}
 }
 

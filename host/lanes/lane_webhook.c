@@ -11,6 +11,7 @@
 
 #include <memd/plugin.h>
 
+#include "util/call_time.h"
 #include "util/sha256.h"
 
 #define LW_TAG "finalize webhook"
@@ -20,10 +21,7 @@
 #define LW_HTTP_SERVER_MIN 500
 #define LW_URL_SHOWN_MAX 160       /* bytes of the URL a message quotes */
 #define LW_CONNECT_TIMEOUT_MS 5000 /* connecting never takes longer than this */
-#define LW_SLEEP_SLICE_MS 50       /* how often a backoff looks at cancel */
-#define LW_US_PER_MS 1000
 #define LW_MS_PER_S 1000
-#define LW_NS_PER_MS 1000000L
 #define LW_HEADER_MAX 128          /* one header line we build */
 #define LW_TIMESTAMP_MAX 24        /* decimal int64 + NUL */
 
@@ -87,34 +85,13 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return size * nmemb; /* the receiver's answer is not ours to read */
 }
 
-static int cancelled(const memd_call *call)
-{
-	return call && call->cancel && *call->cancel;
-}
-
 static int on_progress(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
 	(void)a;
 	(void)b;
 	(void)c;
 	(void)d;
-	return cancelled(userdata) ? 1 : 0;
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Milliseconds left before the call's deadline; INT64_MAX without one. */
-static int64_t left_ms(const memd_call *call)
-{
-	if (!call || !call->deadline_us)
-		return INT64_MAX;
-	return (call->deadline_us - mono_us()) / LW_US_PER_MS;
+	return call_cancelled(userdata) ? 1 : 0;
 }
 
 typedef struct lw_attempt {
@@ -130,7 +107,7 @@ static int32_t post_once(const lane_webhook *hook, const memd_call *call,
 			 lw_attempt *a, memd_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE] = "";
-	int64_t timeout = hook->timeout_ms, left = left_ms(call);
+	int64_t timeout = hook->timeout_ms, left = call_left_ms(call);
 	int deadline_bound = 0;
 	CURLcode c;
 	CURL *cu;
@@ -189,19 +166,6 @@ static int32_t post_once(const lane_webhook *hook, const memd_call *call,
 	}
 	curl_easy_cleanup(cu);
 	return r;
-}
-
-/* Sleep ms, waking early on cancel or when the deadline is near. */
-static void backoff_sleep(const memd_call *call, int64_t ms)
-{
-	while (ms > 0 && !cancelled(call)) {
-		int64_t slice = ms < LW_SLEEP_SLICE_MS ? ms : LW_SLEEP_SLICE_MS;
-		struct timespec ts = { .tv_sec = 0, .tv_nsec = slice * LW_NS_PER_MS };
-		if (left_ms(call) <= slice)
-			return;
-		nanosleep(&ts, NULL);
-		ms -= slice;
-	}
 }
 
 static int32_t check_hook(const lane_webhook *hook, const char *body, memd_error *err)
@@ -267,7 +231,7 @@ int32_t lane_webhook_post(const lane_webhook *hook, const memd_call *call, const
 		lw_attempt a;
 		int64_t wait;
 
-		if (cancelled(call)) {
+		if (call_cancelled(call)) {
 			r = memd_error_set(err, MEMD_ECANCELED, 0, LW_TAG ": %s: call cancelled",
 					   shown);
 			break;
@@ -291,7 +255,7 @@ int32_t lane_webhook_post(const lane_webhook *hook, const memd_call *call, const
 			wait = a.retry_after_ms;
 		if (wait > LANE_WEBHOOK_BACKOFF_MAX_MS)
 			wait = LANE_WEBHOOK_BACKOFF_MAX_MS;
-		backoff_sleep(call, wait);
+		call_backoff_sleep(call, wait);
 		backoff = backoff > LANE_WEBHOOK_BACKOFF_MAX_MS / 2 ? LANE_WEBHOOK_BACKOFF_MAX_MS
 								    : backoff * 2;
 	}

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/call_time.h"
+
 #define CHAT_PATH "/chat/completions"
 #define V1_CHAT_PATH "/v1/chat/completions"
 #define RESPONSE_MAX_BYTES (8u << 20) /* a larger body is refused */
@@ -23,7 +25,6 @@
 #define HTTP_FORBIDDEN 403
 #define HTTP_OK_MIN 200
 #define HTTP_OK_MAX 299
-#define US_PER_MS 1000
 #define MS_PER_SEC 1000
 #define NS_PER_MS 1000000L
 #define SLEEP_SLICE_MS 50       /* how often a backoff looks at cancel */
@@ -156,33 +157,13 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int cancelled(const memd_call *call)
-{
-	return call && call->cancel && *call->cancel;
-}
-
-/* Milliseconds left before the call's deadline (INT64_MAX: none). */
-static int64_t left_ms(const memd_call *call)
-{
-	if (!call || !call->deadline_us)
-		return INT64_MAX;
-	return (call->deadline_us - mono_us()) / US_PER_MS;
-}
-
 /* One POST. Returns 0 with rp filled (any status), or a CURLcode > 0. */
 static int post(summarize_openai *so, const memd_call *call, const char *payload, reply *rp,
 		char *curl_msg)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
-	int64_t timeout = so->timeout_ms, left = left_ms(call);
+	int64_t timeout = so->timeout_ms, left = call_left_ms(call);
 	CURLcode cr;
 
 	if (!c)
@@ -291,13 +272,13 @@ static int32_t pause_ms(const memd_call *call, int64_t ms)
 	while (ms > 0) {
 		int64_t slice = ms < SLEEP_SLICE_MS ? ms : SLEEP_SLICE_MS;
 		struct timespec ts = { slice / MS_PER_SEC, (long)(slice % MS_PER_SEC) * NS_PER_MS };
-		if (cancelled(call))
+		if (call_cancelled(call))
 			return MEMD_ECANCELED;
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 		ms -= slice;
 	}
-	return cancelled(call) ? MEMD_ECANCELED : 0;
+	return call_cancelled(call) ? MEMD_ECANCELED : 0;
 }
 
 static void detail(const body *b, char *buf, size_t cap)
@@ -326,11 +307,11 @@ int32_t summarize_openai_run(summarize_openai *so, const memd_call *call,
 		int retryable = 0, cr;
 		int64_t wait;
 
-		if (cancelled(call)) {
+		if (call_cancelled(call)) {
 			r = memd_error_set(err, MEMD_ECANCELED, 0, "summarizer: cancelled");
 			break;
 		}
-		if (left_ms(call) <= 0) {
+		if (call_left_ms(call) <= 0) {
 			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
 					   "summarizer: deadline passed after %lld attempts",
 					   (long long)attempt);
@@ -378,7 +359,7 @@ int32_t summarize_openai_run(summarize_openai *so, const memd_call *call,
 			wait = rp.retry_after_ms;
 		if (wait > SUMMARIZE_OPENAI_BACKOFF_MAX_MS)
 			wait = SUMMARIZE_OPENAI_BACKOFF_MAX_MS;
-		if (wait >= left_ms(call))
+		if (wait >= call_left_ms(call))
 			break; /* the deadline comes first: report the last error */
 		if (pause_ms(call, wait) < 0) {
 			r = memd_error_set(err, MEMD_ECANCELED, 0, "summarizer: cancelled");
