@@ -251,23 +251,23 @@ static int32_t fetch(store *sessions, const memd_call *call, const char *app, co
 
 /* ---- running ------------------------------------------------------------------------- */
 
-int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
-		   const char *app, const char *user, const search_req *q, char **ret_json,
-		   memd_error *err)
+/* One pass of a search over the best `want` candidates of each index.
+ * *ret_results: the result objects (a new array). *ret_short: 1 when it
+ * found fewer than q->k results although candidates were dropped (their
+ * events were hidden or deleted after the index saw them) and an index
+ * had more to give (its list was full): a pass over more candidates may
+ * find more. */
+static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+			   const char *app, const char *user, const search_req *q, uint32_t want,
+			   json_t **ret_results, int *ret_short, memd_error *err)
 {
 	int use_kw = q->mode == SEARCH_KEYWORD || q->mode == SEARCH_HYBRID;
 	int use_vec = q->mode == SEARCH_VECTOR || q->mode == SEARCH_HYBRID;
-	uint32_t want = q->mode == SEARCH_HYBRID
-				? (q->k * SEARCH_HYBRID_OVERSAMPLE > SEARCH_HYBRID_MIN
-					   ? q->k * SEARCH_HYBRID_OVERSAMPLE
-					   : SEARCH_HYBRID_MIN)
-				: q->k + SEARCH_SLACK;
 	kw_hit *kh = NULL;
 	vec_hit *vh = NULL;
-	size_t nk = 0, nv = 0, nc = 0;
+	size_t nk = 0, nv = 0, nc = 0, dropped = 0;
 	cand *c = NULL;
-	json_t *results = NULL, *out;
-	char *text;
+	json_t *results = NULL;
 	int32_t r;
 
 	if (use_kw) {
@@ -322,21 +322,60 @@ int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_cal
 		json_t *o = NULL;
 		if ((r = fetch(sessions, call, app, user, &c[i], &o, err)) < 0)
 			goto out;
-		if (o && json_array_append_new(results, o) < 0) {
+		if (!o)
+			dropped++;
+		else if (json_array_append_new(results, o) < 0) {
 			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 			goto out;
 		}
 	}
-	out = json_pack("{s:s,s:O}", "mode", search_mode_name(q->mode), "results", results);
-	text = out ? json_dumps(out, JSON_COMPACT) : NULL;
-	json_decref(out);
-	if (text)
-		*ret_json = text;
-	r = text ? 0 : memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	*ret_short = json_array_size(results) < q->k && dropped > 0 && (nk == want || nv == want);
+	*ret_results = results;
+	results = NULL;
+	r = 0;
 out:
 	json_decref(results);
 	free(c);
 	kw_hits_free(kh, nk);
 	vec_hits_free(vh, nv);
 	return r;
+}
+
+int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+		   const char *app, const char *user, const search_req *q, char **ret_json,
+		   memd_error *err)
+{
+	uint32_t want = q->mode == SEARCH_HYBRID
+				? (q->k * SEARCH_HYBRID_OVERSAMPLE > SEARCH_HYBRID_MIN
+					   ? q->k * SEARCH_HYBRID_OVERSAMPLE
+					   : SEARCH_HYBRID_MIN)
+				: q->k + SEARCH_SLACK;
+	json_t *results = NULL, *out;
+	char *text;
+	int more = 1;
+	int32_t r = 0;
+
+	/* Candidates whose events are gone (hidden, deleted) since the index
+	 * saw them are dropped; when they crowd out the k asked for, look
+	 * further down the indexes, a few times at most. An index can lag
+	 * behind a hide, or (a vector store shared by several processes)
+	 * keep a vector another process's late write put back. */
+	for (int pass = 0; more && pass < SEARCH_PASSES_MAX; pass++) {
+		json_decref(results);
+		results = NULL;
+		if ((r = search_once(kw, vec, sessions, call, app, user, q, want, &results, &more,
+				     err)) < 0)
+			return r;
+		if (want >= SEARCH_PASS_WANT_MAX)
+			break;
+		want = want * SEARCH_PASS_GROWTH < SEARCH_PASS_WANT_MAX ? want * SEARCH_PASS_GROWTH
+									: SEARCH_PASS_WANT_MAX;
+	}
+	out = json_pack("{s:s,s:O}", "mode", search_mode_name(q->mode), "results", results);
+	text = out ? json_dumps(out, JSON_COMPACT) : NULL;
+	json_decref(out);
+	json_decref(results);
+	if (text)
+		*ret_json = text;
+	return text ? 0 : memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 }

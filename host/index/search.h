@@ -32,6 +32,12 @@
 /* Extra candidates asked for so hits of just-deleted events can be
  * replaced. */
 #define SEARCH_SLACK 8
+/* A search whose best candidates' events are gone (hidden or deleted
+ * since they were indexed) looks again over SEARCH_PASS_GROWTH times as
+ * many candidates, at most SEARCH_PASSES_MAX passes in all. */
+#define SEARCH_PASS_GROWTH 8
+#define SEARCH_PASSES_MAX 3
+#define SEARCH_PASS_WANT_MAX 8192 /* candidates per index in a later pass, at most */
 
 #define SEARCH_KEYWORD 1
 #define SEARCH_VECTOR  2
