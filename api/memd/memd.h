@@ -295,12 +295,21 @@ MEMD_API int32_t memd_state_history(memd *m, const char *app, const char *user,
  * "events": [...], "tokens": int}, plus "notice": {"reason": "idle" |
  * "daily" | "suspended", "text": str} on the first read of a session an
  * automatic lane reset made (once, unless the lane's reset policy has
- * notify: false). */
+ * notify: false). With the app's working_memory.recall set, also
+ * "memories": {"query": str, "items": [search result...], "tokens": int}:
+ * the memories and past events most relevant to the latest user message
+ * (or the caller's query), none of the window's events, within
+ * recall.max_tokens; "tokens" (the whole context's) counts them. */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
 /* memd_context with flags (MEMD_READ_NO_TEXT, MEMD_READ_OPENAI, or 0). */
 MEMD_API int32_t memd_context_read(memd *m, const char *app, const char *user, const char *sid,
 				   uint32_t flags, char **ret_json, memd_error *err);
+/* memd_context_read with the recall query given: the memories section
+ * answers query (NULL: the latest user message's text). */
+MEMD_API int32_t memd_context_recall(memd *m, const char *app, const char *user,
+				     const char *sid, uint32_t flags, const char *query,
+				     char **ret_json, memd_error *err);
 
 /* ---- state ------------------------------------------------------------ */
 
@@ -341,17 +350,21 @@ MEMD_API int32_t memd_artifact_delete(memd *m, const char *app, const char *user
 
 /* ---- search ------------------------------------------------------------- */
 
-/* Search (app, user)'s events; nothing of another app or user is ever
- * returned. body: {"query": str, "k"?: int (1..1000, default 10),
- * "mode"?: "keyword" | "vector" | "hybrid" (default: config
- * index.default_mode), "session_id"?: str, "authors"?: [str], "after"?,
- * "before"?: RFC 3339 times (exclusive bounds on the event's timestamp)}.
+/* Search (app, user)'s events and memories; nothing of another app or
+ * user is ever returned. body: {"query": str, "k"?: int (1..1000,
+ * default 10), "mode"?: "keyword" | "vector" | "hybrid" (default: config
+ * index.default_mode), "sources"?: ["events" and/or "memories"] (default
+ * both), "session_id"?: str, "authors"?: [str], "after"?, "before"?: RFC
+ * 3339 times (exclusive bounds on the event's timestamp; session_id,
+ * authors, after and before narrow events only)}.
  * Sees every event appended before the call: it waits (up to the
  * deadline of a request, 10 s) for the indexes to catch up, else fails
  * with MEMD_ETIMEDOUT or MEMD_EUNAVAIL (retryable); MEMD_EUNAVAIL
  * (retryable) at once while a rebuild of (app, user) runs. Result: {"mode": str,
- * "results": [{"session_id", "event_id", "seq", "author", "role", "text",
- * "timestamp", "score"}]}, best first; scores are BM25 (keyword), cosine
+ * "results": [{"source": "event", "session_id", "event_id", "seq",
+ * "author", "role", "text", "timestamp", "score"} | {"source": "memory",
+ * "memory_id", "text", "kind", "topics", "entities", "updated", "score"}]},
+ * best first; scores are BM25 (keyword), cosine
  * similarity (vector) or reciprocal-rank fusion sums (hybrid).
  * MEMD_EINVAL for a bad body or a mode whose index is not enabled. */
 MEMD_API int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
@@ -604,6 +617,99 @@ MEMD_API int32_t memd_lanes_sweep(memd *m, char **ret_json, memd_error *err);
  * simulations: set it before the calls it should affect. */
 typedef int64_t (*memd_clock_fn)(void *userdata);
 MEMD_API void memd_set_clock(memd *m, memd_clock_fn now_us, void *userdata);
+
+/* ---- long-term memories ------------------------------------------------- */
+
+/* A memory: a durable fact about one (app, user), distilled from its
+ * conversations or written by an agent. JSON: {"id", "text", "kind"
+ * ("fact" | "preference" | "instruction" | "episode"), "topics": [str],
+ * "entities": [str], "source": {"session_id", "seqs": [int]} | null,
+ * "created", "updated", "expires_at" (RFC 3339 UTC, null = never),
+ * "version"}. An expired memory is gone from every read at once (and
+ * deleted by the background sweep). Every change is kept as history. A
+ * store without memories (ABI below 1.3) answers MEMD_ENOTSUP naming it. */
+
+/* Longest memory text, in bytes, and most topics or entities per memory. */
+#define MEMD_MEMORY_TEXT_MAX 8192
+#define MEMD_MEMORY_TAGS_MAX 32
+
+/* Create a memory. body: {"text": str (1..MEMD_MEMORY_TEXT_MAX bytes),
+ * "kind"?: (default "fact"), "topics"?: [str], "entities"?: [str] (each
+ * 1..MEMD_ID_MAX bytes, at most MEMD_MEMORY_TAGS_MAX; duplicates
+ * dropped), "source"?: {"session_id": str, "seqs"?: [int]} (the session
+ * must exist), "expires_at"?: RFC 3339 | "ttl_seconds"?: int (> 0; not
+ * both), "id"?: str (client-made, for retries: creating an id that
+ * exists with the same content answers the stored memory with
+ * *ret_created 0; different content is MEMD_ECONFLICT)}. Result: the
+ * memory; *ret_created (may be NULL) 1 when it was created now. */
+MEMD_API int32_t memd_memory_create(memd *m, const char *app, const char *user,
+				    const char *body_json, char **ret_json, int *ret_created,
+				    memd_error *err);
+
+/* Result: the memory. MEMD_ENOTFOUND if absent, expired or another
+ * user's. */
+MEMD_API int32_t memd_memory_get(memd *m, const char *app, const char *user, const char *id,
+				 char **ret_json, memd_error *err);
+
+typedef struct memd_memory_list_options {
+	uint32_t struct_size;     /* sizeof(memd_memory_list_options) */
+	uint32_t limit;           /* 0 = MEMD_LIST_LIMIT_DEFAULT; at most MEMD_LIST_LIMIT_MAX */
+	const char *cursor;       /* NULL or the next_cursor of the previous page */
+	const char *kind;         /* NULL = any */
+	const char *topic;        /* memories with this topic; NULL = any */
+	const char *entity;       /* memories with this entity; NULL = any */
+	const char *session_id;   /* memories whose source is this session; NULL = any */
+} memd_memory_list_options;
+
+/* Newest first (by creation). opts NULL = no filter, default limit.
+ * Result: {"memories": [memory...], "next_cursor": str | null}. */
+MEMD_API int32_t memd_memory_list(memd *m, const char *app, const char *user,
+				  const memd_memory_list_options *opts, char **ret_json,
+				  memd_error *err);
+
+/* Change a memory. body: any of {"text", "kind", "topics", "entities",
+ * "expires_at" | "ttl_seconds" (null: never expires)}, plus "version"?:
+ * int (the change applies only to that version, else MEMD_ECONFLICT),
+ * "reason"?: str (kept in the history). Result: the memory, version + 1.
+ * MEMD_ENOTFOUND if absent or expired. */
+MEMD_API int32_t memd_memory_update(memd *m, const char *app, const char *user,
+				    const char *id, const char *body_json, char **ret_json,
+				    memd_error *err);
+
+/* Delete a memory (its history stays readable). expected_version 0 =
+ * any; else MEMD_ECONFLICT unless it is the memory's version.
+ * MEMD_ENOTFOUND if absent or expired. */
+MEMD_API int32_t memd_memory_delete(memd *m, const char *app, const char *user,
+				    const char *id, int64_t expected_version, memd_error *err);
+
+/* Result: {"history": [{"version", "op" ("add" | "update" | "delete" |
+ * "expire"), "memory": memory (after the change; as it was for delete
+ * and expire), "actor" ("api" | "extractor" | "mcp" | "retention" | str),
+ * "reason": str | null, "at"}]}, oldest first. MEMD_ENOTFOUND if the id
+ * never existed for this user. */
+MEMD_API int32_t memd_memory_history(memd *m, const char *app, const char *user,
+				     const char *id, char **ret_json, memd_error *err);
+
+/* Extract memories from the session's events that extraction has not
+ * read yet, now, on the caller's thread (background extraction does the
+ * same on its own; both are exactly once: the batch's memories and the
+ * session's extraction cursor are committed together, and a batch
+ * another process committed first is not extracted again). Uses the
+ * app's memory.extract config (the built-in extractor when none).
+ * Result: {"session_id", "from_seq", "to_seq" (the cursor after),
+ * "added", "updated", "deleted", "unchanged" (candidates that matched a
+ * memory), "memories": [memory changed...]}. MEMD_ENOTFOUND for an
+ * unknown session; a failing extractor fails the call (retryable when
+ * the endpoint is) and moves nothing. */
+MEMD_API int32_t memd_memory_extract(memd *m, const char *app, const char *user,
+				     const char *sid, char **ret_json, memd_error *err);
+
+/* Run one pass of the memory background work now (it also runs on its
+ * own in memd serve): extract sessions idle for the app's
+ * memory.extract.idle_minutes, delete expired memories (bounded
+ * batches). Result: {"sessions_extracted", "extract_failed",
+ * "memories_expired"}: counts of this pass. */
+MEMD_API int32_t memd_memories_sweep(memd *m, char **ret_json, memd_error *err);
 
 /* ---- users and plugins -------------------------------------------------- */
 

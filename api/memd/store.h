@@ -63,6 +63,22 @@
  *    Every append with a state delta records each key's change (old and
  *    new value) in the same transaction (state_history).
  *
+ *  - Memories (since 1.3; optional ops, a store below 1.3 answers
+ *    MEMD_ENOTSUP): durable facts about one (app, user), each a row with
+ *    a version and a history of every change. memory_commit is one
+ *    transaction: every write applies or none does, and (with a cursor
+ *    session) it also moves that session's memory_seq from the expected
+ *    value to the new one, so that the memories extracted from a batch of
+ *    events and the mark saying the batch was read land together, exactly
+ *    once, even with several hosts racing. A memory whose expires_us is
+ *    set and <= the now_us of a read is invisible to that read (get,
+ *    list, commit's version checks treat it as absent); memory_expire
+ *    deletes such rows. Every add or update gives the memory a new feed
+ *    position (a MEMD_FEED_MEMORY record carrying the stored memory),
+ *    every delete (commit, expire) adds a MEMD_FEED_MEMORY_DELETE record;
+ *    user_delete removes the user's memories and their history (its
+ *    DELETE_USER record covers them); session_delete leaves them.
+ *
  * Records and strings passed in are borrowed for the call. Records passed
  * to a sink are borrowed for the sink call: the host copies what it keeps.
  */
@@ -115,7 +131,81 @@ typedef struct memd_session {
 	int64_t cost_micro_usd;          /* since 1.2: USD x 1e6 */
 	int64_t last_prompt_tokens;      /* since 1.2: the latest nonzero report, not a sum */
 	int64_t message_count;           /* since 1.2: visible events that are not summaries */
+	/* since 1.3: output: the last seq memory extraction has read (0 =
+	 * none); moved only by memory_commit with this session as cursor. */
+	int64_t memory_seq;
 } memd_session;
+
+/* A long-term memory of one (app, user) (since 1.3). On input (commit)
+ * the host sets every member but position and the version/created_us it
+ * does not decide (see memd_memory_write); on output all are set. */
+typedef struct memd_memory {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t flags;                  /* since 1.3: reserved, 0 */
+	const char *app;                 /* since 1.3 */
+	const char *user;                /* since 1.3 */
+	const char *id;                  /* since 1.3: host-made, like an event id */
+	const char *text;                /* since 1.3: the memory, plain text */
+	const char *kind;                /* since 1.3: fact|preference|instruction|episode */
+	const char *topics_json;         /* since 1.3: JSON array of strings ("[]" = none) */
+	const char *entities_json;       /* since 1.3: JSON array of strings ("[]" = none) */
+	const char *source_session;      /* since 1.3: the session it came from; NULL = none */
+	const char *source_json;         /* since 1.3: {"session_id", "seqs": [int]} or NULL */
+	int64_t created_us;              /* since 1.3: output: kept from the add */
+	int64_t updated_us;              /* since 1.3: the last change's now_us */
+	int64_t expires_us;              /* since 1.3: 0 = never; else invisible once <= now */
+	int64_t version;                 /* since 1.3: output: 1 after add, +1 per update */
+	int64_t position;                /* since 1.3: output: feed position of the last add/update */
+	int64_t tokens;                  /* since 1.3: token count of text (the host's) */
+} memd_memory;
+
+/* memd_memory_write.op and memd_memory_change.op (since 1.3) */
+#define MEMD_MEM_ADD    1u /* create; MEMD_ECONFLICT if the id exists (expired or not) */
+#define MEMD_MEM_UPDATE 2u /* replace text, kind, topics, entities, source, expires, tokens */
+#define MEMD_MEM_DELETE 3u /* remove the row (its history stays) */
+#define MEMD_MEM_EXPIRE 4u /* change only: memory_expire removed it */
+
+/* One change of a memory commit (since 1.3). */
+typedef struct memd_memory_write {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t op;                     /* since 1.3: MEMD_MEM_ADD | UPDATE | DELETE */
+	/* since 1.3: UPDATE/DELETE: the memory's version must equal it, else
+	 * MEMD_ECONFLICT; 0 = any version. A memory that does not exist (or
+	 * has expired) is MEMD_ENOTFOUND. */
+	int64_t expected_version;
+	/* since 1.3: app and user equal the commit's scope; id always; for
+	 * ADD and UPDATE the new values (updated_us = the commit's now_us). */
+	const memd_memory *memory;
+	const char *actor;               /* since 1.3: who: "api", "extractor", ... (history) */
+	const char *reason;              /* since 1.3: why, for the history; NULL = none */
+} memd_memory_write;
+
+/* One memory commit (since 1.3): all or nothing. */
+typedef struct memd_memory_commit {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t n_writes;               /* since 1.3: may be 0 (a cursor move only) */
+	const memd_memory_write *const *writes; /* since 1.3: applied in order */
+	/* since 1.3: a session of the commit's (app, user) whose memory_seq
+	 * must equal expected_cursor_seq (else MEMD_ECONFLICT; MEMD_ENOTFOUND
+	 * if the session does not exist) and becomes new_cursor_seq (>=
+	 * expected, else MEMD_EINVAL); NULL = no cursor. */
+	const char *cursor_session;
+	int64_t expected_cursor_seq;     /* since 1.3 */
+	int64_t new_cursor_seq;          /* since 1.3 */
+	int64_t now_us;                  /* since 1.3: updated_us, change times, expiry checks */
+} memd_memory_commit;
+
+/* One entry of a memory's history (since 1.3). */
+typedef struct memd_memory_change {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t op;                     /* since 1.3: MEMD_MEM_* */
+	/* since 1.3: the memory after the change (DELETE/EXPIRE: as it was,
+	 * version unchanged); position is 0. */
+	const memd_memory *memory;
+	const char *actor;               /* since 1.3 */
+	const char *reason;              /* since 1.3: may be NULL */
+	int64_t at_us;                   /* since 1.3: the commit's now_us */
+} memd_memory_change;
 
 /* Token and cost usage to add (since 1.2). Every field is added to the
  * sums except last_prompt_tokens, which replaces the stored one when > 0.
@@ -238,6 +328,12 @@ typedef struct memd_artifact {
 /* since 1.2: an event was hidden (event set: its id and seq; the other
  * members as stored). An event unhidden later is a new EVENT record. */
 #define MEMD_FEED_HIDE           5u
+/* since 1.3: a memory was added or updated (memory set: the stored row,
+ * position = the record's). */
+#define MEMD_FEED_MEMORY         6u
+/* since 1.3: a memory was deleted or expired (memory set: app, user, id;
+ * the rest NULL/0; session NULL). */
+#define MEMD_FEED_MEMORY_DELETE  7u
 
 typedef struct memd_feed_record {
 	uint32_t struct_size;            /* since 1.0 */
@@ -247,6 +343,7 @@ typedef struct memd_feed_record {
 	const char *user;                /* since 1.0 */
 	const char *session;             /* since 1.0: NULL for DELETE_USER */
 	const memd_event *event;         /* since 1.0: kind EVENT only */
+	const memd_memory *memory;       /* since 1.3: kinds MEMORY, MEMORY_DELETE */
 } memd_feed_record;
 
 /* ---- queries ---------------------------------------------------------- */
@@ -297,6 +394,36 @@ typedef struct memd_event_query {
 	uint32_t roles;                  /* since 1.2: MEMD_ROLE_* mask; 0 = all */
 	uint32_t reserved2;              /* since 1.2 */
 } memd_event_query;
+
+/* Memories of one (app, user), newest first by (created_us, id); keyset
+ * paging: only memories strictly before (before_created_us, before_id).
+ * Every set filter must hold (since 1.3). */
+typedef struct memd_memory_query {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t limit;                  /* since 1.3: > 0 */
+	const char *kind;                /* since 1.3: NULL = any */
+	const char *topic;               /* since 1.3: an element of topics; NULL = any */
+	const char *entity;              /* since 1.3: an element of entities; NULL = any */
+	const char *session;             /* since 1.3: source_session equals; NULL = any */
+	int64_t now_us;                  /* since 1.3: expired ones (0 < expires_us <= now_us) are skipped */
+	int64_t before_created_us;       /* since 1.3: 0 = from the newest */
+	const char *before_id;           /* since 1.3: with before_created_us */
+} memd_memory_query;
+
+/* Sessions of any app and user whose memory_seq < last_seq (events not
+ * yet read by memory extraction) and updated_after_us < updated_us <
+ * updated_before_us, ascending by (updated_us, app, user, id); keyset:
+ * only sessions strictly after the after_* tuple (since 1.3). */
+typedef struct memd_pending_query {
+	uint32_t struct_size;            /* since 1.3 */
+	uint32_t limit;                  /* since 1.3: > 0 */
+	int64_t updated_after_us;        /* since 1.3: 0 = no bound */
+	int64_t updated_before_us;       /* since 1.3: > 0 */
+	int64_t after_updated_us;        /* since 1.3: 0 = from the oldest */
+	const char *after_app;           /* since 1.3: with after_updated_us */
+	const char *after_user;          /* since 1.3 */
+	const char *after_id;            /* since 1.3 */
+} memd_pending_query;
 
 /* memd_session_update.fields */
 #define MEMD_PATCH_TITLE    0x1u
@@ -521,6 +648,18 @@ typedef struct memd_state_change_sink {
 	int32_t (*change)(void *userdata, const memd_state_change *c); /* since 1.2 */
 } memd_state_change_sink;
 
+typedef struct memd_memory_sink {
+	uint32_t struct_size;            /* since 1.3 */
+	void *userdata;                  /* since 1.3 */
+	int32_t (*memory)(void *userdata, const memd_memory *m); /* since 1.3 */
+} memd_memory_sink;
+
+typedef struct memd_memory_change_sink {
+	uint32_t struct_size;            /* since 1.3 */
+	void *userdata;                  /* since 1.3 */
+	int32_t (*change)(void *userdata, const memd_memory_change *c); /* since 1.3 */
+} memd_memory_change_sink;
+
 typedef struct memd_feed_sink {
 	uint32_t struct_size;            /* since 1.0 */
 	void *userdata;                  /* since 1.0 */
@@ -679,6 +818,38 @@ typedef struct memd_store_ops {
 	int32_t (*state_history)(void *inst, const memd_call *call, const memd_scope *scope,
 				 const memd_state_history_query *q,
 				 const memd_state_change_sink *out, memd_error *err);
+
+	/* ---- memories (since 1.3, optional as a group) ---- */
+
+	/* since 1.3: see memd_memory_commit and the header comment; scope
+	 * names (app, user) (session ignored). Delivers each written memory in
+	 * write order (DELETE: as it was). */
+	int32_t (*memory_commit)(void *inst, const memd_call *call, const memd_scope *scope,
+				 const memd_memory_commit *c, const memd_memory_sink *out,
+				 memd_error *err);
+	/* since 1.3: one memory of (app, user); MEMD_ENOTFOUND if absent or
+	 * expired at now_us. */
+	int32_t (*memory_get)(void *inst, const memd_call *call, const memd_scope *scope,
+			      const char *id, int64_t now_us, const memd_memory_sink *out,
+			      memd_error *err);
+	/* since 1.3: see memd_memory_query. */
+	int32_t (*memory_list)(void *inst, const memd_call *call, const memd_scope *scope,
+			       const memd_memory_query *q, const memd_memory_sink *out,
+			       memd_error *err);
+	/* since 1.3: every change of memory id, oldest first (also after a
+	 * delete); MEMD_ENOTFOUND if it has none. */
+	int32_t (*memory_history)(void *inst, const memd_call *call, const memd_scope *scope,
+				  const char *id, const memd_memory_change_sink *out,
+				  memd_error *err);
+	/* since 1.3: deletes up to limit memories of any app whose
+	 * 0 < expires_us <= now_us (history op MEMD_MEM_EXPIRE, actor
+	 * "retention", a MEMORY_DELETE feed record each); writes how many. */
+	int32_t (*memory_expire)(void *inst, const memd_call *call, int64_t now_us,
+				 uint32_t limit, uint32_t *ret_count, memd_error *err);
+	/* since 1.3: see memd_pending_query. */
+	int32_t (*session_list_pending)(void *inst, const memd_call *call,
+					const memd_pending_query *q, const memd_session_sink *out,
+					memd_error *err);
 } memd_store_ops;
 
 #ifdef __cplusplus

@@ -20,7 +20,8 @@
 	X(user_delete) X(feed_read) X(feed_head) X(cursor_get) X(cursor_set) X(ping)     \
 	X(lane_get) X(lane_write) X(lane_list) X(lane_delete) X(lane_prune) X(inbox_put) \
 	X(inbox_take) X(inbox_list) X(session_list_ended) X(operation_list)               \
-	X(operation_get) X(state_history)
+	X(operation_get) X(state_history) X(memory_commit) X(memory_get) X(memory_list)     \
+	X(memory_history) X(memory_expire) X(session_list_pending)
 #define STORE_OP_ENUM(op) STORE_OP_##op,
 #define STORE_OP_NAME(op) #op,
 enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
@@ -78,6 +79,8 @@ static int op_writes(size_t op)
 	case STORE_OP_user_delete:
 	case STORE_OP_cursor_set:
 	case STORE_OP_lane_write:
+	case STORE_OP_memory_commit:
+	case STORE_OP_memory_expire:
 	case STORE_OP_lane_delete:
 	case STORE_OP_lane_prune:
 	case STORE_OP_inbox_put:
@@ -648,4 +651,45 @@ int32_t store_state_history(store *s, const memd_call *call, const memd_scope *s
 			    memd_error *err)
 {
 	STORE_FORWARD(s, state_history, err, call, scope, q, out);
+}
+
+int32_t store_memory_commit(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_memory_commit *c, const memd_memory_sink *out,
+			    memd_error *err)
+{
+	STORE_FORWARD(s, memory_commit, err, call, scope, c, out);
+}
+
+int32_t store_memory_get(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *id, int64_t now_us, const memd_memory_sink *out,
+			 memd_error *err)
+{
+	STORE_FORWARD(s, memory_get, err, call, scope, id, now_us, out);
+}
+
+int32_t store_memory_list(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_memory_query *q, const memd_memory_sink *out,
+			  memd_error *err)
+{
+	STORE_FORWARD(s, memory_list, err, call, scope, q, out);
+}
+
+int32_t store_memory_history(store *s, const memd_call *call, const memd_scope *scope,
+			     const char *id, const memd_memory_change_sink *out, memd_error *err)
+{
+	STORE_FORWARD(s, memory_history, err, call, scope, id, out);
+}
+
+int32_t store_memory_expire(store *s, const memd_call *call, int64_t now_us, uint32_t limit,
+			    uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, memory_expire, err, call, now_us, limit, ret_count);
+}
+
+int32_t store_session_list_pending(store *s, const memd_call *call,
+				   const memd_pending_query *q, const memd_session_sink *out,
+				   memd_error *err)
+{
+	NORM_SINK(session, norm_session, norm, out);
+	STORE_FORWARD(s, session_list_pending, err, call, q, norm);
 }

@@ -123,6 +123,29 @@ int32_t store_state_history(store *s, const memd_call *call, const memd_scope *s
 			    const memd_state_history_query *q, const memd_state_change_sink *out,
 			    memd_error *err);
 
+/* Memories (since 1.3; MEMD_ENOTSUP naming the store and op when the
+ * store lacks them, e.g. a 1.2 store). Each forwards to the op of the
+ * same name in store.h. memory_commit and memory_expire count as writes
+ * for store_health. */
+int32_t store_memory_commit(store *s, const memd_call *call, const memd_scope *scope,
+			    const memd_memory_commit *c, const memd_memory_sink *out,
+			    memd_error *err);
+int32_t store_memory_get(store *s, const memd_call *call, const memd_scope *scope,
+			 const char *id, int64_t now_us, const memd_memory_sink *out,
+			 memd_error *err);
+int32_t store_memory_list(store *s, const memd_call *call, const memd_scope *scope,
+			  const memd_memory_query *q, const memd_memory_sink *out,
+			  memd_error *err);
+int32_t store_memory_history(store *s, const memd_call *call, const memd_scope *scope,
+			     const char *id, const memd_memory_change_sink *out, memd_error *err);
+int32_t store_memory_expire(store *s, const memd_call *call, int64_t now_us, uint32_t limit,
+			    uint32_t *ret_count, memd_error *err);
+/* store_session_list_pending: sessions with events memory extraction has
+ * not read (see memd_pending_query). */
+int32_t store_session_list_pending(store *s, const memd_call *call,
+				   const memd_pending_query *q, const memd_session_sink *out,
+				   memd_error *err);
+
 /* Why the storage of a store is degraded. */
 typedef struct store_health_report {
 	uint32_t flags;                  /* MEMD_ERROR_STORAGE_* */

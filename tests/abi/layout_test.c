@@ -88,7 +88,7 @@ Test(layout, abi_h)
 Test(layout, abi_h_constants)
 {
 	VAL(MEMD_ABI_MAJOR, 1);
-	VAL(MEMD_ABI_MINOR, 2);
+	VAL(MEMD_ABI_MINOR, 3);
 	VAL(MEMD_OK, 0);
 	VAL(MEMD_EINVAL, -1);
 	VAL(MEMD_ENOTFOUND, -2);
@@ -143,7 +143,7 @@ Test(layout, host_h)
 
 Test(layout, store_h)
 {
-	SIZE(memd_session, 200); /* 1.2 grew it */
+	SIZE(memd_session, 208); /* 1.2 and 1.3 grew it */
 	MEMBER(memd_session, struct_size, 0, 4);
 	MEMBER(memd_session, flags, 4, 4);
 	MEMBER(memd_session, app, 8, 8);
@@ -170,6 +170,7 @@ Test(layout, store_h)
 	MEMBER(memd_session, cost_micro_usd, 176, 8);
 	MEMBER(memd_session, last_prompt_tokens, 184, 8);
 	MEMBER(memd_session, message_count, 192, 8);
+	MEMBER(memd_session, memory_seq, 200, 8);
 	SIZE(memd_event, 176); /* 1.2 grew it */
 	MEMBER(memd_event, struct_size, 0, 4);
 	MEMBER(memd_event, flags, 4, 4);
@@ -204,7 +205,7 @@ Test(layout, store_h)
 	MEMBER(memd_artifact, data, 32, 8);
 	MEMBER(memd_artifact, size, 40, 8);
 	MEMBER(memd_artifact, created_us, 48, 8);
-	SIZE(memd_feed_record, 48);
+	SIZE(memd_feed_record, 56); /* 1.3 grew it */
 	MEMBER(memd_feed_record, struct_size, 0, 4);
 	MEMBER(memd_feed_record, kind, 4, 4);
 	MEMBER(memd_feed_record, position, 8, 8);
@@ -212,6 +213,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_record, user, 24, 8);
 	MEMBER(memd_feed_record, session, 32, 8);
 	MEMBER(memd_feed_record, event, 40, 8);
+	MEMBER(memd_feed_record, memory, 48, 8);
 	SIZE(memd_session_query, 56); /* 1.2 grew it */
 	MEMBER(memd_session_query, struct_size, 0, 4);
 	MEMBER(memd_session_query, flags, 4, 4);
@@ -275,7 +277,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_sink, struct_size, 0, 4);
 	MEMBER(memd_feed_sink, userdata, 8, 8);
 	MEMBER(memd_feed_sink, record, 16, 8);
-	SIZE(memd_store_ops, 256); /* 1.2 grew it */
+	SIZE(memd_store_ops, 304); /* 1.2 and 1.3 grew it */
 	MEMBER(memd_store_ops, struct_size, 0, 4);
 	MEMBER(memd_store_ops, reserved, 4, 4);
 	MEMBER(memd_store_ops, session_create, 8, 8);
@@ -309,6 +311,12 @@ Test(layout, store_h)
 	MEMBER(memd_store_ops, operation_list, 232, 8);
 	MEMBER(memd_store_ops, operation_get, 240, 8);
 	MEMBER(memd_store_ops, state_history, 248, 8);
+	MEMBER(memd_store_ops, memory_commit, 256, 8);
+	MEMBER(memd_store_ops, memory_get, 264, 8);
+	MEMBER(memd_store_ops, memory_list, 272, 8);
+	MEMBER(memd_store_ops, memory_history, 280, 8);
+	MEMBER(memd_store_ops, memory_expire, 288, 8);
+	MEMBER(memd_store_ops, session_list_pending, 296, 8);
 	/* since 1.2: lanes */
 	SIZE(memd_usage, 56);
 	MEMBER(memd_usage, struct_size, 0, 4);
@@ -439,6 +447,74 @@ Test(layout, store_h)
 	MEMBER(memd_state_change_sink, struct_size, 0, 4);
 	MEMBER(memd_state_change_sink, userdata, 8, 8);
 	MEMBER(memd_state_change_sink, change, 16, 8);
+	/* 1.3: memories */
+	SIZE(memd_memory, 128);
+	MEMBER(memd_memory, struct_size, 0, 4);
+	MEMBER(memd_memory, flags, 4, 4);
+	MEMBER(memd_memory, app, 8, 8);
+	MEMBER(memd_memory, user, 16, 8);
+	MEMBER(memd_memory, id, 24, 8);
+	MEMBER(memd_memory, text, 32, 8);
+	MEMBER(memd_memory, kind, 40, 8);
+	MEMBER(memd_memory, topics_json, 48, 8);
+	MEMBER(memd_memory, entities_json, 56, 8);
+	MEMBER(memd_memory, source_session, 64, 8);
+	MEMBER(memd_memory, source_json, 72, 8);
+	MEMBER(memd_memory, created_us, 80, 8);
+	MEMBER(memd_memory, updated_us, 88, 8);
+	MEMBER(memd_memory, expires_us, 96, 8);
+	MEMBER(memd_memory, version, 104, 8);
+	MEMBER(memd_memory, position, 112, 8);
+	MEMBER(memd_memory, tokens, 120, 8);
+	SIZE(memd_memory_write, 40);
+	MEMBER(memd_memory_write, struct_size, 0, 4);
+	MEMBER(memd_memory_write, op, 4, 4);
+	MEMBER(memd_memory_write, expected_version, 8, 8);
+	MEMBER(memd_memory_write, memory, 16, 8);
+	MEMBER(memd_memory_write, actor, 24, 8);
+	MEMBER(memd_memory_write, reason, 32, 8);
+	SIZE(memd_memory_commit, 48);
+	MEMBER(memd_memory_commit, struct_size, 0, 4);
+	MEMBER(memd_memory_commit, n_writes, 4, 4);
+	MEMBER(memd_memory_commit, writes, 8, 8);
+	MEMBER(memd_memory_commit, cursor_session, 16, 8);
+	MEMBER(memd_memory_commit, expected_cursor_seq, 24, 8);
+	MEMBER(memd_memory_commit, new_cursor_seq, 32, 8);
+	MEMBER(memd_memory_commit, now_us, 40, 8);
+	SIZE(memd_memory_change, 40);
+	MEMBER(memd_memory_change, struct_size, 0, 4);
+	MEMBER(memd_memory_change, op, 4, 4);
+	MEMBER(memd_memory_change, memory, 8, 8);
+	MEMBER(memd_memory_change, actor, 16, 8);
+	MEMBER(memd_memory_change, reason, 24, 8);
+	MEMBER(memd_memory_change, at_us, 32, 8);
+	SIZE(memd_memory_query, 64);
+	MEMBER(memd_memory_query, struct_size, 0, 4);
+	MEMBER(memd_memory_query, limit, 4, 4);
+	MEMBER(memd_memory_query, kind, 8, 8);
+	MEMBER(memd_memory_query, topic, 16, 8);
+	MEMBER(memd_memory_query, entity, 24, 8);
+	MEMBER(memd_memory_query, session, 32, 8);
+	MEMBER(memd_memory_query, now_us, 40, 8);
+	MEMBER(memd_memory_query, before_created_us, 48, 8);
+	MEMBER(memd_memory_query, before_id, 56, 8);
+	SIZE(memd_pending_query, 56);
+	MEMBER(memd_pending_query, struct_size, 0, 4);
+	MEMBER(memd_pending_query, limit, 4, 4);
+	MEMBER(memd_pending_query, updated_after_us, 8, 8);
+	MEMBER(memd_pending_query, updated_before_us, 16, 8);
+	MEMBER(memd_pending_query, after_updated_us, 24, 8);
+	MEMBER(memd_pending_query, after_app, 32, 8);
+	MEMBER(memd_pending_query, after_user, 40, 8);
+	MEMBER(memd_pending_query, after_id, 48, 8);
+	SIZE(memd_memory_sink, 24);
+	MEMBER(memd_memory_sink, struct_size, 0, 4);
+	MEMBER(memd_memory_sink, userdata, 8, 8);
+	MEMBER(memd_memory_sink, memory, 16, 8);
+	SIZE(memd_memory_change_sink, 24);
+	MEMBER(memd_memory_change_sink, struct_size, 0, 4);
+	MEMBER(memd_memory_change_sink, userdata, 8, 8);
+	MEMBER(memd_memory_change_sink, change, 16, 8);
 }
 
 Test(layout, store_h_constants)
@@ -482,6 +558,12 @@ Test(layout, store_h_constants)
 	VAL(MEMD_OP_REWRITE, 2);
 	VAL(MEMD_OP_CLEAR, 3);
 	VAL(MEMD_OP_UNDO, 4);
+	VAL(MEMD_FEED_MEMORY, 6);
+	VAL(MEMD_FEED_MEMORY_DELETE, 7);
+	VAL(MEMD_MEM_ADD, 1);
+	VAL(MEMD_MEM_UPDATE, 2);
+	VAL(MEMD_MEM_DELETE, 3);
+	VAL(MEMD_MEM_EXPIRE, 4);
 	VAL(MEMD_APPEND_EXPECT_VERSION, 1);
 	VAL(MEMD_APPEND_REPLAYED, 1);
 }
