@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "pg_events.h"
+#include "pg_memories.h"
 #include "plugin_util.h"
 
 /* Events, DELETE (and FINALIZE) records and HIDE records after $1,
- * merged by position, at most $2 (NULL = all). One statement: one
- * snapshot, which (positions committing in order) holds every position
- * up to the newest it sees. Column 0 is the kind, then the PG_EVENT_COLS
+ * merged by position, at most $2 (NULL = all). One snapshot (this
+ * statement and the memories' below share it), which (positions
+ * committing in order) holds every position up to the newest it sees.
+ * Column 0 is the kind, then the PG_EVENT_COLS
  * (NULL for a DELETE record but its position and scope; for a HIDE record
  * the hidden event's, at the record's position). A hidden event has no
  * EVENT record (its HIDE record follows where it was); an event made
@@ -33,6 +35,28 @@ static const pg_sql SQL_FEED_READ = { PG_ST_FEED_READ, 2,
 	"  JOIN events e ON e.app = h.app AND e.\"user\" = h.\"user\" AND e.session = h.session"
 	"  AND e.seq = h.seq WHERE h.position > $1 ORDER BY h.position LIMIT $2)"
 	") f ORDER BY position LIMIT $2" };
+/* MEMORY records (a memory's row at the position of its last add or
+ * update) and MEMORY_DELETE records after $1, merged by position, at most
+ * $2 (NULL = all): kind, then the PG_MEMORY_COLS (of a MEMORY_DELETE
+ * record only app, user and id, the rest NULL or 0, and its position). */
+#define MEMORY_KIND "6"        /* MEMD_FEED_MEMORY in SQL */
+#define MEMORY_DELETE_KIND "7" /* MEMD_FEED_MEMORY_DELETE in SQL */
+static const pg_sql SQL_FEED_READ_MEMORIES = { PG_ST_FEED_READ_MEMORIES, 2,
+	"SELECT * FROM ("
+	" (SELECT " MEMORY_KIND " AS kind, " PG_MEMORY_COLS " FROM memories WHERE position > $1"
+	"  ORDER BY position LIMIT $2)"
+	" UNION ALL"
+	" (SELECT " MEMORY_DELETE_KIND ", app, \"user\", id, NULL, NULL, NULL, NULL, NULL, NULL,"
+	"  0, 0, 0, 0, position, 0 FROM feed_memory_deletes WHERE position > $1"
+	"  ORDER BY position LIMIT $2)"
+	") f ORDER BY position LIMIT $2" };
+/* Both reads share one snapshot (a read-only repeatable-read transaction,
+ * in the same round trip), so the merged feed has what a single statement
+ * would: every position up to the newest either sees, in order. */
+static const pg_sql SQL_BEGIN_READ = { PG_ST_BEGIN_READ, 0,
+	"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" };
+static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
+#define MEMORY_POSITION_COL (1 + 13) /* position among the PG_MEMORY_COLS, after kind */
 static const pg_sql SQL_FEED_HEAD = { PG_ST_FEED_HEAD, 0,
 	"SELECT last FROM feed_counter WHERE id = 1" };
 static const pg_sql SQL_CURSOR_GET = { PG_ST_CURSOR_GET, 1,
@@ -52,34 +76,76 @@ typedef struct feed_ctx {
 	int64_t position;
 } feed_ctx;
 
+/* Deliver row i of the events' result (kind, then PG_EVENT_COLS). */
+static int32_t deliver_event_row(const feed_ctx *x, const PGresult *res, int i,
+				 memd_error *err)
+{
+	memd_feed_record rec = { .struct_size = sizeof(rec) };
+	memd_event e;
+
+	pg_event_from_row(res, i, 1, &e);
+	rec.kind = (uint32_t)pg_get_i64(res, i, 0);
+	rec.position = e.position;
+	rec.app = e.app;
+	rec.user = e.user;
+	rec.session = e.session;
+	if (rec.kind == MEMD_FEED_EVENT || rec.kind == MEMD_FEED_HIDE)
+		rec.event = &e;
+	return pg_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
+}
+
+/* Deliver row i of the memories' result (kind, then PG_MEMORY_COLS). */
+static int32_t deliver_memory_row(const feed_ctx *x, const PGresult *res, int i,
+				  memd_error *err)
+{
+	memd_feed_record rec = { .struct_size = sizeof(rec) };
+	memd_memory m;
+
+	pg_memory_from_row(res, i, 1, &m);
+	rec.kind = (uint32_t)pg_get_i64(res, i, 0);
+	rec.position = m.position;
+	rec.app = m.app;
+	rec.user = m.user;
+	if (rec.kind == MEMD_FEED_MEMORY_DELETE)
+		m.position = 0; /* a delete record's memory is its key only */
+	rec.memory = &m;
+	return pg_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
+}
+
 static int32_t read_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	feed_ctx *x = ctx;
 	char after[PG_INT_BUF], lim[PG_INT_BUF];
 	const char *vals[2] = { pg_i64(after, x->after), x->limit ? pg_i64(lim, x->limit) : NULL };
-	PGresult *res;
-	int32_t r = pg_send(c, &SQL_FEED_READ, vals, err);
+	const PGresult *ev, *mem;
+	int n_ev, n_mem, i = 0, k = 0;
+	uint32_t n = 0;
+	int32_t r = pg_send(c, &SQL_BEGIN_READ, NULL, err);
 
+	if (r == 0)
+		r = pg_send(c, &SQL_FEED_READ, vals, err);
+	if (r == 0)
+		r = pg_send(c, &SQL_FEED_READ_MEMORIES, vals, err);
+	if (r == 0)
+		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	if (r == 0)
 		r = pg_run(c, "read the feed", err);
 	if (r < 0)
 		return r;
-	res = pg_res(c, 0);
-	pu_rows_read(x->call, (uint64_t)PQntuples(res));
-	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
-		memd_feed_record rec = { .struct_size = sizeof(rec) };
-		memd_event e;
-
-		pg_event_from_row(res, i, 1, &e);
-		rec.kind = (uint32_t)pg_get_i64(res, i, 0);
-		rec.position = e.position;
-		rec.app = e.app;
-		rec.user = e.user;
-		rec.session = e.session;
-		if (rec.kind == MEMD_FEED_EVENT || rec.kind == MEMD_FEED_HIDE)
-			rec.event = &e;
-		r = pg_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
-		if (r == 0 && (i + 1) % PG_CHECK_EVERY == 0)
+	ev = pg_res(c, 1);
+	mem = pg_res(c, 2);
+	n_ev = PQntuples(ev);
+	n_mem = PQntuples(mem);
+	pu_rows_read(x->call, (uint64_t)n_ev + (uint64_t)n_mem);
+	/* Merge the two ascending lists, up to the limit. */
+	while (r == 0 && (i < n_ev || k < n_mem) && (!x->limit || n < x->limit)) {
+		if (k >= n_mem || (i < n_ev && pg_get_i64(ev, i, 1) <
+						     pg_get_i64(mem, k, MEMORY_POSITION_COL)))
+			r = deliver_event_row(x, ev, i++, err);
+		else
+			r = deliver_memory_row(x, mem, k++, err);
+		n++;
+		if (r == 0 && n % PG_CHECK_EVERY == 0)
 			r = pg_call_check(x->store, x->call, err);
 	}
 	return r > 0 ? 0 : r;

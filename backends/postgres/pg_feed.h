@@ -2,7 +2,8 @@
 /*
  * pg_feed: the store-wide change feed of the PostgreSQL store (positions
  * from the feed_counter row, see pg_events.c for why they commit in
- * order), DELETE records, durable cursors and ping.
+ * order) with its events, DELETE, HIDE, MEMORY and MEMORY_DELETE records,
+ * durable cursors and ping.
  */
 #ifndef MEMD_PG_FEED_H
 #define MEMD_PG_FEED_H

@@ -266,11 +266,78 @@ static const char *const SQL_V3[] = {
 	NULL,
 };
 
+/* Version 4: long-term memories. Sessions gain memory_seq (the last seq
+ * memory extraction has read; ADD COLUMN with a constant default rewrites
+ * nothing, so every existing session reads 0 and its events count as
+ * unread) and sessions_pending, a partial index holding only the sessions
+ * with unread events (memory_seq < last_seq) in the order
+ * session_list_pending pages them: a session leaves it when a commit
+ * moves its cursor to last_seq, so the scan never walks read sessions.
+ *
+ * memories: one row per (app, user, id): the host's content (topics and
+ * entities JSON array text, kept byte for byte as given: the CHECKs only
+ * refuse what is not an array), its version, times and the feed position
+ * of its last add or update (in the position space of the events; see
+ * pg_feed.c). memories_by_created is the list's order, memories_by_position
+ * the feed's, memories_by_expiry (only rows that expire) the retention
+ * sweep's. memory_history: every change of a memory with the snapshot it
+ * left (a delete's: the row as it was), kept after the row is deleted; n
+ * orders the changes of one instant. feed_memory_deletes: the
+ * MEMORY_DELETE records of the feed, in the same position space. A user's
+ * memories, history and delete records go with user_delete (by their
+ * (app, user) key prefixes); a session's delete leaves them. */
+static const char *const SQL_V4[] = {
+	"ALTER TABLE sessions ADD COLUMN memory_seq bigint NOT NULL DEFAULT 0",
+	"CREATE INDEX sessions_pending ON sessions (updated_us, app, \"user\", id)"
+	"  WHERE memory_seq < last_seq",
+
+	"CREATE TABLE memories ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  text text NOT NULL,"
+	"  kind text NOT NULL CHECK (kind IN ('fact', 'preference', 'instruction', 'episode')),"
+	"  topics text NOT NULL CHECK (pg_catalog.jsonb_typeof(topics::jsonb) = 'array'),"
+	"  entities text NOT NULL CHECK (pg_catalog.jsonb_typeof(entities::jsonb) = 'array'),"
+	"  source_session text COLLATE \"C\","
+	"  source text,"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  expires_us bigint NOT NULL DEFAULT 0 CHECK (expires_us >= 0),"
+	"  version bigint NOT NULL CHECK (version > 0),"
+	"  position bigint NOT NULL,"
+	"  tokens bigint NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, \"user\", id))",
+	"CREATE INDEX memories_by_created ON memories (app, \"user\", created_us, id)",
+	"CREATE UNIQUE INDEX memories_by_position ON memories (position)",
+	"CREATE INDEX memories_by_expiry ON memories (expires_us, app, \"user\", id)"
+	"  WHERE expires_us > 0",
+
+	"CREATE TABLE memory_history ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  n bigint GENERATED ALWAYS AS IDENTITY,"
+	"  op integer NOT NULL,"
+	"  text text NOT NULL, kind text NOT NULL, topics text NOT NULL, entities text NOT NULL,"
+	"  source_session text COLLATE \"C\", source text,"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  expires_us bigint NOT NULL, version bigint NOT NULL, tokens bigint NOT NULL,"
+	"  actor text NOT NULL, reason text,"
+	"  at_us bigint NOT NULL,"
+	"  PRIMARY KEY (app, \"user\", id, n))",
+
+	"CREATE TABLE feed_memory_deletes ("
+	"  position bigint PRIMARY KEY,"
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL)",
+	"CREATE INDEX feed_memory_deletes_by_user ON feed_memory_deletes (app, \"user\")",
+	NULL,
+};
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const pg_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "lanes, session lifecycle and usage", SQL_V2 },
 	{ 3, "transcripts: hidden events, operations, state history", SQL_V3 },
+	{ 4, "memories, their history and the sessions' memory cursor", SQL_V4 },
 };
 #define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)

@@ -7,6 +7,7 @@
 #include "plugin_util.h"
 
 #define EMPTY_OBJECT "{}"
+#define KEYSET_FIRST "" /* sorts before every id */
 
 #define NOTICE_FLAG "2" /* MEMD_SESSION_NOTICE in SQL */
 /* The session flags a store keeps. */
@@ -67,6 +68,16 @@ static const pg_sql SQL_SESSION_LIST_ACTIVITY_BEFORE = { PG_ST_SESSION_LIST_ACTI
 static const pg_sql SQL_SESSION_LIST_ENDED = { PG_ST_SESSION_LIST_ENDED, 2,
 	"SELECT " PG_SESSION_COLS " FROM sessions WHERE ended_us > 0 AND ended_us < $1"
 	" ORDER BY ended_us, app, \"user\", id LIMIT $2" };
+/* Memory extraction: sessions of every scope with unread events, least
+ * recently updated first, over the partial index of exactly those
+ * (sessions_pending, whose predicate the WHERE repeats so the planner
+ * picks it): $1 < updated_us < $2, strictly after the keyset tuple
+ * ($3..$6), at most $7. */
+static const pg_sql SQL_SESSION_LIST_PENDING = { PG_ST_SESSION_LIST_PENDING, 7,
+	"SELECT " PG_SESSION_COLS " FROM sessions WHERE memory_seq < last_seq"
+	" AND updated_us > $1::bigint AND updated_us < $2::bigint"
+	" AND (updated_us, app, \"user\", id) > ($3::bigint, $4::text, $5::text, $6::text)"
+	" ORDER BY updated_us, app, \"user\", id LIMIT $7" };
 /* $11: clear the notice, which must be set (else no row changes); $12:
  * the patch changes what the session says, so updated_us moves. */
 static const pg_sql SQL_SESSION_UPDATE = { PG_ST_SESSION_UPDATE, 12,
@@ -122,11 +133,18 @@ static const pg_sql SQL_SESSION_DELETE = { PG_ST_SESSION_DELETE, 3,
  * feed. */
 static const pg_sql SQL_USER_LANES_DELETE = { PG_ST_USER_LANES_DELETE, 2,
 	"DELETE FROM lanes WHERE app = $1 AND \"user\" = $2" };
+/* Sessions (with what cascades), user: state, memories, their history
+ * and their MEMORY_DELETE records; the one DELETE_USER record covers
+ * them all, and is added only if there was something to delete. */
 static const pg_sql SQL_USER_DELETE = { PG_ST_USER_SESSIONS_DELETE, 2,
 	"WITH d AS (DELETE FROM sessions WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
 	" k AS (DELETE FROM state_user WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
+	" m AS (DELETE FROM memories WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
+	" h AS (DELETE FROM memory_history WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
+	" t AS (DELETE FROM feed_memory_deletes WHERE app = $1 AND \"user\" = $2),"
 	" c AS (UPDATE feed_counter SET last = last + 1"
-	"       WHERE id = 1 AND (EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM k))"
+	"       WHERE id = 1 AND (EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM k)"
+	"       OR EXISTS (SELECT 1 FROM m) OR EXISTS (SELECT 1 FROM h))"
 	"       RETURNING last)"
 	" INSERT INTO feed_deletes (position, kind, app, \"user\", session)"
 	" SELECT last, 3, $1, $2, NULL FROM c RETURNING position" };
@@ -160,6 +178,7 @@ void pg_session_from_row(const PGresult *res, int row, memd_session *s)
 	s->cost_micro_usd = pg_get_i64(res, row, 22);
 	s->last_prompt_tokens = pg_get_i64(res, row, 23);
 	s->message_count = pg_get_i64(res, row, 24);
+	s->memory_seq = pg_get_i64(res, row, 25);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -361,6 +380,7 @@ typedef struct read_ctx {
 	const memd_session_sink *out;
 	int64_t ended_before_us;  /* session_list_ended */
 	uint32_t limit;
+	const memd_pending_query *pq; /* session_list_pending */
 } read_ctx;
 
 static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
@@ -487,6 +507,63 @@ int32_t pg_session_list_ended(void *inst, const memd_call *call, int64_t ended_b
 	if (limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "ended session list limit must be > 0");
 	return pg_with_conn(inst, call, ended_once, &x, err);
+}
+
+static int32_t pending_once(pg_conn *c, void *ctx, memd_error *err)
+{
+	read_ctx *x = ctx;
+	const memd_pending_query *q = x->pq;
+	char lo[PG_INT_BUF], hi[PG_INT_BUF], at[PG_INT_BUF], lim[PG_INT_BUF];
+	int keyset = q->after_updated_us != 0;
+	/* No keyset: (INT64_MIN, "", "", "") is before every session (ids
+	 * are never empty). */
+	const char *vals[7] = { pg_i64(lo, q->updated_after_us ? q->updated_after_us : INT64_MIN),
+				pg_i64(hi, q->updated_before_us),
+				pg_i64(at, keyset ? q->after_updated_us : INT64_MIN),
+				keyset && q->after_app ? q->after_app : KEYSET_FIRST,
+				keyset && q->after_user ? q->after_user : KEYSET_FIRST,
+				keyset && q->after_id ? q->after_id : KEYSET_FIRST,
+				pg_i64(lim, q->limit) };
+	PGresult *res;
+	int32_t r = pg_send(c, &SQL_SESSION_LIST_PENDING, vals, err);
+
+	if (r == 0)
+		r = pg_run(c, "list sessions pending memory extraction", err);
+	if (r < 0)
+		return r;
+	res = pg_res(c, 0);
+	pu_rows_read(x->call, (uint64_t)PQntuples(res));
+	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
+		memd_session s;
+		pg_session_from_row(res, i, &s);
+		r = deliver(x->out, &s, err);
+	}
+	return r > 0 ? 0 : r;
+}
+
+int32_t pg_session_list_pending(void *inst, const memd_call *call, const memd_pending_query *q,
+				const memd_session_sink *out, memd_error *err)
+{
+	read_ctx x = { .call = call, .out = out, .pq = q };
+	int32_t r = 0;
+
+	if (!q || !PG_HAS(q, after_id) || !out || !out->session)
+		return memd_error_set(err, MEMD_EINVAL, 0, "pending query or session sink is missing");
+	if (q->limit == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0, "pending session list limit must be > 0");
+	if (q->updated_before_us <= 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "pending session list needs updated_before_us > 0");
+	if (q->updated_after_us < 0 || q->after_updated_us < 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "pending session list bounds must not be negative");
+	if (q->after_app && (r = pu_check_id("after_app", q->after_app, err)) < 0)
+		return r;
+	if (q->after_user && (r = pu_check_id("after_user", q->after_user, err)) < 0)
+		return r;
+	if (q->after_id && (r = pu_check_id("after_id", q->after_id, err)) < 0)
+		return r;
+	return pg_with_conn(inst, call, pending_once, &x, err);
 }
 
 /* ---- update --------------------------------------------------------- */

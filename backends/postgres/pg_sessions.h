@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pg_sessions: sessions of the PostgreSQL store (create, get, list, update,
- * delete, user_delete, the ended-session list) and the session-row
+ * delete, user_delete, the ended and pending session lists) and the session-row
  * statements other ops queue in their rounds.
  */
 #ifndef MEMD_PG_SESSIONS_H
@@ -15,9 +15,9 @@
 	"app, \"user\", id, title, metadata::text, flags, created_us, updated_us, version," \
 	" last_seq, summary_seq, lane_key, origin::text, origin_platform, previous_session," \
 	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens," \
-	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count, memory_seq"
 
-/* Fill s from the PG_SESSION_COLS of row `row` of res (every 1.2 member).
+/* Fill s from the PG_SESSION_COLS of row `row` of res (every 1.3 member).
  * Strings are borrowed from res. */
 void pg_session_from_row(const PGresult *res, int row, memd_session *s);
 
@@ -91,5 +91,7 @@ int32_t pg_user_delete(void *inst, const memd_call *call, const memd_scope *scop
 		       memd_error *err);
 int32_t pg_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
 			      uint32_t limit, const memd_session_sink *out, memd_error *err);
+int32_t pg_session_list_pending(void *inst, const memd_call *call, const memd_pending_query *q,
+				const memd_session_sink *out, memd_error *err);
 
 #endif

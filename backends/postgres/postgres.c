@@ -16,6 +16,7 @@
 #include "pg_events.h"
 #include "pg_feed.h"
 #include "pg_lanes.h"
+#include "pg_memories.h"
 #include "pg_sessions.h"
 #include "pg_state.h"
 #include "pg_transcripts.h"
@@ -227,12 +228,18 @@ static const memd_store_ops store_ops = {
 	.operation_list = pg_operation_list,
 	.operation_get = pg_operation_get,
 	.state_history = pg_state_history,
+	.memory_commit = pg_memory_commit,
+	.memory_get = pg_memory_get,
+	.memory_list = pg_memory_list,
+	.memory_history = pg_memory_history,
+	.memory_expire = pg_memory_expire,
+	.session_list_pending = pg_session_list_pending,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 2,
+	.abi_minor = 3,
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "postgres",

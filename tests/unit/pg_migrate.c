@@ -20,6 +20,13 @@
  * the same way and checks that the old session's messages are counted,
  * its events are visible, and a rewind, its undo, the state history, the
  * feed's HIDE records and the delete of the session work on them.
+ *
+ * Schema version 4 adds the sessions' memory_seq and the memories, memory
+ * history and MEMORY_DELETE-record tables. Every test first turns the
+ * schema back from 4 to 3; the third stops there and checks that the old
+ * session reads memory_seq 0 and is pending extraction, that a memory
+ * commit moves its cursor exactly once, and that memories, their history,
+ * their feed records after the old events and the user's delete work.
  * Runs under tests/services/with-services.sh (MEMD_PG_DSN, MEMD_PG_PASSWORD).
  */
 #include <criterion/criterion.h>
@@ -42,12 +49,24 @@
 #define MAX_SEARCH_DIRS 16
 #define SCHEMA_V1 1
 #define SCHEMA_V2 2
-#define SCHEMA_LATEST 3
+#define SCHEMA_V3 3
+#define SCHEMA_LATEST 4
 #define N_BATCHES 5
 #define T0 1700000000000000LL /* a plausible unix time in us */
 #define USAGE_IN 40
 #define USAGE_COST 1500
 #define USAGE_PROMPT 900
+
+/* Back to version 3: what version 4 added, removed. */
+static const char *const SQL_BACK_TO_V3[] = {
+	"DROP TABLE feed_memory_deletes",
+	"DROP TABLE memory_history",
+	"DROP TABLE memories",
+	"DROP INDEX sessions_pending",
+	"ALTER TABLE sessions DROP COLUMN memory_seq",
+	"UPDATE memd_meta SET version = 3",
+	NULL,
+};
 
 /* Back to version 2: what version 3 added, removed (the summaries index
  * as version 1 made it). */
@@ -318,6 +337,8 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V3[i]);
 	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V2[i]);
 	for (size_t i = 0; SQL_BACK_TO_V1[i]; i++)
@@ -605,6 +626,8 @@ Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini 
 
 	c = connect_schema();
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V3[i]);
 	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V2[i]);
 	exec_ok(c, "COMMIT");
@@ -688,5 +711,179 @@ Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini 
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM operations"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM state_history"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM feed_hides"), 0);
+	PQfinish(c);
+}
+
+/* ---- version 3 -> 4: memories ------------------------------------------ */
+
+#define MEM_NOW (T0 + 100)
+#define N_ADDED 2
+
+/* What the third test keeps of delivered memories and changes. */
+typedef struct seen4 {
+	int64_t versions[N_ADDED];
+	int64_t positions[N_ADDED];
+	size_t n_memories;
+	uint32_t ops[N_ADDED + 1];
+	size_t n_changes;
+} seen4;
+
+static int32_t keep_memory4(void *userdata, const memd_memory *m)
+{
+	seen4 *x = userdata;
+
+	cr_assert_lt(x->n_memories, N_ADDED);
+	x->versions[x->n_memories] = m->version;
+	x->positions[x->n_memories] = m->position;
+	x->n_memories++;
+	return 0;
+}
+
+static int32_t keep_change4(void *userdata, const memd_memory_change *c)
+{
+	seen4 *x = userdata;
+
+	cr_assert_lt(x->n_changes, N_ADDED + 1);
+	x->ops[x->n_changes++] = c->op;
+	return 0;
+}
+
+/* One memory commit of (APP, USER) with its writes and cursor (NULL:
+ * none; from 0 to N_BATCHES). */
+static int32_t commit4(store *s, const memd_memory_write *const *writes, uint32_t n,
+		       const char *cursor, seen4 *x, memd_error *err)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER };
+	memd_memory_sink sink = { .struct_size = sizeof(sink), .memory = keep_memory4,
+				  .userdata = x };
+	memd_memory_commit c = { .struct_size = sizeof(c), .n_writes = n, .writes = writes,
+				 .cursor_session = cursor, .expected_cursor_seq = 0,
+				 .new_cursor_seq = N_BATCHES, .now_us = MEM_NOW };
+
+	x->n_memories = 0;
+	return s->ops->memory_commit(s->h, NULL, &sc, &c, &sink, err);
+}
+
+Test(pg_migrate, version_3_schema_migrates_to_memories, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	seen x = { 0 };
+	seen4 y = { 0 };
+	memd_session_sink ssink = { .struct_size = sizeof(ssink), .session = keep_session,
+				    .userdata = &x };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = T0, .updated_us = T0 };
+	memd_scope user = { .struct_size = sizeof(user), .app = APP, .user = USER };
+	memd_pending_query pq = { .struct_size = sizeof(pq), .limit = N_BATCHES,
+				  .updated_before_us = INT64_MAX };
+	memd_memory m1 = { .struct_size = sizeof(m1), .app = APP, .user = USER, .id = "m1",
+			   .text = "prefers window seats", .kind = "preference",
+			   .topics_json = "[\"travel\", \"flights\"]", .entities_json = "[]",
+			   .source_session = SID,
+			   .source_json = "{\"session_id\": \"s\", \"seqs\": [1, 2]}", .tokens = 3 };
+	memd_memory m2 = m1;
+	memd_memory_write add1 = { .struct_size = sizeof(add1), .op = MEMD_MEM_ADD, .memory = &m1,
+				   .actor = "extractor" };
+	memd_memory_write add2 = add1;
+	const memd_memory_write *adds[N_ADDED] = { &add1, &add2 };
+	memd_append_result res;
+	memd_error err = { 0 };
+	PGconn *c;
+	store s;
+
+	m2.id = "m2";
+	m2.text = "allergic to nuts";
+	m2.kind = "fact";
+	add2.memory = &m2;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, NULL, &ssink, &err), 0, "%s",
+		     err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, NULL, &res, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V3[i]);
+	exec_ok(c, "COMMIT");
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V3);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_attribute"
+				  " WHERE attrelid = 'sessions'::regclass AND attnum > 0"
+				  " AND NOT attisdropped AND attname = 'memory_seq'"),
+		     0, "the schema is not back at version 3");
+	PQfinish(c);
+
+	store_open(&s);
+	/* The old session: nothing of it read by extraction yet. */
+	get_session(&s, &x);
+	cr_assert_eq(x.s.last_seq, N_BATCHES);
+	cr_assert_eq(x.s.memory_seq, 0);
+	x.n_sessions = 0;
+	cr_assert_eq(s.ops->session_list_pending(s.h, NULL, &pq, &ssink, &err), 0, "%s", err.msg);
+	cr_assert_eq(x.n_sessions, 1, "%zu sessions pending", x.n_sessions);
+
+	/* Two memories and the cursor, once; the same commit again is a
+	 * conflict that writes nothing. */
+	cr_assert_eq(commit4(&s, adds, N_ADDED, SID, &y, &err), 0, "%s", err.msg);
+	cr_assert_eq(y.n_memories, N_ADDED);
+	cr_assert(y.versions[0] == 1 && y.versions[1] == 1);
+	cr_assert_gt(y.positions[0], N_BATCHES, "memory positions follow the old events'");
+	cr_assert_lt(y.positions[0], y.positions[1]);
+	cr_assert_eq(commit4(&s, adds, N_ADDED, SID, &y, &err), MEMD_ECONFLICT, "%s", err.msg);
+	cr_assert_eq(y.n_memories, 0);
+	get_session(&s, &x);
+	cr_assert_eq(x.s.memory_seq, N_BATCHES);
+	x.n_sessions = 0;
+	cr_assert_eq(s.ops->session_list_pending(s.h, NULL, &pq, &ssink, &err), 0, "%s", err.msg);
+	cr_assert_eq(x.n_sessions, 0, "the session is read: not pending");
+
+	/* An update of m1, a delete of m2. */
+	{
+		memd_memory_write up = { .struct_size = sizeof(up), .op = MEMD_MEM_UPDATE,
+					 .expected_version = 1, .memory = &m1, .actor = "api" };
+		memd_memory_write del = { .struct_size = sizeof(del), .op = MEMD_MEM_DELETE,
+					  .expected_version = 1, .memory = &m2, .actor = "api",
+					  .reason = "wrong" };
+		const memd_memory_write *w[N_ADDED] = { &up, &del };
+		memd_memory_change_sink csink = { .struct_size = sizeof(csink),
+						  .change = keep_change4, .userdata = &y };
+
+		m1.text = "prefers aisle seats";
+		cr_assert_eq(commit4(&s, w, N_ADDED, NULL, &y, &err), 0, "%s", err.msg);
+		cr_assert(y.versions[0] == 2 && y.versions[1] == 1);
+		cr_assert_eq(s.ops->memory_history(s.h, NULL, &user, "m2", &csink, &err), 0, "%s",
+			     err.msg);
+		cr_assert_eq(y.n_changes, 2);
+		cr_assert(y.ops[0] == MEMD_MEM_ADD && y.ops[1] == MEMD_MEM_DELETE);
+	}
+
+	/* The feed: the old events, then m1 at its update's position and
+	 * m2's delete record. */
+	{
+		memd_feed_sink fsink = { .struct_size = sizeof(fsink), .record = keep_record,
+					 .userdata = &x };
+
+		x.n_feed = 0;
+		cr_assert_eq(s.ops->feed_read(s.h, NULL, 0, 0, &fsink, &err), 0, "%s", err.msg);
+		cr_assert_eq(x.n_feed, N_BATCHES + 2, "%zu feed records", x.n_feed);
+		for (size_t i = 0; i < x.n_feed; i++) {
+			cr_assert_eq(x.kinds[i], i < N_BATCHES ? MEMD_FEED_EVENT :
+					  i == N_BATCHES ? MEMD_FEED_MEMORY : MEMD_FEED_MEMORY_DELETE);
+			if (i)
+				cr_assert_lt(x.positions[i - 1], x.positions[i]);
+		}
+	}
+
+	/* The user's delete takes the memories, history and delete records. */
+	cr_assert_eq(s.ops->user_delete(s.h, NULL, &user, &err), 0, "%s", err.msg);
+	store_close(&s);
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM memories"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM memory_history"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM feed_memory_deletes"), 0);
 	PQfinish(c);
 }
