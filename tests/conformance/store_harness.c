@@ -161,6 +161,8 @@ static void conf_session_copy(const memd_session *in, conf_session *out)
 				   .last_prompt_tokens = in->last_prompt_tokens };
 	if (in->struct_size >= offsetof(memd_session, message_count) + sizeof(in->message_count))
 		out->message_count = in->message_count;
+	if (in->struct_size >= offsetof(memd_session, memory_seq) + sizeof(in->memory_seq))
+		out->memory_seq = in->memory_seq;
 }
 
 void conf_session_clear(conf_session *s)
@@ -317,6 +319,34 @@ void conf_inbox_clear(conf_inbox *l)
 	memset(l, 0, sizeof(*l));
 }
 
+static void conf_memory_copy(const memd_memory *in, memd_memory *out)
+{
+	*out = *in;
+	out->app = tc_strdup(in->app);
+	out->user = tc_strdup(in->user);
+	out->id = tc_strdup(in->id);
+	out->text = tc_strdup(in->text);
+	out->kind = tc_strdup(in->kind);
+	out->topics_json = tc_strdup(in->topics_json);
+	out->entities_json = tc_strdup(in->entities_json);
+	out->source_session = tc_strdup(in->source_session);
+	out->source_json = tc_strdup(in->source_json);
+}
+
+static void conf_memory_release(memd_memory *m)
+{
+	free((char *)m->app);
+	free((char *)m->user);
+	free((char *)m->id);
+	free((char *)m->text);
+	free((char *)m->kind);
+	free((char *)m->topics_json);
+	free((char *)m->entities_json);
+	free((char *)m->source_session);
+	free((char *)m->source_json);
+	memset(m, 0, sizeof(*m));
+}
+
 void conf_feed_clear(conf_feed *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -324,6 +354,7 @@ void conf_feed_clear(conf_feed *l)
 		free(l->v[i].user);
 		free(l->v[i].session);
 		conf_event_release(&l->v[i].event);
+		conf_memory_release(&l->v[i].memory);
 	}
 	free(l->v);
 	memset(l, 0, sizeof(*l));
@@ -396,6 +427,11 @@ static int32_t conf_feed_many(void *ud, const memd_feed_record *r)
 	c->session = tc_strdup(r->session);
 	if (r->event)
 		conf_event_copy(r->event, &c->event);
+	if ((r->kind == MEMD_FEED_MEMORY || r->kind == MEMD_FEED_MEMORY_DELETE) && r->memory) {
+		cr_assert_geq(r->memory->struct_size, sizeof(*r->memory),
+			      "feed memory struct_size %u", r->memory->struct_size);
+		conf_memory_copy(r->memory, &c->memory);
+	}
 	return 0;
 }
 
@@ -1203,4 +1239,167 @@ memd_text_sink conf_text_sink(char **dst)
 {
 	memd_text_sink s = { sizeof(s), dst, conf_text_keep };
 	return s;
+}
+
+/* ---- memories --------------------------------------------------------- */
+
+void conf_require_memories(conf_store *st)
+{
+	const memd_store_ops *o = st->ops;
+	int some = o->memory_commit || o->memory_get || o->memory_list || o->memory_history ||
+		   o->memory_expire || o->session_list_pending;
+	int all = o->memory_commit && o->memory_get && o->memory_list && o->memory_history &&
+		  o->memory_expire && o->session_list_pending;
+	const char *required = getenv("MEMD_CONFORMANCE_MEMORIES");
+
+	if (all)
+		return;
+	if (!some && !(required && strcmp(required, "1") == 0))
+		cr_skip_test("the plugin has no memory ops yet");
+	cr_assert_fail("the plugin lacks some memory op (memory_commit %p, memory_get %p, "
+		       "memory_list %p, memory_history %p, memory_expire %p, "
+		       "session_list_pending %p)",
+		       (void *)o->memory_commit, (void *)o->memory_get, (void *)o->memory_list,
+		       (void *)o->memory_history, (void *)o->memory_expire,
+		       (void *)o->session_list_pending);
+}
+
+void conf_memory_clear(conf_memory *m)
+{
+	if (m)
+		conf_memory_release(&m->m);
+}
+
+void conf_memories_clear(conf_memories *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_memory_release(&l->v[i].m);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+void conf_memory_changes_clear(conf_memory_changes *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		conf_memory_release(&l->v[i].memory);
+		free(l->v[i].actor);
+		free(l->v[i].reason);
+	}
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int32_t conf_memory_many(void *ud, const memd_memory *m)
+{
+	conf_memories *l = ud;
+	cr_assert_geq(m->struct_size, sizeof(*m), "memory struct_size %u", m->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	conf_memory_copy(m, &l->v[l->n++].m);
+	return 0;
+}
+
+static int32_t conf_memory_change_many(void *ud, const memd_memory_change *c)
+{
+	conf_memory_changes *l = ud;
+	conf_memory_change *d;
+
+	cr_assert_geq(c->struct_size, sizeof(*c), "memory change struct_size %u", c->struct_size);
+	cr_assert_not_null(c->memory, "a memory change without its memory");
+	cr_assert_geq(c->memory->struct_size, sizeof(*c->memory), "memory struct_size %u",
+		      c->memory->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	d = &l->v[l->n++];
+	memset(d, 0, sizeof(*d));
+	d->op = c->op;
+	conf_memory_copy(c->memory, &d->memory);
+	d->actor = tc_strdup(c->actor);
+	d->reason = tc_strdup(c->reason);
+	d->at_us = c->at_us;
+	return 0;
+}
+
+int32_t conf_memory_commit(conf_store *st, const char *app, const char *user,
+			   memd_memory_commit *c, conf_memories *out)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	conf_memories tmp = { 0 };
+	memd_memory_sink sink = { sizeof(sink), out ? out : &tmp, conf_memory_many };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, memory_commit);
+	c->struct_size = sizeof(*c);
+	r = st->ops->memory_commit(st->h, &call, &sc, c, &sink, &st->err);
+	conf_memories_clear(&tmp);
+	return r;
+}
+
+int32_t conf_memory_get(conf_store *st, const char *app, const char *user, const char *id,
+			int64_t now_us, conf_memory *ret)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	conf_memories l = { 0 };
+	memd_memory_sink sink = { sizeof(sink), &l, conf_memory_many };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, memory_get);
+	r = st->ops->memory_get(st->h, &call, &sc, id, now_us, &sink, &st->err);
+	if (r == 0) {
+		cr_assert_eq(l.n, 1, "memory_get(%s) delivered %zu memories", id, l.n);
+		if (ret) {
+			conf_memory_clear(ret);
+			*ret = l.v[0];
+			l.n = 0;
+		}
+	}
+	conf_memories_clear(&l);
+	return r;
+}
+
+int32_t conf_memory_list(conf_store *st, const char *app, const char *user,
+			 memd_memory_query *q, conf_memories *out)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_memory_sink sink = { sizeof(sink), out, conf_memory_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, memory_list);
+	q->struct_size = sizeof(*q);
+	return st->ops->memory_list(st->h, &call, &sc, q, &sink, &st->err);
+}
+
+int32_t conf_memory_history(conf_store *st, const char *app, const char *user, const char *id,
+			    conf_memory_changes *out)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_memory_change_sink sink = { sizeof(sink), out, conf_memory_change_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, memory_history);
+	return st->ops->memory_history(st->h, &call, &sc, id, &sink, &st->err);
+}
+
+int32_t conf_memory_expire(conf_store *st, int64_t now_us, uint32_t limit, uint32_t *ret_count)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, memory_expire);
+	return st->ops->memory_expire(st->h, &call, now_us, limit, ret_count, &st->err);
+}
+
+int32_t conf_session_list_pending(conf_store *st, memd_pending_query *q, conf_sessions *out)
+{
+	memd_call call = conf_call(st);
+	memd_session_sink sink = { sizeof(sink), out, conf_session_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, session_list_pending);
+	q->struct_size = sizeof(*q);
+	return st->ops->session_list_pending(st->h, &call, q, &sink, &st->err);
 }

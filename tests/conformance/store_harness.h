@@ -66,6 +66,7 @@ typedef struct conf_session {
 	int64_t ended_us;
 	memd_usage usage;        /* the session's sums */
 	int64_t message_count;   /* since 1.2 (transcripts) */
+	int64_t memory_seq;      /* since 1.3 (memories) */
 } conf_session;
 
 typedef struct conf_sessions {
@@ -96,6 +97,7 @@ typedef struct conf_feed_rec {
 	int64_t position;
 	char *app, *user, *session;
 	memd_event event;        /* kind EVENT: deep copy; else zeroed */
+	memd_memory memory;      /* kinds MEMORY, MEMORY_DELETE: deep copy; else zeroed */
 } conf_feed_rec;
 
 typedef struct conf_feed {
@@ -289,6 +291,59 @@ int32_t conf_operation_get(conf_store *st, const memd_scope *sc, const char *id,
 /* q->struct_size is set here. */
 int32_t conf_state_history(conf_store *st, const memd_scope *sc, memd_state_history_query *q,
 			   conf_state_changes *out);
+
+/* ---- memories (since 1.3): MEMD_ENOTSUP when the plugin lacks the op -- */
+
+/* Does the plugin provide every memory op (memory_commit, memory_get,
+ * memory_list, memory_history, memory_expire, session_list_pending)? A
+ * store with none of them is skipped unless MEMD_CONFORMANCE_MEMORIES=1
+ * says it must have them; one with only some of them fails. */
+void conf_require_memories(conf_store *st);
+
+/* A deep copy of memd_memory (strings owned, NULL kept NULL). */
+typedef struct conf_memory {
+	memd_memory m;
+} conf_memory;
+
+typedef struct conf_memories {
+	conf_memory *v;
+	size_t n, cap;
+} conf_memories;
+
+/* A deep copy of memd_memory_change (memory, actor, reason owned). */
+typedef struct conf_memory_change {
+	uint32_t op;
+	memd_memory memory;
+	char *actor, *reason;
+	int64_t at_us;
+} conf_memory_change;
+
+typedef struct conf_memory_changes {
+	conf_memory_change *v;
+	size_t n, cap;
+} conf_memory_changes;
+
+void conf_memory_clear(conf_memory *m);
+void conf_memories_clear(conf_memories *l);
+void conf_memory_changes_clear(conf_memory_changes *l);
+
+/* memory_commit on (app, user); c->struct_size is set here; out (may be
+ * NULL) gets every memory delivered, in order. */
+int32_t conf_memory_commit(conf_store *st, const char *app, const char *user,
+			   memd_memory_commit *c, conf_memories *out);
+/* ret (may be NULL) gets the memory (cleared first); exactly one must be
+ * delivered on success. */
+int32_t conf_memory_get(conf_store *st, const char *app, const char *user, const char *id,
+			int64_t now_us, conf_memory *ret);
+/* q->struct_size is set here. */
+int32_t conf_memory_list(conf_store *st, const char *app, const char *user,
+			 memd_memory_query *q, conf_memories *out);
+int32_t conf_memory_history(conf_store *st, const char *app, const char *user, const char *id,
+			    conf_memory_changes *out);
+int32_t conf_memory_expire(conf_store *st, int64_t now_us, uint32_t limit,
+			   uint32_t *ret_count);
+/* q->struct_size is set here. */
+int32_t conf_session_list_pending(conf_store *st, memd_pending_query *q, conf_sessions *out);
 
 /* A text sink that keeps a malloc'd copy of the last text delivered in
  * *dst (freeing the one before); the caller frees *dst. */
