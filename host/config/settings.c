@@ -1225,11 +1225,104 @@ const settings_lane_reset *settings_lane_reset_for(const settings_lanes *lanes,
 	return &lanes->reset;
 }
 
+/* ---- memory ------------------------------------------------------------- */
+
+static void extract_clear(settings_extract *x)
+{
+	free(x->url);
+	free(x->model);
+	if (x->api_key)
+		memset(x->api_key, 0, strlen(x->api_key)); /* a secret */
+	free(x->api_key);
+	free(x->prompt);
+	free(x->consolidate_prompt);
+	memset(x, 0, sizeof(*x));
+}
+
+/* An optional string over base's (NULL = unset): *out = a copy or NULL. */
+static void get_opt_text(ctx *c, const config_node *m, const char *path, const char *key,
+			 const char *base, char **out)
+{
+	const char *v = get_text(c, m, m, path, key, 0, NULL);
+	if (!v)
+		v = base;
+	*out = v ? dup_or_flag(c, v) : NULL;
+}
+
+/* A memory.extract map (the top-level one when base is NULL, else an
+ * app's over base) into *out. */
+static void load_extract(ctx *c, const config_node *m, const char *path,
+			 const settings_extract *base, settings_extract *out)
+{
+	static const char *const known[] = {"type", "every_events", "idle_minutes", "on_finalize",
+					    "batch_events", "neighbours", "default_ttl_days",
+					    "timeout_ms", "retries", "url", "model", "api_key",
+					    "prompt", "consolidate_prompt", NULL};
+	static const char *const types[] = {"builtin", "openai", "none", NULL};
+	size_t type;
+
+	check_keys(c, m, path, known);
+	get_enum(c, m, path, "type", types, base ? (size_t)base->type : SETTINGS_EXTRACT_BUILTIN,
+		 &type);
+	out->type = (int32_t)type;
+	get_int(c, m, path, "every_events",
+		base ? base->every_events : SETTINGS_EXTRACT_EVERY_EVENTS_DEFAULT, 0,
+		SETTINGS_INT_MAX, &out->every_events);
+	get_int(c, m, path, "idle_minutes",
+		base ? base->idle_minutes : SETTINGS_EXTRACT_IDLE_MINUTES_DEFAULT, 0,
+		SETTINGS_INT_MAX, &out->idle_minutes);
+	get_bool(c, m, path, "on_finalize", base ? base->on_finalize : 1, &out->on_finalize);
+	get_int(c, m, path, "batch_events",
+		base ? base->batch_events : SETTINGS_EXTRACT_BATCH_EVENTS_DEFAULT, 1,
+		SETTINGS_EXTRACT_BATCH_EVENTS_MAX, &out->batch_events);
+	get_int(c, m, path, "neighbours",
+		base ? base->neighbours : SETTINGS_EXTRACT_NEIGHBOURS_DEFAULT, 1,
+		SETTINGS_EXTRACT_NEIGHBOURS_MAX, &out->neighbours);
+	get_int(c, m, path, "default_ttl_days", base ? base->default_ttl_days : 0, 0,
+		SETTINGS_INT_MAX, &out->default_ttl_days);
+	get_int(c, m, path, "timeout_ms",
+		base ? base->timeout_ms : SETTINGS_EXTRACT_TIMEOUT_MS_DEFAULT, 1, SETTINGS_INT_MAX,
+		&out->timeout_ms);
+	get_int(c, m, path, "retries", base ? base->retries : SETTINGS_EXTRACT_RETRIES_DEFAULT, 0,
+		SETTINGS_RETRIES_MAX, &out->retries);
+	get_opt_text(c, m, path, "url", base ? base->url : NULL, &out->url);
+	get_opt_text(c, m, path, "model", base ? base->model : NULL, &out->model);
+	get_opt_text(c, m, path, "api_key", base ? base->api_key : NULL, &out->api_key);
+	get_opt_text(c, m, path, "prompt", base ? base->prompt : NULL, &out->prompt);
+	get_opt_text(c, m, path, "consolidate_prompt", base ? base->consolidate_prompt : NULL,
+		     &out->consolidate_prompt);
+	if (out->url && !webhook_url_ok(out->url)) {
+		char full[SETTINGS_PATH_MAX];
+		join(full, path, "url");
+		problem(c, get(m, "url") ? get(m, "url") : m, full,
+			"expected an http:// or https:// URL, got \"%s\"", out->url);
+	}
+	/* An app's openai needs a url and a model, its own or inherited. */
+	if (out->type == SETTINGS_EXTRACT_OPENAI && (!out->url || !out->model) &&
+	    (!base || get(m, "type") || get(m, "url") || get(m, "model"))) {
+		char full[SETTINGS_PATH_MAX];
+		join(full, path, out->url ? "model" : "url");
+		problem(c, get(m, "type") ? get(m, "type") : m, full, "required when type is openai");
+	}
+}
+
+static void load_memory(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"sweep_interval_s", "extract", NULL};
+	const config_node *m = get_map(c, root, "", "memory");
+
+	check_keys(c, m, "memory", known);
+	get_int(c, m, "memory", "sweep_interval_s", SETTINGS_MEMORY_SWEEP_INTERVAL_S_DEFAULT, 0,
+		SETTINGS_INT_MAX, &s->memory_sweep_interval_s);
+	load_extract(c, get_map(c, m, "memory", "extract"), "memory.extract", NULL, &s->extract);
+}
+
 /* One apps.<name> entry into s->apps[s->n_apps]. */
 static void load_app(ctx *c, const char *name, const config_node *key_node,
 		     const config_node *v, settings *s)
 {
-	static const char *const known[] = {"working_memory", "lanes", NULL};
+	static const char *const known[] = {"working_memory", "lanes", "memory", NULL};
+	static const char *const memory_known[] = {"extract", NULL};
 	char path[SETTINGS_PATH_MAX];
 	join(path, "apps", name);
 	if (!*name || strlen(name) > MEMD_ID_MAX) {
@@ -1260,6 +1353,15 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 	join(lanes_path, path, "lanes");
 	load_lanes_map(c, get_map(c, v, path, "lanes"), lanes_path, &s->lanes,
 		       get(get(s->root, "lanes"), "overrides"), &app->lanes);
+	{
+		char mem_path[SETTINGS_PATH_MAX], ex_path[SETTINGS_PATH_MAX];
+		const config_node *mem = get_map(c, v, path, "memory");
+		join(mem_path, path, "memory");
+		join(ex_path, mem_path, "extract");
+		check_keys(c, mem, mem_path, memory_known);
+		load_extract(c, get_map(c, mem, mem_path, "extract"), ex_path, &s->extract,
+			     &app->extract);
+	}
 	app->name = dup_or_flag(c, name);
 	app->strategy = dup_or_flag(c, strategy);
 	app->node = wm;
@@ -1270,6 +1372,7 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 		free(app->strategy);
 		app->name = app->strategy = NULL;
 		lanes_clear(&app->lanes);
+		extract_clear(&app->extract);
 	}
 }
 
@@ -1328,8 +1431,10 @@ void settings_clear(settings *s)
 		free(s->apps[i].name);
 		free(s->apps[i].strategy);
 		lanes_clear(&s->apps[i].lanes);
+		extract_clear(&s->apps[i].extract);
 	}
 	free(s->apps);
+	extract_clear(&s->extract);
 	config_free(s->root);
 	memset(s, 0, sizeof(*s));
 }
@@ -1337,8 +1442,8 @@ void settings_clear(settings *s)
 int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 {
 	static const char *const known[] = {"server", "plugins", "stores", "sessions", "index",
-					    "summarizer", "tokenizer", "state", "lanes", "apps",
-					    NULL};
+					    "summarizer", "tokenizer", "state", "lanes", "memory",
+					    "apps", NULL};
 	memd_error err = {0};
 	config_node *defaults = NULL;
 	int32_t rc = config_parse_string(settings_defaults_yaml, sizeof(settings_defaults_yaml) - 1,
@@ -1375,6 +1480,7 @@ int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 	load_tokenizer(&c, top, &s);
 	load_state(&c, top, &s);
 	load_lanes(&c, top, &s);
+	load_memory(&c, top, &s);
 	load_apps(&c, top, defaults, &s);
 
 	if (c.nomem || c.errors) {

@@ -86,6 +86,16 @@
 	"Session expired at the daily reset: this is a new session."
 #define SETTINGS_LANES_SUSPENDED_NOTICE_DEFAULT                                          \
 	"The previous session was stopped: this is a new session."
+/* memory: (long-term memories; api/memd/memd.h "long-term memories"). */
+#define SETTINGS_MEMORY_SWEEP_INTERVAL_S_DEFAULT 60   /* the memory worker's pass */
+#define SETTINGS_EXTRACT_EVERY_EVENTS_DEFAULT 20      /* extract once this many are unread */
+#define SETTINGS_EXTRACT_IDLE_MINUTES_DEFAULT 30      /* extract a session idle this long */
+#define SETTINGS_EXTRACT_BATCH_EVENTS_DEFAULT 50      /* most events one extraction reads */
+#define SETTINGS_EXTRACT_BATCH_EVENTS_MAX 1000
+#define SETTINGS_EXTRACT_NEIGHBOURS_DEFAULT 5         /* memories shown per candidate */
+#define SETTINGS_EXTRACT_NEIGHBOURS_MAX 50
+#define SETTINGS_EXTRACT_TIMEOUT_MS_DEFAULT 60000
+#define SETTINGS_EXTRACT_RETRIES_DEFAULT 3
 /* Longest platform name in an override (as lane keys take them). */
 #define SETTINGS_LANES_PLATFORM_MAX 64
 
@@ -162,11 +172,35 @@ typedef struct settings_lanes {
 	int64_t webhook_retries;
 } settings_lanes;
 
+/* memory.extract.type */
+#define SETTINGS_EXTRACT_BUILTIN 0
+#define SETTINGS_EXTRACT_OPENAI  1
+#define SETTINGS_EXTRACT_NONE    2
+/* The memory extraction settings of an app: memory.extract with the
+ * app's apps.<name>.memory.extract keys over it. Strings owned; url,
+ * model, api_key, prompt and consolidate_prompt NULL when not set. */
+typedef struct settings_extract {
+	int32_t type;               /* SETTINGS_EXTRACT_* */
+	int32_t on_finalize;        /* extract when a lane's session is finalized */
+	int64_t every_events;       /* 0 = off */
+	int64_t idle_minutes;       /* 0 = off */
+	int64_t batch_events;       /* >= 1 */
+	int64_t neighbours;         /* >= 1 */
+	int64_t default_ttl_days;   /* 0 = extracted memories never expire */
+	int64_t timeout_ms;
+	int64_t retries;
+	char *url;
+	char *model;
+	char *api_key;              /* secret: never logged; NULL = $OPENAI_API_KEY */
+	char *prompt;
+	char *consolidate_prompt;
+} settings_extract;
 typedef struct settings_app {
 	char *name;                 /* app name, or "*" */
 	char *strategy;             /* plugin name or path */
 	const config_node *node;    /* working_memory map (includes "strategy") */
 	settings_lanes lanes;       /* lanes: with apps.<name>.lanes over it */
+	settings_extract extract;   /* memory.extract with apps.<name>.memory.extract over it */
 } settings_app;
 
 typedef struct settings {
@@ -221,6 +255,9 @@ typedef struct settings {
 	/* lanes: (the top-level section; each app has its own resolved copy) */
 	int64_t lanes_watch_interval_s;
 	settings_lanes lanes;
+	/* memory: (the top-level section; each app has its own resolved copy) */
+	int64_t memory_sweep_interval_s; /* 0 = no background pass */
+	settings_extract extract;
 
 	/* apps: ("*" always present after load) */
 	settings_app *apps;

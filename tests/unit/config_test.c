@@ -671,7 +671,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	assert_line(&d, "t.yaml:13: state.ttl: unknown key (known: temp_ttl_seconds)");
 	assert_line(&d, "t.yaml:14: sessions.stor: unknown key (known: store, retention_days)");
 	assert_line(&d, "t.yaml:15: plugins.paths: unknown key (known: path)");
-	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory, lanes)");
+	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory, lanes, memory)");
 	cr_assert_eq(d.n, 11);
 	config_diag_clear(&d);
 }
@@ -1238,5 +1238,73 @@ Test(settings, api_keys_limited_to_apps)
 	assert_line(&d, "t.yaml:8: server.api_keys[2].apps[1]: expected an app name, got an empty string");
 	assert_line(&d, "t.yaml:9: server.api_keys[2].apps[2]: expected an app name, got a map");
 	cr_assert_eq(d.n, 4);
+	config_diag_clear(&d);
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+Test(settings, memory_extract_defaults_and_app_overrides)
+{
+	settings s;
+	config_diag d = {0};
+	cr_assert_eq(settings_load(NULL, &s, &d), 0);
+	cr_assert_eq(s.memory_sweep_interval_s, 60);
+	const settings_extract *x = &settings_app_for(&s, "any")->extract;
+	cr_assert_eq(x->type, SETTINGS_EXTRACT_BUILTIN);
+	cr_assert_eq(x->every_events, 20);
+	cr_assert_eq(x->idle_minutes, 30);
+	cr_assert_eq(x->on_finalize, 1);
+	cr_assert_eq(x->batch_events, 50);
+	cr_assert_eq(x->neighbours, 5);
+	cr_assert_eq(x->default_ttl_days, 0);
+	cr_assert_eq(x->timeout_ms, 60000);
+	cr_assert_eq(x->retries, 3);
+	cr_assert_null(x->url);
+	cr_assert_null(x->api_key);
+	settings_clear(&s);
+
+	cr_assert_eq(load("memory:\n"
+			  "  sweep_interval_s: 0\n"
+			  "  extract: {type: openai, url: 'http://127.0.0.1:9/v1', model: m, every_events: 7}\n"
+			  "apps:\n"
+			  "  a: {working_memory: {strategy: all}, memory: {extract: {type: builtin, idle_minutes: 0}}}\n"
+			  "  b: {working_memory: {strategy: all}, memory: {extract: {prompt: P}}}\n",
+			  &s, &d),
+		     0);
+	cr_assert_eq(s.memory_sweep_interval_s, 0);
+	x = &settings_app_for(&s, "a")->extract;
+	cr_assert_eq(x->type, SETTINGS_EXTRACT_BUILTIN);
+	cr_assert_eq(x->every_events, 7, "inherited from memory.extract");
+	cr_assert_eq(x->idle_minutes, 0);
+	x = &settings_app_for(&s, "b")->extract;
+	cr_assert_eq(x->type, SETTINGS_EXTRACT_OPENAI);
+	cr_assert_str_eq(x->model, "m");
+	cr_assert_str_eq(x->prompt, "P");
+	cr_assert_eq(settings_app_for(&s, "other")->extract.type, SETTINGS_EXTRACT_OPENAI);
+	settings_clear(&s);
+}
+
+Test(settings, memory_extract_errors)
+{
+	settings s;
+	config_diag d = {0};
+	cr_assert_eq(load("memory:\n"                                       /* 1 */
+			  "  extract:\n"                                    /* 2 */
+			  "    type: magic\n"                               /* 3 */
+			  "    batch_events: 0\n"                           /* 4 */
+			  "    url: 'ftp://x'\n"                            /* 5 */
+			  "    bogus: 1\n"                                  /* 6 */
+			  "apps:\n"                                         /* 7 */
+			  "  a:\n"                                          /* 8 */
+			  "    working_memory: {strategy: all}\n"           /* 9 */
+			  "    memory: {sweep_interval_s: 5, extract: {type: openai}}\n", /* 10 */
+			  &s, &d),
+		     MEMD_EINVAL);
+	assert_line(&d, "t.yaml:3: memory.extract.type: expected one of builtin, openai, none, got \"magic\"");
+	assert_line(&d, "t.yaml:4: memory.extract.batch_events: must be between 1 and 1000, got 0");
+	assert_line(&d, "t.yaml:5: memory.extract.url: expected an http:// or https:// URL, got \"ftp://x\"");
+	assert_prefix(&d, "t.yaml:6: memory.extract.bogus: unknown key (known: type,");
+	assert_line(&d, "t.yaml:10: apps.a.memory.sweep_interval_s: unknown key (known: extract)");
+	assert_line(&d, "t.yaml:10: apps.a.memory.extract.model: required when type is openai");
 	config_diag_clear(&d);
 }
