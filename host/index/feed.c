@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -121,21 +122,58 @@ static int32_t fill_event(feed_batch *b, feed_rec *r, const memd_event *e)
 	return 0;
 }
 
+static int32_t fill_memory(feed_batch *b, feed_rec *r, const memd_memory *m)
+{
+	if (copy_str(b, m->id, "", &r->memory_id) < 0 || copy_str(b, m->text, "", &r->text) < 0 ||
+	    copy_str(b, m->kind, NULL, &r->memory_kind) < 0 ||
+	    copy_str(b, m->topics_json, "[]", &r->topics) < 0 ||
+	    copy_str(b, m->entities_json, "[]", &r->entities) < 0)
+		return MEMD_ENOMEM;
+	r->timestamp_us = m->updated_us;
+	r->expires_us = m->expires_us;
+	return 0;
+}
+
+int32_t feed_batch_add_memory(feed_batch *b, const memd_memory *m)
+{
+	feed_rec *r = next_rec(b);
+
+	if (!r)
+		return MEMD_ENOMEM;
+	r->kind = MEMD_FEED_MEMORY;
+	r->position = m->position;
+	if (copy_str(b, m->app, "", &r->app) < 0 || copy_str(b, m->user, "", &r->user) < 0 ||
+	    fill_memory(b, r, m) < 0)
+		return MEMD_ENOMEM;
+	b->n++;
+	return 0;
+}
+
 int32_t feed_batch_add(feed_batch *b, const memd_feed_record *in)
 {
+	const memd_memory *m = NULL;
+
 	feed_rec *r = next_rec(b);
 
 	if (!r)
 		return MEMD_ENOMEM;
 	r->kind = in->kind;
 	r->position = in->position;
-	if (copy_str(b, in->app ? in->app : in->event ? in->event->app : NULL, "", &r->app) < 0 ||
-	    copy_str(b, in->user ? in->user : in->event ? in->event->user : NULL, "", &r->user) < 0 ||
+	/* A record of a store below 1.3 is shorter: no memory member. */
+	if ((in->kind == MEMD_FEED_MEMORY || in->kind == MEMD_FEED_MEMORY_DELETE) &&
+	    in->struct_size >= offsetof(memd_feed_record, memory) + sizeof(in->memory))
+		m = in->memory;
+	if (copy_str(b, in->app ? in->app : in->event ? in->event->app : m ? m->app : NULL, "",
+		     &r->app) < 0 ||
+	    copy_str(b, in->user ? in->user : in->event ? in->event->user : m ? m->user : NULL, "",
+		     &r->user) < 0 ||
 	    copy_str(b, in->session ? in->session : in->event ? in->event->session : NULL, NULL,
 		     &r->session) < 0)
 		return MEMD_ENOMEM;
 	if ((in->kind == MEMD_FEED_EVENT || in->kind == MEMD_FEED_HIDE) && in->event &&
 	    fill_event(b, r, in->event) < 0)
+		return MEMD_ENOMEM;
+	if (m && fill_memory(b, r, m) < 0)
 		return MEMD_ENOMEM;
 	b->n++;
 	return 0;

@@ -41,8 +41,14 @@ typedef struct feed_rec {
 	/* MEMD_FEED_EVENT and MEMD_FEED_HIDE (the hidden event) only (else
 	 * NULL / 0): */
 	const char *event_id, *author, *role;
-	const char *text;            /* never NULL for events ("" if none) */
-	int64_t seq, timestamp_us;
+	const char *text;            /* never NULL for events and memories ("" if none) */
+	int64_t seq, timestamp_us;   /* a memory's timestamp_us: its updated_us */
+	/* MEMD_FEED_MEMORY (with text) and MEMD_FEED_MEMORY_DELETE (the id
+	 * only) (else NULL / 0): */
+	const char *memory_id;
+	const char *memory_kind;     /* fact|preference|instruction|episode */
+	const char *topics, *entities; /* JSON arrays of strings ("[]" if none) */
+	int64_t expires_us;          /* 0 = never */
 } feed_rec;
 
 /* A growable list of records with their strings. */
@@ -59,6 +65,9 @@ int32_t feed_batch_add(feed_batch *b, const memd_feed_record *r);
  * scope (app, user, session). 0 or MEMD_ENOMEM. */
 int32_t feed_batch_add_event(feed_batch *b, const char *app, const char *user,
 			     const char *session, const memd_event *e);
+/* Copy a stored memory (from memory_list) in as a MEMD_FEED_MEMORY
+ * record at its position. 0 or MEMD_ENOMEM. */
+int32_t feed_batch_add_memory(feed_batch *b, const memd_memory *m);
 size_t feed_batch_count(const feed_batch *b);
 /* The records, in the order added; valid until the next add/reset. */
 const feed_rec *feed_batch_records(const feed_batch *b);

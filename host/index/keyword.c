@@ -16,7 +16,11 @@
 #define KW_DOCS_MIN 16
 #define KW_TERMS_MIN 32
 #define KW_VARINT_MAX 10      /* bytes of a LEB128 uint64 */
-#define KW_POSTING_MAX (2 * KW_VARINT_MAX)
+#define KW_FIELDS 3           /* body, author, tags (KW_FIELD_* bit i = field i) */
+#define KW_POSTING_MAX ((2 + KW_FIELDS) * KW_VARINT_MAX)
+#define KW_EXT_SHIFT 2        /* tf_body's shift in a posting's extension */
+#define KW_EXT_AUTHOR 0x1u    /* the extension's flags of the other fields */
+#define KW_EXT_TAGS 0x2u
 #define KW_KEY_SEP '\x01'     /* ids never contain control characters */
 #define KW_HASH_MUL 0x9E3779B97F4A7C15ULL
 #define KW_HASH_MUL2 0xC2B2AE3D27D4EB4FULL
@@ -31,9 +35,15 @@ typedef struct kw_doc {
 	int64_t seq;
 	uint32_t session;  /* id in the partition's sessions */
 	uint32_t author;   /* id in the partition's authors */
-	uint32_t len;      /* terms in the document */
-	uint32_t reserved;
+	uint32_t len;      /* terms in the body */
+	uint32_t flags;    /* KW_DOC_*; a memory's seq is its expires_us */
 } kw_doc;
+
+/* The seq a document is found by: a memory's is 0 (events' are >= 1). */
+static int64_t doc_key(const kw_doc *d)
+{
+	return (d->flags & KW_DOC_MEMORY) ? 0 : d->seq;
+}
 
 /* A postings list longer than KW_INLINE bytes lives on the heap, with
  * its document count and last document in a header. */
@@ -117,14 +127,24 @@ static uint64_t varint_get(const uint8_t *p, size_t *pos)
 	return v;
 }
 
-/* One posting: gap to the previous document (first: doc + 1), shifted
- * left with a flag "tf > 1"; then tf - 2 when flagged. */
-static size_t posting_encode(uint8_t *out, int first, uint32_t last, uint32_t doc, uint32_t tf)
+/* One posting (keyword.h, snapshots): gap to the previous document
+ * (first: doc + 1) minus one, shifted left with a flag "not once in the
+ * body only"; when flagged, tf_body << KW_EXT_SHIFT with the flags of
+ * the other fields present, then their tf - 1. */
+static size_t posting_encode(uint8_t *out, int first, uint32_t last, uint32_t doc,
+			     const uint32_t tf[KW_FIELDS])
 {
 	uint64_t gap = first ? (uint64_t)doc + 1 : (uint64_t)doc - last;
-	size_t n = varint_put(out, ((gap - 1) << 1) | (tf > 1));
-	if (tf > 1)
-		n += varint_put(out + n, tf - 2);
+	int ext = tf[0] != 1 || tf[1] || tf[2];
+	size_t n = varint_put(out, ((gap - 1) << 1) | (uint64_t)ext);
+	if (!ext)
+		return n;
+	n += varint_put(out + n, ((uint64_t)tf[0] << KW_EXT_SHIFT) | (tf[1] ? KW_EXT_AUTHOR : 0) |
+					 (tf[2] ? KW_EXT_TAGS : 0));
+	if (tf[1])
+		n += varint_put(out + n, tf[1] - 1);
+	if (tf[2])
+		n += varint_put(out + n, tf[2] - 1);
 	return n;
 }
 
@@ -144,7 +164,7 @@ static void iter_init(plist_iter *it, const kw_plist *pl)
 	it->started = 0;
 }
 
-static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t *ret_tf)
+static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t ret_tf[KW_FIELDS])
 {
 	uint64_t code;
 	if (it->pos >= it->len)
@@ -153,7 +173,16 @@ static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t *ret_tf)
 	it->doc = it->started ? it->doc + (uint32_t)(code >> 1) + 1 : (uint32_t)(code >> 1);
 	it->started = 1;
 	*ret_doc = it->doc;
-	*ret_tf = (code & 1) ? (uint32_t)varint_get(it->p, &it->pos) + 2 : 1;
+	ret_tf[0] = 1;
+	ret_tf[1] = ret_tf[2] = 0;
+	if (code & 1) {
+		uint64_t ext = varint_get(it->p, &it->pos);
+		ret_tf[0] = (uint32_t)(ext >> KW_EXT_SHIFT);
+		if (ext & KW_EXT_AUTHOR)
+			ret_tf[1] = (uint32_t)varint_get(it->p, &it->pos) + 1;
+		if (ext & KW_EXT_TAGS)
+			ret_tf[2] = (uint32_t)varint_get(it->p, &it->pos) + 1;
+	}
 	return 1;
 }
 
@@ -161,7 +190,7 @@ static int iter_next(plist_iter *it, uint32_t *ret_doc, uint32_t *ret_tf)
 static void plist_stats(const kw_plist *p, uint32_t *ret_df, uint32_t *ret_last)
 {
 	plist_iter it;
-	uint32_t doc = 0, tf, n = 0;
+	uint32_t doc = 0, tf[KW_FIELDS], n = 0;
 
 	if (p->len > KW_INLINE) {
 		*ret_df = p->u.heap->df;
@@ -169,7 +198,7 @@ static void plist_stats(const kw_plist *p, uint32_t *ret_df, uint32_t *ret_last)
 		return;
 	}
 	iter_init(&it, p);
-	while (iter_next(&it, &doc, &tf))
+	while (iter_next(&it, &doc, tf))
 		n++;
 	*ret_df = n;
 	*ret_last = doc;
@@ -182,7 +211,7 @@ static size_t heap_size(uint32_t cap)
 
 /* Add (doc, tf) at the end of p (doc above its last); 0 or -1 on ENOMEM
  * (p unchanged). */
-static int plist_add(kw_part *pt, kw_plist *p, uint32_t doc, uint32_t tf)
+static int plist_add(kw_part *pt, kw_plist *p, uint32_t doc, const uint32_t tf[KW_FIELDS])
 {
 	uint8_t buf[KW_POSTING_MAX];
 	uint32_t df, last;
@@ -321,7 +350,7 @@ static uint32_t lk_find(const kw_part *pt, uint32_t session, int64_t seq)
 		uint32_t d1 = pt->lk[i];
 		if (!d1)
 			return STRTAB_NONE;
-		if (pt->docs[d1 - 1].session == session && pt->docs[d1 - 1].seq == seq)
+		if (pt->docs[d1 - 1].session == session && doc_key(&pt->docs[d1 - 1]) == seq)
 			return d1 - 1;
 	}
 }
@@ -329,7 +358,7 @@ static uint32_t lk_find(const kw_part *pt, uint32_t session, int64_t seq)
 /* Put document doc of docs into lk (which has room and lacks it). */
 static void lk_put(uint32_t *lk, uint32_t cap, const kw_doc *docs, uint32_t doc)
 {
-	uint32_t i = doc_slot(docs[doc].session, docs[doc].seq, cap);
+	uint32_t i = doc_slot(docs[doc].session, doc_key(&docs[doc]), cap);
 	while (lk[i])
 		i = (i + 1) & (cap - 1);
 	lk[i] = doc + 1;
@@ -579,29 +608,38 @@ static int resolve_terms(kw_index *kw, const term_list *tl, uint32_t *ids, int i
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
 }
 
-/* Sort term ids: insertion sort for the short arrays of most texts. */
+/* Sort (term, field) keys: insertion sort for the short arrays of most
+ * texts. */
 #define KW_SMALL_SORT 64
-static void sort_ids(uint32_t *ids, size_t n)
+static void sort_keys(uint64_t *keys, size_t n)
 {
 	if (n > KW_SMALL_SORT) {
-		qsort(ids, n, sizeof(*ids), cmp_u32);
+		qsort(keys, n, sizeof(*keys), cmp_u64);
 		return;
 	}
 	for (size_t i = 1; i < n; i++) {
-		uint32_t x = ids[i];
+		uint64_t x = keys[i];
 		size_t j = i;
-		while (j && ids[j - 1] > x) {
-			ids[j] = ids[j - 1];
+		while (j && keys[j - 1] > x) {
+			keys[j] = keys[j - 1];
 			j--;
 		}
-		ids[j] = x;
+		keys[j] = x;
 	}
+}
+
+/* A (term id, field) key, ordered by term then field. */
+#define KW_KEY_FIELD_BITS 2
+#define KW_KEY_FIELD_MASK 0x3u
+static uint64_t term_key(uint32_t id, unsigned field)
+{
+	return ((uint64_t)id << KW_KEY_FIELD_BITS) | field;
 }
 
 /* What one posting append changed, to undo it. */
@@ -610,7 +648,8 @@ typedef struct undo {
 	uint32_t len, df, last;
 } undo;
 
-static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t doc)
+/* Append document doc to the lists of its sorted (term, field) keys. */
+static int32_t add_postings(kw_part *pt, const uint64_t *keys, size_t n, uint32_t doc)
 {
 	undo *u = malloc((n ? n : 1) * sizeof(*u));
 	size_t nu = 0, uniq = 0;
@@ -618,26 +657,27 @@ static int32_t add_postings(kw_part *pt, const uint32_t *ids, size_t n, uint32_t
 	if (!u)
 		return MEMD_ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		uniq += i == 0 || ids[i] != ids[i - 1];
+		uniq += i == 0 || keys[i] >> KW_KEY_FIELD_BITS != keys[i - 1] >> KW_KEY_FIELD_BITS;
 	if (uniq > UINT32_MAX || tab_reserve(pt, (uint32_t)uniq) < 0) {
 		free(u);
 		return MEMD_ENOMEM;
 	}
 	for (size_t i = 0; i < n;) {
+		uint32_t id = (uint32_t)(keys[i] >> KW_KEY_FIELD_BITS), tf[KW_FIELDS] = { 0 };
 		size_t j = i;
 		kw_plist *p;
 
-		while (j < n && ids[j] == ids[i])
-			j++;
-		p = tab_slot_for(pt->tab, pt->tab_cap, ids[i] + 1);
+		while (j < n && keys[j] >> KW_KEY_FIELD_BITS == id)
+			tf[keys[j++] & KW_KEY_FIELD_MASK]++;
+		p = tab_slot_for(pt->tab, pt->tab_cap, id + 1);
 		if (!p->term) {
-			p->term = ids[i] + 1;
+			p->term = id + 1;
 			pt->n_terms++;
 		}
 		u[nu].p = p;
 		u[nu].len = p->len;
 		plist_stats(p, &u[nu].df, &u[nu].last);
-		if (plist_add(pt, p, doc, (uint32_t)(j - i)) < 0)
+		if (plist_add(pt, p, doc, tf) < 0)
 			goto fail;
 		nu++;
 		i = j;
@@ -653,28 +693,108 @@ fail:
 	return MEMD_ENOMEM;
 }
 
+/* The (term, field) keys of a document's fields into *ret_keys (malloc'd,
+ * sorted; *ret_n may be 0), the body's term count into *ret_body. 0 or
+ * -1 on ENOMEM. */
+static int doc_keys(kw_index *kw, const kw_doc_in *d, uint64_t **ret_keys, size_t *ret_n,
+		    size_t *ret_body)
+{
+	const char *texts[KW_FIELDS] = { d->text, d->author, d->tags };
+	size_t lens[KW_FIELDS] = { d->text_len, d->author ? strlen(d->author) : 0,
+				   d->tags ? d->tags_len : 0 };
+	uint64_t *keys = NULL;
+	size_t n = 0, body = 0;
+	int rc = 0;
+
+	for (unsigned f = 0; f < KW_FIELDS && rc == 0; f++) {
+		term_list tl = { 0 };
+		uint32_t *ids = NULL;
+		uint64_t *grown = NULL;
+
+		if (f == 0 && (!texts[f] || !lens[f]))
+			break; /* no body: not a document */
+		if (!texts[f] || !lens[f])
+			continue;
+		text_terms(texts[f], lens[f], KW_TEXT_FLAGS, collect_term, &tl);
+		if (f == 0 && !tl.oom && !(body = tl.n)) {
+			/* Not a document: intern nothing of it. */
+			term_list_clear(&tl);
+			break;
+		}
+		if (tl.oom || (tl.n && !(ids = malloc(tl.n * sizeof(*ids)))) ||
+		    (tl.n && resolve_terms(kw, &tl, ids, 1) < 0) ||
+		    (tl.n && !(grown = realloc(keys, (n + tl.n) * sizeof(*keys))))) {
+			rc = -1;
+		} else if (tl.n) {
+			keys = grown;
+			for (size_t i = 0; i < tl.n; i++)
+				keys[n++] = term_key(ids[i], f);
+		}
+		free(ids);
+		term_list_clear(&tl);
+	}
+	if (rc < 0) {
+		free(keys);
+		return -1;
+	}
+	sort_keys(keys, n);
+	*ret_keys = keys;
+	*ret_n = n;
+	*ret_body = body;
+	return 0;
+}
+
+static int32_t part_compact(kw_part *pt, const uint8_t *drop);
+
+/* Remove document doc of pt (write-locked). */
+static int32_t part_drop_doc(kw_part *pt, uint32_t doc)
+{
+	uint8_t *drop = calloc(pt->n_docs, 1);
+	int32_t r;
+
+	if (!drop)
+		return MEMD_ENOMEM;
+	drop[doc] = 1;
+	r = part_compact(pt, drop);
+	free(drop);
+	return r;
+}
+
 int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 {
-	term_list tl = { 0 };
-	uint32_t *ids = NULL, sess, auth;
+	int memory = (d->flags & KW_DOC_MEMORY) != 0;
+	uint64_t *keys = NULL;
+	size_t n_keys = 0, body = 0;
+	uint32_t sess, auth, have;
 	kw_part *pt;
 	int32_t r = MEMD_ENOMEM;
 
-	text_terms(d->text, d->text_len, KW_TEXT_FLAGS, collect_term, &tl);
-	if (tl.oom)
+	if (doc_keys(kw, d, &keys, &n_keys, &body) < 0)
 		goto out;
-	if (!tl.n) {
+	if (!body && !memory) {
 		r = 0;
 		goto out;
 	}
-	ids = malloc(tl.n * sizeof(*ids));
-	if (!ids || resolve_terms(kw, &tl, ids, 1) < 0)
+	pt = part_get_write(kw, d->app, d->user, body != 0);
+	if (!pt) {
+		r = body ? MEMD_ENOMEM : 0; /* no partition: no memory to remove */
 		goto out;
-	sort_ids(ids, tl.n);
-	pt = part_get_write(kw, d->app, d->user, 1);
-	if (!pt)
-		goto out;
-	if (pt->n_docs == UINT32_MAX - 1 || tl.n > UINT32_MAX)
+	}
+	sess = strtab_find(&pt->sessions, d->session, strlen(d->session));
+	have = sess == STRTAB_NONE ? STRTAB_NONE : lk_find(pt, sess, memory ? 0 : d->seq);
+	if (have != STRTAB_NONE && !memory) {
+		r = 0; /* indexed already */
+		goto unlock;
+	}
+	/* A memory's new version replaces the old one. */
+	if (have != STRTAB_NONE && (r = part_drop_doc(pt, have)) < 0)
+		goto unlock;
+	r = MEMD_ENOMEM;
+	if (!body) {
+		r = 0;
+		goto unlock;
+	}
+	if (pt->n_docs == UINT32_MAX - 1 || body > UINT32_MAX)
 		goto unlock;
 	if (pt->n_docs == pt->cap_docs) {
 		uint32_t cap = pt->cap_docs ? pt->cap_docs * 2 : KW_DOCS_MIN;
@@ -684,34 +804,29 @@ int32_t kw_add(kw_index *kw, const kw_doc_in *d)
 		pt->docs = docs;
 		pt->cap_docs = cap;
 	}
-	sess = strtab_find(&pt->sessions, d->session, strlen(d->session));
-	if (sess != STRTAB_NONE && lk_find(pt, sess, d->seq) != STRTAB_NONE) {
-		r = 0; /* indexed already */
-		goto unlock;
-	}
 	if (lk_reserve(pt, (uint64_t)pt->n_docs + 1, pt->n_docs) < 0)
 		goto unlock;
 	if (strtab_intern(&pt->sessions, d->session, strlen(d->session), &sess) < 0 ||
 	    strtab_intern(&pt->authors, d->author ? d->author : "", d->author ? strlen(d->author) : 0,
 			  &auth) < 0)
 		goto unlock;
-	if ((r = add_postings(pt, ids, tl.n, pt->n_docs)) < 0)
+	if ((r = add_postings(pt, keys, n_keys, pt->n_docs)) < 0)
 		goto unlock;
 	pt->docs[pt->n_docs] = (kw_doc){
 		.timestamp_us = d->timestamp_us,
-		.seq = d->seq,
+		.seq = memory ? d->expires_us : d->seq,
 		.session = sess,
 		.author = auth,
-		.len = (uint32_t)tl.n,
+		.len = (uint32_t)body,
+		.flags = memory ? KW_DOC_MEMORY : 0,
 	};
 	lk_put(pt->lk, pt->lk_cap, pt->docs, pt->n_docs);
 	pt->n_docs++;
-	pt->sum_len += tl.n;
+	pt->sum_len += body;
 unlock:
 	pthread_rwlock_unlock(&pt->lock);
 out:
-	free(ids);
-	term_list_clear(&tl);
+	free(keys);
 	return r;
 }
 
@@ -722,11 +837,11 @@ out:
 static int plist_compact(kw_part *npt, const kw_plist *old, const uint32_t *remap, kw_plist *out)
 {
 	plist_iter it;
-	uint32_t doc, tf;
+	uint32_t doc, tf[KW_FIELDS];
 
 	out->term = old->term;
 	iter_init(&it, old);
-	while (iter_next(&it, &doc, &tf)) {
+	while (iter_next(&it, &doc, tf)) {
 		if (remap[doc] == STRTAB_NONE)
 			continue;
 		if (plist_add(npt, out, remap[doc], tf) < 0)
@@ -839,7 +954,8 @@ int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const
 		uint8_t *drop = malloc(pt->n_docs);
 		if (drop) {
 			for (uint32_t d = 0; d < pt->n_docs; d++)
-				drop[d] = pt->docs[d].session == sid;
+				drop[d] = pt->docs[d].session == sid &&
+					  !(pt->docs[d].flags & KW_DOC_MEMORY);
 			r = part_compact(pt, drop);
 			free(drop);
 		} else {
@@ -887,6 +1003,23 @@ int32_t kw_delete_event(kw_index *kw, const char *app, const char *user, const c
 			int64_t seq)
 {
 	return kw_delete_events(kw, app, user, session, &seq, 1);
+}
+
+int32_t kw_delete_memory(kw_index *kw, const char *app, const char *user, const char *id)
+{
+	kw_part *pt = part_get_write(kw, app, user, 0);
+	uint32_t sid, doc = STRTAB_NONE;
+	int32_t r = 0;
+
+	if (!pt)
+		return 0;
+	sid = strtab_find(&pt->sessions, id, strlen(id));
+	if (sid != STRTAB_NONE)
+		doc = lk_find(pt, sid, 0);
+	if (doc != STRTAB_NONE)
+		r = part_drop_doc(pt, doc);
+	pthread_rwlock_unlock(&pt->lock);
+	return r;
 }
 
 void kw_delete_user(kw_index *kw, const char *app, const char *user)
@@ -1000,10 +1133,17 @@ typedef struct doc_filter {
 	uint32_t *authors;       /* NULL = any */
 	size_t n_authors;
 	int64_t after, before;
+	int events, memories;    /* whether each kind may pass at all */
+	int64_t now;             /* memories expired at now are left out */
+	double w[KW_FIELDS];     /* weights of the fields counted; 0 = not */
 } doc_filter;
 
 static int passes(const doc_filter *f, const kw_doc *d)
 {
+	if (d->flags & KW_DOC_MEMORY)
+		return f->memories && !(d->seq > 0 && d->seq <= f->now);
+	if (!f->events)
+		return 0;
 	if (f->session != STRTAB_NONE && d->session != f->session)
 		return 0;
 	if (f->after && d->timestamp_us <= f->after)
@@ -1022,19 +1162,26 @@ static int passes(const doc_filter *f, const kw_doc *d)
 /* Resolve the filter's names in pt; 0 if nothing can match. */
 static int filter_prepare(const kw_part *pt, const kw_filter *f, doc_filter *df, uint32_t *authors)
 {
+	static const double weights[KW_FIELDS] = { KW_WEIGHT_BODY, KW_WEIGHT_AUTHOR, KW_WEIGHT_TAGS };
+	uint32_t sources = f && f->sources ? f->sources : KW_SOURCE_EVENTS | KW_SOURCE_MEMORIES;
+	uint32_t fields = f && f->fields ? f->fields : KW_FIELD_ALL;
+
 	df->session = STRTAB_NONE;
 	df->authors = NULL;
 	df->n_authors = 0;
 	df->after = f ? f->after_us : 0;
 	df->before = f ? f->before_us : 0;
-	if (!f)
-		return 1;
-	if (f->session) {
+	df->events = (sources & KW_SOURCE_EVENTS) != 0;
+	df->memories = (sources & KW_SOURCE_MEMORIES) != 0;
+	df->now = f ? f->now_us : 0;
+	for (unsigned i = 0; i < KW_FIELDS; i++)
+		df->w[i] = (fields & (1u << i)) ? weights[i] : 0.0;
+	if (f && f->session) {
 		df->session = strtab_find(&pt->sessions, f->session, strlen(f->session));
 		if (df->session == STRTAB_NONE)
-			return 0;
+			df->events = 0;
 	}
-	if (f->authors) {
+	if (f && f->authors) {
 		df->authors = authors;
 		for (size_t i = 0; i < f->n_authors; i++) {
 			uint32_t a = strtab_find(&pt->authors, f->authors[i], strlen(f->authors[i]));
@@ -1042,9 +1189,9 @@ static int filter_prepare(const kw_part *pt, const kw_filter *f, doc_filter *df,
 				authors[df->n_authors++] = a;
 		}
 		if (!df->n_authors)
-			return 0;
+			df->events = 0;
 	}
-	return 1;
+	return df->events || df->memories;
 }
 
 /* Score pt for the distinct term ids into the best k. A document's score
@@ -1099,19 +1246,26 @@ static int32_t score_part(const kw_index *kw, const kw_part *pt, const uint32_t 
 		const kw_plist *p = lists[i];
 		double idf = log(1.0 + ((double)pt->n_docs - dfs[i] + 0.5) / (dfs[i] + 0.5));
 		plist_iter it;
-		uint32_t doc, tf;
+		uint32_t doc, tf[KW_FIELDS];
 
 		iter_init(&it, p);
-		while (iter_next(&it, &doc, &tf)) {
+		while (iter_next(&it, &doc, tf)) {
 			const kw_doc *d = &pt->docs[doc];
-			double norm;
+			double lnorm, x;
 			examined++;
 			if (!passes(f, d))
 				continue;
-			norm = kw->k1 * (1.0 - kw->b + kw->b * d->len / avglen);
+			/* BM25F (keyword.h), with numerator and denominator
+			 * times B(d): x = w_body * tf_body + B(d) * (the
+			 * other fields), so that a body-only posting scores
+			 * bit for bit as plain BM25. */
+			lnorm = 1.0 - kw->b + kw->b * d->len / avglen;
+			x = f->w[0] * tf[0] + lnorm * (f->w[1] * tf[1] + f->w[2] * tf[2]);
+			if (x <= 0.0)
+				continue; /* only in fields not counted */
 			if (acc[doc] == 0.0)
 				touched[n_touched++] = doc;
-			acc[doc] += idf * tf * (kw->k1 + 1.0) / (tf + norm);
+			acc[doc] += idf * x * (kw->k1 + 1.0) / (x + kw->k1 * lnorm);
 		}
 	}
 	for (uint32_t i = 0; i < n_touched; i++) {
@@ -1228,9 +1382,10 @@ int32_t kw_search(kw_index *kw, const char *app, const char *user, const char *q
 		for (size_t i = 0; hits && i < n_c; i++) {
 			const kw_doc *d = &pt->docs[c[i].doc];
 			hits[i].session = strdup(strtab_get(&pt->sessions, d->session));
-			hits[i].seq = d->seq;
+			hits[i].seq = doc_key(d);
 			hits[i].timestamp_us = d->timestamp_us;
 			hits[i].score = c[i].score;
+			hits[i].memory = (d->flags & KW_DOC_MEMORY) != 0;
 			if (!hits[i].session) {
 				kw_hits_free(hits, i);
 				hits = NULL;
@@ -1399,6 +1554,7 @@ static void dump_part(enc *e, const char *key, const kw_part *pt)
 		enc_uv(e, d->session);
 		enc_uv(e, d->author);
 		enc_uv(e, d->len);
+		enc_uv(e, d->flags);
 	}
 	order = malloc((pt->n_terms ? pt->n_terms : 1) * sizeof(*order));
 	if (!order) {
@@ -1465,10 +1621,10 @@ typedef struct dec {
 } dec;
 
 /* Bytes each item of a list takes at least (to bound counts before
- * allocating for them): a string is its length; a document five
+ * allocating for them): a string is its length; a document six
  * varints; a postings list its term, length and one byte. */
 #define KW_MIN_STR 1
-#define KW_MIN_DOC 5
+#define KW_MIN_DOC 6
 #define KW_MIN_LIST 3
 #define KW_VARINT_LAST_MAX 1 /* the 10th byte of a uint64 holds its top bit only */
 
@@ -1594,17 +1750,24 @@ static int check_postings(const uint8_t *p, uint32_t len, uint32_t n_docs, uint3
 	uint32_t df = 0;
 
 	while (d.pos < d.n) {
-		uint64_t code, tf = 1;
+		uint64_t code, tf = 1, ext = 0, other;
 		if (dec_uv(&d, &code) < 0)
 			return -1;
 		doc = df ? doc + (code >> 1) + 1 : code >> 1;
 		if (doc >= n_docs)
 			return -1;
 		if (code & 1) {
-			if (dec_uv(&d, &tf) < 0 || tf > UINT32_MAX - 2)
+			/* Every field flagged has tf >= 1, and some field has. */
+			if (dec_uv(&d, &ext) < 0 || ext >> KW_EXT_SHIFT > UINT32_MAX ||
+			    ext == 0 || ext == 1u << KW_EXT_SHIFT)
 				return -1;
-			tf += 2;
+			tf = ext >> KW_EXT_SHIFT;
+			if ((ext & KW_EXT_AUTHOR) && (dec_uv(&d, &other) < 0 || other >= UINT32_MAX))
+				return -1;
+			if ((ext & KW_EXT_TAGS) && (dec_uv(&d, &other) < 0 || other >= UINT32_MAX))
+				return -1;
 		}
+		/* The body's frequencies sum to the document's length. */
 		if (tf > docs[doc].len - tf_sum[doc])
 			return -1;
 		tf_sum[doc] += (uint32_t)tf;
@@ -1767,13 +1930,13 @@ static int32_t restore_part(kw_index *kw, uint32_t n_terms, uint32_t index, cons
 		kw_doc *doc = &pt->docs[i];
 		if (dec_uv(&d, &ts) < 0 || dec_uv(&d, &seq) < 0 || dec_u32(&d, &doc->session) < 0 ||
 		    dec_u32(&d, &doc->author) < 0 || dec_u32(&d, &doc->len) < 0 ||
-		    doc->session >= pt->sessions.n || doc->author >= pt->authors.n || doc->len == 0) {
+		    dec_u32(&d, &doc->flags) < 0 || doc->session >= pt->sessions.n ||
+		    doc->author >= pt->authors.n || doc->len == 0 || (doc->flags & ~KW_DOC_MEMORY)) {
 			r = bad(err, what, "malformed document");
 			goto fail;
 		}
 		doc->timestamp_us = unzigzag(ts);
 		doc->seq = unzigzag(seq);
-		doc->reserved = 0;
 		pt->sum_len += doc->len;
 		pt->n_docs++;
 	}
@@ -1782,7 +1945,7 @@ static int32_t restore_part(kw_index *kw, uint32_t n_terms, uint32_t index, cons
 		goto fail;
 	}
 	for (uint32_t i = 0; i < pt->n_docs; i++) {
-		if (lk_find(pt, pt->docs[i].session, pt->docs[i].seq) != STRTAB_NONE) {
+		if (lk_find(pt, pt->docs[i].session, doc_key(&pt->docs[i])) != STRTAB_NONE) {
 			r = bad(err, what, "a document twice");
 			goto fail;
 		}

@@ -18,12 +18,30 @@
  * read/write locks, so a search waits only for writes to its partition.
  * Callers must not run two writers at once.
  *
- * Scoring: score(d) = sum over distinct query terms t in d of
- *   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen)),
+ * Fields (BM25F): a document has a body (the event's or memory's text),
+ * an author (the event's author) and tags (a memory's topics and
+ * entities), each tokenized alike; a posting carries the term's
+ * frequency in each field. Scoring: score(d) = sum over distinct query
+ * terms t in d of
+ *   idf(t) * tf~ * (k1 + 1) / (tf~ + k1),
+ *   tf~ = w_body * tf_body / B(d) + w_author * tf_author + w_tags * tf_tags,
+ *   B(d) = 1 - b + b * len(d) / avglen,
  *   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
- * with N, df and avglen of the partition. Ties are broken by newer
+ * with N, df (documents with t in any field) and avglen (of the body)
+ * of the partition: the body is length-normalized, the short author and
+ * tags fields are not (their b is 0). A document without author or tags
+ * terms scores exactly as plain BM25 of its body. A search may count
+ * only some fields (kw_filter.fields). Ties are broken by newer
  * timestamp, then higher seq, then session id, so results do not depend
  * on the order documents were added in.
+ *
+ * Memories: a partition also holds its user's memories as documents
+ * (KW_DOC_MEMORY), found by their id (kept where an event keeps its
+ * session; memory and session ids never mix up: the flag tells them
+ * apart), replaced by a new version, with an expiry: a search leaves out
+ * those expired at its now_us. Searches choose events, memories or both
+ * (kw_filter.sources); the event filters (session, authors, times) never
+ * narrow memories.
  */
 #ifndef MEMD_INDEX_KEYWORD_H
 #define MEMD_INDEX_KEYWORD_H
@@ -46,25 +64,54 @@ kw_index *kw_new(double k1, double b);
 /* Accepts NULL. */
 void kw_free(kw_index *kw);
 
-/* One document: borrowed strings, text tokenized with TEXT_STEM |
- * TEXT_STOP | TEXT_KEEP_SELF (queries too). A text without terms adds
- * nothing (returns 0). */
+/* Fields of a document (kw_filter.fields masks). */
+#define KW_FIELD_BODY   0x1u /* the text */
+#define KW_FIELD_AUTHOR 0x2u /* an event's author */
+#define KW_FIELD_TAGS   0x4u /* a memory's topics and entities */
+#define KW_FIELD_ALL    0x7u
+/* Field weights (BM25F): a term in the author or tags counts as much as
+ * once in a body of average length. */
+#define KW_WEIGHT_BODY   1.0
+#define KW_WEIGHT_AUTHOR 1.0
+#define KW_WEIGHT_TAGS   1.0
+
+/* kw_doc_in.flags */
+#define KW_DOC_MEMORY 0x1u /* a memory: session is its id, seq is ignored */
+
+/* One document: borrowed strings, text, author and tags tokenized with
+ * TEXT_STEM | TEXT_STOP | TEXT_KEEP_SELF (queries too). A text without
+ * terms adds nothing (returns 0). An event: session, seq, timestamp_us
+ * (its own), author (may be NULL). A memory (flags KW_DOC_MEMORY):
+ * session = the memory's id, timestamp_us = its updated_us, expires_us
+ * (0 = never), tags (its topics and entities as text; may be NULL). */
 typedef struct kw_doc_in {
 	const char *app, *user, *session, *author;
 	int64_t seq;
 	int64_t timestamp_us;
 	const char *text;
 	size_t text_len;
+	uint32_t flags;              /* KW_DOC_* */
+	int64_t expires_us;          /* memories */
+	const char *tags;            /* NULL = none */
+	size_t tags_len;
 } kw_doc_in;
 
-/* Add a document. 0, or MEMD_ENOMEM (the index is unchanged). A
- * (session, seq) the partition has already is left as it is (returns 0):
- * an event the feed delivers again (made visible again after a hide, or
- * read by a rebuild as well as by the tailer) is indexed once. */
+/* Add a document. 0, or MEMD_ENOMEM (the index is unchanged, except that
+ * a memory being replaced may already be gone: applying the record again
+ * adds it). An event's (session, seq) the partition has already is left
+ * as it is (returns 0): an event the feed delivers again (made visible
+ * again after a hide, or read by a rebuild as well as by the tailer) is
+ * indexed once. A memory replaces the document of the same id (an
+ * update, or the same version delivered again); one whose text has no
+ * terms only removes it. */
 int32_t kw_add(kw_index *kw, const kw_doc_in *d);
-/* Remove every document of one session / of one (app, user). Exact: the
- * statistics afterwards are those of an index built without them.
- * 0 or MEMD_ENOMEM (then the partition is unchanged). */
+/* Remove the memory id of (app, user); an id not indexed is ignored.
+ * Exact as kw_delete_session. 0 or MEMD_ENOMEM (unchanged). */
+int32_t kw_delete_memory(kw_index *kw, const char *app, const char *user, const char *id);
+/* Remove every event of one session (its memories stay) / every
+ * document of one (app, user). Exact: the statistics afterwards are
+ * those of an index built without them. 0 or MEMD_ENOMEM (then the
+ * partition is unchanged). */
 int32_t kw_delete_session(kw_index *kw, const char *app, const char *user, const char *session);
 /* Remove the documents of events seqs[0..n) of one session (a hidden
  * event); seqs not indexed are ignored. Exact as kw_delete_session, and
@@ -79,20 +126,29 @@ void kw_delete_user(kw_index *kw, const char *app, const char *user);
 /* Remove everything. */
 void kw_clear(kw_index *kw);
 
-/* Narrowing of a search; every member optional (NULL / 0). */
+/* kw_filter.sources */
+#define KW_SOURCE_EVENTS   0x1u
+#define KW_SOURCE_MEMORIES 0x2u
+
+/* Narrowing of a search; every member optional (NULL / 0). session,
+ * authors and the times narrow events only. */
 typedef struct kw_filter {
 	const char *session;
-	const char *const *authors;
+	const char *const *authors;  /* exact author names */
 	size_t n_authors;
 	int64_t after_us;            /* timestamp > after_us when nonzero */
 	int64_t before_us;           /* timestamp < before_us when nonzero */
+	uint32_t sources;            /* KW_SOURCE_* ; 0 = both */
+	uint32_t fields;             /* KW_FIELD_* counted in scores; 0 = all */
+	int64_t now_us;              /* memories with 0 < expires_us <= now_us are left out */
 } kw_filter;
 
 typedef struct kw_hit {
-	char *session;               /* malloc'd */
-	int64_t seq;
-	int64_t timestamp_us;
+	char *session;               /* malloc'd; a memory's: its id */
+	int64_t seq;                 /* a memory's: 0 */
+	int64_t timestamp_us;        /* a memory's: updated_us */
 	double score;
+	uint32_t memory;             /* nonzero: the hit is a memory */
 } kw_hit;
 
 /* The best k (>= 1) documents of (app, user) for query, best first, into
@@ -115,11 +171,18 @@ void kw_hits_free(kw_hit *hits, size_t n);
  *                         sessions and authors (varint n, then n times
  *                         varint len + bytes, in id order); documents
  *                         (varint n, then per document zigzag-varint
- *                         timestamp_us and seq, varint session, author
- *                         and len); postings lists in term id order
+ *                         timestamp_us and seq (a memory's: expires_us),
+ *                         varint session, author, len (of the body) and
+ *                         flags (KW_DOC_*)); postings lists in term id order
  *                         (varint n, then per list varint term id,
  *                         varint byte length, the encoded postings as
- *                         kept in memory)
+ *                         kept in memory: per document a varint of its
+ *                         gap to the previous one (first: its number)
+ *                         shifted left once, the low bit set when the
+ *                         frequencies are not "once in the body only";
+ *                         then a varint tf_body << 2 | (tf_author > 0) |
+ *                         (tf_tags > 0) << 1 and, for each field flagged,
+ *                         a varint of its tf - 1)
  * Unsigned varints are LEB128; signed ones zigzag-mapped first. The
  * sections hold what the index holds, so a restored index answers every
  * search exactly as the dumped one did. BM25's k1 and b are not part of

@@ -1,8 +1,77 @@
 /* SPDX-License-Identifier: MIT */
 #include "kw_feed.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The strings of the JSON arrays a and b (either may be NULL or not an
+ * array: nothing from it), joined by spaces, into *ret (malloc'd; NULL
+ * when there are none). 0 or MEMD_ENOMEM. */
+static int32_t tags_text(const char *a, const char *b, char **ret)
+{
+	const char *srcs[2] = { a, b };
+	size_t len = 0, cap = 0;
+	char *out = NULL;
+
+	for (size_t s = 0; s < 2; s++) {
+		json_t *arr = srcs[s] ? json_loads(srcs[s], 0, NULL) : NULL;
+		size_t i;
+		json_t *v;
+
+		json_array_foreach(arr, i, v) {
+			size_t n = json_string_length(v);
+			if (!json_is_string(v) || !n)
+				continue;
+			if (len + n + 2 > cap) {
+				size_t c = (len + n + 2) * 2;
+				char *g = realloc(out, c);
+				if (!g) {
+					json_decref(arr);
+					free(out);
+					return MEMD_ENOMEM;
+				}
+				out = g;
+				cap = c;
+			}
+			if (len)
+				out[len++] = ' ';
+			memcpy(out + len, json_string_value(v), n);
+			len += n;
+			out[len] = '\0';
+		}
+		json_decref(arr);
+	}
+	*ret = out;
+	return 0;
+}
+
+/* A MEMORY record: the memory's document, replacing its older version. */
+static int32_t put_memory(kw_index *kw, const feed_rec *r)
+{
+	char *tags = NULL;
+	int32_t rc;
+	kw_doc_in d = {
+		.app = r->app,
+		.user = r->user,
+		.session = r->memory_id,
+		.timestamp_us = r->timestamp_us,
+		.text = r->text,
+		.text_len = r->text ? strlen(r->text) : 0,
+		.flags = KW_DOC_MEMORY,
+		.expires_us = r->expires_us,
+	};
+
+	if (!r->memory_id || !r->memory_id[0])
+		return 0;
+	if ((rc = tags_text(r->topics, r->entities, &tags)) < 0)
+		return rc;
+	d.tags = tags;
+	d.tags_len = tags ? strlen(tags) : 0;
+	rc = kw_add(kw, &d);
+	free(tags);
+	return rc;
+}
 
 /* Nonzero if b is a HIDE record of a's session. */
 static int same_run(const feed_rec *a, const feed_rec *b)
@@ -65,6 +134,13 @@ int32_t kw_feed_apply(kw_index *kw, const feed_rec *recs, size_t n, size_t *ret_
 			break;
 		case MEMD_FEED_DELETE_USER:
 			kw_delete_user(kw, r->app, r->user);
+			break;
+		case MEMD_FEED_MEMORY:
+			rc = put_memory(kw, r);
+			break;
+		case MEMD_FEED_MEMORY_DELETE:
+			if (r->memory_id && r->memory_id[0])
+				rc = kw_delete_memory(kw, r->app, r->user, r->memory_id);
 			break;
 		default:
 			break; /* kinds of a newer store: nothing to index */

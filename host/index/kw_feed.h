@@ -4,8 +4,10 @@
  * records (feed.h) to a keyword index (keyword.h): an EVENT adds its
  * document (idempotent by (session, seq), so an event made visible again
  * or read twice is indexed once), a HIDE removes it, DELETE_SESSION and
- * DELETE_USER remove a session's or user's documents; other kinds are
- * skipped. A run of HIDE records of one session (a rewind or a clear
+ * DELETE_USER remove a session's events or a user's documents (its
+ * memories too), a MEMORY adds or replaces the memory's document (text
+ * as the body, topics and entities as the tags field), a MEMORY_DELETE
+ * removes it; other kinds are skipped. A run of HIDE records of one session (a rewind or a clear
  * hides many events at once) is removed in one pass over the partition.
  */
 #ifndef MEMD_INDEX_KW_FEED_H

@@ -36,7 +36,7 @@
 
 #define KWS_MAGIC "MEMDKWSN"
 #define KWS_MAGIC_LEN 8
-#define KWS_FORMAT_VERSION 1u
+#define KWS_FORMAT_VERSION 2u /* 2: documents have fields and flags (memories) */
 /* Section kinds; kw_dump's kinds are offset by KWS_SECTION_INDEX. */
 #define KWS_SECTION_META 1u
 #define KWS_SECTION_END 2u

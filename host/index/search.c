@@ -277,6 +277,7 @@ static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const 
 			.n_authors = q->n_authors,
 			.after_us = q->after_us,
 			.before_us = q->before_us,
+			.sources = KW_SOURCE_EVENTS,
 		};
 		if ((r = kw_search(kw, app, user, q->query, &f, want, &kh, &nk,
 				   call ? call->rows_read : NULL, err)) < 0)

@@ -195,8 +195,9 @@ static kw_index *kw_load(const qgen_set *s, row *r)
 		kw_doc_in d;
 		qgen_user_id(e->user, uid);
 		qgen_session_id(e->user, e->session, sid);
-		d = (kw_doc_in){ QB_APP, uid, sid, e->role, e->seq, e->timestamp_us, e->text,
-				 strlen(e->text) };
+		d = (kw_doc_in){ .app = QB_APP, .user = uid, .session = sid, .author = e->role,
+				 .seq = e->seq, .timestamp_us = e->timestamp_us, .text = e->text,
+				 .text_len = strlen(e->text) };
 		if (kw_add(kw, &d) < 0)
 			die("kw_add: out of memory");
 	}

@@ -39,7 +39,8 @@ TestSuite(keyword, .init = setup, .fini = teardown);
 static void add_in(kw_index *x, const char *app, const char *user, const char *session, int64_t seq,
 		   const char *author, int64_t ts, const char *text)
 {
-	kw_doc_in d = { app, user, session, author, seq, ts, text, strlen(text) };
+	kw_doc_in d = { .app = app, .user = user, .session = session, .author = author, .seq = seq,
+			 .timestamp_us = ts, .text = text, .text_len = strlen(text) };
 	cr_assert_eq(kw_add(x, &d), 0);
 }
 
@@ -377,8 +378,9 @@ Test(keyword, stats_count_documents_and_postings)
 	kw_get_stats(kw, &st);
 	cr_assert_eq(st.partitions, 1);
 	cr_assert_eq(st.documents, 3);
-	cr_assert_eq(st.terms, 6);
-	cr_assert_eq(st.postings, 2 + 2 + 4);
+	/* The six words and the author "user" (a field of every document). */
+	cr_assert_eq(st.terms, 7);
+	cr_assert_eq(st.postings, 2 + 2 + 4 + 3);
 	cr_assert_gt(st.memory_bytes, st.postings_bytes);
 }
 
@@ -599,4 +601,179 @@ Test(keyword, following_the_feed_equals_a_rebuild_from_visible_events)
 	expect_same_index(batched, rebuilt);
 	kw_free(batched);
 	kw_free(rebuilt);
+}
+
+/* ---- fields (BM25F) ------------------------------------------------------------ */
+
+/* The author is a field: "caroline" finds the events Caroline wrote
+ * (BM25F: tf~ = w_author * 1, unnormalized), a per-field search counts
+ * only its fields, and the exact authors filter stays exact. */
+Test(keyword, the_author_is_a_field)
+{
+	const char *exact[] = { "Caroline" }, *folded[] = { "caroline" };
+	result r;
+
+	add_in(kw, "app", "u1", "s", 1, "Caroline", 100, "I went hiking");
+	add_in(kw, "app", "u1", "s", 2, "Melanie", 200, "hiking with my kids");
+	add_in(kw, "app", "u1", "s", 3, "Melanie", 300, "Caroline sent a postcard");
+
+	kw_filter author_only = { .fields = KW_FIELD_AUTHOR };
+	r = search_f(kw, "u1", "caroline", &author_only, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 1);
+	/* N = 3, df = 2 (body of 3, author of 1): idf = ln(1 + 1.5/2.5);
+	 * x = 1: tf part = 2.2 / 2.2. */
+	cr_assert_float_eq(r.hits[0].score, idf(3, 2), EPS);
+	result_free(&r);
+
+	kw_filter body_only = { .fields = KW_FIELD_BODY };
+	r = search_f(kw, "u1", "caroline", &body_only, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 3);
+	result_free(&r);
+
+	/* Both fields by default; the author's match counts with the body's. */
+	r = search_f(kw, "u1", "caroline hiking", NULL, 10);
+	cr_assert_eq(r.n, 3);
+	cr_assert_eq(r.hits[0].seq, 1);
+	result_free(&r);
+
+	kw_filter by_exact = { .authors = exact, .n_authors = 1 };
+	r = search_f(kw, "u1", "hiking", &by_exact, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].seq, 1);
+	result_free(&r);
+	kw_filter by_folded = { .authors = folded, .n_authors = 1 };
+	r = search_f(kw, "u1", "hiking", &by_folded, 10);
+	cr_assert_eq(r.n, 0, "the authors filter compares names exactly");
+	result_free(&r);
+}
+
+/* ---- memories ------------------------------------------------------------------ */
+
+static void put_mem(const char *user, const char *id, int64_t updated, int64_t expires,
+		    const char *text, const char *tags)
+{
+	kw_doc_in d = { .app = "app", .user = user, .session = id, .timestamp_us = updated,
+			.text = text, .text_len = strlen(text), .flags = KW_DOC_MEMORY,
+			.expires_us = expires, .tags = tags, .tags_len = tags ? strlen(tags) : 0 };
+	cr_assert_eq(kw_add(kw, &d), 0);
+}
+
+Test(keyword, memories_are_documents)
+{
+	kw_filter memories = { .sources = KW_SOURCE_MEMORIES };
+	kw_filter events = { .sources = KW_SOURCE_EVENTS };
+	kw_filter tags = { .sources = KW_SOURCE_MEMORIES, .fields = KW_FIELD_TAGS };
+	kw_filter other_session = { .session = "s9" };
+	result r;
+
+	add_in(kw, "app", "u1", "s", 1, "user", 100, "I like the window seat on trains");
+	put_mem("u1", "m1", 500, 0, "prefers window seats", "travel trains");
+
+	r = search_f(kw, "u1", "window", &memories, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert(r.hits[0].memory);
+	cr_assert_str_eq(r.hits[0].session, "m1");
+	cr_assert_eq(r.hits[0].seq, 0);
+	cr_assert_eq(r.hits[0].timestamp_us, 500);
+	result_free(&r);
+	r = search_f(kw, "u1", "window", &events, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert(!r.hits[0].memory);
+	result_free(&r);
+	r = search_f(kw, "u1", "window", NULL, 10);
+	cr_assert_eq(r.n, 2, "both kinds by default");
+	result_free(&r);
+	/* The event filters narrow events only. */
+	r = search_f(kw, "u1", "window", &other_session, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert(r.hits[0].memory);
+	result_free(&r);
+	r = search_f(kw, "u1", "travel", &tags, 10);
+	cr_assert_eq(r.n, 1, "topics and entities are the tags field");
+	result_free(&r);
+
+	/* A new version replaces the old one. */
+	put_mem("u1", "m1", 600, 0, "prefers aisle seats", "travel");
+	r = search_f(kw, "u1", "window", &memories, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	r = search_f(kw, "u1", "aisle", &memories, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(r.hits[0].timestamp_us, 600);
+	result_free(&r);
+
+	/* A session named like the memory: deleting it leaves the memory. */
+	add_in(kw, "app", "u1", "m1", 1, "user", 100, "aisle talk");
+	cr_assert_eq(kw_delete_session(kw, "app", "u1", "m1"), 0);
+	r = search_f(kw, "u1", "aisle", NULL, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert(r.hits[0].memory);
+	result_free(&r);
+
+	cr_assert_eq(kw_delete_memory(kw, "app", "u1", "m1"), 0);
+	r = search_f(kw, "u1", "aisle", NULL, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	r = search_f(kw, "u1", "window", NULL, 10);
+	cr_assert_eq(r.n, 1, "the event stays");
+	result_free(&r);
+
+	put_mem("u1", "m2", 700, 0, "allergic to nuts", NULL);
+	kw_delete_user(kw, "app", "u1");
+	r = search_f(kw, "u1", "nuts", NULL, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+}
+
+Test(keyword, expired_memories_never_come_out)
+{
+	kw_filter before = { .now_us = 999 }, at = { .now_us = 1000 };
+	result r;
+
+	put_mem("u1", "m1", 500, 1000, "parking spot 42", NULL);
+	put_mem("u1", "m2", 500, 0, "parking is free on sundays", NULL);
+	r = search_f(kw, "u1", "parking", &before, 10);
+	cr_assert_eq(r.n, 2);
+	result_free(&r);
+	r = search_f(kw, "u1", "parking", &at, 10);
+	cr_assert_eq(r.n, 1);
+	cr_assert_str_eq(r.hits[0].session, "m2");
+	result_free(&r);
+}
+
+/* The feed's MEMORY and MEMORY_DELETE records; DELETE_SESSION leaves
+ * memories, DELETE_USER removes them. */
+Test(keyword, memory_records_from_the_feed)
+{
+	kw_filter memories = { .sources = KW_SOURCE_MEMORIES };
+	feed_rec recs[] = {
+		{ .kind = MEMD_FEED_MEMORY, .position = 1, .app = "app", .user = "u1",
+		  .memory_id = "m1", .text = "likes green tea", .topics = "[\"drinks\"]",
+		  .entities = "[\"Sencha Co\"]", .timestamp_us = 10 },
+		{ .kind = MEMD_FEED_DELETE_SESSION, .position = 2, .app = "app", .user = "u1",
+		  .session = "m1" },
+	};
+	feed_rec del = { .kind = MEMD_FEED_MEMORY_DELETE, .position = 3, .app = "app",
+			 .user = "u1", .memory_id = "m1" };
+	feed_rec user = { .kind = MEMD_FEED_DELETE_USER, .position = 4, .app = "app", .user = "u1" };
+	memd_error err = { 0 };
+	size_t done = 0;
+	result r;
+
+	cr_assert_eq(kw_feed_apply(kw, recs, 2, &done, &err), 0);
+	cr_assert_eq(done, 2);
+	r = search_f(kw, "u1", "sencha drinks", &memories, 10);
+	cr_assert_eq(r.n, 1);
+	result_free(&r);
+	cr_assert_eq(kw_feed_apply(kw, &del, 1, &done, &err), 0);
+	r = search_f(kw, "u1", "tea", &memories, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
+	cr_assert_eq(kw_feed_apply(kw, recs, 1, &done, &err), 0);
+	cr_assert_eq(kw_feed_apply(kw, &user, 1, &done, &err), 0);
+	r = search_f(kw, "u1", "tea", &memories, 10);
+	cr_assert_eq(r.n, 0);
+	result_free(&r);
 }

@@ -308,7 +308,8 @@ static void forge(const char *path, void (*edit)(kws_meta *))
 {
 	kw_index *kw = kw_new(K1, B);
 	static const char text[] = "the marked event " MARK_TERM;
-	kw_doc_in d = { APP, MARKED, "m1", "user", 1, TS_BASE_US, text, strlen(text) };
+	kw_doc_in d = { .app = APP, .user = MARKED, .session = "m1", .author = "user", .seq = 1,
+			.timestamp_us = TS_BASE_US, .text = text, .text_len = strlen(text) };
 	memd_error err = { 0 };
 	kws_reader *rd = NULL;
 	kws_writer *w = NULL;
@@ -572,6 +573,22 @@ Test(snapshot, other_format_version_is_refused)
 	cr_assert_eq(pwrite(fd, v, sizeof(v), KWS_MAGIC_LEN), (ssize_t)sizeof(v));
 	close(fd);
 	expect_start(ref, 0, "format version");
+	free(ref);
+}
+
+/* A snapshot of format 1 (documents without fields: written before the
+ * author and memories were indexed) is refused with one log line, and
+ * the index is rebuilt from the feed. */
+Test(snapshot, format_1_is_refused)
+{
+	char path[IX_PATH_MAX], *ref = prepared(path, NULL);
+	int fd = open(path, O_RDWR);
+	unsigned char v[4] = { 1, 0, 0, 0 };
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, v, sizeof(v), KWS_MAGIC_LEN), (ssize_t)sizeof(v));
+	close(fd);
+	expect_start(ref, 0, "format version 1, this memd reads 2");
 	free(ref);
 }
 
@@ -917,6 +934,7 @@ Test(snapshot_setting, refusals)
 #define FUZZ_ROUNDS 3000
 #define DIRECT_USERS 5
 #define DIRECT_DOCS 120
+#define DIRECT_MEMORY_EVERY 5 /* every 5th document is a memory */
 
 /* Sections in memory. */
 typedef struct mem_sections {
@@ -989,7 +1007,8 @@ static void dump_to(kw_index *kw, mem_sections *ms)
 	cr_assert_eq(kw_dump(kw, &sink, NULL, &err), 0, "%s", err.msg);
 }
 
-/* An index with several users, deletes and unicode. */
+/* An index with several users, deletes, unicode, authors and memories
+ * (every DIRECT_MEMORY_EVERY-th document, with tags, some expiring). */
 static kw_index *direct_index(void)
 {
 	kw_index *kw = kw_new(K1, B);
@@ -1007,8 +1026,20 @@ static kw_index *direct_index(void)
 			snprintf(text + used, sizeof(text) - used, " caf\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac");
 		snprintf(user, sizeof(user), "u%d", d % DIRECT_USERS);
 		snprintf(sid, sizeof(sid), "s%d", d % 4);
-		kw_doc_in in = { APP, user, sid, d % 3 ? "bob" : "", d + 1, TS_BASE_US + d, text,
-				 strlen(text) };
+		kw_doc_in in = { .app = APP, .user = user, .session = sid, .author = d % 3 ? "bob" : "",
+				 .seq = d + 1, .timestamp_us = TS_BASE_US + d, .text = text,
+				 .text_len = strlen(text) };
+		char mid[16], tags[64];
+		if (d % DIRECT_MEMORY_EVERY == 0) {
+			snprintf(mid, sizeof(mid), "mem%d", d);
+			snprintf(tags, sizeof(tags), "%s Bob", vocab[d % N_VOCAB]);
+			in.session = mid;
+			in.author = NULL;
+			in.flags = KW_DOC_MEMORY;
+			in.expires_us = d % 2 ? TS_BASE_US + d : 0;
+			in.tags = tags;
+			in.tags_len = strlen(tags);
+		}
 		cr_assert_eq(kw_add(kw, &in), 0);
 	}
 	cr_assert_eq(kw_delete_session(kw, APP, "u1", "s2"), 0);
@@ -1032,9 +1063,9 @@ static void direct_results(kw_index *kw, char *out, size_t cap)
 					       &err),
 				     0, "%s", err.msg);
 			for (size_t i = 0; i < n; i++)
-				used += (size_t)snprintf(out + used, cap - used, "%s %s %lld %a\n", user,
-							 hits[i].session, (long long)hits[i].seq,
-							 hits[i].score);
+				used += (size_t)snprintf(out + used, cap - used, "%s %s %lld %u %a\n",
+							 user, hits[i].session, (long long)hits[i].seq,
+							 hits[i].memory, hits[i].score);
 			kw_hits_free(hits, n);
 			cr_assert_lt(used, cap - 1);
 		}
@@ -1069,7 +1100,8 @@ Test(kw_snapshot, restore_is_exact)
 		cr_assert(a.kind[i] == b.kind[i] && a.len[i] == b.len[i] &&
 			  memcmp(a.data[i], b.data[i], a.len[i]) == 0, "section %zu differs", i);
 	/* A restored index goes on like the original. */
-	kw_doc_in more = { APP, "u0", "s9", "bob", 1, TS_BASE_US, "late pelican", 12 };
+	kw_doc_in more = { .app = APP, .user = "u0", .session = "s9", .author = "bob", .seq = 1,
+			    .timestamp_us = TS_BASE_US, .text = "late pelican", .text_len = 12 };
 	cr_assert_eq(kw_add(kw, &more), 0);
 	cr_assert_eq(kw_add(back, &more), 0);
 	cr_assert_eq(kw_delete_session(kw, APP, "u2", "s1"), 0);
