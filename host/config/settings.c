@@ -411,9 +411,48 @@ static void free_strv(char **v)
 	free(v);
 }
 
+/* Is v an id as the API takes them: 1..MEMD_ID_MAX bytes without
+ * control characters or '/'? */
+static int id_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > MEMD_ID_MAX)
+		return 0;
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '/')
+			return 0;
+	return 1;
+}
+
+/* server.api_keys[i].user: the one user a key acts for (the MCP tools of
+ * such a key name no app or user: they are its one app and this user).
+ * Needs apps with exactly one app. */
+static void load_key_user(ctx *c, const config_node *item, const char *path,
+			  settings_api_key *k)
+{
+	const char *user = get_text(c, item, item, path, "user", 0, NULL);
+	char full[SETTINGS_PATH_MAX];
+
+	if (!user)
+		return;
+	join(full, path, "user");
+	if (!id_ok(user)) {
+		problem(c, get(item, "user"), full,
+			"expected a user id (1 to %d bytes, no '/' or control characters)", MEMD_ID_MAX);
+		return;
+	}
+	if (!k->apps || !k->apps[0] || k->apps[1]) {
+		problem(c, get(item, "user"), full,
+			"a key bound to a user needs apps with exactly one app (the user's)");
+		return;
+	}
+	k->user = dup_or_flag(c, user);
+}
+
 static void load_api_keys(ctx *c, const config_node *server, settings *s)
 {
-	static const char *const known[] = {"key", "scope", "apps", NULL};
+	static const char *const known[] = {"key", "scope", "apps", "user", NULL};
 	static const char *const scopes[] = {"read", "write", "admin", NULL};
 	static const int32_t scope_values[] = {SETTINGS_SCOPE_READ, SETTINGS_SCOPE_WRITE,
 					       SETTINGS_SCOPE_ADMIN};
@@ -471,6 +510,7 @@ static void load_api_keys(ctx *c, const config_node *server, settings *s)
 			continue;
 		k->scope = scope_values[scope];
 		k->apps = load_key_apps(c, item, path);
+		load_key_user(c, item, path, k);
 		s->n_api_keys++;
 	}
 }
@@ -536,7 +576,7 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 					    "request_timeout_ms", "header_timeout_s",
 					    "max_connections", "max_connections_per_ip",
 					    "max_response_bytes",
-					    "log_level", NULL};
+					    "log_level", "mcp", NULL};
 	static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 	static const int32_t level_values[] = {MEMD_LOG_ERROR, MEMD_LOG_WARN, MEMD_LOG_INFO,
 					       MEMD_LOG_DEBUG};
@@ -580,6 +620,12 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 	size_t level;
 	get_enum(c, m, path, "log_level", levels, MEMD_LOG_INFO, &level);
 	s->log_level = level_values[level];
+	{
+		static const char *const mcp_known[] = {"enabled", NULL};
+		const config_node *mcp = get_map(c, m, path, "mcp");
+		check_keys(c, mcp, "server.mcp", mcp_known);
+		get_bool(c, mcp, "server.mcp", "enabled", 1, &s->mcp_enabled);
+	}
 }
 
 static void load_plugins(ctx *c, const config_node *root, settings *s)
@@ -1409,6 +1455,7 @@ void settings_clear(settings *s)
 	for (size_t i = 0; i < s->n_api_keys; i++) {
 		free(s->api_keys[i].key);
 		free_strv(s->api_keys[i].apps);
+		free(s->api_keys[i].user);
 	}
 	free(s->api_keys);
 	for (size_t i = 0; s->allowed_hosts && s->allowed_hosts[i]; i++)

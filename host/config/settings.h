@@ -116,6 +116,7 @@ typedef struct settings_api_key {
 	char *key;      /* secret: never logged */
 	int32_t scope;  /* SETTINGS_SCOPE_* */
 	char **apps;    /* the apps it may use, NULL-terminated; NULL: every app */
+	char *user;     /* bound to this user of its one app (MCP), or NULL */
 } settings_api_key;
 
 typedef struct settings_store {
@@ -225,6 +226,7 @@ typedef struct settings {
 	int64_t max_connections_per_ip; /* 0 = no limit */
 	int64_t max_response_bytes;
 	int32_t log_level;          /* MEMD_LOG_* */
+	int32_t mcp_enabled;        /* server.mcp.enabled: the /mcp route */
 
 	/* plugins: */
 	char **plugin_path;         /* NULL-terminated; empty if not configured */

@@ -663,7 +663,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	cr_assert_eq(memcmp(&s, &before, sizeof(s)), 0, "*ret must be untouched on failure");
 	assert_prefix(&d, "t.yaml:1: servr: unknown key (known: server, plugins, stores,");
 	assert_prefix(&d, "t.yaml:4: server.treads: unknown key (known: listen, api_keys,");
-	assert_line(&d, "t.yaml:6: server.api_keys[0].scop: unknown key (known: key, scope, apps)");
+	assert_line(&d, "t.yaml:6: server.api_keys[0].scop: unknown key (known: key, scope, apps, user)");
 	assert_prefix(&d, "t.yaml:9: index.vector.embedder.dims: unknown key (known: type, dim,");
 	assert_line(&d, "t.yaml:10: index.keyword.k2: unknown key (known: enabled, k1, b, snapshot)");
 	assert_prefix(&d, "t.yaml:11: summarizer.typ: unknown key");
@@ -1307,4 +1307,40 @@ Test(settings, memory_extract_errors)
 	assert_line(&d, "t.yaml:10: apps.a.memory.sweep_interval_s: unknown key (known: extract)");
 	assert_line(&d, "t.yaml:10: apps.a.memory.extract.model: required when type is openai");
 	config_diag_clear(&d);
+}
+
+Test(settings, api_keys_bound_to_a_user_and_mcp)
+{
+	settings s;
+	config_diag d = {0};
+	int32_t rc = load("server:\n"
+			  "  api_keys:\n"
+			  "    - {key: " KEY_R ", apps: [support], user: alice}\n"
+			  "    - {key: " KEY_A ", scope: admin}\n",
+			  &s, &d);
+	cr_assert_eq(rc, 0);
+	cr_assert_str_eq(s.api_keys[0].user, "alice");
+	cr_assert_null(s.api_keys[1].user, "no user: not bound");
+	cr_assert_eq(s.mcp_enabled, 1, "/mcp is on by default");
+	settings_clear(&s);
+
+	rc = load("server:\n"                                              /* 1 */
+		  "  api_keys:\n"                                          /* 2 */
+		  "    - {key: " KEY_R ", user: alice}\n"                  /* 3 */
+		  "    - {key: " KEY_W ", apps: [a, b], user: alice}\n"    /* 4 */
+		  "    - {key: " KEY_A ", apps: [a], user: \"x/y\"}\n"     /* 5 */
+		  "  mcp: {enabled: maybe, sessions: 3}\n",                /* 6 */
+		  &s, &d);
+	cr_assert_eq(rc, MEMD_EINVAL);
+	assert_line(&d, "t.yaml:3: server.api_keys[0].user: a key bound to a user needs apps with exactly one app (the user's)");
+	assert_line(&d, "t.yaml:4: server.api_keys[1].user: a key bound to a user needs apps with exactly one app (the user's)");
+	assert_prefix(&d, "t.yaml:5: server.api_keys[2].user: expected a user id");
+	assert_prefix(&d, "t.yaml:6: server.mcp.enabled: ");
+	assert_prefix(&d, "t.yaml:6: server.mcp.sessions: unknown key (known: enabled)");
+	cr_assert_eq(d.n, 5);
+	config_diag_clear(&d);
+
+	cr_assert_eq(load("server: {mcp: {enabled: false}}\n", &s, &d), 0);
+	cr_assert_eq(s.mcp_enabled, 0);
+	settings_clear(&s);
 }
