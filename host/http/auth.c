@@ -50,6 +50,29 @@ static int app_allowed(char *const *apps, const char *app)
 	return 0;
 }
 
+const settings_api_key *http_auth_key(const settings_api_key *keys, size_t n,
+				      const char *authorization)
+{
+	const settings_api_key *match = NULL;
+	const char *token;
+	size_t len;
+
+	if (!authorization || strncasecmp(authorization, BEARER, strlen(BEARER)) != 0 ||
+	    authorization[strlen(BEARER)] != ' ')
+		return NULL;
+	token = authorization + strlen(BEARER);
+	while (*token == ' ')
+		token++;
+	len = strlen(token);
+	while (len && token[len - 1] == ' ')
+		len--;
+	/* Every key is compared, whatever matched before. */
+	for (size_t i = 0; i < n; i++)
+		if (ct_equal(token, len, keys[i].key, strlen(keys[i].key)))
+			match = &keys[i];
+	return match;
+}
+
 int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
 			int32_t scope, const char *app, memd_error *err)
 {

@@ -30,6 +30,12 @@
 int32_t http_auth_check(const settings_api_key *keys, size_t n, const char *authorization,
 			int32_t scope, const char *app, memd_error *err);
 
+/* The key of keys (n of them) the Authorization header value names
+ * (borrowed from keys), or NULL when it names none (or is NULL or
+ * malformed). Compared as http_auth_check does. */
+const settings_api_key *http_auth_key(const settings_api_key *keys, size_t n,
+				      const char *authorization);
+
 /* Which Host header values a request may carry (DNS rebinding: a web
  * page on a name that resolves to 127.0.0.1 must not reach a loopback
  * memd that has no keys). */

@@ -40,6 +40,7 @@ typedef struct http_ctx {
 	atomic_int draining;           /* nonzero once shutdown began */
 	struct http_watchdog *wd;      /* receive deadlines (watchdog.h) */
 	struct http_conns *conns;      /* request head deadlines (conns.h) */
+	struct mcp_sessions *mcp;      /* the sessions of /mcp (mcp/mcp_sessions.h) */
 } http_ctx;
 
 typedef struct http_header {

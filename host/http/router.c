@@ -123,6 +123,8 @@ static const http_route routes[] = {
 	{ "POST", LANE_PATH "/inbox:take", W, HTTP_BODY_JSON, NULL, HTTP_OP_INBOX_TAKE,
 	  http_h_inbox_take },
 	{ "POST", "/v1/lanes:sweep", A, HTTP_BODY_NONE, NULL, HTTP_OP_LANES_SWEEP, http_h_lanes_sweep },
+	{ "POST", "/mcp", R, HTTP_BODY_JSON, NULL, HTTP_OP_MCP, http_h_mcp_post },
+	{ "DELETE", "/mcp", R, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_mcp_delete },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -174,6 +176,7 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_OPERATION_UNDO] = "operation_undo",
 	[HTTP_OP_OPERATION_LIST] = "operation_list",
 	[HTTP_OP_STATE_HISTORY] = "state_history",
+	[HTTP_OP_MCP] = "mcp",
 };
 
 const http_route *http_routes(size_t *ret_n)

@@ -83,4 +83,10 @@ void http_h_operation_undo(http_req *rq);
 void http_h_operation_list(http_req *rq);
 void http_h_state_history(http_req *rq);
 
+/* routes_mcp.c: the Model Context Protocol's Streamable HTTP transport
+ * (host/mcp/): POST a JSON-RPC message, DELETE a session (GET has no
+ * route: memd opens no stream from the server, and answers it 405) */
+void http_h_mcp_post(http_req *rq);
+void http_h_mcp_delete(http_req *rq);
+
 #endif

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "conns.h"
 #include "dispatch.h"
+#include "mcp/mcp_sessions.h"
 #include "listen.h"
 #include "log.h"
 #include "memd-build.h"
@@ -268,6 +269,12 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	s->ctx.mt = s->mt;
 	s->ctx.openapi_json = http_openapi_json;
 	s->ctx.openapi_len = http_openapi_json_len;
+	if (s->set.mcp_enabled &&
+	    (r = mcp_sessions_new(MCP_SESSIONS_MAX_DEFAULT, MCP_SESSION_IDLE_S_DEFAULT * NS_PER_SEC,
+				  &s->ctx.mcp, &err)) < 0) {
+		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: %s", err.msg);
+		return r;
+	}
 	s->ctx.wd = http_watchdog_start(WATCHDOG_TICK_NS, http_dispatch_timeout, NULL);
 	s->ctx.conns = http_conns_start(s->set.header_timeout_s * NS_PER_SEC, HEAD_TICK_NS, s->mt);
 	if (!s->ctx.wd || !s->ctx.conns) {
@@ -347,6 +354,7 @@ static void stop(server *s)
 		close(s->fd);
 	http_watchdog_stop(s->ctx.wd);
 	http_conns_stop(s->ctx.conns);
+	mcp_sessions_free(s->ctx.mcp); /* no request is running */
 	memd_close(s->m); /* finishes background work, flushes the stores */
 	http_metrics_free(s->mt);
 	free(s->methods);
