@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "exit_codes.h"
 #include "http/server.h"
+#include "mcp/mcp.h"
 #include "plugins/loader.h"
 #include "service/service.h"
 
@@ -81,6 +82,9 @@ static const char cli_usage_text[] =
 	"                                   all); a progress bar when stderr is a TTY\n"
 	"  serve [--config FILE]            serve the REST API (api/openapi.yaml) until\n"
 	"                                   SIGTERM/SIGINT; JSON log lines on stderr\n"
+	"  mcp --app A --user U             serve the memory tools of user U of app A to\n"
+	"                                   an MCP client over stdio (newline-delimited\n"
+	"                                   JSON-RPC on stdin and stdout; logs on stderr)\n"
 	"\n"
 	"scripting (results are JSON on stdout):\n"
 	"  session create APP USER [--id ID] [--title T] [--metadata JSON]\n"
@@ -461,6 +465,68 @@ static int cmd_serve(cli *c, int from)
 	if (positionals(c, from, pos, 0) != 0)
 		return EXIT_USAGE;
 	return exit_for_start(http_serve(c->config, c->extra_path[0] ? c->extra_path : NULL));
+}
+
+/* memd mcp: one MCP session over stdin and stdout (newline-delimited
+ * JSON-RPC, as desktop clients run local servers), bound to --app and
+ * --user, until stdin ends. Nothing but JSON-RPC goes to stdout. */
+static int cmd_mcp(cli *c, int from)
+{
+	mcp_binding b = { .scope = MCP_SCOPE_WRITE };
+	memd_error err = { 0 };
+	const char *pos[1];
+	int missing = 0;
+	mcp_conn *conn = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	memd *m;
+	int rc = EXIT_OK;
+
+	b.app = take_opt(c, from, "--app", &missing);
+	b.user = take_opt(c, from, "--user", &missing);
+	if (missing || positionals(c, from, pos, 0) != 0)
+		return missing ? usage_error("%s", "an option is missing its value") : EXIT_USAGE;
+	if (!b.app || !b.user)
+		return usage_error("%s", "mcp needs --app A and --user U (whose memory the tools use)");
+	/* As search: the vector store unless a running server holds it. */
+	if (try_open(c, 0, &m, &err) < 0) {
+		if (!is_locked(&err))
+			return open_failed(&err);
+		fprintf(stderr, "memd: note: %s; keyword search only\n", err.msg);
+		if ((rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m)) != EXIT_OK)
+			return rc;
+	}
+	if (mcp_conn_new(m, &b, &conn, &err) < 0) {
+		memd_close(m);
+		return fail(&err);
+	}
+	while ((len = getline(&line, &cap, stdin)) >= 0) {
+		char *out = NULL;
+		int kind;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (len == 0)
+			continue;
+		if (mcp_handle(conn, line, (size_t)len, &out, &kind, &err) < 0) {
+			rc = fail(&err);
+			break;
+		}
+		if (out) {
+			fputs(out, stdout);
+			fputc('\n', stdout);
+			free(out);
+			if (fflush(stdout) != 0) {
+				fprintf(stderr, "memd: stdout is closed\n");
+				rc = EXIT_FAIL;
+				break;
+			}
+		}
+	}
+	free(line);
+	mcp_conn_free(conn);
+	memd_close(m);
+	return rc;
 }
 
 /* ---- scripting commands ------------------------------------------------------ */
@@ -1715,6 +1781,8 @@ int cli_main(int argc, char **argv)
 		return cmd_plugins_list(&c, i + 2);
 	if (strcmp(group, "serve") == 0)
 		return cmd_serve(&c, i + 1);
+	if (strcmp(group, "mcp") == 0)
+		return cmd_mcp(&c, i + 1);
 	if (strcmp(group, "state") == 0 && strcmp(verb, "set") == 0)
 		return cmd_state_set(&c, i + 2);
 	if (strcmp(group, "index") == 0 && strcmp(verb, "rebuild") == 0)
