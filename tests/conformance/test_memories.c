@@ -313,7 +313,7 @@ Test(memories, writes_apply_in_order_within_a_commit)
 	memd_memory_write ws[4] = { wr(MEMD_MEM_ADD, &x, 0), wr(MEMD_MEM_UPDATE, &x2, 1),
 				    wr(MEMD_MEM_ADD, &y, 0), wr(MEMD_MEM_DELETE, &y, 1) };
 	conf_memories out = { 0 };
-	conf_memory g;
+	conf_memory g = { 0 };
 	conf_memory_changes h = { 0 };
 
 	cr_assert_eq(commit_n(APP, USER, ws, 4, T0, &out), 0, "commit: %s", st->err.msg);
@@ -475,7 +475,7 @@ Test(memories, bad_input_is_refused)
 						     "episode" };
 		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 			char id[ID_LEN];
-			conf_memory g;
+			conf_memory g = { 0 };
 			snprintf(id, sizeof(id), "k%zu", i);
 			m = mem(APP, USER, id, "some text");
 			m.kind = kinds[i];
@@ -536,7 +536,7 @@ Test(memories, expired_memories_are_invisible)
 	memd_memory e = mem(APP, USER, "e", "expiring");
 	memd_memory_write w;
 	memd_memory_query q = { 0 };
-	conf_memory g;
+	conf_memory g = { 0 };
 
 	e.expires_us = T0 + 100;
 	g = commit1_ok(APP, USER, MEMD_MEM_ADD, &e, 0, T0);
@@ -592,7 +592,7 @@ Test(memories, memory_expire_oldest_first_with_history_and_feed)
 
 	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
 		memd_memory m = mem(ms[i].app, ms[i].user, ms[i].id, "text");
-		conf_memory g;
+		conf_memory g = { 0 };
 		m.expires_us = ms[i].expires;
 		g = commit1_ok(ms[i].app, ms[i].user, MEMD_MEM_ADD, &m, 0, T0);
 		conf_memory_clear(&g);
@@ -707,7 +707,7 @@ static void add_tagged(const char *id, const char *kind, const char *topics,
 		       const char *entities, const char *session, int64_t now_us)
 {
 	memd_memory m = mem(APP, USER, id, "tagged");
-	conf_memory g;
+	conf_memory g = { 0 };
 
 	m.kind = kind;
 	m.topics_json = topics;
@@ -759,7 +759,7 @@ Test(memories, history_oldest_first_survives_delete)
 {
 	memd_memory m = mem(APP, USER, "h", "v1");
 	memd_memory_write w;
-	conf_memory g;
+	conf_memory g = { 0 };
 	conf_memory_changes h = { 0 };
 
 	g = commit1_ok(APP, USER, MEMD_MEM_ADD, &m, 0, T0);
@@ -954,7 +954,7 @@ Test(memories, user_delete_removes_memories_session_delete_leaves_them)
 	memd_memory_query q = { .now_us = T0 };
 	conf_feed f = { 0 };
 	int64_t before;
-	conf_memory g;
+	conf_memory g = { 0 };
 
 	session_ok(APP, USER, "s", T0);
 	conf_append_simple(st, &sc, "e", 1, 2, T0 + 1);
@@ -1007,7 +1007,7 @@ Test(memories, users_and_apps_are_isolated)
 	memd_memory m = mem(APP, USER, "same", "of mu in mapp");
 	memd_memory_write w;
 	memd_memory_query q = { .now_us = T0 };
-	conf_memory g;
+	conf_memory g = { 0 };
 
 	add_quiet(APP, USER, "same", "of mu in mapp", T0);
 	add_quiet(APP, USER2, "same", "of mu2 in mapp", T0);
@@ -1273,7 +1273,7 @@ Test(memories, racing_cursor_commits_have_one_winner)
 Test(memories, durable_across_reopen)
 {
 	memd_scope sc = conf_scope(APP, USER, "s");
-	conf_memory g;
+	conf_memory g = { 0 };
 	int32_t r;
 
 	session_ok(APP, USER, "s", T0);
