@@ -6,6 +6,7 @@
 
 #include "plugin_util.h"
 #include "sq_events.h"
+#include "sq_memories.h"
 
 static const sq_sql SQL_FEED_HEAD = { SQ_ST_FEED_HEAD,
 	"SELECT last FROM feed_counter WHERE id = 1" };
@@ -23,9 +24,17 @@ static const sq_sql SQL_FEED_HIDES = { SQ_ST_FEED_HIDES,
 	" FROM feed_hides h JOIN events e INDEXED BY events_by_id"
 	" ON e.id = h.event AND e.app = h.app AND e.user = h.user AND e.session = h.session"
 	" WHERE h.position > ?1 ORDER BY h.position" };
+/* Records without an event; MEMORY_DELETE ones name their memory. */
 static const sq_sql SQL_FEED_DELETES = { SQ_ST_FEED_DELETES,
-	"SELECT position, kind, app, user, session FROM feed_deletes"
+	"SELECT position, kind, app, user, session, memory FROM feed_deletes"
 	" WHERE position > ?1 ORDER BY position" };
+/* A memory's MEMORY record is its row, at its last add or update. */
+static const sq_sql SQL_FEED_MEMORIES = { SQ_ST_FEED_MEMORIES,
+	"SELECT position, " SQ_MEMORY_COLS " FROM memories INDEXED BY memories_by_position"
+	" WHERE position > ?1 ORDER BY position" };
+static const sq_sql SQL_FEED_MEMORY_TOMBSTONE = { SQ_ST_FEED_MEMORY_TOMBSTONE,
+	"INSERT INTO feed_deletes (position, kind, app, user, session, memory)"
+	" VALUES (?1, ?2, ?3, ?4, NULL, ?5)" };
 static const sq_sql SQL_FEED_TOMBSTONE = { SQ_ST_FEED_TOMBSTONE,
 	"INSERT INTO feed_deletes (position, kind, app, user, session)"
 	" VALUES (?1, ?2, ?3, ?4, ?5)" };
@@ -119,6 +128,35 @@ int32_t sq_feed_tombstone(sq_conn *c, uint32_t kind, const memd_scope *scope, me
 	return r;
 }
 
+int32_t sq_feed_memory_tombstone(sq_conn *c, const char *app, const char *user, const char *id,
+				 memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t pos = 0;
+	int32_t r = sq_feed_alloc(c, 1, &pos, err);
+	int rc;
+
+	if (r == 0)
+		r = sq_stmt(c, &SQL_FEED_MEMORY_TOMBSTONE, &st, err);
+	if (r < 0)
+		return r;
+	rc = sqlite3_bind_int64(st, 1, pos);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, MEMD_FEED_MEMORY_DELETE);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 3, app);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 4, user);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 5, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "add a delete record for memory '%.64s'", id);
+	sq_stmt_done(st);
+	return r;
+}
+
 /* One side of the feed merge: a statement and whether it has a row. */
 typedef struct feed_side {
 	sqlite3_stmt *st;
@@ -165,7 +203,7 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 		     const memd_feed_sink *out, memd_error *err)
 {
 	sq_store *store = inst;
-	feed_side ev = { 0 }, del = { 0 }, hide = { 0 };
+	feed_side ev = { 0 }, del = { 0 }, hide = { 0 }, mem = { 0 };
 	sq_conn *c = NULL;
 	uint32_t n = 0;
 	int32_t r;
@@ -178,20 +216,33 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	/* The three tables are read in position order and merged: one
+	/* The four tables are read in position order and merged: one
 	 * snapshot, so the result is exactly the committed feed after `after`. */
 	r = side_start(c, &SQL_FEED_EVENTS, after, &ev, err);
 	if (r == 0)
 		r = side_start(c, &SQL_FEED_DELETES, after, &del, err);
 	if (r == 0)
 		r = side_start(c, &SQL_FEED_HIDES, after, &hide, err);
-	while (r == 0 && (limit == 0 || n < limit) && (ev.has_row || del.has_row || hide.has_row)) {
+	if (r == 0)
+		r = side_start(c, &SQL_FEED_MEMORIES, after, &mem, err);
+	while (r == 0 && (limit == 0 || n < limit) &&
+	       (ev.has_row || del.has_row || hide.has_row || mem.has_row)) {
 		memd_feed_record rec = { .struct_size = sizeof(rec) };
 		memd_event e;
+		memd_memory m;
 		int64_t pe = side_position(&ev), pd = side_position(&del), ph = side_position(&hide);
+		int64_t pm = side_position(&mem);
 		feed_side *taken;
 
-		if (pe < pd && pe < ph) {
+		if (pm < pe && pm < pd && pm < ph) {
+			taken = &mem;
+			sq_memory_from_row(mem.st, 1, &m);
+			rec.kind = MEMD_FEED_MEMORY;
+			rec.position = pm;
+			rec.app = m.app;
+			rec.user = m.user;
+			rec.memory = &m;
+		} else if (pe < pd && pe < ph) {
 			taken = &ev;
 			sq_event_from_row(ev.st, 0, &e);
 			rec.kind = MEMD_FEED_EVENT;
@@ -216,6 +267,14 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 			rec.app = sq_col_text(del.st, 2);
 			rec.user = sq_col_text(del.st, 3);
 			rec.session = sq_col_text(del.st, 4);
+			if (rec.kind == MEMD_FEED_MEMORY_DELETE) {
+				memset(&m, 0, sizeof(m));
+				m.struct_size = sizeof(m);
+				m.app = rec.app;
+				m.user = rec.user;
+				m.id = sq_col_text(del.st, 5);
+				rec.memory = &m;
+			}
 		}
 		n++;
 		r = sq_sink_result(out->record(out->userdata, &rec), "feed", err);
@@ -233,9 +292,12 @@ int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 		sq_count_rows(call, del.st, del.stepped);
 	if (hide.st)
 		sq_count_rows(call, hide.st, hide.stepped);
+	if (mem.st)
+		sq_count_rows(call, mem.st, mem.stepped);
 	sq_stmt_done(ev.st);
 	sq_stmt_done(del.st);
 	sq_stmt_done(hide.st);
+	sq_stmt_done(mem.st);
 	sq_read_end(store, c);
 	return r;
 }

@@ -3,6 +3,7 @@
  * sq_feed: the store-wide change feed (positions from one counter advanced
  * inside each write transaction, so they are strictly increasing, commit
  * in order with the single writer, and are never reused), DELETE records,
+ * MEMORY records (memories.position) and MEMORY_DELETE records,
  * durable cursors and ping.
  */
 #ifndef MEMD_SQ_FEED_H
@@ -21,6 +22,10 @@ int32_t sq_feed_flush(sq_conn *c, memd_error *err);
  * MEMD_FEED_FINALIZE with scope->session, or MEMD_FEED_DELETE_USER) at a
  * new position, inside the write transaction on c. */
 int32_t sq_feed_tombstone(sq_conn *c, uint32_t kind, const memd_scope *scope, memd_error *err);
+/* Add a MEMD_FEED_MEMORY_DELETE record for memory id of (app, user) at a
+ * new position, inside the write transaction on c. */
+int32_t sq_feed_memory_tombstone(sq_conn *c, const char *app, const char *user, const char *id,
+				 memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h. inst is the sq_store. */
 int32_t sq_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t limit,

@@ -260,6 +260,57 @@ static const char SQL_V5[] =
 static const char SQL_V6[] =
 	"CREATE INDEX state_history_by_seq ON state_history (app, user, session, seq, version);";
 
+/* Version 7 (ABI 1.3): long-term memories. A memory is one row per
+ * (app, user, id) of memories; its position is the feed position of its
+ * last add or update (its MEMORY record: a new position moves the record,
+ * so a reader never sees it twice), read in position order through
+ * memories_by_position. memory_list walks memories_by_created newest
+ * first; memory_expire walks memories_expiring (a partial index of the
+ * rows with an expiry) from the oldest expiry. memory_history keeps every
+ * change as a full snapshot, in the order written (n), and outlives the
+ * row; user_delete removes both. feed_deletes gains the memory id of its
+ * MEMORY_DELETE records.
+ *
+ * Sessions gain memory_seq, the last seq memory extraction has read (0
+ * for every existing session, so their events count as unread), and
+ * sessions_pending, a partial index of the sessions with unread events
+ * (memory_seq < last_seq) in (updated_us, app, user, id) order: the
+ * pending listing walks only those, never every session. */
+static const char SQL_V7[] =
+	"ALTER TABLE sessions ADD COLUMN memory_seq INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX sessions_pending ON sessions (updated_us, app, user, id)"
+	"  WHERE memory_seq < last_seq;"
+	"ALTER TABLE feed_deletes ADD COLUMN memory TEXT;"
+
+	"CREATE TABLE memories ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, id TEXT NOT NULL,"
+	"  text TEXT NOT NULL, kind TEXT NOT NULL,"
+	"  topics TEXT NOT NULL DEFAULT '[]', entities TEXT NOT NULL DEFAULT '[]',"
+	"  source_session TEXT, source TEXT,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  expires_us INTEGER NOT NULL DEFAULT 0,"
+	"  version INTEGER NOT NULL CHECK (version > 0),"
+	"  position INTEGER NOT NULL,"
+	"  tokens INTEGER NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, id)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX memories_by_created ON memories (app, user, created_us, id);"
+	"CREATE UNIQUE INDEX memories_by_position ON memories (position);"
+	"CREATE INDEX memories_expiring ON memories (expires_us, app, user, id)"
+	"  WHERE expires_us > 0;"
+
+	"CREATE TABLE memory_history ("
+	"  n INTEGER PRIMARY KEY,"
+	"  app TEXT NOT NULL, user TEXT NOT NULL, id TEXT NOT NULL,"
+	"  version INTEGER NOT NULL, op INTEGER NOT NULL,"
+	"  text TEXT NOT NULL, kind TEXT NOT NULL, topics TEXT NOT NULL, entities TEXT NOT NULL,"
+	"  source_session TEXT, source TEXT,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  expires_us INTEGER NOT NULL, tokens INTEGER NOT NULL,"
+	"  actor TEXT NOT NULL, reason TEXT, at_us INTEGER NOT NULL"
+	");"
+	"CREATE INDEX memory_history_of ON memory_history (app, user, id, at_us);";
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const sq_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
@@ -268,6 +319,7 @@ static const sq_migration migrations[] = {
 	{ 4, "lanes, inboxes, sessions' lifecycle and usage", SQL_V4 },
 	{ 5, "transcripts: hidden events, operations, state history, activity order", SQL_V5 },
 	{ 6, "state_history by seq", SQL_V6 },
+	{ 7, "long-term memories, their history and the sessions' memory cursor", SQL_V7 },
 };
 #define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)

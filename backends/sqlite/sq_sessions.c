@@ -8,6 +8,7 @@
 #include "plugin_util.h"
 #include "sq_feed.h"
 #include "sq_lanes.h"
+#include "sq_memories.h"
 #include "sq_state.h"
 
 #define EMPTY_OBJECT "{}"
@@ -123,6 +124,7 @@ void sq_session_from_row(sqlite3_stmt *st, memd_session *s)
 	s->cost_micro_usd = sqlite3_column_int64(st, 22);
 	s->last_prompt_tokens = sqlite3_column_int64(st, 23);
 	s->message_count = sqlite3_column_int64(st, 24);
+	s->memory_seq = sqlite3_column_int64(st, 25);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
@@ -598,7 +600,7 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 {
 	sq_store *store = inst;
 	memd_scope user;
-	int64_t n_sessions = 0, n_keys = 0, n_lanes = 0;
+	int64_t n_sessions = 0, n_keys = 0, n_lanes = 0, n_memories = 0;
 	sq_conn *c = NULL;
 	int32_t r = pu_check_scope(scope, 0, err);
 
@@ -615,8 +617,11 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 	/* Their inboxes go with the lanes (ON DELETE CASCADE). */
 	if (r == 0)
 		r = delete_scoped(c, &SQL_USER_LANES_DELETE, &user, 0, "lanes", &n_lanes, err);
+	/* Memories and their history: the DELETE_USER record covers them. */
+	if (r == 0)
+		r = sq_memories_user_delete(c, &user, &n_memories, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
-	if (r == 0 && (n_sessions || n_keys || n_lanes))
+	if (r == 0 && (n_sessions || n_keys || n_lanes || n_memories))
 		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_USER, &user, err);
 	return sq_write_end(store, c, r, err);
 }

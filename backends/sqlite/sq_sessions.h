@@ -14,7 +14,7 @@
 	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
 	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
 	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
-	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count, memory_seq"
 
 /* Fill s from the SQ_SESSION_COLS of st's current row. Strings are
  * borrowed from st until its next step or reset. */

@@ -16,6 +16,7 @@
 #include "sq_feed.h"
 #include "sq_group.h"
 #include "sq_lanes.h"
+#include "sq_memories.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
 #include "sq_transcripts.h"
@@ -197,12 +198,18 @@ static const memd_store_ops store_ops = {
 	.inbox_take = sq_inbox_take,
 	.inbox_list = sq_inbox_list,
 	.session_list_ended = sq_session_list_ended,
+	.memory_commit = sq_memory_commit,
+	.memory_get = sq_memory_get,
+	.memory_list = sq_memory_list,
+	.memory_history = sq_memory_history,
+	.memory_expire = sq_memory_expire,
+	.session_list_pending = sq_session_list_pending,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 2, /* lanes */
+	.abi_minor = 3, /* memories */
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "sqlite",

@@ -6,13 +6,16 @@
  * Schema version 2 orders events_by_id by the id first; version 3 makes
  * events_by_seq cover timestamp and role and drops events_by_time;
  * version 4 adds lanes, inboxes and the sessions' lifecycle and usage
- * columns. Each test makes a store, writes to it, turns the file back
+ * columns; versions 5 and 6 add transcripts; version 7 adds memories,
+ * their history and the sessions' memory cursor. Each test makes a store, writes to it, turns the file back
  * into an older version's shape with a connection of its own, reopens
  * the store and checks the schema, the data and that it keeps working:
  * from version 1, idempotent replays (which look ids up in events_by_id),
  * after_time reads (which walk events_by_seq) and new appends; from
  * version 3, sessions, events and state as they were, with the new
- * members unset, and lanes, inboxes and usage on the old sessions.
+ * members unset, and lanes, inboxes and usage on the old sessions; from
+ * version 6, old sessions at memory_seq 0 (their events unread, so
+ * pending), memories committed with the cursor, and the old feed records.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -33,16 +36,28 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 6
+#define SCHEMA_LATEST 7
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
 
-/* Undo versions 6 and 5 (transcripts: hidden marks, operations, state
+/* Undo version 7 (memories, their history, MEMORY_DELETE records'
+ * memory ids, the sessions' memory cursor and its pending index). */
+#define UNDO_V7 \
+	"DROP TABLE memory_history;" \
+	"DROP TABLE memories;" \
+	"ALTER TABLE feed_deletes DROP COLUMN memory;" \
+	"DROP INDEX sessions_pending;" \
+	"ALTER TABLE sessions DROP COLUMN memory_seq;"
+
+static const char SQL_BACK_TO_V6[] = UNDO_V7 "PRAGMA user_version = 6;";
+
+/* Undo versions 7, 6 and 5 (transcripts: hidden marks, operations, state
  * history and its index by seq, HIDE records, message_count, the activity
  * index). */
 static const char SQL_BACK_TO_V4[] =
+	UNDO_V7
 	"DROP INDEX IF EXISTS state_history_by_seq;"
 	"DROP TABLE feed_hides;"
 	"DROP TABLE state_history;"
@@ -598,6 +613,163 @@ Test(sqlite_migrate, version_4_database_gains_transcripts, .init = setup, .fini 
 		       sizeof(col));
 	cr_assert(strstr(col, "WHERE hidden_us = 0"), "events_by_seq is not partial: %s", col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM operations"), 2);
+	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
+	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	sqlite3_close(db);
+}
+
+typedef struct kept_memory_seq {
+	int64_t memory_seq, last_seq;
+	int n;
+} kept_memory_seq;
+
+static int32_t keep_memory_seq(void *userdata, const memd_session *s)
+{
+	kept_memory_seq *k = userdata;
+
+	cr_assert_geq(s->struct_size, sizeof(*s));
+	k->memory_seq = s->memory_seq;
+	k->last_seq = s->last_seq;
+	k->n++;
+	return 0;
+}
+
+static int32_t count_memory(void *userdata, const memd_memory *m)
+{
+	(void)m;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+/* Feed records by kind. */
+typedef struct feed_kinds {
+	int64_t events, deletes, memories;
+} feed_kinds;
+
+static int32_t count_kinds(void *userdata, const memd_feed_record *r)
+{
+	feed_kinds *k = userdata;
+
+	if (r->kind == MEMD_FEED_EVENT)
+		k->events++;
+	else if (r->kind == MEMD_FEED_DELETE_SESSION)
+		k->deletes++;
+	else if (r->kind == MEMD_FEED_MEMORY)
+		k->memories++;
+	return 0;
+}
+
+#define V6_GONE "gone"      /* a session deleted before the migration */
+#define V6_NOW 5            /* the commit's time */
+#define V6_PENDING_BEFORE 1000000
+
+Test(sqlite_migrate, version_6_database_gains_memories, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = 1, .updated_us = 1 };
+	memd_session gone = sess;
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_scope gone_sc = { .struct_size = sizeof(gone_sc), .app = APP, .user = USER,
+			       .session = V6_GONE };
+	memd_append_result res;
+	memd_error err = { 0 };
+	kept_memory_seq k = { 0 };
+	memd_session_sink keep = { .struct_size = sizeof(keep), .userdata = &k,
+				   .session = keep_memory_seq };
+	memd_pending_query pq = { .struct_size = sizeof(pq), .limit = 10,
+				  .updated_before_us = V6_PENDING_BEFORE };
+	int64_t seqs[2];
+	char col[LINE_MAX_LEN];
+	char state[LINE_MAX_LEN] = "";
+	sqlite3 *db = NULL;
+	store s;
+
+	gone.id = V6_GONE;
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, "{\"k\":1}", &sink, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &gone, NULL, &sink, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(s.ops->session_delete(s.h, NULL, &gone_sc, &err), 0, "%s", err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, seqs, &res, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V6, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(column_count(db, "sessions", "memory_seq"), 0);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'memories'"),
+		     0);
+	sqlite3_close(db);
+
+	store_open(&s);
+	/* The old session: its data, memory_seq 0, so its events are unread. */
+	cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.memory_seq, 0);
+	cr_assert_eq(k.last_seq, 2 * N_BATCHES);
+	{
+		memd_text_sink st_sink = { .struct_size = sizeof(st_sink), .userdata = state,
+					   .text = keep_state };
+		cr_assert_eq(s.ops->state_get(s.h, NULL, &sc, &st_sink, &err), 0, "%s", err.msg);
+		cr_assert_str_eq(state, "{\"k\":1}");
+	}
+	k.n = 0;
+	cr_assert_eq(s.ops->session_list_pending(s.h, NULL, &pq, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.n, 1, "the old session is not pending");
+	/* A memory and the cursor in one commit, on the old session. */
+	{
+		memd_memory m = { .struct_size = sizeof(m), .app = APP, .user = USER, .id = "m1",
+				  .text = "likes tea", .kind = "preference",
+				  .topics_json = "[\"tea\"]", .entities_json = "[]",
+				  .source_session = SID };
+		memd_memory_write w = { .struct_size = sizeof(w), .op = MEMD_MEM_ADD,
+					.memory = &m, .actor = "extractor" };
+		const memd_memory_write *ws[1] = { &w };
+		memd_memory_commit c = { .struct_size = sizeof(c), .n_writes = 1, .writes = ws,
+					 .cursor_session = SID, .expected_cursor_seq = 0,
+					 .new_cursor_seq = 2 * N_BATCHES, .now_us = V6_NOW };
+		memd_memory_sink ms = { .struct_size = sizeof(ms), .userdata = &k.n,
+					.memory = count_memory };
+		memd_memory_query q = { .struct_size = sizeof(q), .limit = 10, .topic = "tea" };
+		memd_scope user = { .struct_size = sizeof(user), .app = APP, .user = USER };
+
+		k.n = 0;
+		cr_assert_eq(s.ops->memory_commit(s.h, NULL, &user, &c, &ms, &err), 0, "%s",
+			     err.msg);
+		cr_assert_eq(k.n, 1);
+		k.n = 0;
+		cr_assert_eq(s.ops->memory_list(s.h, NULL, &user, &q, &ms, &err), 0, "%s",
+			     err.msg);
+		cr_assert_eq(k.n, 1);
+	}
+	cr_assert_eq(s.ops->session_get(s.h, NULL, &sc, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.memory_seq, 2 * N_BATCHES);
+	k.n = 0;
+	cr_assert_eq(s.ops->session_list_pending(s.h, NULL, &pq, &keep, &err), 0, "%s", err.msg);
+	cr_assert_eq(k.n, 0, "a session whose events were all read is still pending");
+	{
+		feed_kinds fk = { 0 };
+		memd_feed_sink fs = { .struct_size = sizeof(fs), .userdata = &fk,
+				      .record = count_kinds };
+		cr_assert_eq(s.ops->feed_read(s.h, NULL, 0, 0, &fs, &err), 0, "%s", err.msg);
+		cr_assert_eq(fk.events, 2 * N_BATCHES);
+		cr_assert_eq(fk.deletes, 1, "the old DELETE record is gone");
+		cr_assert_eq(fk.memories, 1);
+	}
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
+	first_row_text(db, "SELECT sql FROM sqlite_master WHERE name = 'sessions_pending'", col,
+		       sizeof(col));
+	cr_assert(strstr(col, "WHERE memory_seq < last_seq"), "sessions_pending is not partial: %s",
+		  col);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM memory_history"), 1);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM events"), 2 * N_BATCHES);
 	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
