@@ -118,16 +118,19 @@ static const pg_sql SQL_MEMORY_HISTORY = { PG_ST_MEMORY_HISTORY, 3,
 #define HISTORY_ACTOR_COL (1 + PG_MEMORY_N_COLS)
 
 /* Retention: up to $2 memories of every scope expired at $1, the oldest
- * expiry first over memories_by_expiry; a row another transaction holds
- * (a commit changing it) is skipped, and the WHERE is checked again on
- * the locked row. Each gets its history row (EXPIRE, as it was) and a
- * MEMORY_DELETE record at the next positions, in the order deleted. The
- * result is the count. */
+ * expiry first over memories_by_expiry, chosen (and locked) once by a
+ * materialized CTE: a LIMIT in a subquery of the DELETE itself may be
+ * run again, and would then skip the rows deleted so far and take more.
+ * A row another transaction holds (a commit changing it) is skipped; the
+ * lock re-checks the WHERE on the newest version of the row. Each gets
+ * its history row (EXPIRE, as it was) and a MEMORY_DELETE record at the
+ * next positions, in the order chosen. The result is the count. */
 static const pg_sql SQL_MEMORY_EXPIRE = { PG_ST_MEMORY_EXPIRE, 2,
-	"WITH d AS (DELETE FROM memories WHERE (app, \"user\", id) IN"
-	"   (SELECT app, \"user\", id FROM memories WHERE expires_us > 0 AND expires_us <= $1::bigint"
-	"    ORDER BY expires_us, app, \"user\", id LIMIT $2 FOR UPDATE SKIP LOCKED)"
-	"   AND expires_us > 0 AND expires_us <= $1::bigint RETURNING *),"
+	"WITH s AS MATERIALIZED (SELECT app, \"user\", id FROM memories"
+	"   WHERE expires_us > 0 AND expires_us <= $1::bigint"
+	"   ORDER BY expires_us, app, \"user\", id LIMIT $2 FOR UPDATE SKIP LOCKED),"
+	" d AS (DELETE FROM memories m USING s"
+	"   WHERE m.app = s.app AND m.\"user\" = s.\"user\" AND m.id = s.id RETURNING m.*),"
 	" n AS (SELECT count(*) AS n FROM d),"
 	" c AS (UPDATE feed_counter SET last = last + (SELECT n FROM n)"
 	"   WHERE id = 1 AND (SELECT n FROM n) > 0 RETURNING last),"
