@@ -4,7 +4,8 @@
  * share (memory.c: sessions, events, state, artifacts, the feed, cursors;
  * mem_lanes.c: lanes, their inboxes and the session lifecycle;
  * mem_transcripts.c: hidden events, transcript operations, state history
- * and the sessions' activity order).
+ * and the sessions' activity order; mem_memories.c: long-term memories,
+ * their history and the extraction cursor).
  *
  * Every function here expects the store's lock to be held by the caller
  * unless it says otherwise, and follows the store's two-phase rule: a
@@ -22,7 +23,7 @@
 #include "plugin_util.h"
 
 #define MEM_PLUGIN_NAME "memory"
-#define MEM_PLUGIN_VERSION "1.2.0"
+#define MEM_PLUGIN_VERSION "1.3.0"
 #define MEM_ROLE_SUMMARY "summary"
 #define MEM_EMPTY_OBJECT "{}"
 /* app \0 user \0 session (or lane key) \0: the longest composite key. */
@@ -42,6 +43,7 @@
 struct mem_session;
 struct mem_lane;
 struct mem_op;
+struct mem_memory;
 
 typedef struct mem_event {
 	const struct mem_session *owner;
@@ -160,6 +162,7 @@ typedef struct mem_session {
 	char *end_reason;
 	int64_t ended_us;      /* 0 while open; > 0: in mem_store.ended */
 	mem_usage usage;
+	int64_t memory_seq;    /* store.h 1.3: the extraction cursor */
 	mem_event **events;    /* events[seq - 1], hidden ones too */
 	size_t n_events;
 	size_t cap_events;
@@ -191,6 +194,12 @@ typedef struct mem_user {
 	mem_session **by_activity; /* the same, ascending (updated_us, id) */
 	size_t cap_by_activity; /* holds n_sessions */
 	mem_lane_index lanes;  /* the user's lanes */
+	/* Memories (mem_memories.c). */
+	hmap memories;         /* id -> mem_memory* (expired ones until deleted) */
+	struct mem_memory **memory_order; /* the same, newest first by (created_us, id) */
+	size_t n_memories;
+	size_t cap_memories;
+	hmap memory_history;   /* id -> mem_mhist* (also of deleted ones) */
 } mem_user;
 
 typedef struct mem_app {
@@ -204,9 +213,11 @@ typedef struct mem_feed_entry {
 	int64_t position;
 	uint32_t kind;         /* MEMD_FEED_*, or MEM_FEED_DEAD */
 	mem_event *event;      /* kinds EVENT and HIDE */
+	struct mem_memory *memory; /* kind MEMORY: the row it carries */
 	char *app;             /* other kinds: owned */
 	char *user;
 	char *session;         /* NULL for DELETE_USER */
+	char *memory_id;       /* kind MEMORY_DELETE: owned */
 } mem_feed_entry;
 
 typedef struct mem_store {
@@ -227,6 +238,10 @@ typedef struct mem_store {
 	size_t cap_feed;
 	size_t n_dead;
 	int64_t feed_head;
+	/* Memories with an expiry, ascending (expires_us, app, user, id). */
+	struct mem_memory **expiring;
+	size_t n_expiring;
+	size_t cap_expiring;
 } mem_store;
 
 /* ---- small helpers (memory.c; no lock needed) ------------------------- */
@@ -276,8 +291,8 @@ int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
 int32_t mem_app_get_or_create(mem_store *st, const char *app, mem_app **ret, memd_error *err);
 /* The app record, or NULL. */
 mem_app *mem_app_find(const mem_store *st, const char *app);
-/* Drop a user record that holds nothing any more (no sessions, state or
- * lanes); u is freed then. */
+/* Drop a user record that holds nothing any more (no sessions, state,
+ * lanes, memories or memory history); u is freed then. */
 void mem_user_drop_if_empty(mem_store *st, mem_user *u);
 
 /* Deliver s (every member, the 1.2 lifecycle and usage ones included) to
@@ -331,6 +346,8 @@ int32_t mem_feed_prepare_scoped(mem_store *st, uint32_t kind, const char *app,
  * record's event takes that position. */
 void mem_feed_push(mem_store *st, mem_feed_entry f);
 void mem_feed_entry_clear(mem_feed_entry *f);
+/* Commit step: compact the feed if dead records dominate it. */
+void mem_feed_compact(mem_store *st);
 /* Commit step: mark the live record at position dead (if there is one). */
 void mem_feed_kill(mem_store *st, int64_t position);
 

@@ -18,7 +18,9 @@
  *    sessions are marked dead and compacted away when they dominate;
  *  - lanes, their inboxes and the ended-session index: mem_lanes.c;
  *  - transcript operations, state history and the activity order:
- *    mem_transcripts.c.
+ *    mem_transcripts.c;
+ *  - long-term memories, their history and the expiry order:
+ *    mem_memories.c.
  *
  * Writes are transactions in two phases: every check and allocation
  * first (a failure there changes nothing visible), then a commit phase
@@ -33,6 +35,7 @@
 #include <time.h>
 
 #include "mem_lanes.h"
+#include "mem_memories.h"
 #include "mem_store.h"
 #include "mem_transcripts.h"
 
@@ -247,6 +250,7 @@ static void mem_user_free(mem_user *u)
 	if (!u)
 		return;
 	hmap_clear(&u->state, free);
+	mem_memories_user_free(u);
 	free(u->sessions);
 	free(u->by_activity);
 	free(u->lanes.v);
@@ -271,8 +275,10 @@ void mem_feed_entry_clear(mem_feed_entry *f)
 	free(f->app);
 	free(f->user);
 	free(f->session);
-	f->app = f->user = f->session = NULL;
+	free(f->memory_id);
+	f->app = f->user = f->session = f->memory_id = NULL;
 	f->event = NULL;
+	f->memory = NULL;
 	f->kind = MEM_FEED_DEAD;
 }
 
@@ -334,6 +340,8 @@ int32_t mem_user_get_or_create(mem_store *st, const char *app, const char *user,
 	if (!u)
 		return mem_enomem(err);
 	hmap_init(&u->state);
+	hmap_init(&u->memories);
+	hmap_init(&u->memory_history);
 	u->app = mem_strdup(app);
 	u->user = mem_strdup(user);
 	node = u->app && u->user ? hmap_node_new(key, n, u) : NULL;
@@ -374,7 +382,8 @@ void mem_user_drop_if_empty(mem_store *st, mem_user *u)
 	char key[MEM_KEY_MAX];
 	size_t n;
 
-	if (u->n_sessions || u->state.count || u->lanes.n)
+	if (u->n_sessions || u->state.count || u->lanes.n || u->memories.count ||
+	    u->memory_history.count)
 		return;
 	n = mem_key(key, u->app, u->user, NULL);
 	hmap_node_free(hmap_remove(&st->users, key, n));
@@ -472,6 +481,7 @@ static void mem_session_fill(const mem_session *s, memd_session *out)
 	out->cache_write_tokens = s->usage.cache_write_tokens;
 	out->cost_micro_usd = s->usage.cost_micro_usd;
 	out->last_prompt_tokens = s->usage.last_prompt_tokens;
+	out->memory_seq = s->memory_seq;
 }
 
 int32_t mem_session_deliver(const mem_session *s, const memd_session_sink *out,
@@ -550,7 +560,7 @@ static void mem_feed_kill_session(mem_store *st, const mem_session *s)
 		mem_feed_kill(st, s->hide_feed[i]);
 }
 
-static void mem_feed_compact(mem_store *st)
+void mem_feed_compact(mem_store *st)
 {
 	size_t w = 0;
 
@@ -703,6 +713,7 @@ static void mem_fini(void *instance)
 	if (!st)
 		return;
 	mem_lanes_fini(st);
+	mem_memories_fini(st);
 	while ((n = hmap_next(&st->sessions, &it)))
 		mem_session_free(n->value);
 	hmap_clear(&st->sessions, NULL);
@@ -1792,6 +1803,7 @@ static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_sco
 	examined += u->state.count;
 	hmap_clear(&u->state, free);
 	examined += mem_lanes_user_forget(st, u);
+	examined += mem_memories_user_forget(st, u);
 	mem_feed_push(st, del);
 	mem_feed_compact(st);
 	mem_user_drop_if_empty(st, u);
@@ -1819,6 +1831,7 @@ static int32_t mem_feed_read(void *inst, const memd_call *call, int64_t after, u
 	for (size_t i = mem_feed_upper(st, after); i < st->n_feed && (!limit || sent < limit); i++) {
 		const mem_feed_entry *f = &st->feed[i];
 		memd_feed_record rec;
+		memd_memory mem;
 		memd_event ev;
 
 		examined++;
@@ -1834,6 +1847,18 @@ static int32_t mem_feed_read(void *inst, const memd_call *call, int64_t after, u
 			rec.user = ev.user;
 			rec.session = ev.session;
 			rec.event = &ev;
+		} else if (f->kind == MEMD_FEED_MEMORY) {
+			mem_memory_fill(f->memory, &mem);
+			rec.app = mem.app;
+			rec.user = mem.user;
+			rec.memory = &mem;
+		} else if (f->kind == MEMD_FEED_MEMORY_DELETE) {
+			memset(&mem, 0, sizeof(mem));
+			mem.struct_size = sizeof(mem);
+			mem.app = rec.app = f->app;
+			mem.user = rec.user = f->user;
+			mem.id = f->memory_id;
+			rec.memory = &mem;
 		} else {
 			rec.app = f->app;
 			rec.user = f->user;
@@ -1921,10 +1946,10 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-/* 1.2: the lane ops, a session's lifecycle members, append usage and
- * transcript operations (the host passes usage and operations only to a
- * store of this minor). */
-#define MEM_ABI_MINOR_NEEDED 2
+/* 1.3: the memory ops and the session's memory_seq (1.2: the lane ops,
+ * a session's lifecycle members, append usage and transcript operations,
+ * which the host passes only to a store of that minor or later). */
+#define MEM_ABI_MINOR_NEEDED 3
 
 static const memd_store_ops mem_ops = {
 	.struct_size = sizeof(memd_store_ops),
@@ -1959,6 +1984,12 @@ static const memd_store_ops mem_ops = {
 	.operation_list = mem_operation_list,
 	.operation_get = mem_operation_get,
 	.state_history = mem_state_history,
+	.memory_commit = mem_memory_commit,
+	.memory_get = mem_memory_get,
+	.memory_list = mem_memory_list,
+	.memory_history = mem_memory_history,
+	.memory_expire = mem_memory_expire,
+	.session_list_pending = mem_session_list_pending,
 };
 
 static const memd_plugin mem_plugin = {
