@@ -627,49 +627,87 @@ static int32_t check_not_rebuilding(indexer *ix, const char *app, const char *us
 	return 0;
 }
 
+/* Check that q's indexes are there and wait for them to catch up with
+ * the feed head (a client reads its own writes). */
+static int32_t search_ready(indexer *ix, memd_call *c, const char *app, const char *user,
+			    const search_req *q, memd_error *err)
+{
+	int64_t head, deadline;
+	int32_t r;
+
+	if ((q->mode == SEARCH_KEYWORD || q->mode == SEARCH_HYBRID) && !ix->kw)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				   "mode %s: keyword search is not enabled (index.keyword.enabled)",
+				   search_mode_name(q->mode));
+	if ((q->mode == SEARCH_VECTOR || q->mode == SEARCH_HYBRID) && !ix->vec)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "mode %s: vector search is not enabled (index.vector.enabled)",
+				      search_mode_name(q->mode));
+	/* The embedder's endpoint has not answered since start: there is no
+	 * vector index to wait for yet (keyword searches are unaffected). */
+	if (q->mode != SEARCH_KEYWORD && !vec_ready(ix->vec))
+		return vec_not_ready(ix->vec, err);
+	deadline = c->deadline_us ? c->deadline_us
+				  : feed_monotonic_us() + (int64_t)INDEX_WAIT_MS * US_PER_MS;
+	if ((r = check_not_rebuilding(ix, app, user, err)) < 0 ||
+	    (r = read_head(ix, c, &head, err)) < 0)
+		return r;
+	if (q->mode != SEARCH_VECTOR && (r = feed_tailer_wait(ix->kw_tail, head, deadline, err)) < 0)
+		return r;
+	if (q->mode != SEARCH_KEYWORD && (r = feed_tailer_wait(ix->vec_tail, head, deadline, err)) < 0)
+		return r;
+	return 0;
+}
+
 int32_t index_search(indexer *ix, const memd_call *call, const char *app, const char *user,
-		     const char *body_json, char **ret_json, memd_error *err)
+		     const char *body_json, int64_t now_us, char **ret_json, memd_error *err)
 {
 	memd_call c = { .struct_size = sizeof(c) };
 	search_req q = { 0 };
-	int64_t head, deadline;
 	int32_t r;
 
 	if (call)
 		c = *call;
 	if ((r = search_parse(body_json, ix->default_mode, &q, err)) < 0)
 		return r;
-	if ((q.mode == SEARCH_KEYWORD || q.mode == SEARCH_HYBRID) && !ix->kw) {
-		r = memd_error_set(err, MEMD_EINVAL, 0,
-				   "mode %s: keyword search is not enabled (index.keyword.enabled)",
-				   search_mode_name(q.mode));
-		goto out;
-	}
-	if ((q.mode == SEARCH_VECTOR || q.mode == SEARCH_HYBRID) && !ix->vec) {
-		r = memd_error_set(err, MEMD_EINVAL, 0,
-				   "mode %s: vector search is not enabled (index.vector.enabled)",
-				   search_mode_name(q.mode));
-		goto out;
-	}
-	/* The embedder's endpoint has not answered since start: there is no
-	 * vector index to wait for yet (keyword searches are unaffected). */
-	if (q.mode != SEARCH_KEYWORD && !vec_ready(ix->vec)) {
-		r = vec_not_ready(ix->vec, err);
-		goto out;
-	}
-	deadline = c.deadline_us ? c.deadline_us
-				 : feed_monotonic_us() + (int64_t)INDEX_WAIT_MS * US_PER_MS;
-	if ((r = check_not_rebuilding(ix, app, user, err)) < 0 ||
-	    (r = read_head(ix, &c, &head, err)) < 0)
-		goto out;
-	if (q.mode != SEARCH_VECTOR && (r = feed_tailer_wait(ix->kw_tail, head, deadline, err)) < 0)
-		goto out;
-	if (q.mode != SEARCH_KEYWORD && (r = feed_tailer_wait(ix->vec_tail, head, deadline, err)) < 0)
-		goto out;
-	r = search_run(ix->kw, ix->vec, ix->sessions, &c, app, user, &q, ret_json, err);
-out:
+	q.now_us = now_us;
+	if ((r = search_ready(ix, &c, app, user, &q, err)) == 0)
+		r = search_run(ix->kw, ix->vec, ix->sessions, &c, app, user, &q, ret_json, err);
 	search_req_clear(&q);
 	return r;
+}
+
+int32_t index_search_results(indexer *ix, const memd_call *call, const char *app,
+			     const char *user, const index_query *iq, void **ret_results,
+			     memd_error *err)
+{
+	memd_call c = { .struct_size = sizeof(c) };
+	search_req q = { 0 };
+	int32_t r;
+
+	if (call)
+		c = *call;
+	if (!iq->query || !*iq->query || strlen(iq->query) > SEARCH_QUERY_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "query: required, 1..%d bytes",
+				      SEARCH_QUERY_MAX);
+	if (iq->k < 1 || iq->k > SEARCH_K_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "k: must be 1..%d", SEARCH_K_MAX);
+	q.mode = iq->mode ? search_mode(iq->mode) : ix->default_mode;
+	if (!q.mode)
+		return memd_error_set(err, MEMD_EINVAL, 0, "mode: must be keyword, vector or hybrid");
+	q.query = iq->query;
+	q.k = iq->k;
+	q.sources = iq->sources & (INDEX_SOURCE_EVENTS | INDEX_SOURCE_MEMORIES);
+	if (!q.sources)
+		q.sources = SEARCH_EVENTS | SEARCH_MEMORIES;
+	q.now_us = iq->now_us;
+	q.exclude_session = iq->exclude_session;
+	q.exclude_ids = iq->exclude_ids;
+	q.n_exclude = iq->exclude_ids ? iq->n_exclude : 0;
+	q.min_score = iq->min_score;
+	if ((r = search_ready(ix, &c, app, user, &q, err)) < 0)
+		return r;
+	return search_results(ix->kw, ix->vec, ix->sessions, &c, app, user, &q, ret_results, err);
 }
 
 /* ---- rebuild ----------------------------------------------------------------------- */
@@ -919,6 +957,85 @@ static int32_t rebuild_session(indexer *ix, const memd_scope *sc, int64_t kw_upt
 	}
 }
 
+/* Memories of a user being listed for a rebuild: into b, the keyset of
+ * the last one kept. */
+typedef struct memory_page {
+	feed_batch *b;
+	uint32_t n;
+	int64_t last_created;
+	char last_id[MEMD_ID_MAX + 1];
+} memory_page;
+
+static int32_t collect_memory(void *ud, const memd_memory *m)
+{
+	memory_page *pg = ud;
+	size_t len = m->id ? strlen(m->id) : 0;
+
+	if (!len || len > MEMD_ID_MAX)
+		return 0; /* a store bug; nothing to index it by */
+	if (feed_batch_add_memory(pg->b, m) < 0)
+		return MEMD_ENOMEM;
+	pg->n++;
+	pg->last_created = m->created_us;
+	memcpy(pg->last_id, m->id, len + 1);
+	return 0;
+}
+
+/* Re-read the memories of sc's (app, user) into the indexes, a page at a
+ * time with the tailers paused as rebuild_session does; records past
+ * kw_upto / vec_upto are the tailers'. Every memory is read, expired
+ * ones too (searches leave those out by the clock). A store without
+ * memories has none. */
+static int32_t rebuild_memories(indexer *ix, const memd_scope *sc, int64_t kw_upto,
+				int64_t vec_upto, feed_batch *b, progress *p, memd_error *err)
+{
+	memd_call call = { .struct_size = sizeof(call), .cancel = p->cancel };
+	memory_page pg = { .b = b };
+	memd_memory_sink sink = { sizeof(sink), &pg, collect_memory };
+
+	for (;;) {
+		memd_memory_query q = {
+			.struct_size = sizeof(q),
+			.limit = INDEX_REBUILD_PAGE,
+			.before_created_us = pg.n ? pg.last_created : 0,
+			.before_id = pg.n ? pg.last_id : NULL,
+		};
+		const feed_rec *recs = NULL, *sel = NULL;
+		feed_rec *scratch = NULL;
+		size_t n = 0;
+		int32_t r;
+
+		pause_tailers(ix);
+		feed_batch_reset(b);
+		pg.n = 0;
+		r = store_memory_list(ix->sessions, &call, sc, &q, &sink, err);
+		if (r == 0) {
+			recs = feed_batch_records(b);
+			n = feed_batch_count(b);
+			if (n && !(scratch = malloc(n * sizeof(*scratch))))
+				r = MEMD_ENOMEM;
+		}
+		if (r == 0 && n && ix->kw) {
+			size_t k = keep_upto(recs, n, kw_upto, scratch, &sel), done = 0;
+			r = kw_feed_apply(ix->kw, sel, k, &done, err);
+		}
+		if (r == 0 && n && ix->vec) {
+			size_t k = keep_upto(recs, n, vec_upto, scratch, &sel);
+			r = vec_apply(ix->vec, sel, k, err);
+		}
+		resume_tailers(ix);
+		free(scratch);
+		if (r == MEMD_ENOTSUP)
+			return 0;
+		if (r < 0)
+			return r == MEMD_ENOMEM ? memd_error_set(err, r, 0, "out of memory") : r;
+		if (report(p, 0))
+			return memd_error_set(err, MEMD_ECANCELED, 0, "rebuild canceled");
+		if (pg.n < INDEX_REBUILD_PAGE)
+			return 0;
+	}
+}
+
 static int32_t rebuild_user(indexer *ix, const char *app, const char *user, progress *p,
 			    memd_error *err)
 {
@@ -955,6 +1072,9 @@ static int32_t rebuild_user(indexer *ix, const char *app, const char *user, prog
 		sc.session = l.ids[i];
 		r = rebuild_session(ix, &sc, kw_upto, vec_upto, b, p, err);
 	}
+	sc.session = NULL;
+	if (r == 0)
+		r = rebuild_memories(ix, &sc, kw_upto, vec_upto, b, p, err);
 	pause_tailers(ix);
 	if (r < 0 && ix->kw) {
 		/* The user's keyword entries are incomplete: replay the whole

@@ -32,6 +32,7 @@
 #include "plugins/loader.h"
 #include "config/settings.h"
 #include "plugins/store.h"
+#include "vector.h"
 
 /* How long a search waits for the indexes to catch up when its call has
  * no deadline. */
@@ -79,14 +80,57 @@ void index_close(indexer *ix);
 /* Something was written: wake the tailers. Accepts NULL. */
 void index_notify(indexer *ix);
 
+/* The session name under which memories' vectors are stored (see
+ * vector.h): no session id can contain '/'. */
+#define INDEX_MEMORY_SESSION VEC_MEMORY_SESSION
+
 /* memd_search (api/memd/memd.h) in scope (app, user), validated by the
  * caller. call may carry a deadline for the catch-up wait and a
- * rows_read counter (keyword postings examined are added). */
+ * rows_read counter (keyword postings examined are added). now_us: the
+ * facade's clock (memories expired then never come out). */
 int32_t index_search(indexer *ix, const memd_call *call, const char *app, const char *user,
-		     const char *body_json, char **ret_json, memd_error *err);
+		     const char *body_json, int64_t now_us, char **ret_json, memd_error *err);
+
+/* index_query.sources */
+#define INDEX_SOURCE_EVENTS   0x1u
+#define INDEX_SOURCE_MEMORIES 0x2u
+
+/* A search from inside memd (recall into a context, the neighbours of a
+ * candidate memory in extraction). */
+typedef struct index_query {
+	const char *query;           /* required, non-empty */
+	uint32_t k;                  /* 1..1000 */
+	const char *mode;            /* "keyword" | "vector" | "hybrid"; NULL = index.default_mode */
+	uint32_t sources;            /* INDEX_SOURCE_*; 0 = both */
+	/* Events left out (those already in a context): events of
+	 * exclude_session (NULL = of any session) whose id is one of
+	 * exclude_ids[0..n_exclude). Borrowed. */
+	const char *exclude_session;
+	const char *const *exclude_ids;
+	size_t n_exclude;
+	/* Results scoring below are left out (0 = none). Scores are the
+	 * mode's: BM25 (keyword), cosine similarity (vector) or fusion sums
+	 * (hybrid, at most about 2 / 61). */
+	double min_score;
+	int64_t now_us;              /* the facade's clock: expired memories never come out */
+} index_query;
+
+/* Search (app, user) as memd_search does (waiting for the indexes to
+ * catch up, the same errors), but from a struct: *ret_results gets the
+ * results as a JSON array (a json_t * the caller json_decrefs) of
+ * memd_search's result objects, best first, at most k: {"source":
+ * "event", "session_id", "event_id", "seq", "author", "role", "text",
+ * "timestamp", "score"} or {"source": "memory", "memory_id", "text",
+ * "kind", "topics", "entities", "updated", "score"}. MEMD_EINVAL for a
+ * bad query, k or mode (the message names the field), or a mode whose
+ * index is not enabled. */
+int32_t index_search_results(indexer *ix, const memd_call *call, const char *app,
+			     const char *user, const index_query *q, void **ret_results,
+			     memd_error *err);
 
 /* memd_index_rebuild: app and user both set (validated) or both NULL.
- * A user's rebuild pauses the tailers only while it reads and applies a
+ * A user's rebuild re-reads the user's sessions' events and the user's
+ * memories (a store without memories has none); it pauses the tailers only while it reads and applies a
  * page (INDEX_REBUILD_PAGE events), so that other users' searches do not
  * wait for it; the user's searches fail with MEMD_EUNAVAIL (retryable)
  * until it ends.

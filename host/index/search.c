@@ -24,8 +24,8 @@ const char *search_mode_name(int mode)
 
 /* ---- the request ---------------------------------------------------------------- */
 
-static const char *const fields[] = { "query", "k", "mode", "session_id", "authors", "after",
-				      "before", NULL };
+static const char *const fields[] = { "query", "k", "mode", "sources", "session_id", "authors",
+				      "after", "before", NULL };
 
 void search_req_clear(search_req *q)
 {
@@ -67,6 +67,33 @@ static int32_t parse_authors(json_t *body, search_req *q, memd_error *err)
 		q->authors[i] = json_string_value(a);
 	}
 	q->n_authors = n;
+	return 0;
+}
+
+/* "sources": a non-empty array of "events" and/or "memories"; absent or
+ * null = both. */
+static int32_t parse_sources(json_t *body, search_req *q, memd_error *err)
+{
+	json_t *v = json_object_get(body, "sources"), *s;
+	size_t i;
+
+	q->sources = SEARCH_EVENTS | SEARCH_MEMORIES;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "sources: must be a non-empty array of \"events\" and/or \"memories\"");
+	q->sources = 0;
+	json_array_foreach(v, i, s) {
+		const char *name = json_string_value(s);
+		if (name && strcmp(name, "events") == 0)
+			q->sources |= SEARCH_EVENTS;
+		else if (name && strcmp(name, "memories") == 0)
+			q->sources |= SEARCH_MEMORIES;
+		else
+			return memd_error_set(err, MEMD_EINVAL, 0,
+					      "sources[%zu]: must be \"events\" or \"memories\"", i);
+	}
 	return 0;
 }
 
@@ -136,7 +163,8 @@ int32_t search_parse(const char *body_json, int default_mode, search_req *ret, m
 			goto fail;
 		q.session = json_string_value(v);
 	}
-	if ((r = parse_authors(body, &q, err)) < 0 || (r = parse_time(body, "after", &q.after_us, err)) < 0 ||
+	if ((r = parse_sources(body, &q, err)) < 0 || (r = parse_authors(body, &q, err)) < 0 ||
+	    (r = parse_time(body, "after", &q.after_us, err)) < 0 ||
 	    (r = parse_time(body, "before", &q.before_us, err)) < 0)
 		goto fail;
 	*ret = q;
@@ -148,7 +176,8 @@ fail:
 
 /* ---- candidates and fusion -------------------------------------------------------- */
 
-/* One ranked candidate: an event by (session, seq). */
+/* One ranked candidate: an event by (session, seq), or a memory by its
+ * id (memory set; session holds the id, seq is 0). */
 typedef struct cand {
 	const char *session;     /* borrowed from the hit lists */
 	const char *event_id;    /* vector hits only; else NULL */
@@ -156,11 +185,12 @@ typedef struct cand {
 	int64_t timestamp_us;
 	double score;
 	uint32_t best_rank;      /* 1-based, the better of its ranks */
+	uint32_t memory;
 } cand;
 
-static int same_event(const cand *c, const char *session, int64_t seq)
+static int same_event(const cand *c, uint32_t memory, const char *session, int64_t seq)
 {
-	return c->seq == seq && strcmp(c->session, session) == 0;
+	return c->memory == memory && c->seq == seq && strcmp(c->session, session) == 0;
 }
 
 static int cand_cmp(const void *a, const void *b)
@@ -178,12 +208,12 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 /* Add one list's contribution, 1 / (SEARCH_RRF_K + rank). */
-static void fuse(cand *c, size_t *n, const char *session, const char *event_id, int64_t seq,
-		 int64_t ts, uint32_t rank)
+static void fuse(cand *c, size_t *n, uint32_t memory, const char *session, const char *event_id,
+		 int64_t seq, int64_t ts, uint32_t rank)
 {
 	double s = 1.0 / (SEARCH_RRF_K + rank);
 	for (size_t i = 0; i < *n; i++)
-		if (same_event(&c[i], session, seq)) {
+		if (same_event(&c[i], memory, session, seq)) {
 			c[i].score += s;
 			if (rank < c[i].best_rank)
 				c[i].best_rank = rank;
@@ -191,7 +221,7 @@ static void fuse(cand *c, size_t *n, const char *session, const char *event_id, 
 				c[i].event_id = event_id;
 			return;
 		}
-	c[*n] = (cand){ session, event_id, seq, ts, s, rank };
+	c[*n] = (cand){ session, event_id, seq, ts, s, rank, memory };
 	(*n)++;
 }
 
@@ -211,11 +241,68 @@ static int32_t fetch_event(void *ud, const memd_event *e)
 		return 0; /* not the indexed event (the session was re-created) */
 	ej_format_time(e->timestamp_us, ts);
 	json_decref(f->out);
-	f->out = json_pack("{s:s,s:s,s:I,s:s?,s:s?,s:s,s:s,s:f}", "session_id", f->c->session,
+	f->out = json_pack("{s:s,s:s,s:s,s:I,s:s?,s:s?,s:s,s:s,s:f}", "source", "event",
+			   "session_id", f->c->session,
 			   "event_id", e->id ? e->id : "", "seq", (json_int_t)e->seq, "author",
 			   e->author, "role", e->role, "text", e->text ? e->text : "", "timestamp",
 			   ts, "score", f->c->score);
 	return f->out ? 0 : MEMD_ENOMEM;
+}
+
+/* A JSON array text as an array (else an empty one). */
+static json_t *json_list(const char *text)
+{
+	json_t *v = text ? json_loads(text, 0, NULL) : NULL;
+	if (json_is_array(v))
+		return v;
+	json_decref(v);
+	return json_array();
+}
+
+typedef struct mem_fetch {
+	const cand *c;
+	json_t *out;
+} mem_fetch;
+
+static int32_t fetch_memory_row(void *ud, const memd_memory *m)
+{
+	mem_fetch *f = ud;
+	char ts[EJ_TIME_LEN];
+
+	ej_format_time(m->updated_us, ts);
+	json_decref(f->out);
+	f->out = json_pack("{s:s,s:s,s:s,s:s?,s:o,s:o,s:s,s:f}", "source", "memory", "memory_id",
+			   m->id ? m->id : f->c->session, "text", m->text ? m->text : "", "kind",
+			   m->kind, "topics", json_list(m->topics_json), "entities",
+			   json_list(m->entities_json), "updated", ts, "score", f->c->score);
+	return f->out ? 0 : MEMD_ENOMEM;
+}
+
+/* The result object of memory c, or *ret NULL when the store no longer
+ * has it (deleted, expired at now_us, or a store without memories). */
+static int32_t fetch_memory(store *sessions, const memd_call *call, const char *app,
+			    const char *user, int64_t now_us, const cand *c, json_t **ret,
+			    memd_error *err)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = user };
+	mem_fetch f = { c, NULL };
+	memd_memory_sink sink = { sizeof(sink), &f, fetch_memory_row };
+	memd_error e2 = { 0 };
+	int32_t r = store_memory_get(sessions, call, &sc, c->session, now_us, &sink, &e2);
+
+	if (r == MEMD_ENOTFOUND || r == MEMD_ENOTSUP) {
+		json_decref(f.out);
+		*ret = NULL;
+		return 0;
+	}
+	if (r < 0) {
+		json_decref(f.out);
+		if (err)
+			*err = e2;
+		return r;
+	}
+	*ret = f.out;
+	return 0;
 }
 
 /* The result object of c, or *ret NULL when its event is gone. */
@@ -249,6 +336,37 @@ static int32_t fetch(store *sessions, const memd_call *call, const char *app, co
 	return 0;
 }
 
+/* Nonzero if the caller left the event of result o out (search_req's
+ * exclude_*). */
+static int excluded(const search_req *q, const json_t *o)
+{
+	const char *id = json_string_value(json_object_get(o, "event_id"));
+	const char *session = json_string_value(json_object_get(o, "session_id"));
+
+	if (!q->n_exclude || !id || !session ||
+	    (q->exclude_session && strcmp(q->exclude_session, session) != 0))
+		return 0;
+	for (size_t i = 0; i < q->n_exclude; i++)
+		if (strcmp(q->exclude_ids[i], id) == 0)
+			return 1;
+	return 0;
+}
+
+/* The result object of c (an event or a memory), or *ret NULL when it
+ * is gone or left out. */
+static int32_t fetch_cand(store *sessions, const memd_call *call, const char *app,
+			  const char *user, const search_req *q, const cand *c, json_t **ret,
+			  memd_error *err)
+{
+	int32_t r = c->memory ? fetch_memory(sessions, call, app, user, q->now_us, c, ret, err)
+			      : fetch(sessions, call, app, user, c, ret, err);
+	if (r == 0 && *ret && !c->memory && excluded(q, *ret)) {
+		json_decref(*ret);
+		*ret = NULL;
+	}
+	return r;
+}
+
 /* ---- running ------------------------------------------------------------------------- */
 
 /* One pass of a search over the best `want` candidates of each index.
@@ -277,7 +395,9 @@ static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const 
 			.n_authors = q->n_authors,
 			.after_us = q->after_us,
 			.before_us = q->before_us,
-			.sources = KW_SOURCE_EVENTS,
+			.sources = (q->sources & SEARCH_EVENTS ? KW_SOURCE_EVENTS : 0) |
+				   (q->sources & SEARCH_MEMORIES ? KW_SOURCE_MEMORIES : 0),
+			.now_us = q->now_us,
 		};
 		if ((r = kw_search(kw, app, user, q->query, &f, want, &kh, &nk,
 				   call ? call->rows_read : NULL, err)) < 0)
@@ -294,7 +414,10 @@ static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const 
 			.after_us = q->after_us,
 			.before_us = q->before_us,
 		};
-		if ((r = vec_search(vec, call, q->query, &f, want, &vh, &nv, err)) < 0)
+		uint32_t sources = (q->sources & SEARCH_EVENTS ? VEC_SOURCE_EVENTS : 0) |
+				   (q->sources & SEARCH_MEMORIES ? VEC_SOURCE_MEMORIES : 0);
+		if ((r = vec_search(vec, call, q->query, &f, sources, q->now_us, want, &vh, &nv,
+				    err)) < 0)
 			goto out;
 	}
 	c = calloc(nk + nv + 1, sizeof(*c));
@@ -305,23 +428,26 @@ static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const 
 	}
 	if (q->mode == SEARCH_HYBRID) {
 		for (size_t i = 0; i < nk; i++)
-			fuse(c, &nc, kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us, (uint32_t)i + 1);
-		for (size_t i = 0; i < nv; i++)
-			fuse(c, &nc, vh[i].session, vh[i].event_id, vh[i].seq, vh[i].timestamp_us,
+			fuse(c, &nc, kh[i].memory, kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us,
 			     (uint32_t)i + 1);
+		for (size_t i = 0; i < nv; i++)
+			fuse(c, &nc, vh[i].memory, vh[i].session, vh[i].event_id, vh[i].seq,
+			     vh[i].timestamp_us, (uint32_t)i + 1);
 		qsort(c, nc, sizeof(*c), cand_cmp);
 	} else if (use_kw) {
 		for (size_t i = 0; i < nk; i++)
 			c[nc++] = (cand){ kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us,
-					  kh[i].score, (uint32_t)i + 1 };
+					  kh[i].score, (uint32_t)i + 1, kh[i].memory };
 	} else {
 		for (size_t i = 0; i < nv; i++)
 			c[nc++] = (cand){ vh[i].session, vh[i].event_id, vh[i].seq, vh[i].timestamp_us,
-					  vh[i].score, (uint32_t)i + 1 };
+					  vh[i].score, (uint32_t)i + 1, vh[i].memory };
 	}
 	for (size_t i = 0; i < nc && json_array_size(results) < q->k; i++) {
 		json_t *o = NULL;
-		if ((r = fetch(sessions, call, app, user, &c[i], &o, err)) < 0)
+		if (c[i].score < q->min_score)
+			break; /* best first: the rest score lower still */
+		if ((r = fetch_cand(sessions, call, app, user, q, &c[i], &o, err)) < 0)
 			goto out;
 		if (!o)
 			dropped++;
@@ -342,17 +468,16 @@ out:
 	return r;
 }
 
-int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
-		   const char *app, const char *user, const search_req *q, char **ret_json,
-		   memd_error *err)
+int32_t search_results(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+		       const char *app, const char *user, const search_req *q, void **ret_results,
+		       memd_error *err)
 {
 	uint32_t want = q->mode == SEARCH_HYBRID
 				? (q->k * SEARCH_HYBRID_OVERSAMPLE > SEARCH_HYBRID_MIN
 					   ? q->k * SEARCH_HYBRID_OVERSAMPLE
 					   : SEARCH_HYBRID_MIN)
 				: q->k + SEARCH_SLACK;
-	json_t *results = NULL, *out;
-	char *text;
+	json_t *results = NULL;
 	int more = 1;
 	int32_t r = 0;
 
@@ -372,6 +497,22 @@ int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_cal
 		want = want * SEARCH_PASS_GROWTH < SEARCH_PASS_WANT_MAX ? want * SEARCH_PASS_GROWTH
 									: SEARCH_PASS_WANT_MAX;
 	}
+	*ret_results = results;
+	return 0;
+}
+
+int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+		   const char *app, const char *user, const search_req *q, char **ret_json,
+		   memd_error *err)
+{
+	void *res = NULL;
+	json_t *results, *out;
+	char *text;
+	int32_t r;
+
+	if ((r = search_results(kw, vec, sessions, call, app, user, q, &res, err)) < 0)
+		return r;
+	results = res;
 	out = json_pack("{s:s,s:O}", "mode", search_mode_name(q->mode), "results", results);
 	text = out ? json_dumps(out, JSON_COMPACT) : NULL;
 	json_decref(out);

@@ -43,16 +43,28 @@
 #define SEARCH_VECTOR  2
 #define SEARCH_HYBRID  3
 
+/* search_req.sources */
+#define SEARCH_EVENTS   0x1u
+#define SEARCH_MEMORIES 0x2u
+
 /* A parsed request. Strings point into body (owned). */
 typedef struct search_req {
-	void *body;                  /* json_t *, owned */
+	void *body;                  /* json_t *, owned; NULL when built by hand */
 	const char *query;
 	uint32_t k;
 	int mode;                    /* SEARCH_* */
+	uint32_t sources;            /* SEARCH_EVENTS | SEARCH_MEMORIES (parse: both by default) */
 	const char *session;         /* NULL = every session */
 	const char **authors;        /* malloc'd array; NULL = any */
 	size_t n_authors;
 	int64_t after_us, before_us; /* 0 = no bound */
+	/* Set by the caller, not the body: */
+	int64_t now_us;              /* memories expired then never come out */
+	const char *exclude_session; /* with exclude_ids: events left out */
+	const char *const *exclude_ids; /* event ids (of exclude_session, or of any
+					 * session when it is NULL) left out */
+	size_t n_exclude;
+	double min_score;            /* results scoring below are left out; 0 = none */
 } search_req;
 
 /* The mode named name (keyword|vector|hybrid), or 0. */
@@ -61,7 +73,8 @@ const char *search_mode_name(int mode);
 
 /* Parse and validate body: {"query": str (required, 1..SEARCH_QUERY_MAX
  * bytes), "k"?: 1..SEARCH_K_MAX (default SEARCH_K_DEFAULT), "mode"?:
- * keyword|vector|hybrid (default default_mode), "session_id"?: id,
+ * keyword|vector|hybrid (default default_mode), "sources"?: a non-empty
+ * array of "events" and/or "memories" (default both), "session_id"?: id,
  * "authors"?: [str] (<= SEARCH_AUTHORS_MAX), "after"?/"before"?: RFC
  * 3339 time (exclusive bounds on the event's timestamp)}. Unknown fields
  * are refused. MEMD_EINVAL with the field's name, or MEMD_ENOMEM. */
@@ -71,11 +84,20 @@ void search_req_clear(search_req *q);
 
 /* Run q in scope (app, user) over the indexes its mode needs (kw for
  * keyword and hybrid, vec for vector and hybrid; the caller checked they
- * exist and are caught up), fetching events from sessions. Result JSON:
- * {"mode": str, "results": [{"session_id", "event_id", "seq", "author",
- * "role", "text", "timestamp", "score"}]}, best first. */
+ * exist and are caught up), fetching events and memories from sessions
+ * (a memory the store no longer has, or has expired at q->now_us, is
+ * dropped like a deleted event). Both kinds rank in one list. Result
+ * JSON: {"mode": str, "results": [{"source": "event", "session_id",
+ * "event_id", "seq", "author", "role", "text", "timestamp", "score"} |
+ * {"source": "memory", "memory_id", "text", "kind", "topics",
+ * "entities", "updated", "score"}]}, best first. */
 int32_t search_run(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
 		   const char *app, const char *user, const search_req *q, char **ret_json,
 		   memd_error *err);
+/* search_run's results only: *ret_results gets the array (a new
+ * reference to a json_t array; json_decref it). */
+int32_t search_results(kw_index *kw, vec_index *vec, store *sessions, const memd_call *call,
+		       const char *app, const char *user, const search_req *q, void **ret_results,
+		       memd_error *err);
 
 #endif

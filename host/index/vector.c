@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,7 @@ static int32_t flush(vec_index *v, memd_error *err)
 	for (size_t i = 0; i < v->n_pending; i++) {
 		const feed_rec *e = v->pending[i];
 		const float *vec = v->vectors + i * v->dim;
+		int memory = e->kind == MEMD_FEED_MEMORY;
 		if (is_zero(vec, v->dim))
 			continue;
 		v->recs[n] = (memd_vector_record){
@@ -283,10 +285,10 @@ static int32_t flush(vec_index *v, memd_error *err)
 			.dim = v->dim,
 			.app = e->app,
 			.user = e->user,
-			.session = e->session,
-			.event_id = e->event_id,
-			.author = e->author,
-			.seq = e->seq,
+			.session = memory ? VEC_MEMORY_SESSION : e->session,
+			.event_id = memory ? e->memory_id : e->event_id,
+			.author = memory ? NULL : e->author,
+			.seq = memory ? e->expires_us : e->seq,
 			.timestamp_us = e->timestamp_us,
 			.vector = vec,
 		};
@@ -350,6 +352,16 @@ static int32_t remove_events(vec_index *v, const char *app, const char *user, co
 	return r < 0 ? fix(v, "remove_events", r, err) : 0;
 }
 
+/* Remove a memory's record. A store without remove_events keeps it:
+ * searches drop memories the session store no longer has when they
+ * fetch the hits. */
+static int32_t remove_memory(vec_index *v, const char *app, const char *user, const char *id,
+			     memd_error *err)
+{
+	const char *ids[1] = { id };
+	return remove_events(v, app, user, VEC_MEMORY_SESSION, ids, 1, err);
+}
+
 /* Nonzero if b is a HIDE record of a's session. */
 static int same_session(const feed_rec *a, const feed_rec *b)
 {
@@ -399,6 +411,28 @@ int32_t vec_apply(vec_index *v, const feed_rec *recs, size_t n, memd_error *err)
 			if ((r = remove_scope(v, rec->app, rec->user,
 					      rec->kind == MEMD_FEED_DELETE_SESSION ? rec->session : NULL,
 					      err)) < 0)
+				return r;
+			break;
+		case MEMD_FEED_MEMORY:
+			if (!rec->memory_id || !rec->memory_id[0])
+				break;
+			if (!has_text(rec->text)) {
+				/* Nothing to embed: the older version goes. */
+				if ((r = flush(v, err)) < 0 ||
+				    (r = remove_memory(v, rec->app, rec->user, rec->memory_id, err)) < 0)
+					return r;
+				break;
+			}
+			v->pending[v->n_pending++] = rec;
+			if (v->n_pending == v->batch && (r = flush(v, err)) < 0)
+				return r;
+			break;
+		case MEMD_FEED_MEMORY_DELETE:
+			if (!rec->memory_id || !rec->memory_id[0])
+				break;
+			/* A version pending in this batch is upserted first. */
+			if ((r = flush(v, err)) < 0 ||
+			    (r = remove_memory(v, rec->app, rec->user, rec->memory_id, err)) < 0)
 				return r;
 			break;
 		case MEMD_FEED_HIDE: {
@@ -476,21 +510,18 @@ static size_t event_key(const char *app, const char *user, const char *session, 
 	return n > 0 && n < VEC_KEY_MAX ? (size_t)n : 0;
 }
 
-static int32_t skip_hide(skip_ctx *s, const memd_feed_record *r, int hidden)
+/* Note an event (or memory) of the range as hidden (or deleted) or
+ * visible again. */
+static int32_t skip_mark(skip_ctx *s, const char *app, const char *user, const char *session,
+			 const char *event_id, int hidden)
 {
-	const char *app, *user, *session;
 	char key[VEC_KEY_MAX];
 	size_t kl;
 	uint32_t id;
 
-	if (!r->event || !r->event->id || !r->event->id[0])
+	if (!app || !user || !session || !event_id || !event_id[0])
 		return 0;
-	app = r->app ? r->app : r->event->app;
-	user = r->user ? r->user : r->event->user;
-	session = r->session ? r->session : r->event->session;
-	if (!app || !user || !session)
-		return 0;
-	kl = event_key(app, user, session, r->event->id, key);
+	kl = event_key(app, user, session, event_id, key);
 	if (!kl)
 		return 0;
 	if (!hidden) {
@@ -516,6 +547,28 @@ oom:
 	return MEMD_ENOMEM;
 }
 
+static int32_t skip_hide(skip_ctx *s, const memd_feed_record *r, int hidden)
+{
+	if (!r->event)
+		return 0;
+	return skip_mark(s, r->app ? r->app : r->event->app, r->user ? r->user : r->event->user,
+			 r->session ? r->session : r->event->session, r->event->id, hidden);
+}
+
+/* A MEMORY_DELETE of the range: its record goes, unless a later MEMORY
+ * record of the range brings the id back. */
+static int32_t skip_memory(skip_ctx *s, const memd_feed_record *r, int deleted)
+{
+	const memd_memory *m = r->struct_size >= offsetof(memd_feed_record, memory) +
+							     sizeof(r->memory)
+				       ? r->memory
+				       : NULL;
+	if (!m)
+		return 0;
+	return skip_mark(s, r->app ? r->app : m->app, r->user ? r->user : m->user,
+			 VEC_MEMORY_SESSION, m->id, deleted);
+}
+
 static int32_t skip_record(void *ud, const memd_feed_record *r)
 {
 	skip_ctx *s = ud;
@@ -526,6 +579,8 @@ static int32_t skip_record(void *ud, const memd_feed_record *r)
 		return 0;
 	if (r->kind == MEMD_FEED_HIDE || r->kind == MEMD_FEED_EVENT)
 		return skip_hide(s, r, r->kind == MEMD_FEED_HIDE);
+	if (r->kind == MEMD_FEED_MEMORY || r->kind == MEMD_FEED_MEMORY_DELETE)
+		return skip_memory(s, r, r->kind == MEMD_FEED_MEMORY_DELETE);
 	if (r->kind != MEMD_FEED_DELETE_SESSION && r->kind != MEMD_FEED_DELETE_USER)
 		return 0;
 	return remove_scope(s->v, r->app, r->user,
@@ -629,8 +684,11 @@ void vec_consumer(vec_index *v, feed_consumer *ret)
 
 typedef struct hit_acc {
 	const memd_vector_filter *f;
+	int memories;            /* 1: keep only memories; 0: only events */
+	int64_t now_us;          /* memories expired then are left out */
 	vec_hit *hits;
 	size_t n, cap;
+	uint32_t seen;           /* hits the store delivered */
 	int oom;
 } hit_acc;
 
@@ -655,13 +713,26 @@ static int in_filter(const memd_vector_filter *f, const memd_vector_hit *h)
 	return 1;
 }
 
+/* Whether a hit in scope is of the kind asked for (and, a memory, not
+ * expired). */
+static int of_kind(const hit_acc *a, const memd_vector_hit *h)
+{
+	int memory = strcmp(h->session, VEC_MEMORY_SESSION) == 0;
+	if (memory != a->memories)
+		return 0;
+	return !memory || !(h->seq > 0 && h->seq <= a->now_us);
+}
+
 static int32_t sink_hit(void *ud, const memd_vector_hit *h)
 {
 	hit_acc *a = ud;
 	vec_hit *x;
 
+	a->seen++;
 	if (!in_filter(a->f, h))
 		return 0; /* a store bug must not leak another scope */
+	if (!of_kind(a, h))
+		return 0;
 	if (!(h->score > 0.0f))
 		return 0; /* orthogonal or opposite: not a match */
 	if (a->n == a->cap) {
@@ -675,9 +746,10 @@ static int32_t sink_hit(void *ud, const memd_vector_hit *h)
 		a->cap = cap;
 	}
 	x = &a->hits[a->n];
-	x->session = strdup(h->session);
+	x->memory = (uint32_t)a->memories;
+	x->session = strdup(a->memories ? h->event_id : h->session);
 	x->event_id = strdup(h->event_id);
-	x->seq = h->seq;
+	x->seq = a->memories ? 0 : h->seq;
 	x->timestamp_us = h->timestamp_us;
 	x->score = h->score;
 	a->n++;
@@ -697,16 +769,73 @@ void vec_hits_free(vec_hit *hits, size_t n)
 	free(hits);
 }
 
-int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
-		   const memd_vector_filter *f, uint32_t k, vec_hit **ret_hits, size_t *ret_n,
-		   memd_error *err)
+/* The best k hits of one kind into a (empty): asks the store for k, and
+ * again for more while records of the other kind (or expired memories)
+ * crowd the answer out and the store had more to give. */
+static int32_t query_kind(vec_index *v, const memd_call *call, const float *q,
+			  const memd_vector_filter *f, uint32_t k, hit_acc *a, memd_error *err)
 {
-	hit_acc a = { f, NULL, 0, 0, 0 };
-	memd_vector_hit_sink sink = { sizeof(sink), &a, sink_hit };
+	memd_vector_hit_sink sink = { sizeof(sink), a, sink_hit };
+	uint32_t ask = k;
+	int32_t r;
+
+	for (;;) {
+		vec_hits_free(a->hits, a->n);
+		a->hits = NULL;
+		a->n = a->cap = 0;
+		a->seen = 0;
+		VEC_LOCK(v);
+		r = v->ops->query(v->handle, call, q, v->dim, f, ask, &sink, err);
+		VEC_UNLOCK(v);
+		if (r < 0)
+			return a->oom ? memd_error_set(err, MEMD_ENOMEM, 0, "out of memory")
+				      : fix(v, "query", r, err);
+		if (a->n >= k || a->seen < ask || ask >= VEC_FETCH_MAX)
+			break;
+		ask = ask > VEC_FETCH_MAX / VEC_FETCH_GROWTH ? VEC_FETCH_MAX : ask * VEC_FETCH_GROWTH;
+	}
+	while (a->n > k) {
+		a->n--;
+		free(a->hits[a->n].session);
+		free(a->hits[a->n].event_id);
+	}
+	return 0;
+}
+
+/* Best first: score, then newer, then by ids (a stable order). */
+static int hit_cmp(const void *x, const void *y)
+{
+	const vec_hit *a = x, *b = y;
+	int c;
+	if (a->score != b->score)
+		return a->score > b->score ? -1 : 1;
+	if (a->timestamp_us != b->timestamp_us)
+		return a->timestamp_us > b->timestamp_us ? -1 : 1;
+	if (a->memory != b->memory)
+		return a->memory ? 1 : -1;
+	if ((c = strcmp(a->session, b->session)) != 0)
+		return c;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
+		   const memd_vector_filter *f, uint32_t sources, int64_t now_us, uint32_t k,
+		   vec_hit **ret_hits, size_t *ret_n, memd_error *err)
+{
+	memd_vector_filter mf = {
+		.struct_size = sizeof(mf),
+		.app = f->app,
+		.user = f->user,
+		.session = VEC_MEMORY_SESSION,
+	};
+	hit_acc ev = { f, 0, now_us, NULL, 0, 0, 0, 0 }, mem = { &mf, 1, now_us, NULL, 0, 0, 0, 0 };
 	const char *texts[1] = { query };
+	vec_hit *all = NULL;
 	float *q;
 	int32_t r;
 
+	if (!sources)
+		sources = VEC_SOURCE_EVENTS | VEC_SOURCE_MEMORIES;
 	if (!vec_ready(v))
 		return vec_not_ready(v, err);
 	q = malloc((size_t)v->dim * sizeof(*q));
@@ -726,20 +855,30 @@ int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
 		*ret_n = 0;
 		return 0;
 	}
-	if ((r = do_prepare(v, err)) == 0) {
-		VEC_LOCK(v);
-		r = v->ops->query(v->handle, call, q, v->dim, f, k, &sink, err);
-		VEC_UNLOCK(v);
-		if (r < 0)
-			r = a.oom ? memd_error_set(err, MEMD_ENOMEM, 0, "out of memory")
-				  : fix(v, "query", r, err);
-	}
+	if ((r = do_prepare(v, err)) == 0 && (sources & VEC_SOURCE_EVENTS))
+		r = query_kind(v, call, q, f, k, &ev, err);
+	if (r == 0 && (sources & VEC_SOURCE_MEMORIES))
+		r = query_kind(v, call, q, &mf, k, &mem, err);
 	free(q);
+	if (r == 0 && ev.n + mem.n > 0 && !(all = malloc((ev.n + mem.n) * sizeof(*all))))
+		r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	if (r < 0) {
-		vec_hits_free(a.hits, a.n);
+		vec_hits_free(ev.hits, ev.n);
+		vec_hits_free(mem.hits, mem.n);
 		return r;
 	}
-	*ret_hits = a.hits;
-	*ret_n = a.n;
+	if (ev.n)
+		memcpy(all, ev.hits, ev.n * sizeof(*all));
+	if (mem.n)
+		memcpy(all + ev.n, mem.hits, mem.n * sizeof(*all));
+	free(ev.hits);
+	free(mem.hits);
+	qsort(all, ev.n + mem.n, sizeof(*all), hit_cmp);
+	*ret_n = ev.n + mem.n < k ? ev.n + mem.n : k;
+	for (size_t i = *ret_n; i < ev.n + mem.n; i++) {
+		free(all[i].session);
+		free(all[i].event_id);
+	}
+	*ret_hits = all;
 	return 0;
 }

@@ -3,7 +3,9 @@
  * vector: the vector indexer over a vector-store plugin instance
  * (api/memd/vector.h). It embeds events' text in batches (embed.h) and
  * upserts one record per event (idempotent by event, so an event made
- * visible again is simply upserted again), removes a session's or user's
+ * visible again is simply upserted again) and per memory (MEMORY
+ * records, replaced by a new version; see VEC_MEMORY_SESSION), removes a
+ * memory's record when it is deleted, a session's or user's
  * records when the feed says they were deleted and an event's when it was
  * hidden (remove_events; a vector store below ABI 1.2 has none and keeps
  * hidden events' records: searches then drop those hits when they fetch
@@ -29,6 +31,22 @@
 #include "plugins/hostsvc.h"
 #include "plugins/loader.h"
 #include "plugins/store.h"
+
+/* The session name of memories' records: a user's memories are embedded
+ * into the same vector store as events, each a record with this session
+ * (no session id can contain '/'), event_id = the memory's id, seq = its
+ * expires_us (0 = never) and timestamp_us = its updated_us. Event
+ * searches leave these records out; memory searches ask for them. */
+#define VEC_MEMORY_SESSION "memories/"
+
+/* vec_search's sources */
+#define VEC_SOURCE_EVENTS   0x1u
+#define VEC_SOURCE_MEMORIES 0x2u
+/* A search whose store answers are crowded by records it leaves out
+ * (memories for an event search, expired memories) asks again for
+ * VEC_FETCH_GROWTH times as many, up to VEC_FETCH_MAX. */
+#define VEC_FETCH_GROWTH 4
+#define VEC_FETCH_MAX 8192
 
 /* Prefix of the durable cursor's name. */
 #define VEC_CURSOR_PREFIX "vector:"
@@ -84,19 +102,23 @@ int vec_removes_events(const vec_index *v);
 int32_t vec_cursor_save(vec_index *v, int64_t position, memd_error *err);
 
 typedef struct vec_hit {
-	char *session, *event_id;    /* malloc'd */
-	int64_t seq;
-	int64_t timestamp_us;
+	char *session, *event_id;    /* malloc'd; a memory's: both its id */
+	int64_t seq;                 /* a memory's: 0 */
+	int64_t timestamp_us;        /* a memory's: updated_us */
 	double score;
+	uint32_t memory;             /* nonzero: the hit is a memory */
 } vec_hit;
 
-/* Embed query and return the best k records matching f (app and user
- * set; the store is asked for exactly that scope and every hit is
- * checked against it) into *ret_hits (free with vec_hits_free). Hits
- * with a similarity <= 0 are left out: they do not match. */
+/* Embed query and return the best k records of sources
+ * (VEC_SOURCE_*; 0 = both) into *ret_hits (free with vec_hits_free),
+ * best first: events matching f (app and user set; the store is asked
+ * for exactly that scope and every hit is checked against it), and
+ * memories of f's app and user (f's session, authors and times narrow
+ * events only) that have not expired at now_us. Hits with a similarity
+ * <= 0 are left out: they do not match. */
 int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
-		   const memd_vector_filter *f, uint32_t k, vec_hit **ret_hits, size_t *ret_n,
-		   memd_error *err);
+		   const memd_vector_filter *f, uint32_t sources, int64_t now_us, uint32_t k,
+		   vec_hit **ret_hits, size_t *ret_n, memd_error *err);
 void vec_hits_free(vec_hit *hits, size_t n);
 
 #endif

@@ -21,7 +21,8 @@ int32_t memd_search(memd *m, const char *app, const char *user, const char *body
 
 	if ((r = service_check_scope(app, user, NULL, &sc, err)) < 0)
 		return r;
-	if ((r = index_search(m->index, &call, app, user, body_json, &out, err)) < 0)
+	if ((r = index_search(m->index, &call, app, user, body_json, service_clock_us(m), &out,
+				 err)) < 0)
 		return r;
 	/* At most k (1000) hits, each an event: bounded, but not by much. */
 	len = strlen(out);

@@ -151,6 +151,51 @@ Test(http_search, keyword_search_with_filters_and_errors)
 	json_decref(res);
 }
 
+/* POST's 400 for body, whose message contains want. */
+static void expect_400(const char *body, const char *want)
+{
+	hs_resp r = { 0 };
+	hs_json(&H, "POST", BASE "alice/search", body, &r);
+	cr_assert_eq(r.status, 400, "%s: %ld", body, r.status);
+	cr_assert_not_null(strstr(r.body, want), "%s: %s", body, r.body);
+	hs_resp_clear(&r);
+}
+
+/* "sources" chooses events and/or memories (bad values are 400s naming
+ * the field); every result says its source; an author's name finds what
+ * the author wrote (the author is a field of the keyword index). */
+Test(http_search, sources_and_the_author_field)
+{
+	json_t *res, *hit;
+
+	hs_start(&H, NULL, NULL);
+	append("alice", "s1",
+	       "[{\"role\":\"user\",\"author\":\"Caroline\",\"content\":\"I went hiking\"},"
+	       "{\"role\":\"assistant\",\"author\":\"planner\",\"content\":\"Nice trail\"}]");
+
+	res = search("alice", "{\"query\":\"what did caroline do\"}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 1);
+	hit = json_array_get(json_object_get(res, "results"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(hit, "source")), "event");
+	cr_assert_str_eq(first_text(res), "I went hiking");
+	json_decref(res);
+
+	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"events\"]}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 1);
+	json_decref(res);
+	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"memories\"]}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 0, "events are not memories");
+	json_decref(res);
+	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"memories\",\"events\"]}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 1);
+	json_decref(res);
+
+	expect_400("{\"query\":\"x\",\"sources\":[\"nope\"]}", "sources[0]: must be");
+	expect_400("{\"query\":\"x\",\"sources\":[\"events\",3]}", "sources[1]: must be");
+	expect_400("{\"query\":\"x\",\"sources\":[]}", "sources: must be a non-empty array");
+	expect_400("{\"query\":\"x\",\"sources\":\"events\"}", "sources: must be a non-empty array");
+}
+
 Test(http_search, vector_and_hybrid_and_scopes)
 {
 	const char *read_hdr[] = { "Authorization: Bearer " KEY_R, NULL };

@@ -1311,7 +1311,7 @@ static void direct_search(direct *d, const char *user)
 {
 	memd_error err = { 0 };
 	char *out = NULL;
-	cr_assert_eq(index_search(d->ix, NULL, APP, user, "{\"query\":\"marathon\"}", &out, &err), 0,
+	cr_assert_eq(index_search(d->ix, NULL, APP, user, "{\"query\":\"marathon\"}", 0, &out, &err), 0,
 		     "%s", err.msg);
 	free(out);
 }
