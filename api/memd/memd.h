@@ -365,7 +365,11 @@ MEMD_API int32_t memd_artifact_delete(memd *m, const char *app, const char *user
  * "author", "role", "text", "timestamp", "score"} | {"source": "memory",
  * "memory_id", "text", "kind", "topics", "entities", "updated", "score"}]},
  * best first; scores are BM25 (keyword), cosine
- * similarity (vector) or reciprocal-rank fusion sums (hybrid).
+ * similarity (vector) or, hybrid, (1 - w) * keyword + w * vector with
+ * each list's scores min-max normalised to [0, 1] over its candidates
+ * (an event missing from a list gets 0 from it) and w config's
+ * index.hybrid.vector_weight (default 0.05 with the hash embedder, 0.15
+ * with openai): in [0, 1].
  * MEMD_EINVAL for a bad body or a mode whose index is not enabled. */
 MEMD_API int32_t memd_search(memd *m, const char *app, const char *user, const char *body_json,
 			     char **ret_json, memd_error *err);

@@ -776,6 +776,15 @@ static void load_sessions(ctx *c, const config_node *root, settings *s)
 	s->sessions_store = dup_or_flag(c, name);
 }
 
+/* The embedder's type (SETTINGS_EMBEDDER_TYPE_DEFAULT when not given or
+ * not a scalar; load_embedder reports a bad one). */
+static const char *embedder_type(const config_node *embedder)
+{
+	const config_node *t = get(embedder, "type");
+	return t && config_node_type(t) == CONFIG_SCALAR ? config_scalar(t)
+							 : SETTINGS_EMBEDDER_TYPE_DEFAULT;
+}
+
 static void load_embedder(ctx *c, const config_node *vector, settings *s)
 {
 	static const char *const known[] = {"type", "dim", "url", "model", "api_key",
@@ -848,8 +857,9 @@ static void load_snapshot(ctx *c, const config_node *kw, settings *s)
 
 static void load_index(ctx *c, const config_node *root, settings *s)
 {
-	static const char *const known[] = {"keyword", "vector", "default_mode", NULL};
+	static const char *const known[] = {"keyword", "vector", "hybrid", "default_mode", NULL};
 	static const char *const kw_known[] = {"enabled", "k1", "b", "snapshot", NULL};
+	static const char *const hybrid_known[] = {"vector_weight", NULL};
 	static const char *const vec_known[] = {"enabled", "store", "embedder", NULL};
 	enum { SEARCH_KEYWORD, SEARCH_VECTOR, SEARCH_HYBRID };
 	static const char *const modes[] = {[SEARCH_KEYWORD] = "keyword", [SEARCH_VECTOR] = "vector",
@@ -879,7 +889,15 @@ static void load_index(ctx *c, const config_node *root, settings *s)
 	s->vector_store = dup_or_flag(c, store);
 	load_embedder(c, vec, s);
 
-	/* Not given: keyword, or vector when only that is enabled. */
+	int hash = strcmp(embedder_type(s->embedder), "hash") == 0;
+	const config_node *hy = get_map(c, m, "index", "hybrid");
+	check_keys(c, hy, "index.hybrid", hybrid_known);
+	get_double(c, hy, "index.hybrid", "vector_weight",
+		   hash ? SETTINGS_HYBRID_VECTOR_WEIGHT_HASH : SETTINGS_HYBRID_VECTOR_WEIGHT_MODEL, 0, 0,
+		   1, &s->hybrid_vector_weight);
+
+	/* Not given: keyword, or vector when only that is enabled (so never
+	 * hybrid, whatever the embedder). */
 	size_t mode = !s->keyword_enabled && s->vector_enabled ? SEARCH_VECTOR : SEARCH_KEYWORD;
 	const config_node *at = get(m, "default_mode");
 	if (at) {

@@ -62,6 +62,17 @@
 #define SETTINGS_KEYWORD_SNAPSHOT_DEFAULT "./data/" SETTINGS_KEYWORD_SNAPSHOT_FILE
 #define SETTINGS_SEARCH_MODE_DEFAULT "keyword"
 #define SETTINGS_EMBEDDER_TYPE_DEFAULT "hash"
+/* index.hybrid.vector_weight's default per embedder type, the vector
+ * list's share of a hybrid score, measured by tests/quality (the largest
+ * weight at which hybrid recall@10 is within 0.005 of the better input's
+ * on both sets): the hash embedder's vectors only share words, which the
+ * keyword index ranks better, so they only break ties (0.05; at 0.5
+ * hybrid loses 0.005 to keyword); an openai embedder gets 0.15, the
+ * largest share safe with the embeddings stand-in's bag-of-words vectors
+ * (at 0.3 hybrid loses 0.006 to keyword); a strong semantic model
+ * deserves more (set it after measuring on your data). */
+#define SETTINGS_HYBRID_VECTOR_WEIGHT_HASH 0.05
+#define SETTINGS_HYBRID_VECTOR_WEIGHT_MODEL 0.15
 #define SETTINGS_EMBEDDER_DIM_DEFAULT 256
 #define SETTINGS_EMBEDDER_BATCH_DEFAULT 64
 #define SETTINGS_EMBEDDER_TIMEOUT_MS_DEFAULT 30000
@@ -246,6 +257,7 @@ typedef struct settings {
 	char *vector_store;         /* name in stores:, or NULL */
 	const config_node *embedder;/* index.vector.embedder map, or NULL */
 	char *search_mode_default;  /* keyword | vector | hybrid */
+	double hybrid_vector_weight;/* index.hybrid.vector_weight, 0..1 */
 
 	/* summarizer:, tokenizer: */
 	const config_node *summarizer; /* map with type: extractive|openai, or NULL */

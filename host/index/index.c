@@ -27,6 +27,7 @@ struct indexer {
 	store *sessions;
 	hostsvc *svc;
 	int default_mode;
+	double vector_weight;    /* index.hybrid.vector_weight */
 	kw_index *kw;
 	feed_tailer *kw_tail;
 	int64_t kw_applied;      /* last position applied to kw (see kw_apply) */
@@ -463,6 +464,7 @@ int32_t index_open(const settings *set, store *sessions, const loader_instance *
 	ix->default_mode = set->search_mode_default ? search_mode(set->search_mode_default) : 0;
 	if (!ix->default_mode)
 		ix->default_mode = SEARCH_KEYWORD;
+	ix->vector_weight = set->hybrid_vector_weight;
 	if (set->keyword_enabled && (!(ix->kw = kw_new(set->keyword_k1, set->keyword_b)) ||
 				     (set->keyword_snapshot &&
 				      !(ix->snap_path = strdup(set->keyword_snapshot))))) {
@@ -671,6 +673,7 @@ int32_t index_search(indexer *ix, const memd_call *call, const char *app, const 
 	if ((r = search_parse(body_json, ix->default_mode, &q, err)) < 0)
 		return r;
 	q.now_us = now_us;
+	q.vector_weight = ix->vector_weight;
 	if ((r = search_ready(ix, &c, app, user, &q, err)) == 0)
 		r = search_run(ix->kw, ix->vec, ix->sessions, &c, app, user, &q, ret_json, err);
 	search_req_clear(&q);

@@ -207,22 +207,54 @@ static int cand_cmp(const void *a, const void *b)
 	return strcmp(x->session, y->session);
 }
 
-/* Add one list's contribution, 1 / (SEARCH_RRF_K + rank). */
+/* Add one list's contribution to the candidate of (memory, session,
+ * seq): score (already normalised and weighted), at rank in that list. */
 static void fuse(cand *c, size_t *n, uint32_t memory, const char *session, const char *event_id,
-		 int64_t seq, int64_t ts, uint32_t rank)
+		 int64_t seq, int64_t ts, uint32_t rank, double score)
 {
-	double s = 1.0 / (SEARCH_RRF_K + rank);
 	for (size_t i = 0; i < *n; i++)
 		if (same_event(&c[i], memory, session, seq)) {
-			c[i].score += s;
+			c[i].score += score;
 			if (rank < c[i].best_rank)
 				c[i].best_rank = rank;
 			if (!c[i].event_id)
 				c[i].event_id = event_id;
 			return;
 		}
-	c[*n] = (cand){ session, event_id, seq, ts, s, rank, memory };
+	c[*n] = (cand){ session, event_id, seq, ts, score, rank, memory };
 	(*n)++;
+}
+
+/* Min-max normalisation of one list's scores (best first, n > 0): the
+ * best maps to 1, the last to 0; all equal: all 1. */
+typedef struct span {
+	double lo, hi;
+} span;
+
+static double span_norm(span s, double score)
+{
+	return s.hi > s.lo ? (score - s.lo) / (s.hi - s.lo) : 1.0;
+}
+
+/* Hybrid: each list's scores min-max normalised to [0, 1] over its
+ * candidates, weighted (keyword 1 - w, vector w), summed per event; an
+ * event absent from a list gets 0 from it. Sorted best first. */
+static void fuse_lists(cand *c, size_t *nc, const kw_hit *kh, size_t nk, const vec_hit *vh,
+		       size_t nv, double w)
+{
+	if (nk) {
+		span sp = { kh[nk - 1].score, kh[0].score };
+		for (size_t i = 0; i < nk; i++)
+			fuse(c, nc, kh[i].memory, kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us,
+			     (uint32_t)i + 1, (1.0 - w) * span_norm(sp, kh[i].score));
+	}
+	if (nv) {
+		span sp = { vh[nv - 1].score, vh[0].score };
+		for (size_t i = 0; i < nv; i++)
+			fuse(c, nc, vh[i].memory, vh[i].session, vh[i].event_id, vh[i].seq,
+			     vh[i].timestamp_us, (uint32_t)i + 1, w * span_norm(sp, vh[i].score));
+	}
+	qsort(c, *nc, sizeof(*c), cand_cmp);
 }
 
 /* ---- fetching ------------------------------------------------------------------------ */
@@ -427,13 +459,7 @@ static int32_t search_once(kw_index *kw, vec_index *vec, store *sessions, const 
 		goto out;
 	}
 	if (q->mode == SEARCH_HYBRID) {
-		for (size_t i = 0; i < nk; i++)
-			fuse(c, &nc, kh[i].memory, kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us,
-			     (uint32_t)i + 1);
-		for (size_t i = 0; i < nv; i++)
-			fuse(c, &nc, vh[i].memory, vh[i].session, vh[i].event_id, vh[i].seq,
-			     vh[i].timestamp_us, (uint32_t)i + 1);
-		qsort(c, nc, sizeof(*c), cand_cmp);
+		fuse_lists(c, &nc, kh, nk, vh, nv, q->vector_weight);
 	} else if (use_kw) {
 		for (size_t i = 0; i < nk; i++)
 			c[nc++] = (cand){ kh[i].session, NULL, kh[i].seq, kh[i].timestamp_us,

@@ -2,9 +2,12 @@
 /*
  * search: the search request (docs/architecture.md, Search; api/openapi.yaml
  * SearchRequest) and its execution: keyword, vector, or hybrid by
- * reciprocal-rank fusion (score = sum over lists of 1 / (SEARCH_RRF_K +
- * rank), rank from 1), then each hit's event fetched from the session store
- * (text, role, author, timestamp) in its own (app, user, session) scope. A
+ * score-normalised weighted fusion (each list's scores min-max normalised
+ * to [0, 1] over its candidates, the best 1 and the last 0; score =
+ * (1 - w) * keyword + w * vector with w = index.hybrid.vector_weight, an
+ * event missing from a list getting 0 from it), then each hit's event
+ * fetched from the session store (text, role, author, timestamp) in its
+ * own (app, user, session) scope. A
  * hit whose event is gone (deleted since it was indexed) is dropped and the
  * next candidate takes its place.
  */
@@ -24,7 +27,6 @@
 #define SEARCH_K_MAX 1000
 #define SEARCH_AUTHORS_MAX 100
 #define SEARCH_QUERY_MAX 8192   /* bytes */
-#define SEARCH_RRF_K 60.0
 /* Candidates a hybrid search takes from each list: k times this, at least
  * SEARCH_HYBRID_MIN. */
 #define SEARCH_HYBRID_OVERSAMPLE 4
@@ -65,6 +67,8 @@ typedef struct search_req {
 					 * session when it is NULL) left out */
 	size_t n_exclude;
 	double min_score;            /* results scoring below are left out; 0 = none */
+	double vector_weight;        /* hybrid: the vector list's share, 0..1 (not parsed: the
+				      * caller sets index.hybrid.vector_weight) */
 } search_req;
 
 /* The mode named name (keyword|vector|hybrid), or 0. */

@@ -848,6 +848,48 @@ Test(settings, vector_and_mode_consistency)
 	settings_clear(&s);
 }
 
+Test(settings, hybrid_vector_weight)
+{
+	settings s;
+	config_diag d = {0};
+
+	/* default by embedder type: hash (also when not given), openai */
+	cr_assert_eq(load("index: {}\n", &s, &d), 0);
+	cr_assert_float_eq(s.hybrid_vector_weight, SETTINGS_HYBRID_VECTOR_WEIGHT_HASH, 1e-12);
+	cr_assert_str_eq(s.search_mode_default, "keyword");
+	settings_clear(&s);
+	cr_assert_eq(load("index: {vector: {embedder: {type: hash}}}\n", &s, &d), 0);
+	cr_assert_float_eq(s.hybrid_vector_weight, 0.05, 1e-12);
+	settings_clear(&s);
+	cr_assert_eq(load("index: {vector: {embedder: {type: openai, url: \"http://127.0.0.1:9/v1\","
+			  " model: m}}}\n",
+			  &s, &d),
+		     0);
+	cr_assert_float_eq(s.hybrid_vector_weight, 0.15, 1e-12);
+	settings_clear(&s);
+	/* given */
+	cr_assert_eq(load("index: {hybrid: {vector_weight: 0.7}}\n", &s, &d), 0);
+	cr_assert_float_eq(s.hybrid_vector_weight, 0.7, 1e-12);
+	settings_clear(&s);
+	cr_assert_eq(load("index: {hybrid: {vector_weight: 0}}\n", &s, &d), 0);
+	cr_assert_float_eq(s.hybrid_vector_weight, 0.0, 1e-12);
+	settings_clear(&s);
+	/* bad */
+	cr_assert_eq(load("index:\n"
+			  "  hybrid:\n"
+			  "    vector_weight: 1.5\n"
+			  "    rrf_k: 60\n",
+			  &s, &d),
+		     MEMD_EINVAL);
+	assert_line(&d, "t.yaml:3: index.hybrid.vector_weight: must be >= 0 and <= 1, got 1.5");
+	assert_prefix(&d, "t.yaml:4: index.hybrid.rrf_k: unknown key");
+	cr_assert_eq(d.n, 2);
+	config_diag_clear(&d);
+	cr_assert_eq(load("index: {hybrid: 3}\n", &s, &d), MEMD_EINVAL);
+	assert_line(&d, "t.yaml:1: index.hybrid: expected a map, got a scalar");
+	config_diag_clear(&d);
+}
+
 Test(settings, sessions_store_choice)
 {
 	settings s;
@@ -946,6 +988,14 @@ Test(settings, every_example_in_config_dir_loads)
 		free(all);
 		cr_assert_gt(s.n_stores, 0);
 		cr_assert_not_null(settings_app_for(&s, "any"));
+		/* The hash embedder's vectors only break keyword's ties: no
+		 * example makes hybrid the default with them. */
+		if (s.vector_enabled) {
+			const config_node *t = s.embedder ? config_map_get(s.embedder, "type") : NULL;
+			cr_assert(!(strcmp(s.search_mode_default, "hybrid") == 0 &&
+				    (!t || strcmp(config_scalar(t), "hash") == 0)),
+				  "%s: default_mode hybrid with the hash embedder", path);
+		}
 		/* A key in an example is a key anyone can read. */
 		cr_assert_eq(s.n_api_keys, 0, "%s ships a usable API key", path);
 		settings_clear(&s);
