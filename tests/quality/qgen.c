@@ -360,9 +360,12 @@ static void put(out *o, const char *s)
 	o->buf[o->n] = '\0';
 }
 
-/* Expand tmpl: {X} is a fresh digit 1-9 (from *digits), every other
- * {key} a value fixed by fact_seed. Returns a malloc'd string or NULL. */
-static char *expand(const char *tmpl, uint64_t fact_seed, uint64_t *digits)
+/* Expand tmpl: {X} is a fresh digit 1-9 (from *digits), {S} the
+ * speaker and {O} another speaker (QGEN_STYLE_PARTY; NULL otherwise),
+ * every other {key} a value fixed by fact_seed. Returns a malloc'd string
+ * or NULL. */
+static char *expand_as(const char *tmpl, uint64_t fact_seed, uint64_t *digits, const char *speaker,
+		       const char *other)
 {
 	out o = { .n = 0 };
 	char tmp[QGEN_TEXT_MAX];
@@ -375,6 +378,8 @@ static char *expand(const char *tmpl, uint64_t fact_seed, uint64_t *digits)
 			const pool *pl = pool_of(key);
 			if (key == 'X') {
 				snprintf(tmp, sizeof(tmp), "%u", 1 + pick(digits, QGEN_DIGITS));
+			} else if ((key == 'S' && speaker) || (key == 'O' && other)) {
+				snprintf(tmp, sizeof(tmp), "%s", key == 'S' ? speaker : other);
 			} else if (key == 'D') {
 				snprintf(tmp, sizeof(tmp), "%s %u", months[h % N_OF(months)],
 					 (unsigned)(1 + (h >> 8) % QGEN_DAYS));
@@ -402,10 +407,16 @@ static char *expand(const char *tmpl, uint64_t fact_seed, uint64_t *digits)
 	return strdup(o.buf);
 }
 
+static char *expand(const char *tmpl, uint64_t fact_seed, uint64_t *digits)
+{
+	return expand_as(tmpl, fact_seed, digits, NULL, NULL);
+}
+
 /* ---- the set ------------------------------------------------------------------ */
 
 typedef struct fact_inst {
 	const fact *f;
+	const char *speaker;      /* QGEN_STYLE_PARTY: who told it; else NULL */
 	uint64_t seed;
 	size_t ev[QGEN_ANSWERS_MAX];
 	uint32_t n_ev;
@@ -419,7 +430,8 @@ typedef struct builder {
 	int oom;
 } builder;
 
-static size_t add_event(builder *b, uint32_t u, uint32_t sess, int64_t seq, int role, char *text)
+static size_t add_event_by(builder *b, uint32_t u, uint32_t sess, int64_t seq, int role,
+			   const char *author, char *text)
 {
 	qgen_set *s = b->s;
 	if (!text) {
@@ -444,9 +456,15 @@ static size_t add_event(builder *b, uint32_t u, uint32_t sess, int64_t seq, int 
 		.timestamp_us = QGEN_BASE_TS_US + (int64_t)sess * QGEN_SESSION_GAP_US +
 				seq * QGEN_TURN_GAP_US,
 		.role = role == QGEN_ROLE_USER ? "user" : "assistant",
+		.author = author,
 		.text = text,
 	};
 	return s->n_events++;
+}
+
+static size_t add_event(builder *b, uint32_t u, uint32_t sess, int64_t seq, int role, char *text)
+{
+	return add_event_by(b, u, sess, seq, role, NULL, text);
 }
 
 static fact_inst *add_fact(builder *b)
@@ -541,6 +559,7 @@ static void gen_session(builder *b, uint64_t *rng, user_topics *ut, uint32_t u, 
 		if (!fi)
 			return;
 		fi->f = f;
+		fi->speaker = NULL;
 		fi->seed = mix(rng);
 		fi->n_ev = 0;
 		fi->ev[fi->n_ev++] = add_event(b, u, sess, seq++, f->role, expand(f->say, fi->seed, rng));
@@ -585,7 +604,8 @@ static void gen_questions(builder *b, uint64_t *rng, uint32_t u, uint32_t n_q)
 		}
 		qgen_question *q = &s->questions[s->n_questions];
 		q->user = u;
-		q->text = expand(f->ask[pick(rng, (uint32_t)n_ask)], b->facts[i].seed, &unused);
+		q->text = expand_as(f->ask[pick(rng, (uint32_t)n_ask)], b->facts[i].seed, &unused,
+				    b->facts[i].speaker, NULL);
 		if (!q->text) {
 			b->oom = 1;
 			return;
@@ -596,12 +616,243 @@ static void gen_questions(builder *b, uint64_t *rng, uint32_t u, uint32_t n_q)
 	}
 }
 
+/* ---- QGEN_STYLE_PARTY ------------------------------------------------------- */
+
+static const char *const speakers[] = {
+	"Melanie", "Caroline", "Jolene", "Deborah", "Andrew", "Audrey", "Nate", "Joanna",
+	"Gina", "Calvin", "Evan", "Maria", "Jon", "Tim", "Sam", "Hilda",
+};
+
+/* A life event one speaker tells: the statement (fact.say, role user),
+ * questions naming the speaker ({S}) in other words, and what another
+ * speaker says on the same subject (echo: shares the questions' words,
+ * answers nothing). */
+typedef struct party_fact {
+	fact f;
+	const char *echo;
+} party_fact;
+
+#define U QGEN_ROLE_USER
+static const party_fact party_facts[] = {
+	{ { U, "I finally signed up for that ceramics workshop downtown, my first bowl came out lopsided!",
+	    0, NULL, { "What did {S} say about the ceramics workshop?", "What happened to {S}'s first bowl?",
+		       "Which craft did {S} start learning?" } },
+	  "Classes are so pricey around here, I keep putting off signing up for a course." },
+	{ { U, "We adopted a little rescue puppy last weekend and named her {P}.", 0, NULL,
+	    { "What did {S} name the rescue puppy?", "When did {S} adopt a pet?",
+	      "What did {S} say about getting a dog?" } },
+	  "My neighbour's dog barks all night, it drives me crazy." },
+	{ { U, "I just got back from {C}, the trails up in the mountains were breathtaking.", 0, NULL,
+	    { "What did {S} say about the mountain trails?", "Where did {S} travel to see mountains?",
+	      "Where did {S} go hiking recently?" } },
+	  "I haven't taken a proper holiday in ages, work keeps me too busy to go anywhere." },
+	{ { U, "I've been volunteering at the animal shelter every Saturday morning.", 0, NULL,
+	    { "Where does {S} volunteer on Saturdays?", "What does {S} do at the animal shelter?",
+	      "How does {S} help out on weekends?" } },
+	  "Weekends are the only time I get to help my parents out with chores." },
+	{ { U, "My little girl {N} took her first steps yesterday!", 0, NULL,
+	    { "What did {S}'s little girl do for the first time?", "What milestone did {S}'s daughter reach?",
+	      "What did {S} say about the baby walking?" } },
+	  "Babies grow up so fast, every day there's something new." },
+	{ { U, "I started a new position as a nurse in the children's ward at the clinic.", 0, NULL,
+	    { "What new position did {S} start?", "Where does {S} work as a nurse?",
+	      "What new job did {S} mention?" } },
+	  "My job has been so stressful lately, I might look for something new." },
+	{ { U, "I completed my first half marathon on Sunday, just under {X} hours!", 0, NULL,
+	    { "When did {S} run the half marathon?", "How long did {S}'s first marathon take?",
+	      "What race did {S} run?" } },
+	  "I should really start running again, I've gotten so lazy." },
+	{ { U, "I've been reading {W} and I honestly can't put it down.", 0, NULL,
+	    { "Which book is {S} reading?", "What did {S} say about {W}?", "Which novel is {S} enjoying?" } },
+	  "I never have time for a good book anymore, which novel would you recommend?" },
+	{ { U, "We're repainting the lounge a soft sage green this weekend.", 0, NULL,
+	    { "What colour is {S} repainting the lounge?", "What is {S} painting green?",
+	      "What home project did {S} talk about?" } },
+	  "Our living room is such a mess, the whole home needs a project like that." },
+	{ { U, "Some of my photographs got picked for an exhibition at the {U} gallery!", 0, NULL,
+	    { "Which gallery is showing {S}'s photographs?", "What did {S} say about the exhibition?",
+	      "Where will {S}'s pictures be displayed?" } },
+	  "I take so many pictures on my phone and never look at them again." },
+	{ { U, "Grandma taught me to make {F} when I was little, it's still my comfort food.", 0, NULL,
+	    { "What comfort food did {S}'s grandma teach her?", "Who taught {S} to make {F}?",
+	      "What dish reminds {S} of her grandmother?" } },
+	  "I can't cook to save my life, I burn everything." },
+	{ { U, "I picked up the violin again after ten years, my fingers are so sore.", 0, NULL,
+	    { "Why are {S}'s fingers sore?", "How long since {S} last played the violin?",
+	      "Which instrument is {S} playing?" } },
+	  "Music always cheers me up after a long day, I listen to it constantly." },
+	{ { U, "The doctor told me I'm allergic to {K}, so no more of those for me.", 0, NULL,
+	    { "What is {S} allergic to?", "What did the doctor tell {S}?", "What can't {S} eat anymore?" } },
+	  "I'll eat anything, I'm not picky at all about food." },
+	{ { U, "We're relocating to {C} in {D} because my partner got transferred.", 0, NULL,
+	    { "Why is {S} relocating to {C}?", "Where is {S}'s partner transferred?",
+	      "Where is {S} moving to?" } },
+	  "Moving is the worst, I never want to pack boxes again." },
+	{ { U, "I joined a community choir, we rehearse every Wednesday evening.", 0, NULL,
+	    { "When does {S}'s choir rehearse?", "What community group did {S} join?",
+	      "When does {S} sing with others?" } },
+	  "I love singing in the shower but nobody should ever hear it." },
+	{ { U, "My car broke down on the highway and the repair came to {Y} dollars.", 0, NULL,
+	    { "How much was {S}'s car repair?", "Where did {S}'s car break down?",
+	      "What happened to {S}'s vehicle?" } },
+	  "My vehicle is old too, I worry it will break one day." },
+	{ { U, "I'm throwing a surprise bash for my husband's {X}0th birthday.", 0, NULL,
+	    { "What surprise is {S} planning for her husband?", "Whose birthday is {S} celebrating?",
+	      "What celebration is {S} organising?" } },
+	  "Parties are fun but planning one is exhausting." },
+	{ { U, "I finally handed in my master's thesis on renewable energy.", 0, NULL,
+	    { "What was {S}'s master's thesis about?", "What did {S} write on renewable energy?",
+	      "What degree did {S} complete?" } },
+	  "School was never really my thing, I couldn't wait to finish." },
+	{ { U, "We camped by the lake last week and saw a family of otters.", 0, NULL,
+	    { "Where did {S} see the otters?", "What did {S} see at the lake?", "Which wildlife did {S} spot?" } },
+	  "I'd love to see more wildlife, the outdoors always makes me feel better." },
+	{ { U, "I've been learning to surf, today I stood up on the board for the first time!", 0, NULL,
+	    { "What is {S} learning to do on a board?", "When did {S} first stand up surfing?",
+	      "What water sport is {S} picking up?" } },
+	  "The beach is my happy place, even just sitting by the water." },
+	{ { U, "My brother {N} is coming to stay with us for two weeks in {D}.", 0, NULL,
+	    { "When is {S}'s brother coming to stay?", "How long will {N} stay with {S}?",
+	      "Which relative is visiting {S}?" } },
+	  "Family visits are lovely but two weeks is a long time to host anyone." },
+	{ { U, "I started seeing a counsellor a few months ago and it has really helped my anxiety.", 0,
+	    NULL, { "What helped {S} with her anxiety?", "When did {S} start seeing a counsellor?",
+		    "How is {S} dealing with stress?" } },
+	  "Stress at work is getting to me, I need to deal with it somehow." },
+	{ { U, "I painted a sunset over the sea for my friend's new flat.", 0, NULL,
+	    { "What did {S} paint for her friend?", "Where is {S}'s sunset painting going?",
+	      "What artwork did {S} make?" } },
+	  "My friend just got a new apartment and I have no idea what gift to bring." },
+	{ { U, "Our team won the regional chess tournament in {C}!", 0, NULL,
+	    { "Which tournament did {S}'s team win?", "Where was the regional chess tournament {S} won?",
+	      "What competition did {S} win?" } },
+	  "I'm terrible at board games, I lose every single time." },
+};
+#undef U
+
+/* Another speaker's answer to a told fact: by name. */
+static const char *const reactions[] = {
+	"Wow, that's amazing, {S}!",
+	"I'm so happy for you, {S}.",
+	"That's awesome news, {S}, congrats!",
+	"No way, {S}! Tell me more about it.",
+	"Sounds lovely, {S}. I'm glad it went well.",
+	"Oh {S}, that's wonderful to hear.",
+};
+
+/* Chat about nothing in particular. */
+static const char *const chatter[] = {
+	"Hey {O}! How has your week been?",
+	"Haha, that's so true.",
+	"I've been so busy lately with everything going on.",
+	"We should grab a coffee soon, {O}!",
+	"Thanks for asking, things are pretty good.",
+	"That sounds like a lot of fun.",
+	"I totally understand how you feel.",
+	"Take care, talk soon!",
+	"Honestly I just want a quiet weekend for once.",
+	"Did you see the weather forecast? Rain all week again.",
+};
+
+/* The party facts user has not told yet, in the order they will be. */
+typedef struct party_order {
+	uint8_t order[N_OF(party_facts)];
+	size_t used;
+} party_order;
+
+static void party_turn(builder *b, uint64_t *rng, uint32_t u, uint32_t sess, int64_t *seq,
+		       const char *const *who, uint32_t speaker)
+{
+	const char *other = who[(speaker + 1 + pick(rng, QGEN_PARTY_SPEAKERS - 1)) % QGEN_PARTY_SPEAKERS];
+	add_event_by(b, u, sess, (*seq)++, QGEN_ROLE_USER, who[speaker],
+		     expand_as(chatter[pick(rng, N_OF(chatter))], mix(rng), rng, who[speaker], other));
+}
+
+/* One chat of user u's speakers: chatter, then QGEN_FACTS_PER_SESSION
+ * facts (each told by one speaker, answered by another by name, an echo
+ * by a third now and then, chatter after), or chatter only once every
+ * fact is told. */
+static void party_session(builder *b, uint64_t *rng, party_order *po, const char *const *who,
+			  uint32_t u, uint32_t sess)
+{
+	int64_t seq = 1;
+	uint32_t sp = pick(rng, QGEN_PARTY_SPEAKERS);
+
+	party_turn(b, rng, u, sess, &seq, who, sp);
+	party_turn(b, rng, u, sess, &seq, who, (sp + 1) % QGEN_PARTY_SPEAKERS);
+	for (size_t i = 0; i < QGEN_FACTS_PER_SESSION && !b->oom; i++) {
+		uint32_t teller = pick(rng, QGEN_PARTY_SPEAKERS), other, third;
+		const party_fact *pf;
+		fact_inst *fi;
+
+		other = (teller + 1 + pick(rng, QGEN_PARTY_SPEAKERS - 1)) % QGEN_PARTY_SPEAKERS;
+		third = QGEN_PARTY_SPEAKERS - teller - other;
+		if (po->used == N_OF(party_facts)) {
+			for (int k = 0; k <= QGEN_DISTRACT_PAIRS; k++)
+				party_turn(b, rng, u, sess, &seq, who, pick(rng, QGEN_PARTY_SPEAKERS));
+			continue;
+		}
+		pf = &party_facts[po->order[po->used++]];
+		fi = add_fact(b);
+		if (!fi)
+			return;
+		fi->f = &pf->f;
+		fi->speaker = who[teller];
+		fi->seed = mix(rng);
+		fi->n_ev = 0;
+		fi->ev[fi->n_ev++] = add_event_by(b, u, sess, seq++, QGEN_ROLE_USER, who[teller],
+						  expand_as(pf->f.say, fi->seed, rng, who[teller],
+							    who[other]));
+		add_event_by(b, u, sess, seq++, QGEN_ROLE_USER, who[other],
+			     expand_as(reactions[pick(rng, N_OF(reactions))], fi->seed, rng, who[teller],
+				       who[other]));
+		if (pick(rng, 2))
+			add_event_by(b, u, sess, seq++, QGEN_ROLE_USER, who[third],
+				     expand_as(pf->echo, fi->seed, rng, who[third], who[teller]));
+		for (int k = 0; k < QGEN_DISTRACT_PAIRS; k++)
+			party_turn(b, rng, u, sess, &seq, who, pick(rng, QGEN_PARTY_SPEAKERS));
+	}
+}
+
+/* User u's speakers: QGEN_PARTY_SPEAKERS different names. */
+static void party_speakers(uint64_t *rng, const char **who)
+{
+	for (uint32_t i = 0; i < QGEN_PARTY_SPEAKERS; i++) {
+		uint32_t j;
+		do {
+			j = pick(rng, N_OF(speakers));
+			for (uint32_t k = 0; k < i; k++)
+				if (who[k] == speakers[j])
+					j = N_OF(speakers);
+		} while (j == N_OF(speakers));
+		who[i] = speakers[j];
+	}
+}
+
+static void party_user(builder *b, uint64_t *rng, const qgen_params *p, uint32_t u)
+{
+	const char *who[QGEN_PARTY_SPEAKERS];
+	party_order po = { .used = 0 };
+
+	party_speakers(rng, who);
+	for (size_t i = 0; i < N_OF(party_facts); i++)
+		po.order[i] = (uint8_t)i;
+	for (size_t i = N_OF(party_facts); i > 1; i--) {
+		size_t j = pick(rng, (uint32_t)i);
+		uint8_t tmp = po.order[i - 1];
+		po.order[i - 1] = po.order[j];
+		po.order[j] = tmp;
+	}
+	for (uint32_t s = 0; s < p->sessions && !b->oom; s++)
+		party_session(b, rng, &po, who, u, s);
+}
+
 int qgen_make(const qgen_params *p, qgen_set **ret)
 {
 	builder b = { 0 };
 	uint64_t rng = p->seed;
 
-	if (!p->users || !p->sessions)
+	if (!p->users || !p->sessions || p->style > QGEN_STYLE_PARTY)
 		return -1;
 	b.s = calloc(1, sizeof(*b.s));
 	if (!b.s)
@@ -611,9 +862,13 @@ int qgen_make(const qgen_params *p, qgen_set **ret)
 	for (uint32_t u = 0; u < p->users && !b.oom; u++) {
 		user_topics ut;
 		b.n_facts = 0;
-		user_topics_init(&ut, &rng);
-		for (uint32_t s = 0; s < p->sessions && !b.oom; s++)
-			gen_session(&b, &rng, &ut, u, s);
+		if (p->style == QGEN_STYLE_PARTY) {
+			party_user(&b, &rng, p, u);
+		} else {
+			user_topics_init(&ut, &rng);
+			for (uint32_t s = 0; s < p->sessions && !b.oom; s++)
+				gen_session(&b, &rng, &ut, u, s);
+		}
 		if (!b.oom)
 			gen_questions(&b, &rng, u, p->questions_per_user);
 	}
