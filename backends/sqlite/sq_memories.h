@@ -30,7 +30,7 @@ int32_t sq_memories_user_delete(sq_conn *c, const memd_scope *scope, int64_t *re
 				memd_error *err);
 
 /* memd_store_ops members; see api/memd/store.h for each contract. inst is
- * the sq_store. */
+ * the sq_store. memory_commit's out may be NULL (nothing is delivered). */
 int32_t sq_memory_commit(void *inst, const memd_call *call, const memd_scope *scope,
 			 const memd_memory_commit *c, const memd_memory_sink *out,
 			 memd_error *err);
