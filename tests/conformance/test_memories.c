@@ -340,6 +340,25 @@ Test(memories, writes_apply_in_order_within_a_commit)
 	conf_memory_changes_clear(&h);
 }
 
+/* A caller that keeps nothing of a commit passes no sink. */
+Test(memories, commit_without_a_sink)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(APP, USER, NULL);
+	memd_memory m = mem(APP, USER, "quiet", "stored all the same");
+	memd_memory_write w = wr(MEMD_MEM_ADD, &m, 0);
+	const memd_memory_write *ws[1] = { &w };
+	memd_memory_commit c = { .struct_size = sizeof(c), .n_writes = 1, .writes = ws,
+				 .now_us = T0 };
+	memd_error err = { .struct_size = sizeof(err) };
+	conf_memory g;
+
+	cr_assert_eq(st->ops->memory_commit(st->h, &call, &sc, &c, NULL, &err), 0, "%s", err.msg);
+	g = get_ok(APP, USER, "quiet", T0);
+	cr_assert_eq(g.m.version, 1);
+	conf_memory_clear(&g);
+}
+
 /* What a failed commit must leave as it was. */
 typedef struct snapshot {
 	int64_t feed_last;
