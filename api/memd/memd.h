@@ -611,9 +611,10 @@ MEMD_API int32_t memd_inbox_list(memd *m, const char *app, const char *user, con
  * out as interrupted; finalize lanes whose policy says expired and that
  * have no turn (strategy on_session_finalize, webhook, change-feed
  * record; exactly once across processes); prune old lanes; delete ended
- * sessions past sessions.retention_days. Bounded batches. Result:
- * {"leases_expired", "finalized", "finalize_failed", "pruned",
- * "sessions_deleted"}: counts of this pass. */
+ * sessions past sessions.retention_days; delete expired long-term
+ * memories. Bounded batches. Result: {"leases_expired", "finalized",
+ * "finalize_failed", "pruned", "sessions_deleted", "memories_expired"}:
+ * counts of this pass. */
 MEMD_API int32_t memd_lanes_sweep(memd *m, char **ret_json, memd_error *err);
 
 /* Replace the clock every lane decision and lane/session timestamp reads

@@ -18,6 +18,8 @@
  *   service_lanes_inbox.c   a lane's inbox: put, take, list
  *   service_lanes_watch.c   the lane watcher: expired leases, finalize,
  *                           prune, retention (memd_lanes_sweep)
+ *   service_memories.c      long-term memories: create, get, list, update,
+ *                           delete, history; expired ones deleted
  *   service_context.c       working memory (memd_context)
  *   service_messages.c      OpenAI chat messages: append, get, context
  *   service_delta.c         a state delta split into stored and temp: keys
@@ -170,6 +172,16 @@ int32_t service_read_failed(memd *m, const json_out *jo, int32_t r, const char *
 
 /* ---- service_sessions.c -------------------------------------------------- */
 
+/* The next_cursor of a list ordered newest first by (at_us, id):
+ * "<at_us>.<hex of id>", or with activity "a<at_us>.<hex of id>" (the
+ * sessions' activity order; a cursor of one order is refused by the
+ * other). malloc'd; NULL on ENOMEM. */
+char *service_list_cursor_encode(int activity, int64_t at_us, const char *id);
+/* Decode cursor c of that order into *ret_created and *ret_id (malloc'd).
+ * MEMD_EINVAL "cursor: not a cursor memd returned", MEMD_ENOMEM. */
+int32_t service_list_cursor_decode(int activity, const char *c, int64_t *ret_created,
+				   char **ret_id, memd_error *err);
+
 /* The session of sc (sc->session set) as a new JSON object in *ret.
  * The store's error (MEMD_ENOTFOUND when there is none), or
  * MEMD_EINTERNAL when the store delivered nothing. */
@@ -297,6 +309,38 @@ void service_watch_stop(memd *m);
 void service_watch_free(memd *m);
 /* The watcher's counters (memd_lanes_*_total) in Prometheus text. */
 void service_watch_metrics(memd *m, prom_buf *b);
+
+/* ---- service_memories.c: long-term memories ------------------------------- */
+
+/* Who changed a memory, as its history says (memd_memory_change.actor). */
+#define SERVICE_ACTOR_API "api"             /* memd_memory_* and REST */
+#define SERVICE_ACTOR_MCP "mcp"             /* the MCP tools */
+#define SERVICE_ACTOR_EXTRACTOR "extractor" /* memory extraction */
+#define SERVICE_ACTOR_RETENTION "retention" /* memory_expire (the store writes it) */
+
+/* memd_memory_create, _update and _delete (api/memd/memd.h: same bodies,
+ * checks, results and errors) with the history's actor given (borrowed;
+ * one of SERVICE_ACTOR_*, or another non-empty name), and for a delete
+ * the history's reason (NULL = none; an update takes it from its body's
+ * "reason"). Each is one conditional store commit stamped with the facade
+ * clock (memd_set_clock) and wakes the indexes. MEMD_ENOTSUP naming the
+ * store when it has no memories (ABI below 1.3). */
+int32_t service_memory_create(memd *m, const char *app, const char *user, const char *body_json,
+			      const char *actor, char **ret_json, int *ret_created,
+			      memd_error *err);
+int32_t service_memory_update(memd *m, const char *app, const char *user, const char *id,
+			      const char *body_json, const char *actor, char **ret_json,
+			      memd_error *err);
+int32_t service_memory_delete(memd *m, const char *app, const char *user, const char *id,
+			      int64_t expected_version, const char *actor, const char *reason,
+			      memd_error *err);
+
+/* Delete one bounded batch of the memories (of every app and user) that
+ * have expired by the facade clock: history op "expire" by "retention",
+ * a MEMORY_DELETE feed record each (the indexes are woken). *ret_count
+ * is how many. MEMD_ENOTSUP naming the store when it has no memories;
+ * the store's other errors (nothing counted then). */
+int32_t service_memories_expire(memd *m, uint32_t *ret_count, memd_error *err);
 
 /* ---- service_lanes.c: lanes (shared with turns, inbox and the watcher) ---- */
 

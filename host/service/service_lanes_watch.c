@@ -27,7 +27,11 @@
  *  d. ended sessions past sessions.retention_days are deleted as
  *     memd_session_delete deletes them (events, state, artifacts, and
  *     through the change feed their index entries),
- *     WATCH_RETENTION_BATCH at most.
+ *     WATCH_RETENTION_BATCH at most;
+ *  e. long-term memories that have expired are deleted (history op
+ *     "expire" by "retention"; through the change feed their index
+ *     entries), one bounded batch (service_memories_expire); a store
+ *     without memories skips this step.
  * Work beyond a batch waits for the next pass. Passes of one process run
  * one at a time; several processes share the work through the store's
  * conditional lane writes.
@@ -78,6 +82,7 @@ struct lanes_watch {
 /* The counts of one pass. */
 typedef struct watch_counts {
 	uint32_t leases_expired, finalized, finalize_failed, pruned, sessions_deleted;
+	uint32_t memories_expired;
 } watch_counts;
 
 /* A call of the watcher: no deadline (each network step has its own
@@ -688,25 +693,40 @@ static int32_t retention(memd *m, int64_t now_us, watch_counts *c, memd_error *e
 	return r;
 }
 
+/* ---- e. expired memories ------------------------------------------------------ */
+
+static int32_t expire_memories(memd *m, watch_counts *c, memd_error *err)
+{
+	uint32_t n = 0;
+	int32_t r = service_memories_expire(m, &n, err);
+
+	if (r == MEMD_ENOTSUP)
+		return 0; /* a store before 1.3 keeps no memories */
+	if (r == 0)
+		c->memories_expired += n;
+	return r;
+}
+
 /* ---- a pass ----------------------------------------------------------------- */
 
 /* One pass at now_us; the counts into *c. Every step runs even when one
  * before it failed; the first failure is returned. */
 static int32_t pass(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 {
-	memd_error e[4] = { { 0 } };
-	int32_t r[4];
+	memd_error e[5] = { { 0 } };
+	int32_t r[5];
 
 	pthread_mutex_lock(&m->watch->pass);
 	r[0] = expire_leases(m, now_us, c, &e[0]);
 	r[1] = finalize_expired(m, now_us, c, &e[1]);
 	r[2] = prune(m, now_us, c, &e[2]);
 	r[3] = retention(m, now_us, c, &e[3]);
+	r[4] = expire_memories(m, c, &e[4]);
 	pthread_mutex_unlock(&m->watch->pass);
 	atomic_fetch_add(&m->watch->leases_expired, c->leases_expired);
 	atomic_fetch_add(&m->watch->pruned, c->pruned);
 	atomic_fetch_add(&m->watch->sessions_deleted, c->sessions_deleted);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (r[i] < 0) {
 			memcpy(err, &e[i], sizeof(*err));
 			return r[i];
@@ -721,10 +741,11 @@ int32_t memd_lanes_sweep(memd *m, char **ret_json, memd_error *err)
 
 	if (r < 0)
 		return r;
-	return service_finish(json_pack("{s:i,s:i,s:i,s:i,s:i}", "leases_expired",
+	return service_finish(json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "leases_expired",
 					(int)c.leases_expired, "finalized", (int)c.finalized,
 					"finalize_failed", (int)c.finalize_failed, "pruned",
-					(int)c.pruned, "sessions_deleted", (int)c.sessions_deleted),
+					(int)c.pruned, "sessions_deleted", (int)c.sessions_deleted,
+					"memories_expired", (int)c.memories_expired),
 			      ret_json, err);
 }
 

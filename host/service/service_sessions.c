@@ -227,7 +227,7 @@ fail:
  * by the other). */
 #define ACTIVITY_CURSOR 'a'
 
-static char *cursor_encode(int activity, int64_t at_us, const char *id)
+char *service_list_cursor_encode(int activity, int64_t at_us, const char *id)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t len = strlen(id), off;
@@ -252,8 +252,8 @@ static int hexval(char c)
 	return -1;
 }
 
-static int32_t cursor_decode(int activity, const char *c, int64_t *ret_created, char **ret_id,
-			     memd_error *err)
+int32_t service_list_cursor_decode(int activity, const char *c, int64_t *ret_created,
+				   char **ret_id, memd_error *err)
 {
 	char *end, *id;
 	long long created;
@@ -355,7 +355,8 @@ int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
 	if (limit > MEMD_LIST_LIMIT_MAX)
 		return memd_error_set(err, MEMD_EINVAL, 0, "limit: at most %d", MEMD_LIST_LIMIT_MAX);
 	if (cursor && *cursor &&
-	    (r = cursor_decode(activity, cursor, &q.before_created_us, &after_id, err)) < 0)
+	    (r = service_list_cursor_decode(activity, cursor, &q.before_created_us, &after_id,
+					    err)) < 0)
 		return r;
 	q.before_id = after_id;
 	q.limit = limit + 1; /* one more tells whether there is a next page */
@@ -377,7 +378,7 @@ int32_t memd_session_list_filtered(memd *m, const char *app, const char *user,
 		if (ej_parse_time(json_string_value(json_object_get(last, activity ? "updated"
 											: "created")),
 				  &created) < 0 ||
-		    !(next = cursor_encode(activity, created,
+		    !(next = service_list_cursor_encode(activity, created,
 					   json_string_value(json_object_get(last, "id"))))) {
 			r = service_oom(err);
 			goto out;
