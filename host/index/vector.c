@@ -260,10 +260,14 @@ static int is_zero(const float *x, uint32_t dim)
 	return 1;
 }
 
-/* Embed and upsert the pending events. */
+static int32_t remove_memory(vec_index *v, const char *app, const char *user, const char *id,
+			     memd_error *err);
+
+/* Embed and upsert the pending events and memories. */
 static int32_t flush(vec_index *v, memd_error *err)
 {
 	memd_call call = vec_call_ctx(v);
+	size_t np = v->n_pending, zero_memories = 0;
 	uint32_t n = 0;
 	int32_t r;
 
@@ -278,8 +282,10 @@ static int32_t flush(vec_index *v, memd_error *err)
 		const feed_rec *e = v->pending[i];
 		const float *vec = v->vectors + i * v->dim;
 		int memory = e->kind == MEMD_FEED_MEMORY;
-		if (is_zero(vec, v->dim))
+		if (is_zero(vec, v->dim)) {
+			zero_memories += memory;
 			continue;
+		}
 		v->recs[n] = (memd_vector_record){
 			.struct_size = sizeof(memd_vector_record),
 			.dim = v->dim,
@@ -296,12 +302,23 @@ static int32_t flush(vec_index *v, memd_error *err)
 		n++;
 	}
 	v->n_pending = 0;
-	if (!n)
-		return 0;
-	VEC_LOCK(v);
-	r = v->ops->upsert(v->handle, &call, v->rec_ptrs, n, err);
-	VEC_UNLOCK(v);
-	return r < 0 ? fix(v, "upsert", r, err) : 0;
+	if (n) {
+		VEC_LOCK(v);
+		r = v->ops->upsert(v->handle, &call, v->rec_ptrs, n, err);
+		VEC_UNLOCK(v);
+		if (r < 0)
+			return fix(v, "upsert", r, err);
+	}
+	/* A memory whose new text embeds to nothing: its older version goes. */
+	for (size_t i = 0; zero_memories && i < np; i++) {
+		const feed_rec *e = v->pending[i];
+		if (e->kind != MEMD_FEED_MEMORY || !is_zero(v->vectors + i * v->dim, v->dim))
+			continue;
+		if ((r = remove_memory(v, e->app, e->user, e->memory_id, err)) < 0)
+			return r;
+		zero_memories--;
+	}
+	return 0;
 }
 
 static int32_t remove_scope(vec_index *v, const char *app, const char *user, const char *session,

@@ -179,6 +179,15 @@ Test(memories, an_update_replaces_and_deletes_remove)
 		json_decref(res);
 	}
 
+	/* A version whose text has no words: nothing to index, and the
+	 * older version's document and vector are gone. */
+	commit("alice", MEMD_MEM_UPDATE, "m1", "!!!", NULL, NULL, 0);
+	for (int i = 0; i < N_MODES; i++) {
+		res = search_mode("alice", modes[i], "[\"memories\"]", "aisle seats", 10);
+		cr_assert_eq(json_array_size(ix_results(res)), 0, "%s: no words", modes[i]);
+		json_decref(res);
+	}
+
 	commit("alice", MEMD_MEM_DELETE, "m1", NULL, NULL, NULL, 0);
 	for (int i = 0; i < N_MODES; i++) {
 		res = search_mode("alice", modes[i], "[\"memories\"]", "aisle seats", 10);
