@@ -198,7 +198,9 @@ size_t ix_count_id(json_t *res, const char *id)
 {
 	size_t i, n = 0;
 	json_t *hit;
-	json_array_foreach(ix_results(res), i, hit)
-		n += strcmp(json_string_value(json_object_get(hit, "event_id")), id) == 0;
+	json_array_foreach(ix_results(res), i, hit) {
+		const char *eid = json_string_value(json_object_get(hit, "event_id"));
+		n += eid && strcmp(eid, id) == 0; /* memories have none */
+	}
 	return n;
 }

@@ -58,7 +58,7 @@ int32_t ix_search_fails(memd *m, const char *app, const char *user, const char *
 			memd_error *err);
 /* The results array of a search result (borrowed). */
 json_t *ix_results(json_t *res);
-/* How many results have event_id id. */
+/* How many results have event_id id (memories have none). */
 size_t ix_count_id(json_t *res, const char *id);
 
 #endif

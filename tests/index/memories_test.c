@@ -324,3 +324,66 @@ Test(memories, a_rebuild_answers_as_following_the_feed)
 	free(got);
 	free(want);
 }
+
+/* index_search_results (index.h), as recall and extraction call it:
+ * events of the context left out by id, sources, min_score, bad input. */
+Test(memories, the_internal_search)
+{
+	char *e1, *e2;
+	const char *exclude[1];
+	index_query q = { .query = "zebra", .k = 10, .mode = "keyword", .now_us = T0 };
+	memd_error err = { 0 };
+	void *out = NULL;
+	json_t *res, *wrapped;
+
+	ix_session(m, APP, "alice", "s1");
+	e1 = ix_append(m, APP, "alice", "s1", "zebra stripes", NULL, 0);
+	e2 = ix_append(m, APP, "alice", "s1", "a zebra at the zoo", NULL, 0);
+	put("alice", "m1", "likes zebra", NULL, NULL);
+	exclude[0] = e1;
+
+	q.exclude_session = "s1";
+	q.exclude_ids = exclude;
+	q.n_exclude = 1;
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), 0, "%s",
+		     err.msg);
+	res = out;
+	wrapped = json_pack("{s:o}", "results", res);
+	cr_assert_eq(json_array_size(res), 2, "e1 is left out");
+	cr_assert_eq(count_memory(wrapped, "m1"), 1);
+	cr_assert_eq(ix_count_id(wrapped, e2), 1);
+	cr_assert_eq(ix_count_id(wrapped, e1), 0);
+	json_decref(wrapped);
+
+	q.exclude_session = "other";
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(json_array_size(out), 3, "only events of exclude_session are left out");
+	json_decref(out);
+
+	q.sources = INDEX_SOURCE_MEMORIES;
+	q.mode = "vector";
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), 0, "%s",
+		     err.msg);
+	wrapped = json_pack("{s:o}", "results", out);
+	cr_assert_eq(json_array_size(ix_results(wrapped)), 1);
+	cr_assert_eq(count_memory(wrapped, "m1"), 1);
+	json_decref(wrapped);
+
+	q.sources = 0;
+	q.min_score = 2.0; /* above any cosine similarity */
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(json_array_size(out), 0);
+	json_decref(out);
+
+	q.k = 0;
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), MEMD_EINVAL);
+	cr_assert_not_null(strstr(err.msg, "k:"), "%s", err.msg);
+	q.k = 10;
+	q.mode = "fuzzy";
+	cr_assert_eq(index_search_results(m->index, NULL, APP, "alice", &q, &out, &err), MEMD_EINVAL);
+	cr_assert_not_null(strstr(err.msg, "mode:"), "%s", err.msg);
+	free(e1);
+	free(e2);
+}
