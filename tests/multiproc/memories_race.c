@@ -360,7 +360,9 @@ Test(memories_race, two_processes_commit_the_same_batches, .timeout = 150)
 		if (pids[p] == 0) {
 			close(go[p][1]);
 			close(ready[0]);
-			_exit(child_main(name, p, go[p][0], ready[1], out));
+			int rc = child_main(name, p, go[p][0], ready[1], out);
+			free(name);
+			_exit(rc); /* the parent's store is the parent's to close */
 		}
 		close(go[p][0]);
 	}
