@@ -572,7 +572,7 @@ static int32_t mem_write_stage(mem_user *u, const memd_memory_commit *c,
 					      in->id);
 		if (w->expected_version && w->expected_version != cur->version)
 			return memd_error_set(err, MEMD_ECONFLICT, 0,
-					      "memory '%.64s' is at version %lld, not %lld", in->id,
+					      "memory '%.64s' is at version %lld, not the expected %lld", in->id,
 					      (long long)cur->version,
 					      (long long)w->expected_version);
 		s->old = cur;
