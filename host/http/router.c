@@ -20,6 +20,8 @@
 #define APP_LANES_PATH "/v1/apps/{app}/lanes"
 #define LANES_PATH USER_PATH "/lanes"
 #define LANE_PATH LANES_PATH "/{key}"
+#define MEMORIES_PATH USER_PATH "/memories"
+#define MEMORY_PATH MEMORIES_PATH "/{mid}"
 #define MAX_SEGMENTS 16
 
 #define R SETTINGS_SCOPE_READ
@@ -37,6 +39,9 @@ static const char *const q_messages[] = { "format", "roles", NULL };
 static const char *const q_clear[] = { "expected_version", NULL };
 static const char *const q_history[] = { "cursor", "limit", NULL };
 static const char *const q_artifact[] = { "version", NULL };
+static const char *const q_memories[] = { "kind", "topic", "entity", "session_id", "limit",
+					  "cursor", NULL };
+static const char *const q_memory_delete[] = { "version", NULL };
 static const char *const q_lanes[] = { "limit", "cursor", "suspended", "resume_pending",
 				       "active_within", "in_turn", NULL };
 
@@ -95,6 +100,17 @@ static const http_route routes[] = {
 	{ "POST", USER_PATH "/search", R, HTTP_BODY_JSON, NULL, HTTP_OP_SEARCH, http_h_search },
 	{ "POST", USER_PATH "/index:rebuild", A, HTTP_BODY_NONE, NULL, HTTP_OP_INDEX_REBUILD,
 	  http_h_index_rebuild },
+	{ "POST", MEMORIES_PATH, W, HTTP_BODY_JSON, NULL, HTTP_OP_MEMORY_CREATE,
+	  http_h_memory_create },
+	{ "GET", MEMORIES_PATH, R, HTTP_BODY_NONE, q_memories, HTTP_OP_MEMORY_LIST,
+	  http_h_memory_list },
+	{ "GET", MEMORY_PATH, R, HTTP_BODY_NONE, NULL, HTTP_OP_MEMORY_GET, http_h_memory_get },
+	{ "PATCH", MEMORY_PATH, W, HTTP_BODY_JSON, NULL, HTTP_OP_MEMORY_UPDATE,
+	  http_h_memory_update },
+	{ "DELETE", MEMORY_PATH, W, HTTP_BODY_NONE, q_memory_delete, HTTP_OP_MEMORY_DELETE,
+	  http_h_memory_delete },
+	{ "GET", MEMORY_PATH "/history", R, HTTP_BODY_NONE, NULL, HTTP_OP_MEMORY_HISTORY,
+	  http_h_memory_history },
 	{ "GET", JOBS_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_LIST, http_h_job_list },
 	{ "GET", JOBS_PATH "/{job}", W, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_GET, http_h_job_get },
 	{ "DELETE", JOBS_PATH "/{job}", A, HTTP_BODY_NONE, NULL, HTTP_OP_JOB_CANCEL,
@@ -168,6 +184,12 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_INBOX_LIST] = "inbox_list",
 	[HTTP_OP_INBOX_TAKE] = "inbox_take",
 	[HTTP_OP_LANES_SWEEP] = "lanes_sweep",
+	[HTTP_OP_MEMORY_CREATE] = "memory_create",
+	[HTTP_OP_MEMORY_LIST] = "memory_list",
+	[HTTP_OP_MEMORY_GET] = "memory_get",
+	[HTTP_OP_MEMORY_UPDATE] = "memory_update",
+	[HTTP_OP_MEMORY_DELETE] = "memory_delete",
+	[HTTP_OP_MEMORY_HISTORY] = "memory_history",
 	[HTTP_OP_SESSION_REWIND] = "session_rewind",
 	[HTTP_OP_MESSAGES_GET] = "messages_get",
 	[HTTP_OP_MESSAGES_APPEND] = "messages_append",

@@ -69,6 +69,15 @@ void http_h_inbox_list(http_req *rq);
 void http_h_inbox_take(http_req *rq);
 void http_h_lanes_sweep(http_req *rq);
 
+/* routes_memories.c: long-term memories of a user: create, list, get,
+ * update, delete, history */
+void http_h_memory_create(http_req *rq);
+void http_h_memory_list(http_req *rq);
+void http_h_memory_get(http_req *rq);
+void http_h_memory_update(http_req *rq);
+void http_h_memory_delete(http_req *rq);
+void http_h_memory_history(http_req *rq);
+
 /* routes_transcripts.c: event pages (roles, hidden events), the context
  * (OpenAI format), rewind, messages, clear, undo, operations and the
  * state history */
