@@ -53,6 +53,9 @@ typedef struct cli_opts {
 	/* transcripts: a rewind's extent, a version check, a role filter,
 	 * a session list's order */
 	const char *turns, *to_seq, *expected_version, *roles, *order;
+	/* memories: content, list filters (also --kind, --session, --text,
+	 * --reason, --version above) */
+	const char *kind, *topics, *entities, *topic, *entity, *ttl_seconds;
 } cli_opts;
 
 typedef struct cli {
@@ -147,6 +150,19 @@ static const char cli_usage_text[] =
 	"                                   stdin (JSON), or a user message --text\n"
 	"  inbox take APP USER KEY TURN     the turn holder takes the next item\n"
 	"  inbox list APP USER KEY\n"
+	"\n"
+	"long-term memories of a user (durable facts, apart from any session):\n"
+	"  memory add APP USER TEXT [--kind fact|preference|instruction|episode]\n"
+	"                                   [--topics a,b] [--entities x,y] [--session SID]\n"
+	"                                   [--ttl-seconds N] [--id ID]\n"
+	"  memory list APP USER [--kind K] [--topic T] [--entity E] [--session SID]\n"
+	"                                   [--limit N] [--cursor C]   newest first\n"
+	"  memory get APP USER ID\n"
+	"  memory update APP USER ID [--text T] [--kind K] [--topics a,b] [--entities x,y]\n"
+	"                                   [--ttl-seconds N] [--expected-version N]\n"
+	"                                   [--reason R]\n"
+	"  memory delete APP USER ID [--expected-version N]   its history stays\n"
+	"  memory history APP USER ID       every change, oldest first\n"
 	"\n"
 	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -1628,6 +1644,185 @@ static int sc_state_history(cli *c, memd *m, const char **pos, int from, memd_er
 					 ret_json, err));
 }
 
+/* ---- long-term memories ---- */
+
+/* Options of the memory commands. which: MEM_OPT_*. */
+#define MEM_OPT_CONTENT 0x1 /* --kind, --topics, --entities, --ttl-seconds */
+#define MEM_OPT_ADD 0x2     /* --id, --session */
+#define MEM_OPT_UPDATE 0x4  /* --text, --expected-version, --reason */
+#define MEM_OPT_LIST 0x8    /* --kind, --topic, --entity, --session, --limit, --cursor */
+#define MEM_OPT_VERSION 0x10 /* --expected-version (--version is memd's own) */
+
+static int take_memory_opts(cli *c, int from, int which)
+{
+	int missing = 0;
+	const char *v;
+	cli_opts *o = &c->opts;
+
+	memset(o, 0, sizeof(*o));
+	if (which & (MEM_OPT_CONTENT | MEM_OPT_LIST))
+		o->kind = take_opt(c, from, "--kind", &missing);
+	if (which & MEM_OPT_CONTENT) {
+		o->topics = take_opt(c, from, "--topics", &missing);
+		o->entities = take_opt(c, from, "--entities", &missing);
+		o->ttl_seconds = take_opt(c, from, "--ttl-seconds", &missing);
+	}
+	if (which & MEM_OPT_ADD)
+		o->id = take_opt(c, from, "--id", &missing);
+	if (which & (MEM_OPT_ADD | MEM_OPT_LIST))
+		o->session = take_opt(c, from, "--session", &missing);
+	if (which & MEM_OPT_UPDATE) {
+		o->text = take_opt(c, from, "--text", &missing);
+		o->reason = take_opt(c, from, "--reason", &missing);
+	}
+	if ((which & (MEM_OPT_UPDATE | MEM_OPT_VERSION)) &&
+	    (v = take_opt(c, from, "--expected-version", &missing)) &&
+	    parse_i64(v, "--expected-version", &o->version) != EXIT_OK)
+		return EXIT_USAGE;
+	if (which & MEM_OPT_LIST) {
+		o->topic = take_opt(c, from, "--topic", &missing);
+		o->entity = take_opt(c, from, "--entity", &missing);
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		if ((v = take_opt(c, from, "--limit", &missing)) &&
+		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	return EXIT_OK;
+}
+
+/* "a,b,c" as a JSON array of its non-empty parts (new reference). */
+static json_t *comma_list(const char *s)
+{
+	json_t *a = json_array();
+	const char *p = s;
+
+	while (a && *p) {
+		size_t n = strcspn(p, ",");
+		if (n)
+			json_array_append_new(a, json_stringn(p, n));
+		p += n + (p[n] == ',');
+	}
+	return a;
+}
+
+/* The content options into body: 0, or a usage error's exit code. */
+static int memory_content(const cli_opts *o, json_t *body)
+{
+	if (o->kind)
+		json_object_set_new(body, "kind", json_string(o->kind));
+	if (o->topics)
+		json_object_set_new(body, "topics", comma_list(o->topics));
+	if (o->entities)
+		json_object_set_new(body, "entities", comma_list(o->entities));
+	if (o->ttl_seconds) {
+		int64_t ttl;
+		if (parse_i64(o->ttl_seconds, "--ttl-seconds", &ttl) != EXIT_OK)
+			return EXIT_USAGE;
+		json_object_set_new(body, "ttl_seconds", json_integer(ttl));
+	}
+	return EXIT_OK;
+}
+
+static int sc_memory_add(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *body;
+	char *text;
+	int rc;
+	int32_t r;
+
+	if (!m)
+		return take_memory_opts(c, from, MEM_OPT_CONTENT | MEM_OPT_ADD);
+	body = json_pack("{s:s}", "text", pos[2]);
+	if (!body)
+		return usage_error("%s", "TEXT: not valid UTF-8");
+	if ((rc = memory_content(o, body)) != EXIT_OK) {
+		json_decref(body);
+		return rc;
+	}
+	if (o->id)
+		json_object_set_new(body, "id", json_string(o->id));
+	if (o->session)
+		json_object_set_new(body, "source", json_pack("{s:s}", "session_id", o->session));
+	text = dump_body(body);
+	r = memd_memory_create(m, pos[0], pos[1], text, ret_json, NULL, err);
+	free(text);
+	return result(r);
+}
+
+static int sc_memory_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			  char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_memory_list_options lo = { .struct_size = sizeof(lo) };
+
+	if (!m)
+		return take_memory_opts(c, from, MEM_OPT_LIST);
+	lo.limit = o->limit;
+	lo.cursor = o->cursor;
+	lo.kind = o->kind;
+	lo.topic = o->topic;
+	lo.entity = o->entity;
+	lo.session_id = o->session;
+	return result(memd_memory_list(m, pos[0], pos[1], &lo, ret_json, err));
+}
+
+static int sc_memory_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			 char **ret_json)
+{
+	if (!m)
+		return take_memory_opts(c, from, 0);
+	return result(memd_memory_get(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+static int sc_memory_update(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	json_t *body;
+	int rc;
+
+	if (!m)
+		return take_memory_opts(c, from, MEM_OPT_CONTENT | MEM_OPT_UPDATE);
+	body = json_object();
+	if ((rc = memory_content(o, body)) != EXIT_OK) {
+		json_decref(body);
+		return rc;
+	}
+	if (o->text)
+		json_object_set_new(body, "text", json_string(o->text));
+	if (o->version)
+		json_object_set_new(body, "version", json_integer(o->version));
+	if (o->reason)
+		json_object_set_new(body, "reason", json_string(o->reason));
+	return call_body(m, memd_memory_update, pos, dump_body(body), err, ret_json);
+}
+
+static int sc_memory_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			    char **ret_json)
+{
+	int32_t r;
+
+	if (!m)
+		return take_memory_opts(c, from, MEM_OPT_VERSION);
+	r = memd_memory_delete(m, pos[0], pos[1], pos[2], c->opts.version, err);
+	if (r < 0)
+		return -1;
+	*ret_json = dump_body(json_pack("{s:b,s:s}", "deleted", 1, "id", pos[2]));
+	return *ret_json ? EXIT_OK : out_of_memory();
+}
+
+static int sc_memory_history(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	if (!m)
+		return take_memory_opts(c, from, 0);
+	return result(memd_memory_history(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
 typedef struct command {
 	const char *group, *verb;
 	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
@@ -1674,6 +1869,12 @@ static const command commands[] = {
 	{ "inbox", "put", 3, 0, "inbox put APP USER KEY --mode M", sc_inbox_put },
 	{ "inbox", "take", 4, 0, "inbox take APP USER KEY TURN", sc_inbox_take },
 	{ "inbox", "list", 3, 0, "inbox list APP USER KEY", sc_inbox_list },
+	{ "memory", "add", 3, 0, "memory add APP USER TEXT", sc_memory_add },
+	{ "memory", "list", 2, 0, "memory list APP USER", sc_memory_list },
+	{ "memory", "get", 3, 0, "memory get APP USER ID", sc_memory_get },
+	{ "memory", "update", 3, 0, "memory update APP USER ID", sc_memory_update },
+	{ "memory", "delete", 3, 0, "memory delete APP USER ID", sc_memory_delete },
+	{ "memory", "history", 3, 0, "memory history APP USER ID", sc_memory_history },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -1737,7 +1938,7 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
  * the session subcommands). */
 static const char *const verb_groups[] = {
 	"config", "plugins", "index", "session", "events", "state", "artifact", "user", "lane",
-	"turn", "inbox", "messages",
+	"turn", "inbox", "messages", "memory",
 };
 
 int cli_main(int argc, char **argv)

@@ -263,6 +263,41 @@ expect 0 "lane delete" -- "${memd_lanes[@]}" lane delete demo telegram:42 telegr
 contains "$out" '"deleted": true' "lane delete prints its result"
 expect 4 "deleted lane" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
 
+# Long-term memories: add, list with filters, get, update with a version,
+# delete, the history; bad input is a usage error (2) or refused (3).
+memd_mem=("$memd" --config lanes.yaml)
+expect 2 "memory alone" -- "${memd_mem[@]}" memory
+contains "$errout" "memd memory add APP USER TEXT" "memory alone lists memory add"
+expect 0 "help lists the memory commands" -- "$memd" --help
+contains "$out" "memory history APP USER ID" "help shows memory history"
+expect 0 "session for a memory's source" -- "${memd_mem[@]}" session create demo dana --id trip
+expect 0 "memory add" -- "${memd_mem[@]}" memory add demo dana "Prefers window seats" --kind preference --topics flights,seats --entities Dana --session trip --id seat
+contains "$out" '"kind": "preference"' "memory add sets the kind"
+contains "$out" '"session_id": "trip"' "memory add keeps the source"
+expect 0 "memory add with a ttl" -- "${memd_mem[@]}" memory add demo dana "In Rome this week" --kind episode --ttl-seconds 3600
+contains "$out" '"expires_at": "' "memory add --ttl-seconds sets an expiry"
+expect 3 "memory add with a bad kind" -- "${memd_mem[@]}" memory add demo dana x --kind opinion
+contains "$errout" "kind: must be fact, preference, instruction or episode" "the bad kind is named"
+expect 2 "memory add with a bad ttl" -- "${memd_mem[@]}" memory add demo dana x --ttl-seconds soon
+expect 2 "memory add without text" -- "${memd_mem[@]}" memory add demo dana
+expect 0 "memory list --topic" -- "${memd_mem[@]}" memory list demo dana --topic seats
+contains "$out" '"id": "seat"' "memory list filters by topic"
+expect 0 "memory list --kind episode" -- "${memd_mem[@]}" memory list demo dana --kind episode --limit 1
+contains "$out" "In Rome this week" "memory list filters by kind"
+expect 0 "memory get" -- "${memd_mem[@]}" memory get demo dana seat
+contains "$out" "Prefers window seats" "memory get reads it"
+expect 5 "memory update at a stale version" -- "${memd_mem[@]}" memory update demo dana seat --text "Prefers aisle seats" --expected-version 2
+expect 0 "memory update" -- "${memd_mem[@]}" memory update demo dana seat --text "Prefers aisle seats" --expected-version 1 --reason "said so"
+contains "$out" '"version": 2' "memory update bumps the version"
+expect 5 "memory delete at a stale version" -- "${memd_mem[@]}" memory delete demo dana seat --expected-version 1
+expect 0 "memory delete" -- "${memd_mem[@]}" memory delete demo dana seat
+contains "$out" '"deleted": true' "memory delete prints its result"
+expect 4 "deleted memory" -- "${memd_mem[@]}" memory get demo dana seat
+expect 0 "memory history" -- "${memd_mem[@]}" memory history demo dana seat
+contains "$out" '"reason": "said so"' "memory history keeps the reason"
+contains "$out" '"op": "delete"' "memory history has the delete"
+expect 4 "memory history of nothing" -- "${memd_mem[@]}" memory history demo dana nope
+
 # Transcripts: a chat UI's undo (rewind), retry, clear and undo of an
 # operation, OpenAI messages in and out, the state history.
 memd_tx=("$memd" --config lanes.yaml)
