@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README.md's examples as written: every ```sh block of the sections
 # "Running a chat gateway on memd" and "Undo, retry and compress in a chat
-# UI", in order, run by bash against a real `memd serve` (SQLite), and
-# what they print checked. A README example that no longer works fails
+# UI" and of the subsection "Writing and reading memories", in order, run
+# by bash against a real `memd serve` (SQLite), and what they print
+# checked. A README example that no longer works fails
 # here.
 set -uo pipefail
 
@@ -26,12 +27,13 @@ contains() { # HAYSTACK NEEDLE DESCRIPTION
 	if [[ "$1" == *"$2"* ]]; then ok; else fail "$3: '$2' not in: $1"; fi
 }
 
-# section FILE: the shell blocks of README.md's section (its "## " title),
-# in order, into FILE; prints how many.
+# section FILE: the shell blocks of README.md's section (its "## " or
+# "### " title, up to the next title of its level or above), in order,
+# into FILE; prints how many.
 section() {
 	awk -v sec="$1" '
-		$0 == sec { in_sec = 1; next }
-		in_sec && /^## / { exit }
+		$0 == sec { in_sec = 1; sub3 = sec ~ /^### /; next }
+		in_sec && (/^## / || (sub3 && /^### /)) { exit }
 		in_sec && /^```sh$/ { in_code = 1; next }
 		in_sec && in_code && /^```$/ { in_code = 0; print "# ---- end of block"; next }
 		in_sec && in_code { print }
@@ -42,6 +44,8 @@ blocks=$(section "## Running a chat gateway on memd" example.sh)
 [[ $blocks -ge 2 ]] && ok || fail "the README's section has $blocks shell blocks, want the loop and the restart"
 blocks=$(section "## Undo, retry and compress in a chat UI" chat.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's chat UI section has no shell block"
+blocks=$(section "### Writing and reading memories" memories.sh)
+[[ $blocks -ge 1 ]] && ok || fail "the README's memories subsection has no shell block"
 
 # memd serve on a free port (a port below the ephemeral range; another
 # taker between the probe and serve's bind is a retry with another port).
@@ -109,6 +113,18 @@ contains "$out" 'rewrite rewind undo rewind rewrite' "the operations, newest fir
 [[ $(sed -n 7p chat.txt) == 6 ]] && ok || fail "six hidden events kept for the audit trail: $(sed -n 7p chat.txt)"
 contains "$out" '{"hidden_count":2}' "the clear hid the compressed transcript"
 contains "$out" '{"id":"c1","title":"Suggest a name for a cat","message_count":0}' "the cleared session is listed"
+
+# Long-term memories: create, retry-safe id, If-Match, a filter, delete,
+# the history.
+MEMD="http://127.0.0.1:$port" bash -euo pipefail memories.sh >mem.txt 2>mem.err
+rc=$?
+out=$(cat mem.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's memories example failed (exit $rc): $(cat mem.err) after: $out"
+contains "$out" '{"id":"seat","kind":"preference","version":1}' "the memory was created"
+contains "$out" '{"kind":"episode","expires":true}' "the memory with a ttl expires"
+contains "$out" '{"text":"Prefers aisle seats","version":2}' "If-Match with the version changed it"
+[[ $(sed -n 4p mem.txt) == "Prefers aisle seats" ]] && ok || fail "the topic filter listed it: $(sed -n 4p mem.txt)"
+contains "$out" 'add by api, update by api, delete by api' "the history outlived the delete"
 
 kill "$serve_pid"
 wait "$serve_pid"
