@@ -883,6 +883,7 @@ int32_t sq_session_list_pending(void *inst, const memd_call *call, const memd_pe
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
 	uint64_t stepped = 0;
+	int64_t lower;
 	int keyset;
 	int32_t r;
 	int rc;
@@ -896,13 +897,19 @@ int32_t sq_session_list_pending(void *inst, const memd_call *call, const memd_pe
 	if (!out || !out->session)
 		return memd_error_set(err, MEMD_EINVAL, 0, "session sink is missing");
 	keyset = q->after_updated_us != 0;
+	/* The walk starts at the later of the two lower bounds: the keyset
+	 * only takes rows with updated_us >= after_updated_us, so a page deep
+	 * into the list does not step over the rows of the pages before. */
+	lower = q->updated_after_us ? q->updated_after_us : TIME_MIN;
+	if (keyset && q->after_updated_us > TIME_MIN + 1 && q->after_updated_us - 1 > lower)
+		lower = q->after_updated_us - 1;
 	r = sq_read_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
 	r = sq_stmt(c, keyset ? &SQL_SESSION_PENDING_AFTER : &SQL_SESSION_PENDING, &st, err);
 	if (r < 0)
 		goto out;
-	rc = sqlite3_bind_int64(st, 1, q->updated_after_us ? q->updated_after_us : TIME_MIN);
+	rc = sqlite3_bind_int64(st, 1, lower);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 2, q->updated_before_us);
 	if (rc == SQLITE_OK)
