@@ -133,13 +133,29 @@ int32_t mcp_sessions_add(mcp_sessions *t, mcp_conn *conn, const void *owner, int
 	return 0;
 }
 
+/* Is id the session id sid? The time does not depend on where they
+ * differ (an id is a secret). */
+static int id_equal(const char *sid, const char *id)
+{
+	volatile unsigned char diff = 0;
+
+	/* Every id has the same length: it tells nothing. */
+	if (strnlen(id, MCP_SESSION_ID_LEN + 1) != MCP_SESSION_ID_LEN)
+		return 0;
+	for (size_t i = 0; i < MCP_SESSION_ID_LEN; i++)
+		diff |= (unsigned char)(sid[i] ^ id[i]);
+	return diff == 0;
+}
+
 /* The slot of id for owner (lock held), or t->n. */
 static size_t find(mcp_sessions *t, const char *id, const void *owner)
 {
+	size_t found = t->n;
+
 	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->s[i]->id, id) == 0 && t->s[i]->owner == owner)
-			return i;
-	return t->n;
+		if (id_equal(t->s[i]->id, id) && t->s[i]->owner == owner)
+			found = i;
+	return found;
 }
 
 mcp_session *mcp_sessions_get(mcp_sessions *t, const char *id, const void *owner,
