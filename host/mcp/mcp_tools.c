@@ -13,6 +13,7 @@
 
 #include <memd/plugin.h>
 
+#include "service/service_int.h"
 #include "util/errname.h"
 
 /* Argument types. */
@@ -24,6 +25,8 @@
 
 /* Bounds of the search tool's k (memd_search's). */
 #define SEARCH_K_MAX 1000
+/* The longest lifetime add_memory takes: a century, in seconds. */
+#define MEMORY_TTL_MAX_S (100LL * 366 * 24 * 3600)
 #define MSG_MAX 512
 
 typedef struct param {
@@ -53,6 +56,7 @@ struct tool {
 
 static const char *const modes[] = { "keyword", "vector", "hybrid", NULL };
 static const char *const sources[] = { "events", "memories", NULL };
+static const char *const kinds[] = { "fact", "preference", "instruction", "episode", NULL };
 
 /* The arguments naming whose memory a call is about, for an unbound conn. */
 static const param scope_params[] = {
@@ -220,6 +224,21 @@ static int check_args(const mcp_conn *c, const tool *t, json_t *args, const char
 	return 0;
 }
 
+/* The body for a facade call: the arguments named in copied that are
+ * given, as JSON text (malloc'd), or NULL on ENOMEM. */
+static char *body_of(json_t *args, const char *const *copied)
+{
+	json_t *body = json_object();
+	char *text;
+
+	for (size_t i = 0; body && copied[i]; i++)
+		if (arg(args, copied[i]))
+			json_object_set(body, copied[i], arg(args, copied[i]));
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	return text;
+}
+
 /* ---- schemas -------------------------------------------------------------- */
 
 static json_t *param_schema(const param *p)
@@ -307,15 +326,9 @@ static int32_t t_search(mcp_conn *c, const char *app, const char *user, json_t *
 			char **ret_json, memd_error *err)
 {
 	static const char *const copied[] = { "query", "k", "sources", "mode", "session_id", NULL };
-	json_t *body = json_object();
-	char *text;
+	char *text = body_of(args, copied);
 	int32_t r;
 
-	for (size_t i = 0; body && copied[i]; i++)
-		if (arg(args, copied[i]))
-			json_object_set(body, copied[i], arg(args, copied[i]));
-	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
 	if (!text)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	r = memd_search(c->m, app, user, text, ret_json, err);
@@ -353,6 +366,113 @@ static int32_t t_sessions(mcp_conn *c, const char *app, const char *user, json_t
 	return memd_session_list_filtered(c->m, app, user, &o, ret_json, err);
 }
 
+static const param add_memory_params[] = {
+	{ "text", T_STR, 1, 1, MEMD_MEMORY_TEXT_MAX, NULL,
+	  "the memory, one self-contained statement (\"Alice is allergic to nuts\")" },
+	{ "kind", T_ENUM, 0, 0, 0, kinds,
+	  "fact, preference, instruction (how to behave) or episode (something that happened); "
+	  "default fact" },
+	{ "topics", T_STRS, 0, 0, MEMD_MEMORY_TAGS_MAX, NULL, "topics it is about (\"food\", \"travel\")" },
+	{ "entities", T_STRS, 0, 0, MEMD_MEMORY_TAGS_MAX, NULL,
+	  "people, places and things it names" },
+	{ "ttl_seconds", T_INT, 0, 1, MEMORY_TTL_MAX_S, NULL,
+	  "forget it after this many seconds; default never" },
+	{ "session_id", T_STR, 0, 1, MEMD_ID_MAX, NULL, "the conversation it comes from" },
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static int32_t t_add(mcp_conn *c, const char *app, const char *user, json_t *args,
+		     char **ret_json, memd_error *err)
+{
+	static const char *const copied[] = { "text", "kind", "topics", "entities", "ttl_seconds",
+					      NULL };
+	json_t *body = NULL;
+	char *text = body_of(args, copied);
+	int32_t r;
+
+	if (text && arg(args, "session_id")) {
+		/* The conversation it comes from is its source. */
+		body = json_loads(text, 0, NULL);
+		free(text);
+		text = NULL;
+		if (body && json_object_set_new(body, "source",
+						json_pack("{s:O}", "session_id", arg(args, "session_id"))) == 0)
+			text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+	}
+	if (!text)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	r = service_memory_create(c->m, app, user, text, SERVICE_ACTOR_MCP, ret_json, NULL, err);
+	free(text);
+	return r;
+}
+
+static const param update_params[] = {
+	{ "id", T_STR, 1, 1, MEMD_ID_MAX, NULL, "the memory (its id, from search_memory or add_memory)" },
+	{ "text", T_STR, 0, 1, MEMD_MEMORY_TEXT_MAX, NULL, "the new text" },
+	{ "kind", T_ENUM, 0, 0, 0, kinds, "the new kind" },
+	{ "topics", T_STRS, 0, 0, MEMD_MEMORY_TAGS_MAX, NULL, "the new topics (replace the old)" },
+	{ "entities", T_STRS, 0, 0, MEMD_MEMORY_TAGS_MAX, NULL, "the new entities (replace the old)" },
+	{ "version", T_INT, 0, 1, INT64_MAX, NULL,
+	  "change it only if it is still this version (else a conflict)" },
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static int32_t t_update(mcp_conn *c, const char *app, const char *user, json_t *args,
+			char **ret_json, memd_error *err)
+{
+	static const char *const changes[] = { "text", "kind", "topics", "entities", NULL };
+	static const char *const copied[] = { "text", "kind", "topics", "entities", "version", NULL };
+	char *text;
+	int any = 0;
+	int32_t r;
+
+	for (size_t i = 0; changes[i]; i++)
+		any |= arg(args, changes[i]) != NULL;
+	if (!any)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "nothing to change: give text, kind, topics or entities");
+	if (!(text = body_of(args, copied)))
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	r = service_memory_update(c->m, app, user, arg_str(args, "id"), text, SERVICE_ACTOR_MCP,
+				  ret_json, err);
+	free(text);
+	return r;
+}
+
+static const param delete_params[] = {
+	{ "id", T_STR, 1, 1, MEMD_ID_MAX, NULL, "the memory to forget" },
+	{ "version", T_INT, 0, 1, INT64_MAX, NULL,
+	  "delete it only if it is still this version (else a conflict)" },
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static int32_t t_delete(mcp_conn *c, const char *app, const char *user, json_t *args,
+			char **ret_json, memd_error *err)
+{
+	const char *id = arg_str(args, "id");
+	json_t *out;
+	int32_t r = service_memory_delete(c->m, app, user, id,
+					  (int64_t)json_integer_value(arg(args, "version")),
+					  SERVICE_ACTOR_MCP, NULL, err);
+
+	if (r < 0)
+		return r;
+	out = json_pack("{s:s,s:b}", "id", id, "deleted", 1);
+	*ret_json = out ? json_dumps(out, JSON_COMPACT) : NULL;
+	json_decref(out);
+	return *ret_json ? 0 : memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+}
+
+#define MEMORY_OUTPUT                                                                           \
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"text\":{\"type\":"    \
+	"\"string\"},\"kind\":{\"type\":\"string\"},\"topics\":{\"type\":\"array\",\"items\":{"      \
+	"\"type\":\"string\"}},\"entities\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"    \
+	"\"version\":{\"type\":\"integer\"}},\"required\":[\"id\",\"text\",\"kind\",\"topics\","    \
+	"\"entities\",\"version\"]}"
+#define DELETE_OUTPUT                                                                          \
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},\"deleted\":{\"type\":" \
+	"\"boolean\"}},\"required\":[\"id\",\"deleted\"]}"
 #define SEARCH_OUTPUT                                                                         \
 	"{\"type\":\"object\",\"properties\":{\"mode\":{\"type\":\"string\"},\"results\":{\"type\":" \
 	"\"array\",\"items\":{\"type\":\"object\"}}},\"required\":[\"mode\",\"results\"]}"
@@ -379,6 +499,19 @@ static const tool tools[] = {
 	  "This user's conversations (memd sessions), most recently active first, a page at a "
 	  "time (pass next_cursor as cursor for the next).",
 	  MCP_SCOPE_READ, sessions_params, SESSIONS_OUTPUT, t_sessions },
+	{ "add_memory", "Remember something",
+	  "Keep a durable memory of this user: a fact, a preference, an instruction or an "
+	  "episode, in one self-contained statement. Search first: when a memory says the same "
+	  "or the opposite, update_memory it instead of adding another.",
+	  MCP_SCOPE_WRITE, add_memory_params, MEMORY_OUTPUT, t_add },
+	{ "update_memory", "Correct a memory",
+	  "Change a memory (its text, kind, topics or entities) when it is wrong or outdated; "
+	  "with version, only if nobody changed it since. Its history keeps every version.",
+	  MCP_SCOPE_WRITE, update_params, MEMORY_OUTPUT, t_update },
+	{ "delete_memory", "Forget a memory",
+	  "Delete a memory the user wants forgotten or that no longer holds; with version, only "
+	  "if nobody changed it since.",
+	  MCP_SCOPE_WRITE, delete_params, DELETE_OUTPUT, t_delete },
 };
 
 static const tool *find_tool(const char *name)

@@ -393,8 +393,11 @@ Test(mcp, tools_list_by_binding_scope_and_revision)
 	json_t *r, *t, *req;
 
 	tool_names(c, names, sizeof(names));
-	cr_assert_str_eq(names, "search_memory,get_context,list_sessions");
+	cr_assert_str_eq(names, "search_memory,get_context,list_sessions,add_memory,update_memory,"
+				"delete_memory");
 	r = send(c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+	cr_assert(json_is_false(json_object_get(json_object_get(tool_of(r, "add_memory"), "annotations"),
+						"readOnlyHint")));
 	t = tool_of(r, "search_memory");
 	req = json_object_get(json_object_get(t, "inputSchema"), "required");
 	cr_assert_str_eq(json_dumps(req, JSON_COMPACT), "[\"app\",\"user\",\"query\"]");
@@ -430,10 +433,17 @@ Test(mcp, tools_list_by_binding_scope_and_revision)
 	json_decref(r);
 	mcp_conn_free(c);
 
-	/* Read scope: the read tools only. */
+	/* Read scope: the read tools only, and the others are unknown. */
 	c = ready("app", "alice", MCP_SCOPE_READ);
 	tool_names(c, names, sizeof(names));
 	cr_assert_str_eq(names, "search_memory,get_context,list_sessions");
+	r = send(c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+		    "{\"name\":\"add_memory\",\"arguments\":{\"text\":\"x\"}}}");
+	cr_assert_eq(error_code(r), MCP_INVALID_PARAMS);
+	cr_assert_not_null(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
+								    "message")),
+				  "may only read"));
+	json_decref(r);
 	mcp_conn_free(c);
 }
 
@@ -574,6 +584,125 @@ Test(mcp, get_context_and_list_sessions)
 							   "id")),
 			 "s1");
 	json_decref(res);
+	mcp_conn_free(c);
+}
+
+/* The history of memory id of (app, alice), parsed. */
+static json_t *history(const char *id)
+{
+	memd_error err = { 0 };
+	char *out = NULL;
+
+	cr_assert_eq(memd_memory_history(m, "app", "alice", id, &out, &err), 0, "%s", err.msg);
+	return tu_json(out);
+}
+
+Test(mcp, memory_tools_add_search_update_delete)
+{
+	mcp_conn *c = ready("app", "alice", MCP_SCOPE_WRITE);
+	json_t *res, *sc, *h, *results;
+	char id[MEMD_ID_MAX + 1], args[768];
+
+	append("app", "alice", "s1", "hello");
+	res = call(c, "add_memory", "{\"text\":\"Alice is allergic to hazelnuts\",\"kind\":\"fact\","
+				    "\"topics\":[\"food\",\"health\"],\"entities\":[\"Alice\"],"
+				    "\"session_id\":\"s1\",\"ttl_seconds\":86400}");
+	sc = json_object_get(res, "structuredContent");
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	cr_assert_str_eq(json_string_value(json_object_get(sc, "kind")), "fact");
+	cr_assert_eq(json_integer_value(json_object_get(sc, "version")), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(sc, "source"), "session_id")),
+			 "s1");
+	cr_assert(json_is_string(json_object_get(sc, "expires_at")));
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(sc, "id")));
+	json_decref(res);
+
+	/* search_memory finds it among the memories. */
+	res = call(c, "search_memory", "{\"query\":\"hazelnuts\",\"sources\":[\"memories\"]}");
+	results = json_object_get(json_object_get(res, "structuredContent"), "results");
+	cr_assert_eq(json_array_size(results), 1, "%s", content_text(res));
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(results, 0), "memory_id")), id);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(results, 0), "source")), "memory");
+	json_decref(res);
+
+	/* update_memory: with the right version, then a stale one. */
+	snprintf(args, sizeof(args), "{\"id\":\"%s\",\"text\":\"Alice is allergic to all nuts\","
+				     "\"version\":1}", id);
+	res = call(c, "update_memory", args);
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	sc = json_object_get(res, "structuredContent");
+	cr_assert_eq(json_integer_value(json_object_get(sc, "version")), 2);
+	cr_assert_str_eq(json_string_value(json_object_get(sc, "text")), "Alice is allergic to all nuts");
+	json_decref(res);
+	assert_tool_error(call(c, "update_memory", args), "conflict");
+	snprintf(args, sizeof(args), "{\"id\":\"%s\",\"version\":2}", id);
+	assert_tool_error(call(c, "update_memory", args), "nothing to change");
+
+	/* delete_memory: a stale version, then for real, then again. */
+	snprintf(args, sizeof(args), "{\"id\":\"%s\",\"version\":1}", id);
+	assert_tool_error(call(c, "delete_memory", args), "conflict");
+	snprintf(args, sizeof(args), "{\"id\":\"%s\"}", id);
+	res = call(c, "delete_memory", args);
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	cr_assert(json_is_true(json_object_get(json_object_get(res, "structuredContent"), "deleted")));
+	json_decref(res);
+	assert_tool_error(call(c, "delete_memory", args), "not_found");
+	assert_tool_error(call(c, "update_memory", "{\"id\":\"nope\",\"text\":\"x\"}"), "not_found");
+
+	/* Every change the tools made is the actor "mcp"'s. */
+	h = history(id);
+	cr_assert_eq(json_array_size(json_object_get(h, "history")), 3);
+	for (size_t i = 0; i < 3; i++)
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(h, "history"), i),
+								   "actor")),
+				 "mcp");
+	json_decref(h);
+	mcp_conn_free(c);
+}
+
+Test(mcp, memory_tools_check_their_arguments)
+{
+	mcp_conn *c = ready("app", "alice", MCP_SCOPE_WRITE);
+	char many[1024] = "{\"text\":\"x\",\"topics\":[";
+
+	for (int i = 0; i <= MEMD_MEMORY_TAGS_MAX; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "%s\"t%d\"", i ? "," : "", i);
+	strcat(many, "]}");
+	assert_tool_error(call(c, "add_memory", "{}"), "argument text is required");
+	assert_tool_error(call(c, "add_memory", "{\"text\":\"x\",\"kind\":\"opinion\"}"),
+			  "fact, preference, instruction, episode");
+	assert_tool_error(call(c, "add_memory", many), "argument topics");
+	assert_tool_error(call(c, "add_memory", "{\"text\":\"x\",\"entities\":[\"\"]}"),
+			  "argument entities");
+	assert_tool_error(call(c, "add_memory", "{\"text\":\"x\",\"ttl_seconds\":0}"),
+			  "argument ttl_seconds");
+	assert_tool_error(call(c, "add_memory", "{\"text\":\"x\",\"session_id\":\"nope\"}"),
+			  "session 'nope' not found");
+	assert_tool_error(call(c, "update_memory", "{\"text\":\"x\"}"), "argument id is required");
+	assert_tool_error(call(c, "delete_memory", "{\"id\":\"x\",\"version\":0}"),
+			  "argument version");
+	mcp_conn_free(c);
+}
+
+Test(mcp, unbound_memory_tools_write_the_named_user)
+{
+	mcp_conn *c = ready(NULL, NULL, MCP_SCOPE_WRITE);
+	memd_error err = { 0 };
+	char *out = NULL;
+	json_t *res, *list;
+
+	res = call(c, "add_memory", "{\"app\":\"app\",\"user\":\"bob\",\"text\":\"Bob prefers aisle seats\","
+				    "\"kind\":\"preference\"}");
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	json_decref(res);
+	cr_assert_eq(memd_memory_list(m, "app", "bob", NULL, &out, &err), 0, "%s", err.msg);
+	list = tu_json(out);
+	cr_assert_eq(json_array_size(json_object_get(list, "memories")), 1);
+	json_decref(list);
+	cr_assert_eq(memd_memory_list(m, "app", "alice", NULL, &out, &err), 0, "%s", err.msg);
+	list = tu_json(out);
+	cr_assert_eq(json_array_size(json_object_get(list, "memories")), 0);
+	json_decref(list);
 	mcp_conn_free(c);
 }
 

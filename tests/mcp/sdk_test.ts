@@ -34,6 +34,7 @@ const keyUnbound = env('MCP_KEY_UNBOUND');
 const keyRead = env('MCP_KEY_READ');
 const endpoint = new URL('/mcp', base);
 const READ_TOOLS = ['get_context', 'list_sessions', 'search_memory'];
+const ALL_TOOLS = ['add_memory', 'delete_memory', 'get_context', 'list_sessions', 'search_memory', 'update_memory'];
 
 let checks = 0;
 function ok(what: string): void {
@@ -133,8 +134,8 @@ async function bound(): Promise<void> {
 	ok('a bound key initializes a session at the SDK\'s latest revision');
 
 	const { tools } = await client.listTools();
-	const names = tools.map((t) => t.name).sort();
-	for (const t of READ_TOOLS) assert.ok(names.includes(t), `${t} is listed`);
+	assert.deepEqual(tools.map((t) => t.name).sort(), ALL_TOOLS);
+	for (const t of tools) assert.ok(t.outputSchema, `${t.name} has an outputSchema`);
 	const search = tools.find((t) => t.name === 'search_memory');
 	assert.deepEqual(search?.inputSchema.required, ['query']);
 	assert.equal(search?.inputSchema.properties?.['app'], undefined, 'bound: no app argument');
@@ -155,6 +156,34 @@ async function bound(): Promise<void> {
 	assert.deepEqual((list['sessions'] as Array<{ id: string }>).map((s) => s.id), ['s1']);
 	assert.equal(list['next_cursor'], null);
 	ok('list_sessions');
+
+	const added = structured(
+		await call(client, 'add_memory', {
+			text: 'Alice prefers window seats on long flights',
+			kind: 'preference',
+			topics: ['travel'],
+			entities: ['Alice'],
+			session_id: 's1',
+		}),
+	);
+	const id = added['id'] as string;
+	assert.equal(added['version'], 1);
+	const recalled = structured(await call(client, 'search_memory', { query: 'window seats', sources: ['memories'] }));
+	const hits = recalled['results'] as Array<Record<string, unknown>>;
+	assert.equal(hits.length, 1, JSON.stringify(recalled));
+	assert.equal(hits[0]?.['memory_id'], id);
+	assert.equal(hits[0]?.['source'], 'memory');
+	ok('add_memory, and search_memory finds it');
+	const updated = structured(await call(client, 'update_memory', { id, text: 'Alice prefers aisle seats', version: 1 }));
+	assert.equal(updated['version'], 2);
+	toolError(await call(client, 'update_memory', { id, text: 'stale', version: 1 }), 'conflict');
+	ok('update_memory, and a stale version is a conflict');
+	const deleted = structured(await call(client, 'delete_memory', { id }));
+	assert.deepEqual(deleted, { id, deleted: true });
+	toolError(await call(client, 'delete_memory', { id }), 'not_found');
+	const gone = structured(await call(client, 'search_memory', { query: 'aisle seats', sources: ['memories'] }));
+	assert.deepEqual(gone['results'], []);
+	ok('delete_memory; deleting an unknown memory is a tool error');
 
 	await rejectsWith(
 		call(client, 'no_such_tool', {}),
@@ -241,6 +270,11 @@ async function readOnly(): Promise<void> {
 	assert.deepEqual(tools.map((t) => t.name).sort(), READ_TOOLS);
 	const list = structured(await call(client, 'list_sessions', {}));
 	assert.equal((list['sessions'] as unknown[]).length, 1);
+	await rejectsWith(
+		call(client, 'add_memory', { text: 'x' }),
+		(e) => e instanceof McpError && e.code === ErrorCode.InvalidParams,
+		'a write tool with a read key',
+	);
 	await client.close();
 	ok('a read key gets the read tools only');
 }
@@ -287,11 +321,14 @@ async function stdio(): Promise<void> {
 	await client.connect(transport);
 	assert.equal(client.getServerVersion()?.name, 'memd');
 	const { tools } = await client.listTools();
-	for (const t of READ_TOOLS) assert.ok(tools.some((x) => x.name === t), `${t} over stdio`);
+	assert.deepEqual(tools.map((t) => t.name).sort(), ALL_TOOLS);
 	assert.deepEqual(tools.find((t) => t.name === 'search_memory')?.inputSchema.required, ['query']);
 	const list = structured(await call(client, 'list_sessions', {}));
 	assert.deepEqual(list['sessions'], []);
 	toolError(await call(client, 'get_context', { session_id: 'nope' }), 'not_found');
+	const added = structured(await call(client, 'add_memory', { text: 'Call me Ali', kind: 'instruction' }));
+	const found = structured(await call(client, 'search_memory', { query: 'call me', sources: ['memories'] }));
+	assert.equal((found['results'] as Array<Record<string, unknown>>)[0]?.['memory_id'], added['id']);
 	await rejectsWith(call(client, 'no_such_tool', {}), (e) => e instanceof McpError && e.code === ErrorCode.InvalidParams, 'unknown tool over stdio');
 	await client.close();
 	assert.ok(existsSync(`${stdioDir}/data/memd.db`), `zero-config SQLite in the working directory (stderr: ${stderr})`);
