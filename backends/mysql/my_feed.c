@@ -6,23 +6,25 @@
 
 #include "plugin_util.h"
 #include "my_events.h"
+#include "my_memories.h"
 
 /* A feed_read with limit 0 reads everything. */
 #define MY_NO_LIMIT UINT64_MAX
-/* Initial room for buffered DELETE and FINALIZE records. */
+/* Initial room for buffered DELETE, FINALIZE, MEMORY_DELETE, mark and
+ * MEMORY records. */
 #define MY_DELETES_INITIAL 16
 
 static const my_sql SQL_FEED_HEAD = { MY_ST_FEED_HEAD,
 	"SELECT last FROM memd_feed_counter WHERE id = 1" };
 static const my_sql SQL_FEED_ADVANCE = { MY_ST_FEED_ADVANCE,
 	"UPDATE memd_feed_counter SET last = LAST_INSERT_ID(last + ?) WHERE id = 1" };
-/* The head first (kind 0), then the DELETE and FINALIZE records after ?1:
- * one statement, so one snapshot. */
+/* The head first (kind 0), then the DELETE, FINALIZE and MEMORY_DELETE
+ * records after ?1: one statement, so one snapshot. */
 static const my_sql SQL_FEED_DELETES = { MY_ST_FEED_DELETES,
-	"SELECT 0 AS kind, last AS position, NULL AS app, NULL AS user, NULL AS session"
-	" FROM memd_feed_counter WHERE id = 1"
+	"SELECT 0 AS kind, last AS position, NULL AS app, NULL AS user, NULL AS session,"
+	" NULL AS memory_id FROM memd_feed_counter WHERE id = 1"
 	" UNION ALL"
-	" (SELECT kind, position, app, user, session FROM memd_feed_deletes"
+	" (SELECT kind, position, app, user, session, memory_id FROM memd_feed_deletes"
 	"  WHERE position > ? ORDER BY position LIMIT ?)" };
 /* An EVENT record is an event still visible: one hidden since is
  * followed by its HIDE record anyway, and a reader that starts later
@@ -39,8 +41,16 @@ static const my_sql SQL_FEED_MARKS = { MY_ST_FEED_MARKS,
 	"  AND e.seq = m.seq"
 	" WHERE m.position > ? AND m.position <= ? AND (m.kind = ? OR e.hidden_us = 0)"
 	" ORDER BY m.position LIMIT ?" };
+/* The MEMORY records: the memories whose latest add or update has a
+ * position after ?1, up to the head (?2). */
+static const my_sql SQL_FEED_MEMORIES = { MY_ST_FEED_MEMORIES,
+	"SELECT " MY_MEMORY_COLS_M " FROM memd_memories m FORCE INDEX (memd_memories_by_position)"
+	" WHERE m.position > ? AND m.position <= ? ORDER BY m.position LIMIT ?" };
 static const my_sql SQL_FEED_TOMBSTONE = { MY_ST_FEED_TOMBSTONE,
 	"INSERT INTO memd_feed_deletes (position, kind, app, user, session)"
+	" VALUES (?, ?, ?, ?, ?)" };
+static const my_sql SQL_FEED_MEMORY_DELETE = { MY_ST_FEED_MEMORY_DELETE,
+	"INSERT INTO memd_feed_deletes (position, kind, app, user, memory_id)"
 	" VALUES (?, ?, ?, ?, ?)" };
 static const my_sql SQL_CURSOR_GET = { MY_ST_CURSOR_GET,
 	"SELECT position FROM memd_cursors WHERE name = ?" };
@@ -82,12 +92,27 @@ int32_t my_feed_tombstone(my_conn *c, uint32_t kind, const memd_scope *scope, me
 	return my_exec(c, &SQL_FEED_TOMBSTONE, &p, NULL, err);
 }
 
+int32_t my_feed_memory_delete(my_conn *c, int64_t position, const char *app, const char *user,
+			      const char *id, memd_error *err)
+{
+	my_params p;
+
+	my_params_init(&p);
+	my_param_i64(&p, position);
+	my_param_i64(&p, MEMD_FEED_MEMORY_DELETE);
+	my_param_text(&p, app);
+	my_param_text(&p, user);
+	my_param_text(&p, id);
+	return my_exec(c, &SQL_FEED_MEMORY_DELETE, &p, NULL, err);
+}
+
 /* ---- feed_read ------------------------------------------------------- */
 
 typedef struct feed_delete {
 	int64_t position;
 	uint32_t kind;
 	char *app, *user, *session;
+	char *memory_id;           /* MEMORY_DELETE: the memory's id */
 } feed_delete;
 
 /* A HIDE record, or the EVENT record of an event shown again. */
@@ -108,7 +133,14 @@ typedef struct feed_ctx {
 	size_t n_dels, cap_dels;
 	feed_mark *marks;
 	size_t n_marks, cap_marks;
+	my_memory_copy *mems;      /* MEMORY records: the memory with the record's position */
+	size_t n_mems, cap_mems;
 } feed_ctx;
+
+/* Where the next buffered records are. */
+typedef struct feed_next {
+	size_t del, mark, mem;
+} feed_next;
 
 static void deletes_clear(feed_ctx *x)
 {
@@ -116,11 +148,36 @@ static void deletes_clear(feed_ctx *x)
 		free(x->dels[i].app);
 		free(x->dels[i].user);
 		free(x->dels[i].session);
+		free(x->dels[i].memory_id);
 	}
 	x->n_dels = 0;
 	for (size_t i = 0; i < x->n_marks; i++)
 		free(x->marks[i].ev.buf);
 	x->n_marks = 0;
+	for (size_t i = 0; i < x->n_mems; i++)
+		my_memory_copy_clear(&x->mems[i]);
+	x->n_mems = 0;
+}
+
+static int32_t keep_memory(feed_ctx *x, const my_stmt *s, memd_error *err)
+{
+	memd_memory m;
+	int32_t r;
+
+	if (x->n_mems == x->cap_mems) {
+		size_t ncap = x->cap_mems ? x->cap_mems * 2 : MY_DELETES_INITIAL;
+		my_memory_copy *grown = realloc(x->mems, ncap * sizeof(*grown));
+		if (!grown)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		x->mems = grown;
+		x->cap_mems = ncap;
+	}
+	my_memory_from_row(s, 0, &m);
+	memset(&x->mems[x->n_mems], 0, sizeof(x->mems[x->n_mems]));
+	r = my_memory_copy_make(&m, &x->mems[x->n_mems], err);
+	if (r == 0)
+		x->n_mems++;
+	return r;
 }
 
 static int32_t keep_mark(feed_ctx *x, const my_stmt *s, memd_error *err)
@@ -182,6 +239,7 @@ static int32_t keep_delete(feed_ctx *x, const my_stmt *s, memd_error *err)
 	d->app = dup_or_null(my_col_text(s, 2), &oom);
 	d->user = dup_or_null(my_col_text(s, 3), &oom);
 	d->session = dup_or_null(my_col_text(s, 4), &oom);
+	d->memory_id = dup_or_null(my_col_text(s, 5), &oom);
 	x->n_dels++;
 	if (oom)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
@@ -204,31 +262,69 @@ static int32_t deliver_mark(feed_ctx *x, const feed_mark *k, memd_error *err)
 static int32_t deliver_delete(feed_ctx *x, const feed_delete *d, memd_error *err)
 {
 	memd_feed_record rec = { .struct_size = sizeof(rec) };
+	memd_memory m = { .struct_size = sizeof(m) };
 
 	rec.kind = d->kind;
 	rec.position = d->position;
 	rec.app = d->app;
 	rec.user = d->user;
 	rec.session = d->session;
+	if (d->kind == MEMD_FEED_MEMORY_DELETE) {
+		m.app = d->app;
+		m.user = d->user;
+		m.id = d->memory_id;
+		rec.session = NULL;
+		rec.memory = &m;
+	}
 	return my_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
 }
 
-/* Is a buffered record (the next delete or mark) before position? */
-static int buffered_before(const feed_ctx *x, size_t next_del, size_t next_mark,
-			   int64_t position)
+static int32_t deliver_memory(feed_ctx *x, const my_memory_copy *k, memd_error *err)
 {
-	return (next_del < x->n_dels && x->dels[next_del].position < position) ||
-	       (next_mark < x->n_marks && x->marks[next_mark].position < position);
+	memd_feed_record rec = { .struct_size = sizeof(rec) };
+
+	rec.kind = MEMD_FEED_MEMORY;
+	rec.position = k->m.position;
+	rec.app = k->m.app;
+	rec.user = k->m.user;
+	rec.memory = &k->m;
+	return my_sink_result(x->out->record(x->out->userdata, &rec), "feed", err);
 }
 
-/* Deliver the lower of the next delete and the next mark. */
-static int32_t deliver_buffered(feed_ctx *x, size_t *next_del, size_t *next_mark,
-				memd_error *err)
+/* The position of the next buffered record of each list (INT64_MAX when
+ * that list is done). */
+static int64_t next_del_pos(const feed_ctx *x, const feed_next *nx)
 {
-	if (*next_mark >= x->n_marks ||
-	    (*next_del < x->n_dels && x->dels[*next_del].position < x->marks[*next_mark].position))
-		return deliver_delete(x, &x->dels[(*next_del)++], err);
-	return deliver_mark(x, &x->marks[(*next_mark)++], err);
+	return nx->del < x->n_dels ? x->dels[nx->del].position : INT64_MAX;
+}
+
+static int64_t next_mark_pos(const feed_ctx *x, const feed_next *nx)
+{
+	return nx->mark < x->n_marks ? x->marks[nx->mark].position : INT64_MAX;
+}
+
+static int64_t next_mem_pos(const feed_ctx *x, const feed_next *nx)
+{
+	return nx->mem < x->n_mems ? x->mems[nx->mem].m.position : INT64_MAX;
+}
+
+/* Is a buffered record (the next delete, mark or memory) before position? */
+static int buffered_before(const feed_ctx *x, const feed_next *nx, int64_t position)
+{
+	return next_del_pos(x, nx) < position || next_mark_pos(x, nx) < position ||
+	       next_mem_pos(x, nx) < position;
+}
+
+/* Deliver the lowest of the next delete, mark and memory. */
+static int32_t deliver_buffered(feed_ctx *x, feed_next *nx, memd_error *err)
+{
+	int64_t del = next_del_pos(x, nx), mark = next_mark_pos(x, nx), mem = next_mem_pos(x, nx);
+
+	if (del < mark && del < mem)
+		return deliver_delete(x, &x->dels[nx->del++], err);
+	if (mark < mem)
+		return deliver_mark(x, &x->marks[nx->mark++], err);
+	return deliver_memory(x, &x->mems[nx->mem++], err);
 }
 
 static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
@@ -237,7 +333,7 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 	uint64_t limit = x->limit ? x->limit : MY_NO_LIMIT;
 	int64_t head = -1;
 	uint32_t n = 0;
-	size_t next_del = 0, next_mark = 0;
+	feed_next nx = { 0 };
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
@@ -260,7 +356,8 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 	if (head < 0)
 		return memd_error_set(err, MEMD_EIO, 0, "mysql: the feed counter row is missing");
 
-	/* The marks up to that head, then the events, merged with both. */
+	/* The marks and the memories up to that head, then the events, merged
+	 * with the buffered records. */
 	my_params_init(&p);
 	my_param_i64(&p, x->after);
 	my_param_i64(&p, head);
@@ -269,6 +366,17 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 	r = my_exec(c, &SQL_FEED_MARKS, &p, &s, err);
 	while (r == 0 && (r = my_fetch(c, s, err)) == 1)
 		r = keep_mark(x, s, err);
+	my_done(s);
+	if (r < 0)
+		return r;
+
+	my_params_init(&p);
+	my_param_i64(&p, x->after);
+	my_param_i64(&p, head);
+	my_param_u64(&p, limit);
+	r = my_exec(c, &SQL_FEED_MEMORIES, &p, &s, err);
+	while (r == 0 && (r = my_fetch(c, s, err)) == 1)
+		r = keep_memory(x, s, err);
 	my_done(s);
 	if (r < 0)
 		return r;
@@ -287,8 +395,8 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 			break;
 		r = 0;
 		my_event_from_row(s, 0, &e);
-		while (r == 0 && n < limit && buffered_before(x, next_del, next_mark, e.position)) {
-			r = deliver_buffered(x, &next_del, &next_mark, err);
+		while (r == 0 && n < limit && buffered_before(x, &nx, e.position)) {
+			r = deliver_buffered(x, &nx, err);
 			n++;
 		}
 		if (r != 0 || n >= limit)
@@ -305,8 +413,8 @@ static int32_t feed_body(my_conn *c, void *arg, memd_error *err)
 			r = my_call_check(x->store, x->call, err);
 	}
 	my_done(s);
-	while (r == 0 && n < limit && buffered_before(x, next_del, next_mark, INT64_MAX)) {
-		r = deliver_buffered(x, &next_del, &next_mark, err);
+	while (r == 0 && n < limit && buffered_before(x, &nx, INT64_MAX)) {
+		r = deliver_buffered(x, &nx, err);
 		n++;
 	}
 	return r > 0 ? 0 : r;
@@ -327,6 +435,7 @@ int32_t my_feed_read(void *inst, const memd_call *call, int64_t after, uint32_t 
 	deletes_clear(&x);
 	free(x.dels);
 	free(x.marks);
+	free(x.mems);
 	return r;
 }
 

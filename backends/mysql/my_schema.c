@@ -45,7 +45,19 @@
  * MY_STATE_KEY_MAX + 5 bytes: the widest key, by seq, takes 1810 bytes),
  * and memd_feed_marks the HIDE records and the EVENT records of events an
  * undo showed again, in the feed's position space, naming the event by
- * (app, user, session, seq). */
+ * (app, user, session, seq).
+ *
+ * Version 4 adds long-term memories (my_memories.h). Sessions gain
+ * memory_seq (0: nothing read yet, so every session with events is
+ * pending) and memory_pending, a stored generated column (memory_seq <
+ * last_seq: MariaDB has no partial indexes) leading the index
+ * memd_sessions_pending (memory_pending, updated_us, app, user, id), so
+ * session_list_pending reads one range in order. memd_memories has one
+ * row per (app, user, id), indexed by (app, user, created_us, id) for
+ * listing, by position for the feed and by (expires_us, ...) for expiry;
+ * memd_memory_history one row per change, numbered by hseq (the order of
+ * writes, which breaks ties of (at_us, version, op)); memd_feed_deletes
+ * gains memory_id for the MEMORY_DELETE records. */
 #define MY_TABLE_OPTIONS \
 	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
 
@@ -246,6 +258,48 @@ static const char *const SQL_V3[] = {
 	NULL,
 };
 
+static const char *const SQL_V4[] = {
+	"ALTER TABLE memd_sessions"
+	"  ADD COLUMN IF NOT EXISTS memory_seq BIGINT NOT NULL DEFAULT 0",
+	"ALTER TABLE memd_sessions"
+	"  ADD COLUMN IF NOT EXISTS memory_pending TINYINT AS (memory_seq < last_seq) PERSISTENT,"
+	"  ADD KEY IF NOT EXISTS memd_sessions_pending (memory_pending, updated_us, app, user, id)",
+
+	"ALTER TABLE memd_feed_deletes ADD COLUMN IF NOT EXISTS memory_id VARBINARY(255) NULL",
+
+	"CREATE TABLE IF NOT EXISTS memd_memories ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  id VARBINARY(255) NOT NULL,"
+	"  text LONGTEXT NOT NULL, kind VARBINARY(32) NOT NULL,"
+	"  topics LONGTEXT NOT NULL, entities LONGTEXT NOT NULL,"
+	"  topics_match LONGTEXT NOT NULL, entities_match LONGTEXT NOT NULL,"
+	"  source_session VARBINARY(255) NULL, source LONGTEXT NULL,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL,"
+	"  expires_us BIGINT NOT NULL DEFAULT 0, version BIGINT NOT NULL,"
+	"  position BIGINT NOT NULL DEFAULT 0, tokens BIGINT NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, id),"
+	"  KEY memd_memories_by_created (app, user, created_us, id),"
+	"  KEY memd_memories_by_position (position),"
+	"  KEY memd_memories_by_expiry (expires_us, app, user, id),"
+	"  CONSTRAINT memd_memories_version CHECK (version > 0)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_memory_history ("
+	"  hseq BIGINT NOT NULL AUTO_INCREMENT,"
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  id VARBINARY(255) NOT NULL, version BIGINT NOT NULL, op INT UNSIGNED NOT NULL,"
+	"  text LONGTEXT NOT NULL, kind VARBINARY(32) NOT NULL,"
+	"  topics LONGTEXT NOT NULL, entities LONGTEXT NOT NULL,"
+	"  source_session VARBINARY(255) NULL, source LONGTEXT NULL,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL,"
+	"  expires_us BIGINT NOT NULL, tokens BIGINT NOT NULL,"
+	"  actor LONGTEXT NULL, reason LONGTEXT NULL, at_us BIGINT NOT NULL,"
+	"  PRIMARY KEY (hseq),"
+	"  KEY memd_memory_history_by_id (app, user, id, at_us, version, op, hseq)"
+	")" MY_TABLE_OPTIONS,
+	NULL,
+};
+
 /* Every table with every column the plugin uses, read once after the
  * migrations (no rows), so a table of the same name that is not memd's is
  * refused at start, not at the first call. */
@@ -253,8 +307,8 @@ static const char *const SQL_PROBES[] = {
 	"SELECT app, user, id, title, metadata, flags, created_us, updated_us, version,"
 	" last_seq, summary_seq, lane_key, origin, origin_platform, previous_session,"
 	" start_reason, end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens,"
-	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
-	" FROM memd_sessions WHERE 1 = 0",
+	" cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count, memory_seq,"
+	" memory_pending FROM memd_sessions WHERE 1 = 0",
 	"SELECT position, app, user, session, seq, id, invocation_id, author, role, branch,"
 	" content, actions, metadata, timestamp_us, text, tokens, covers_seq, is_summary,"
 	" hidden_us, hidden_by, hidden_kind, operation FROM memd_events WHERE 1 = 0",
@@ -270,7 +324,7 @@ static const char *const SQL_PROBES[] = {
 	"SELECT app, user, session, name, version, mime_type, data, size, created_us"
 	" FROM memd_artifacts WHERE 1 = 0",
 	"SELECT id, last FROM memd_feed_counter WHERE 1 = 0",
-	"SELECT position, kind, app, user, session FROM memd_feed_deletes WHERE 1 = 0",
+	"SELECT position, kind, app, user, session, memory_id FROM memd_feed_deletes WHERE 1 = 0",
 	"SELECT name, position FROM memd_cursors WHERE 1 = 0",
 	"SELECT app, user, lane_key, flags, session, origin, created_us, updated_us, version,"
 	" resume_reason, resume_marked_us, reset_reason, previous_session, reset_us, turn_id,"
@@ -280,6 +334,12 @@ static const char *const SQL_PROBES[] = {
 	" FROM memd_lanes WHERE 1 = 0",
 	"SELECT app, user, lane_key, position, id, mode, in_slot, body, created_us"
 	" FROM memd_inbox WHERE 1 = 0",
+	"SELECT app, user, id, text, kind, topics, entities, topics_match, entities_match,"
+	" source_session, source, created_us, updated_us, expires_us, version, position, tokens"
+	" FROM memd_memories WHERE 1 = 0",
+	"SELECT hseq, app, user, id, version, op, text, kind, topics, entities, source_session,"
+	" source, created_us, updated_us, expires_us, tokens, actor, reason, at_us"
+	" FROM memd_memory_history WHERE 1 = 0",
 	NULL,
 };
 
@@ -295,10 +355,11 @@ static const my_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "session lanes: lifecycle and usage of sessions, lanes, inboxes", SQL_V2 },
 	{ 3, "transcripts: hidden events, operations, state history, activity order", SQL_V3 },
+	{ 4, "memories: memories and their history, sessions' memory cursor", SQL_V4 },
 };
 #define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-_Static_assert(MY_SCHEMA_LATEST == 3, "update migrations[] with MY_SCHEMA_LATEST");
+_Static_assert(MY_SCHEMA_LATEST == 4, "update migrations[] with MY_SCHEMA_LATEST");
 
 static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
 	"CREATE TABLE IF NOT EXISTS memd_schema ("

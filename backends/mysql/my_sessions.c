@@ -10,6 +10,7 @@
 #include "plugin_util.h"
 #include "my_feed.h"
 #include "my_lanes.h"
+#include "my_memories.h"
 #include "my_state.h"
 
 #define EMPTY_OBJECT "{}"
@@ -21,7 +22,7 @@
 	"app, user, id, title, metadata, flags, created_us, updated_us, version, last_seq, " \
 	"summary_seq, lane_key, origin, origin_platform, previous_session, start_reason, " \
 	"end_reason, ended_us, input_tokens, output_tokens, cache_read_tokens, " \
-	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count"
+	"cache_write_tokens, cost_micro_usd, last_prompt_tokens, message_count, memory_seq"
 /* The flags a session keeps. */
 #define SESSION_FLAGS (MEMD_SESSION_ARCHIVED | MEMD_SESSION_NOTICE)
 /* Does s (of the caller's struct_size) carry member? */
@@ -183,6 +184,7 @@ void my_session_from_row(const my_stmt *s, unsigned at, memd_session *out)
 	out->cost_micro_usd = my_col_i64(s, at + 22);
 	out->last_prompt_tokens = my_col_i64(s, at + 23);
 	out->message_count = my_col_i64(s, at + 24);
+	out->memory_seq = my_col_i64(s, at + 25);
 }
 
 static void session_from_row(const my_stmt *s, memd_session *out)
@@ -783,7 +785,7 @@ int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *s
 static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 {
 	const memd_scope *user = arg;
-	uint64_t n_sessions = 0, n_keys = 0;
+	uint64_t n_sessions = 0, n_keys = 0, n_memories = 0;
 	/* The session rows first: their locks keep appends out. */
 	int32_t r = delete_scoped(c, &SQL_USER_SESSIONS_DELETE, user, 0, &n_sessions, err);
 
@@ -805,8 +807,12 @@ static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 		r = delete_scoped(c, &SQL_USER_LANES_DELETE, user, 0, NULL, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_USER_INBOX_DELETE, user, 0, NULL, err);
+	/* The memories and their history: the DELETE_USER record covers
+	 * them (no MEMORY_DELETE records). */
+	if (r == 0)
+		r = my_memories_user_delete(c, user, &n_memories, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
-	if (r == 0 && (n_sessions || n_keys))
+	if (r == 0 && (n_sessions || n_keys || n_memories))
 		r = my_feed_tombstone(c, MEMD_FEED_DELETE_USER, user, err);
 	return r;
 }

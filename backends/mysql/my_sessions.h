@@ -37,7 +37,7 @@ int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_sessio
 	" s.version, s.last_seq, s.summary_seq, s.lane_key, s.origin, s.origin_platform,"   \
 	" s.previous_session, s.start_reason, s.end_reason, s.ended_us, s.input_tokens,"     \
 	" s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.cost_micro_usd,"     \
-	" s.last_prompt_tokens, s.message_count"
+	" s.last_prompt_tokens, s.message_count, s.memory_seq"
 /* Fill out from the session columns of s's current row starting at
  * column at (strings borrowed from s). */
 void my_session_from_row(const my_stmt *s, unsigned at, memd_session *out);

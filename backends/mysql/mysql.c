@@ -17,14 +17,15 @@
 #include "my_events.h"
 #include "my_feed.h"
 #include "my_lanes.h"
+#include "my_memories.h"
 #include "my_sessions.h"
 #include "my_state.h"
 #include "my_transcripts.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
-/* The lanes, a session's lifecycle members and append usage are 1.2's:
- * the host gives usage to an append only for a store of minor >= 2. */
-#define MY_ABI_MINOR_NEEDED 2
+/* The memory ops and a session's memory_seq are 1.3's (the lanes, a
+ * session's lifecycle members and append usage 1.2's). */
+#define MY_ABI_MINOR_NEEDED 3
 #define MY_WHERE_MAX 320 /* host:port or socket path, for the log */
 
 /* Live instances of this plugin in the process. The client library's
@@ -114,6 +115,12 @@ static const memd_store_ops store_ops = {
 	.operation_list = my_operation_list,
 	.operation_get = my_operation_get,
 	.state_history = my_state_history,
+	.memory_commit = my_memory_commit,
+	.memory_get = my_memory_get,
+	.memory_list = my_memory_list,
+	.memory_history = my_memory_history,
+	.memory_expire = my_memory_expire,
+	.session_list_pending = my_session_list_pending,
 };
 
 static const memd_plugin descriptor = {

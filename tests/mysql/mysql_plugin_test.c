@@ -736,6 +736,18 @@ Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
 #define INBOX_ITEMS 40    /* items the racing takers share */
 #define LEASE_US (3600LL * US_PER_SEC)
 
+/* The statements that take a version 4 database back to version 3, as a
+ * memd before memories left it (the reverse of the plugin's step 4). */
+static const char *const DOWNGRADE_TO_3[] = {
+	"DROP TABLE memd_memories",
+	"DROP TABLE memd_memory_history",
+	"ALTER TABLE memd_feed_deletes DROP COLUMN memory_id",
+	"ALTER TABLE memd_sessions DROP KEY memd_sessions_pending, DROP COLUMN memory_pending",
+	"ALTER TABLE memd_sessions DROP COLUMN memory_seq",
+	"DELETE FROM memd_schema WHERE version > 3",
+	NULL,
+};
+
 /* The statements that take a version 3 database back to version 2, as a
  * memd before transcripts left it (the reverse of the plugin's step 3). */
 static const char *const DOWNGRADE_TO_2[] = {
@@ -861,6 +873,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_3[i]);
 	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_2[i]);
 	for (size_t i = 0; DOWNGRADE_TO_1[i]; i++)
@@ -871,7 +885,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(r, 0, "opening a version 1 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 2"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 3,"), "the store does not say it is at version 3");
+	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
 	/* The old session reads as open, made by no lane, with no usage. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1012,6 +1027,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_3[i]);
 	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_2[i]);
 	mysql_close(m);
@@ -1019,7 +1036,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	r = open_yaml(&in, yaml);
 	cr_assert_eq(r, 0, "opening a version 2 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 3,"), "the store does not say it is at version 3");
+	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
 	/* The old events are visible, the messages counted. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1078,6 +1096,171 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	r = load_events(&in, "old", 0, &ev);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	cr_assert_eq(ev.n, 2, "the second run showed hidden events again");
+	close_inst(&in);
+}
+
+/* ---- memories: the schema migration ------------------------------------------ */
+
+#define KEPT_RECORDS_MAX 8
+#define PENDING_BEFORE_US (T0 + 3600LL * US_PER_SEC)
+
+typedef struct kept_memory {
+	int n;
+	int64_t version, position;
+} kept_memory;
+
+static int32_t keep_memory(void *ud, const memd_memory *m)
+{
+	kept_memory *k = ud;
+	k->version = m->version;
+	k->position = m->position;
+	k->n++;
+	return 0;
+}
+
+typedef struct kept_feed {
+	int n;
+	uint32_t kind[KEPT_RECORDS_MAX];
+	int64_t position[KEPT_RECORDS_MAX];
+	char last_name[TEXT_MAX]; /* the last record's session, or memory id */
+} kept_feed;
+
+static int32_t keep_record(void *ud, const memd_feed_record *r)
+{
+	kept_feed *k = ud;
+	const char *name = r->memory ? r->memory->id : r->session;
+	cr_assert_lt(k->n, KEPT_RECORDS_MAX);
+	k->kind[k->n] = r->kind;
+	k->position[k->n] = r->position;
+	snprintf(k->last_name, sizeof(k->last_name), "%s", name ? name : "(none)");
+	k->n++;
+	return 0;
+}
+
+static int32_t count_session(void *ud, const memd_session *s)
+{
+	(void)s;
+	(*(int *)ud)++;
+	return 0;
+}
+
+static int count_pending(inst *in)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_pending_query q = { .struct_size = sizeof(q), .limit = 10,
+				 .updated_before_us = PENDING_BEFORE_US };
+	int n = 0;
+	memd_session_sink sink = { .struct_size = sizeof(sink), .userdata = &n,
+				   .session = count_session };
+	int32_t r = in->ops->session_list_pending(in->h, &call, &q, &sink, &in->err);
+	cr_assert_eq(r, 0, "session_list_pending: %s", in->err.msg);
+	return n;
+}
+
+Test(mysql, schema_3_database_migrates_to_memories)
+{
+	char yaml[TEXT_MAX];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_scope gone = { .struct_size = sizeof(gone), .app = "a", .user = "u", .session = "gone" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_event e1 = event_of("e1", "user"), e2 = event_of("e2", "assistant"),
+		   e3 = event_of("e3", "user");
+	const memd_event *batch[] = { &e1, &e2, &e3 };
+	int64_t seqs[3];
+	memd_append ap = { .struct_size = sizeof(ap), .events = batch, .n_events = 3,
+			   .now_us = T0 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = seqs };
+	memd_memory mem = { .struct_size = sizeof(mem), .app = "a", .user = "u", .id = "m1",
+			    .text = "prefers tea", .kind = "preference",
+			    .topics_json = "[\"drinks\"]", .entities_json = "[]",
+			    .source_session = "old" };
+	memd_memory_write w = { .struct_size = sizeof(w), .op = MEMD_MEM_ADD, .memory = &mem,
+				.actor = "extractor" };
+	const memd_memory_write *ws[] = { &w };
+	memd_memory_commit mc = { .struct_size = sizeof(mc), .n_writes = 1, .writes = ws,
+				  .cursor_session = "old", .expected_cursor_seq = 0,
+				  .new_cursor_seq = 3, .now_us = T0 + 10 };
+	kept_memory km = { 0 };
+	memd_memory_sink msink = { .struct_size = sizeof(msink), .userdata = &km,
+				   .memory = keep_memory };
+	kept_feed f = { 0 };
+	memd_feed_sink fsink = { .struct_size = sizeof(fsink), .userdata = &f,
+				 .record = keep_record };
+	kept_session k;
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	/* A database of schema version 3 with a session of three events and
+	 * the DELETE record of another session in its feed. */
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "gone"), 0, "%s", in.err.msg);
+	r = in.ops->append(in.h, &call, &sc, &ap, &res, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	r = in.ops->session_delete(in.h, &call, &gone, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_3[i]);
+	mysql_close(m);
+
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "opening a version 3 database: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
+	/* The old session has read nothing yet: memory_seq 0, pending. */
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_geq(k.s.struct_size, offsetof(memd_session, memory_seq) + sizeof(int64_t));
+	cr_assert_eq(k.s.memory_seq, 0, "memory_seq %lld", (long long)k.s.memory_seq);
+	cr_assert_eq(k.s.last_seq, 3);
+	cr_assert_eq(count_pending(&in), 1, "the old session is not pending");
+
+	/* A memory commit with the cursor works on it. */
+	cr_assert_not_null(in.ops->memory_commit);
+	r = in.ops->memory_commit(in.h, &call, &sc, &mc, &msink, &in.err);
+	cr_assert_eq(r, 0, "memory_commit: %s", in.err.msg);
+	cr_assert_eq(km.n, 1);
+	cr_assert_eq(km.version, 1);
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.memory_seq, 3);
+	cr_assert_eq(count_pending(&in), 0, "a session read to its end is pending");
+	/* The old feed (events, the DELETE record) reads as before, the new
+	 * MEMORY record after it. */
+	r = in.ops->feed_read(in.h, &call, 0, 0, &fsink, &in.err);
+	cr_assert_eq(r, 0, "feed_read: %s", in.err.msg);
+	cr_assert_eq(f.n, 5, "%d feed records", f.n);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(f.kind[i], MEMD_FEED_EVENT, "record %d is of kind %u", i, f.kind[i]);
+	cr_assert_eq(f.kind[3], MEMD_FEED_DELETE_SESSION);
+	cr_assert_eq(f.kind[4], MEMD_FEED_MEMORY);
+	cr_assert_eq(f.position[4], km.position);
+	cr_assert_str_eq(f.last_name, "m1");
+	for (int i = 1; i < f.n; i++)
+		cr_assert_gt(f.position[i], f.position[i - 1]);
+	close_inst(&in);
+
+	/* A step cut off before it was recorded runs again over what it
+	 * already did and keeps the memory and the cursor. */
+	m = raw_connect(dbname);
+	raw_sql(m, "DELETE FROM memd_schema WHERE version > 3");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "the step again over its own work: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 4"));
+	km.n = 0;
+	r = in.ops->memory_get(in.h, &call, &sc, "m1", T0 + 10, &msink, &in.err);
+	cr_assert_eq(r, 0, "the second run lost the memory: %s", in.err.msg);
+	cr_assert_eq(km.n, 1);
+	r = get_session(&in, "old", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.s.memory_seq, 3, "the second run lost the cursor");
+	cr_assert_eq(count_pending(&in), 0);
 	close_inst(&in);
 }
 
@@ -1163,13 +1346,6 @@ static void *update_racer(void *arg)
 	pthread_barrier_wait(&a->r->start);
 	a->r->rc[a->i] = write_lane(a->r->in, &a->r->err[a->i], &l, 0, 1, NULL, NULL, NULL);
 	return NULL;
-}
-
-static int32_t count_session(void *ud, const memd_session *s)
-{
-	(void)s;
-	(*(int *)ud)++;
-	return 0;
 }
 
 Test(mysql, racing_lane_creates_and_updates_have_one_winner)
