@@ -9,11 +9,14 @@
  * deletes and a user's delete remove them while a session's delete does
  * not, expired ones never come out (by the facade's clock), "sources"
  * chooses the kinds, event searches never return memories even when
- * many memories match better, users are isolated, and a rebuild of the
- * user or of everything answers as following the feed did.
+ * many memories match better, users are isolated, a rebuild of the
+ * user or of everything answers as following the feed did, the keyword
+ * snapshot keeps memories across a restart, and index_search_results
+ * (recall's and extraction's search) leaves out what it is told to.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,4 +389,91 @@ Test(memories, the_internal_search)
 	cr_assert_not_null(strstr(err.msg, "mode:"), "%s", err.msg);
 	free(e1);
 	free(e2);
+}
+
+/* ---- snapshots ------------------------------------------------------------------- */
+
+#define LOG_MAX 8192
+
+typedef struct logbuf {
+	pthread_mutex_t mu;
+	char text[LOG_MAX];
+	size_t n;
+} logbuf;
+
+static void log_line(void *ud, int32_t level, const char *component, const char *line)
+{
+	logbuf *lb = ud;
+	(void)level;
+	if (strcmp(component, "index.keyword") != 0)
+		return;
+	pthread_mutex_lock(&lb->mu);
+	lb->n += (size_t)snprintf(lb->text + lb->n, sizeof(lb->text) - lb->n, "%s\n", line);
+	if (lb->n >= sizeof(lb->text))
+		lb->n = sizeof(lb->text) - 1;
+	pthread_mutex_unlock(&lb->mu);
+}
+
+/* A memd with a keyword index kept in a snapshot, its keyword log in lb. */
+static memd *open_snapshotted(logbuf *lb)
+{
+	memd_options o = { .struct_size = sizeof(o), .config_path = env.config_path,
+			   .log = log_line, .log_userdata = lb, .log_level = MEMD_LOG_INFO };
+	memd_error err = { 0 };
+	memd *x = NULL;
+	FILE *f = fopen(env.config_path, "w");
+
+	cr_assert_not_null(f);
+	fprintf(f,
+		"stores:\n"
+		"  main: {plugin: sqlite, path: \"%s/memd.db\"}\n"
+		"index:\n"
+		"  keyword: {enabled: true, snapshot: \"%s/kw.snapshot\"}\n",
+		env.dir, env.dir);
+	cr_assert_eq(fclose(f), 0);
+	lb->n = 0;
+	lb->text[0] = '\0';
+	cr_assert_eq(memd_open(&o, &x, &err), 0, "memd_open: %s", err.msg);
+	memd_set_clock(x, test_clock, NULL);
+	return x;
+}
+
+/* Memories are in the keyword snapshot: a restart loads them from the
+ * file (not from the feed), expired ones stay out, and a new version
+ * replaces a loaded one. */
+Test(memories, memories_survive_a_restart_in_the_snapshot)
+{
+	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	json_t *res;
+
+	memd_close(m);
+	m = open_snapshotted(&lb);
+	put("alice", "m1", "prefers window seats", "[\"travel\"]", NULL);
+	commit("alice", MEMD_MEM_ADD, "m2", "window cleaner on friday", NULL, NULL, T0 + TTL);
+	res = search_mode("alice", "keyword", "[\"memories\"]", "window", 10);
+	cr_assert_eq(count_memory(res, NULL), 2);
+	json_decref(res);
+	memd_close(m);
+
+	m = open_snapshotted(&lb);
+	res = search_mode("alice", "keyword", "[\"memories\"]", "travel", 10);
+	cr_assert_eq(count_memory(res, "m1"), 1);
+	json_decref(res);
+	pthread_mutex_lock(&lb.mu);
+	cr_assert_not_null(strstr(lb.text, "loaded the snapshot"), "log:\n%s", lb.text);
+	cr_assert_not_null(strstr(lb.text, "2 documents"), "log:\n%s", lb.text);
+	pthread_mutex_unlock(&lb.mu);
+
+	clock_us = T0 + TTL;
+	res = search_mode("alice", "keyword", "[\"memories\"]", "window", 10);
+	cr_assert_eq(count_memory(res, "m2"), 0, "expired");
+	cr_assert_eq(count_memory(res, "m1"), 1);
+	json_decref(res);
+	commit("alice", MEMD_MEM_UPDATE, "m1", "prefers aisle seats", NULL, NULL, 0);
+	res = search_mode("alice", "keyword", "[\"memories\"]", "window", 10);
+	cr_assert_eq(count_memory(res, NULL), 0, "the loaded version is replaced");
+	json_decref(res);
+	res = search_mode("alice", "keyword", "[\"memories\"]", "aisle", 10);
+	cr_assert_eq(count_memory(res, "m1"), 1);
+	json_decref(res);
 }
