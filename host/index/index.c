@@ -700,7 +700,8 @@ int32_t index_search_results(indexer *ix, const memd_call *call, const char *app
 		return memd_error_set(err, MEMD_EINVAL, 0, "mode: must be keyword, vector or hybrid");
 	q.query = iq->query;
 	q.k = iq->k;
-	q.sources = iq->sources & (INDEX_SOURCE_EVENTS | INDEX_SOURCE_MEMORIES);
+	q.sources = (iq->sources & INDEX_SOURCE_EVENTS ? SEARCH_EVENTS : 0) |
+		    (iq->sources & INDEX_SOURCE_MEMORIES ? SEARCH_MEMORIES : 0);
 	if (!q.sources)
 		q.sources = SEARCH_EVENTS | SEARCH_MEMORIES;
 	q.now_us = iq->now_us;
