@@ -296,17 +296,30 @@ MEMD_API int32_t memd_state_history(memd *m, const char *app, const char *user,
  * "daily" | "suspended", "text": str} on the first read of a session an
  * automatic lane reset made (once, unless the lane's reset policy has
  * notify: false). With the app's working_memory.recall set, also
- * "memories": {"query": str, "items": [search result...], "tokens": int}:
- * the memories and past events most relevant to the latest user message
- * (or the caller's query), none of the window's events, within
- * recall.max_tokens; "tokens" (the whole context's) counts them. */
+ * "memories": {"query": str | null, "items": [search result...],
+ * "tokens": int}: the recall.k memories and past events (recall.sources)
+ * most relevant to the latest user message of the window (or the
+ * caller's query; null: neither, then no items), through the index in
+ * recall.mode, none of the window's events, none scoring below
+ * recall.min_score; taken best first while the tokens of their text fit
+ * recall.max_tokens and, when the app's strategy has a max_tokens key
+ * (token_window, summary_buffer), what the window leaves of it (an item
+ * that does not fit is skipped, a smaller one after it may fit);
+ * "tokens" (the whole context's) counts them. With MEMD_READ_OPENAI the
+ * items are one "system" message placed first (after the summary's):
+ * "Recalled from earlier conversations and long-term memory:", then per
+ * item a line "- " text (a memory) or "- [" timestamp "] " author (else
+ * role) ": " text (an event). A recall that cannot search fails the read
+ * as memd_search would (e.g. MEMD_EUNAVAIL during the user's rebuild). */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
 /* memd_context with flags (MEMD_READ_NO_TEXT, MEMD_READ_OPENAI, or 0). */
 MEMD_API int32_t memd_context_read(memd *m, const char *app, const char *user, const char *sid,
 				   uint32_t flags, char **ret_json, memd_error *err);
 /* memd_context_read with the recall query given: the memories section
- * answers query (NULL: the latest user message's text). */
+ * answers query (NULL: the latest user message's text; at most 8192
+ * bytes, else MEMD_EINVAL). Without recall configured, as
+ * memd_context_read. */
 MEMD_API int32_t memd_context_recall(memd *m, const char *app, const char *user,
 				     const char *sid, uint32_t flags, const char *query,
 				     char **ret_json, memd_error *err);

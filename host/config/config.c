@@ -194,6 +194,30 @@ void config_attach(config_node *root, config_node *other)
 	root->attached = other;
 }
 
+const config_node *config_map_detach(config_node *root, const config_node *map,
+				     const char *key)
+{
+	/* map is part of root's trees, which root owns (the const is the
+	 * readers' view). */
+	config_node *m = (config_node *)map;
+	config_node *value;
+
+	if (!root || !m || m->type != CONFIG_MAP || !key)
+		return NULL;
+	for (size_t i = 0; i < m->n; i++) {
+		if (strcmp(m->keys[i]->text, key) != 0)
+			continue;
+		value = m->items[i];
+		node_free(m->keys[i]);
+		memmove(&m->keys[i], &m->keys[i + 1], (m->n - i - 1) * sizeof(*m->keys));
+		memmove(&m->items[i], &m->items[i + 1], (m->n - i - 1) * sizeof(*m->items));
+		m->n--;
+		config_attach(root, value);
+		return value;
+	}
+	return NULL;
+}
+
 /* Append (key, value) to a map or value to a sequence; takes both. */
 static int32_t node_push(config_node *parent, config_node *key, config_node *value)
 {

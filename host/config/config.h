@@ -59,6 +59,14 @@ void config_free(config_node *root);
  * for either (then nothing happens). */
 void config_attach(config_node *root, config_node *other);
 
+/* Take key's entry out of map (a map of root's tree or of a tree
+ * attached to it): lookups in map no longer see it. The value stays
+ * valid, owned by root, until config_free(root). Returns the value, or
+ * NULL when map is not a map or has no key. Main thread only (the tree
+ * is not shared yet). */
+const config_node *config_map_detach(config_node *root, const config_node *map,
+				     const char *key);
+
 config_type config_node_type(const config_node *n);
 /* What n is, for messages: "a map", "a sequence", "null" or "a scalar". */
 const char *config_node_kind(const config_node *n);

@@ -1381,6 +1381,79 @@ static void load_memory(ctx *c, const config_node *root, settings *s)
 	load_extract(c, get_map(c, m, "memory", "extract"), "memory.extract", NULL, &s->extract);
 }
 
+/* working_memory.recall (rc: the detached node, or NULL) into *out. */
+static void load_recall(ctx *c, const config_node *rc, const char *path, const settings *s,
+			settings_recall *out)
+{
+	static const char *const known[] = {"k", "sources", "min_score", "max_tokens", "mode",
+					    NULL};
+	static const char *const modes[] = {"keyword", "vector", "hybrid", NULL};
+	static const char *const sources[] = {"events", "memories", NULL};
+	static const uint32_t source_bits[] = {SETTINGS_RECALL_EVENTS, SETTINGS_RECALL_MEMORIES};
+	char full[SETTINGS_PATH_MAX];
+
+	memset(out, 0, sizeof(*out));
+	if (!rc)
+		return;
+	if (config_node_type(rc) != CONFIG_MAP) {
+		problem(c, rc, path, "expected a map {k, sources, min_score, max_tokens, mode}, got %s",
+			config_node_kind(rc));
+		return;
+	}
+	check_keys(c, rc, path, known);
+	out->enabled = 1;
+	get_int(c, rc, path, "k", SETTINGS_RECALL_K_DEFAULT, 1, SETTINGS_RECALL_K_MAX, &out->k);
+	get_double(c, rc, path, "min_score", 0, 0, 0, DBL_MAX, &out->min_score);
+	get_int(c, rc, path, "max_tokens", SETTINGS_RECALL_MAX_TOKENS_DEFAULT, 1, SETTINGS_INT_MAX,
+		&out->max_tokens);
+	out->sources = SETTINGS_RECALL_EVENTS | SETTINGS_RECALL_MEMORIES;
+	const config_node *seq = get(rc, "sources");
+	join(full, path, "sources");
+	if (seq && (config_node_type(seq) != CONFIG_SEQ || config_len(seq) == 0)) {
+		problem(c, seq, full, "expected a list of events and/or memories, got %s",
+			config_node_type(seq) == CONFIG_SEQ ? "an empty one" : config_node_kind(seq));
+	} else if (seq) {
+		out->sources = 0;
+		for (size_t i = 0; i < config_len(seq); i++) {
+			const config_node *it = config_seq_at(seq, i);
+			const char *v = config_scalar(it);
+			size_t j = 0;
+			while (v && sources[j] && strcmp(sources[j], v) != 0)
+				j++;
+			if (!v || !sources[j]) {
+				char got[SETTINGS_MSG_MAX / 2];
+				describe(it, got, sizeof(got));
+				problem(c, it, full, "expected events or memories, got %s", got);
+				continue;
+			}
+			out->sources |= source_bits[j];
+		}
+		if (!out->sources)
+			out->sources = SETTINGS_RECALL_EVENTS | SETTINGS_RECALL_MEMORIES;
+	}
+	const config_node *at = get(rc, "mode");
+	if (at) {
+		size_t mode;
+		get_enum(c, rc, path, "mode", modes, 0, &mode);
+		join(full, path, "mode");
+		if (!config_scalar(at) || strcmp(config_scalar(at), modes[mode]) != 0)
+			return; /* reported */
+		if (mode != 1 && !s->keyword_enabled)
+			problem(c, at, full, "%s search needs index.keyword.enabled: true", modes[mode]);
+		else if (mode != 0 && !s->vector_enabled)
+			problem(c, at, full, "%s search needs index.vector.enabled: true", modes[mode]);
+		out->mode = dup_or_flag(c, modes[mode]);
+	} else if (!s->keyword_enabled && !s->vector_enabled) {
+		problem(c, rc, path, "needs a search index (index.keyword or index.vector enabled)");
+	}
+}
+
+static void recall_clear(settings_recall *r)
+{
+	free(r->mode);
+	r->mode = NULL;
+}
+
 /* One apps.<name> entry into s->apps[s->n_apps]. */
 static void load_app(ctx *c, const char *name, const config_node *key_node,
 		     const config_node *v, settings *s)
@@ -1413,6 +1486,10 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 	if (!strategy)
 		return;
 	settings_app *app = &s->apps[s->n_apps];
+	char recall_path[SETTINGS_PATH_MAX];
+	/* recall is the host's: the strategy never sees it. */
+	join(recall_path, wm_path, "recall");
+	load_recall(c, config_map_detach(s->root, wm, "recall"), recall_path, s, &app->recall);
 	char lanes_path[SETTINGS_PATH_MAX];
 	join(lanes_path, path, "lanes");
 	load_lanes_map(c, get_map(c, v, path, "lanes"), lanes_path, &s->lanes,
@@ -1437,6 +1514,7 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 		app->name = app->strategy = NULL;
 		lanes_clear(&app->lanes);
 		extract_clear(&app->extract);
+		recall_clear(&app->recall);
 	}
 }
 
@@ -1497,6 +1575,7 @@ void settings_clear(settings *s)
 		free(s->apps[i].strategy);
 		lanes_clear(&s->apps[i].lanes);
 		extract_clear(&s->apps[i].extract);
+		recall_clear(&s->apps[i].recall);
 	}
 	free(s->apps);
 	extract_clear(&s->extract);

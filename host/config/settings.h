@@ -207,10 +207,30 @@ typedef struct settings_extract {
 	char *prompt;
 	char *consolidate_prompt;
 } settings_extract;
+/* apps.<name>.working_memory.recall: what memd_context recalls into the
+ * "memories" section (api/memd/memd.h). The host takes the key out of the
+ * working_memory node before the strategy plugin gets it. */
+#define SETTINGS_RECALL_K_DEFAULT 5
+#define SETTINGS_RECALL_K_MAX 100
+#define SETTINGS_RECALL_MAX_TOKENS_DEFAULT 1000
+#define SETTINGS_RECALL_EVENTS 0x1u
+#define SETTINGS_RECALL_MEMORIES 0x2u
+typedef struct settings_recall {
+	int32_t enabled;            /* the key is set: recall on every context read */
+	int64_t k;                  /* most items, 1..SETTINGS_RECALL_K_MAX */
+	uint32_t sources;           /* SETTINGS_RECALL_* bits, never 0 */
+	double min_score;           /* items scoring below are dropped; >= 0 */
+	int64_t max_tokens;         /* the items' tokens, at most; >= 1 */
+	char *mode;                 /* keyword | vector | hybrid; NULL = index.default_mode */
+} settings_recall;
+
 typedef struct settings_app {
 	char *name;                 /* app name, or "*" */
 	char *strategy;             /* plugin name or path */
-	const config_node *node;    /* working_memory map (includes "strategy") */
+	/* working_memory map (includes "strategy", the host's key; "recall"
+	 * has been taken out of it) */
+	const config_node *node;
+	settings_recall recall;     /* working_memory.recall */
 	settings_lanes lanes;       /* lanes: with apps.<name>.lanes over it */
 	settings_extract extract;   /* memory.extract with apps.<name>.memory.extract over it */
 } settings_app;

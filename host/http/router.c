@@ -34,7 +34,7 @@ static const char *const q_list[] = { "limit", "cursor", "archived", "origin_pla
 static const char *const q_get[] = { "events", "after_seq", "after_time", "include_text", NULL };
 static const char *const q_events[] = { "after_seq", "limit", "include_text", "roles",
 					"include_hidden", NULL };
-static const char *const q_context[] = { "include_text", "format", NULL };
+static const char *const q_context[] = { "include_text", "format", "query", NULL };
 static const char *const q_messages[] = { "format", "roles", NULL };
 static const char *const q_clear[] = { "expected_version", NULL };
 static const char *const q_history[] = { "cursor", "limit", NULL };

@@ -115,7 +115,8 @@ void http_h_context_read(http_req *rq)
 	if (openai)
 		flags |= MEMD_READ_OPENAI;
 	t0 = http_now_ns();
-	r = memd_context_read(rq->ctx->m, APP(rq), USER(rq), SID(rq), flags, &out, &err);
+	r = memd_context_recall(rq->ctx->m, APP(rq), USER(rq), SID(rq), flags,
+				http_req_query(rq, "query"), &out, &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 

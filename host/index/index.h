@@ -109,8 +109,8 @@ typedef struct index_query {
 	const char *const *exclude_ids;
 	size_t n_exclude;
 	/* Results scoring below are left out (0 = none). Scores are the
-	 * mode's: BM25 (keyword), cosine similarity (vector) or fusion sums
-	 * (hybrid, at most about 2 / 61). */
+	 * mode's: BM25 (keyword), cosine similarity (vector) or the fused
+	 * score (hybrid, 0..1; search.h). */
 	double min_score;
 	int64_t now_us;              /* the facade's clock: expired memories never come out */
 } index_query;

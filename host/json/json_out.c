@@ -875,6 +875,10 @@ int32_t jo_context_finish(jo_context *c, char **ret_json)
 		context_open_events(c);
 	LIT(&c->out, "]," KEY("tokens"));
 	jo_int(&c->out, c->tokens);
+	if (c->memories_json) {
+		LIT(&c->out, "," KEY("memories"));
+		jo_raw(&c->out, c->memories_json, strlen(c->memories_json));
+	}
 	if (c->notice_reason) {
 		LIT(&c->out, "," KEY("notice") "{" KEY("reason"));
 		str_value(&c->out, "notice", c->notice_reason);

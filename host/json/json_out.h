@@ -119,6 +119,10 @@ typedef struct jo_context {
 	 * {"reason", "text"} member after "tokens". NULL: none. */
 	const char *notice_reason;
 	const char *notice_text;
+	/* Set before jo_context_finish (borrowed until then): the JSON text
+	 * of a "memories" member written after "tokens" (its tokens already
+	 * added to tokens). NULL: none. */
+	const char *memories_json;
 } jo_context;
 
 /* Start the envelope for the strategy named strategy. */

@@ -54,6 +54,11 @@ int32_t service_context(memd *m, const memd_call *call, const char *app, const c
 /* service_context with memd_context_read's flags. */
 int32_t service_context_read(memd *m, const memd_call *call, const char *app, const char *user,
 			     const char *sid, uint32_t flags, char **ret_json, memd_error *err);
+/* service_context_read with memd_context_recall's query (NULL: the
+ * window's latest user message). */
+int32_t service_context_recall(memd *m, const memd_call *call, const char *app, const char *user,
+			       const char *sid, uint32_t flags, const char *query, char **ret_json,
+			       memd_error *err);
 
 /* The app strategy's on_session_finalize for one session, as the lane
  * watcher runs it when the session's lane expires (exclusive with the

@@ -120,6 +120,8 @@ static void check_raw_plugin_slots(const char *config_path, const char *const *e
 		if (!strategy_name || config_node_type(node) != CONFIG_MAP)
 			continue;
 		snprintf(slot, sizeof(slot), "apps.%s.working_memory", config_map_key_at(apps, i));
+		/* recall is the host's key, not the strategy's */
+		(void)config_map_detach(root, node, "recall");
 		check_plugin_slot(search, strategy_name, slot, MEMD_KIND_STRATEGY, node, "strategy", d);
 	}
 	service_free_strv(search);

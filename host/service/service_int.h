@@ -449,9 +449,12 @@ int32_t service_messages_events(json_t *body, json_t **ret_events, memd_error *e
 /* The context strategy st makes of the session of sc as OpenAI messages:
  * a new {"format": "openai", "strategy", "tokens", "messages"} object in
  * *ret; tool results whose call is outside the window are left out (and
- * their tokens). The strategy's or the store's errors, MEMD_ENOMEM. */
+ * their tokens). tee (may be NULL) sees every summary and event the
+ * strategy delivers, before they are gathered; its error stops the read.
+ * The strategy's or the store's errors, MEMD_ENOMEM. */
 int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope *sc,
-			       strategy *st, json_t **ret, memd_error *err);
+			       strategy *st, const memd_context_sink *tee, json_t **ret,
+			       memd_error *err);
 
 /* o (consumed; NULL = ENOMEM) as compact JSON text in *ret_json, unless
  * it is longer than server.max_response_bytes: MEMD_ETOOBIG naming the

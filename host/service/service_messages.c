@@ -162,6 +162,7 @@ typedef struct gather {
 	json_t *summary;  /* a context's summary, delivered before the events */
 	int64_t tokens;
 	int oom;
+	const memd_context_sink *tee; /* sees each summary and event first; may be NULL */
 } gather;
 
 static int32_t gather_add(gather *g, const memd_event *e, int summary)
@@ -191,12 +192,16 @@ static int32_t gather_add(gather *g, const memd_event *e, int summary)
 
 static int32_t sink_gather(void *ud, const memd_event *e)
 {
-	return gather_add(ud, e, 0);
+	gather *g = ud;
+	int32_t r = g->tee ? g->tee->event(g->tee->userdata, e) : 0;
+	return r < 0 ? r : gather_add(ud, e, 0);
 }
 
 static int32_t sink_gather_summary(void *ud, const memd_event *e)
 {
-	return gather_add(ud, e, 1);
+	gather *g = ud;
+	int32_t r = g->tee ? g->tee->summary(g->tee->userdata, e) : 0;
+	return r < 0 ? r : gather_add(ud, e, 1);
 }
 
 int32_t service_finish_bounded(memd *m, json_t *o, const char *how_to_page, char **ret_json,
@@ -270,9 +275,10 @@ out:
 /* ---- context ------------------------------------------------------------------ */
 
 int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope *sc,
-			       strategy *st, json_t **ret, memd_error *err)
+			       strategy *st, const memd_context_sink *tee, json_t **ret,
+			       memd_error *err)
 {
-	gather g = { 0 };
+	gather g = { .tee = tee };
 	memd_context_sink sink = { sizeof(sink), &g, sink_gather_summary, sink_gather };
 	json_t *messages = NULL, *all = NULL, *o;
 	int64_t dropped = 0;

@@ -890,6 +890,67 @@ Test(settings, hybrid_vector_weight)
 	config_diag_clear(&d);
 }
 
+Test(settings, working_memory_recall)
+{
+	settings s;
+	config_diag d = {0};
+	const settings_app *a;
+
+	/* absent: no recall */
+	cr_assert_eq(load("apps: {a: {working_memory: {strategy: all}}}\n", &s, &d), 0);
+	cr_assert_eq(settings_app_for(&s, "a")->recall.enabled, 0);
+	settings_clear(&s);
+	/* defaults, and the strategy's node no longer has the key */
+	cr_assert_eq(load("apps: {a: {working_memory: {strategy: all, recall: {}}}}\n", &s, &d), 0);
+	a = settings_app_for(&s, "a");
+	cr_assert_eq(a->recall.enabled, 1);
+	cr_assert_eq(a->recall.k, 5);
+	cr_assert_eq(a->recall.max_tokens, 1000);
+	cr_assert_float_eq(a->recall.min_score, 0.0, 1e-12);
+	cr_assert_eq(a->recall.sources, SETTINGS_RECALL_EVENTS | SETTINGS_RECALL_MEMORIES);
+	cr_assert_null(a->recall.mode);
+	cr_assert_null(config_map_get(a->node, "recall"));
+	cr_assert_not_null(config_map_get(a->node, "strategy"));
+	settings_clear(&s);
+	/* given */
+	cr_assert_eq(load("apps: {a: {working_memory: {strategy: all, recall: {k: 7, sources: [memories],"
+			  " min_score: 0.5, max_tokens: 300, mode: keyword}}}}\n",
+			  &s, &d),
+		     0);
+	a = settings_app_for(&s, "a");
+	cr_assert_eq(a->recall.k, 7);
+	cr_assert_eq(a->recall.sources, SETTINGS_RECALL_MEMORIES);
+	cr_assert_float_eq(a->recall.min_score, 0.5, 1e-12);
+	cr_assert_eq(a->recall.max_tokens, 300);
+	cr_assert_str_eq(a->recall.mode, "keyword");
+	settings_clear(&s);
+	/* bad, each with its line */
+	cr_assert_eq(load("apps:\n"
+			  "  a:\n"
+			  "    working_memory:\n"
+			  "      strategy: all\n"
+			  "      recall:\n"
+			  "        k: 0\n"
+			  "        sources: [memories, files]\n"
+			  "        min_score: -1\n"
+			  "        max_tokens: 0\n"
+			  "        mode: vector\n"
+			  "        colour: red\n",
+			  &s, &d),
+		     MEMD_EINVAL);
+	assert_line(&d, "t.yaml:6: apps.a.working_memory.recall.k: must be between 1 and 100, got 0");
+	assert_line(&d, "t.yaml:7: apps.a.working_memory.recall.sources: expected events or memories, got \"files\"");
+	assert_line(&d, "t.yaml:8: apps.a.working_memory.recall.min_score: must be >= 0 and <= 1.79769e+308, got -1");
+	assert_line(&d, "t.yaml:9: apps.a.working_memory.recall.max_tokens: must be between 1 and 2147483647, got 0");
+	assert_line(&d, "t.yaml:10: apps.a.working_memory.recall.mode: vector search needs index.vector.enabled: true");
+	assert_prefix(&d, "t.yaml:11: apps.a.working_memory.recall.colour: unknown key");
+	config_diag_clear(&d);
+	cr_assert_eq(load("apps: {a: {working_memory: {strategy: all, recall: 5}}}\n", &s, &d),
+		     MEMD_EINVAL);
+	assert_prefix(&d, "t.yaml:1: apps.a.working_memory.recall: expected a map");
+	config_diag_clear(&d);
+}
+
 Test(settings, sessions_store_choice)
 {
 	settings s;
