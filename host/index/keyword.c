@@ -1005,21 +1005,41 @@ int32_t kw_delete_event(kw_index *kw, const char *app, const char *user, const c
 	return kw_delete_events(kw, app, user, session, &seq, 1);
 }
 
-int32_t kw_delete_memory(kw_index *kw, const char *app, const char *user, const char *id)
+int32_t kw_delete_memories(kw_index *kw, const char *app, const char *user,
+			   const char *const *ids, size_t n)
 {
 	kw_part *pt = part_get_write(kw, app, user, 0);
-	uint32_t sid, doc = STRTAB_NONE;
+	uint8_t *drop = NULL;
+	size_t found = 0;
 	int32_t r = 0;
 
 	if (!pt)
 		return 0;
-	sid = strtab_find(&pt->sessions, id, strlen(id));
-	if (sid != STRTAB_NONE)
-		doc = lk_find(pt, sid, 0);
-	if (doc != STRTAB_NONE)
-		r = part_drop_doc(pt, doc);
+	if (!pt->n_docs || !n)
+		goto out;
+	if (!(drop = calloc(pt->n_docs, 1))) {
+		r = MEMD_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t sid = strtab_find(&pt->sessions, ids[i], strlen(ids[i]));
+		uint32_t d = sid == STRTAB_NONE ? STRTAB_NONE : lk_find(pt, sid, 0);
+		if (d != STRTAB_NONE && !drop[d]) {
+			drop[d] = 1;
+			found++;
+		}
+	}
+	if (found)
+		r = part_compact(pt, drop);
+out:
 	pthread_rwlock_unlock(&pt->lock);
+	free(drop);
 	return r;
+}
+
+int32_t kw_delete_memory(kw_index *kw, const char *app, const char *user, const char *id)
+{
+	return kw_delete_memories(kw, app, user, &id, 1);
 }
 
 void kw_delete_user(kw_index *kw, const char *app, const char *user)

@@ -105,8 +105,12 @@ typedef struct kw_doc_in {
  * update, or the same version delivered again); one whose text has no
  * terms only removes it. */
 int32_t kw_add(kw_index *kw, const kw_doc_in *d);
-/* Remove the memory id of (app, user); an id not indexed is ignored.
- * Exact as kw_delete_session. 0 or MEMD_ENOMEM (unchanged). */
+/* Remove the memories ids[0..n) of (app, user); ids not indexed are
+ * ignored. Exact as kw_delete_session, and like it one pass over the
+ * partition per call. 0 or MEMD_ENOMEM (unchanged). */
+int32_t kw_delete_memories(kw_index *kw, const char *app, const char *user,
+			   const char *const *ids, size_t n);
+/* kw_delete_memories of one memory. */
 int32_t kw_delete_memory(kw_index *kw, const char *app, const char *user, const char *id);
 /* Remove every event of one session (its memories stay) / every
  * document of one (app, user). Exact: the statistics afterwards are

@@ -73,6 +73,45 @@ static int32_t put_memory(kw_index *kw, const feed_rec *r)
 	return rc;
 }
 
+static int is_memory_rec(const feed_rec *r)
+{
+	return (r->kind == MEMD_FEED_MEMORY || r->kind == MEMD_FEED_MEMORY_DELETE) && r->memory_id &&
+	       r->memory_id[0];
+}
+
+/* Nonzero if b is a MEMORY or MEMORY_DELETE record of a's user. */
+static int same_memory_run(const feed_rec *a, const feed_rec *b)
+{
+	return is_memory_rec(b) && strcmp(a->app, b->app) == 0 && strcmp(a->user, b->user) == 0;
+}
+
+/* The MEMORY and MEMORY_DELETE records recs[0..n) of one user: every
+ * older version of their memories is removed in one pass over the
+ * partition, then each memory's last record in the run, if a MEMORY,
+ * adds its new version (which then replaces nothing). */
+static int32_t memory_run(kw_index *kw, const feed_rec *recs, size_t n)
+{
+	const char **ids = malloc(n * sizeof(*ids));
+	int32_t r;
+
+	if (!ids)
+		return MEMD_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = recs[i].memory_id;
+	r = kw_delete_memories(kw, recs[0].app, recs[0].user, ids, n);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int later = 0;
+		if (recs[i].kind != MEMD_FEED_MEMORY)
+			continue;
+		for (size_t j = i + 1; j < n && !later; j++)
+			later = strcmp(ids[j], ids[i]) == 0;
+		if (!later)
+			r = put_memory(kw, &recs[i]);
+	}
+	free(ids);
+	return r;
+}
+
 /* Nonzero if b is a HIDE record of a's session. */
 static int same_run(const feed_rec *a, const feed_rec *b)
 {
@@ -136,11 +175,12 @@ int32_t kw_feed_apply(kw_index *kw, const feed_rec *recs, size_t n, size_t *ret_
 			kw_delete_user(kw, r->app, r->user);
 			break;
 		case MEMD_FEED_MEMORY:
-			rc = put_memory(kw, r);
-			break;
 		case MEMD_FEED_MEMORY_DELETE:
-			if (r->memory_id && r->memory_id[0])
-				rc = kw_delete_memory(kw, r->app, r->user, r->memory_id);
+			if (!is_memory_rec(r))
+				break;
+			while (i + run < n && run < KW_FEED_HIDE_RUN && same_memory_run(r, &recs[i + run]))
+				run++;
+			rc = memory_run(kw, r, run);
 			break;
 		default:
 			break; /* kinds of a newer store: nothing to index */

@@ -777,3 +777,54 @@ Test(keyword, memory_records_from_the_feed)
 	cr_assert_eq(r.n, 0);
 	result_free(&r);
 }
+
+/* A run of one user's memory records (a commit of several writes)
+ * removes the older versions in one pass and leaves what applying them
+ * one at a time leaves: the last record of each id wins. */
+Test(keyword, a_run_of_memory_records_equals_one_at_a_time)
+{
+	kw_index *one = kw_new(K1, B);
+	kw_filter memories = { .sources = KW_SOURCE_MEMORIES };
+	feed_rec recs[] = {
+		{ .kind = MEMD_FEED_MEMORY, .position = 1, .app = "app", .user = "u1",
+		  .memory_id = "m1", .text = "tea with lemon", .topics = "[]", .entities = "[]" },
+		{ .kind = MEMD_FEED_MEMORY, .position = 2, .app = "app", .user = "u1",
+		  .memory_id = "m2", .text = "tea with milk", .topics = "[]", .entities = "[]" },
+		{ .kind = MEMD_FEED_MEMORY, .position = 3, .app = "app", .user = "u1",
+		  .memory_id = "m3", .text = "green tea", .topics = "[]", .entities = "[]" },
+		{ .kind = MEMD_FEED_MEMORY_DELETE, .position = 4, .app = "app", .user = "u1",
+		  .memory_id = "m2" },
+		{ .kind = MEMD_FEED_MEMORY, .position = 5, .app = "app", .user = "u1",
+		  .memory_id = "m1", .text = "tea without lemon", .topics = "[]", .entities = "[]" },
+		{ .kind = MEMD_FEED_MEMORY_DELETE, .position = 6, .app = "app", .user = "u1",
+		  .memory_id = "m3" },
+		{ .kind = MEMD_FEED_MEMORY, .position = 7, .app = "app", .user = "u1",
+		  .memory_id = "m3", .text = "black tea", .topics = "[]", .entities = "[]" },
+	};
+	size_t n = sizeof(recs) / sizeof(recs[0]), done = 0;
+	memd_error err = { 0 };
+	result a, b;
+
+	cr_assert_not_null(one);
+	cr_assert_eq(kw_feed_apply(kw, recs, 3, &done, &err), 0);
+	cr_assert_eq(kw_feed_apply(kw, recs + 3, n - 3, &done, &err), 0);
+	cr_assert_eq(done, n - 3);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(kw_feed_apply(one, &recs[i], 1, &done, &err), 0);
+	a = search_f(kw, "u1", "tea lemon", &memories, 10);
+	b = search_f(one, "u1", "tea lemon", &memories, 10);
+	cr_assert_eq(a.n, 2);
+	cr_assert_eq(b.n, a.n);
+	for (size_t i = 0; i < a.n; i++) {
+		cr_assert_str_eq(a.hits[i].session, b.hits[i].session);
+		cr_assert_float_eq(a.hits[i].score, b.hits[i].score, EPS);
+	}
+	cr_assert_str_eq(a.hits[0].session, "m1");
+	cr_assert_str_eq(a.hits[1].session, "m3");
+	result_free(&a);
+	result_free(&b);
+	a = search_f(kw, "u1", "green milk", &memories, 10);
+	cr_assert_eq(a.n, 0, "m2 deleted, m3's older version gone");
+	result_free(&a);
+	kw_free(one);
+}
