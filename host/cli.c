@@ -512,6 +512,7 @@ static int cmd_mcp(cli *c, int from)
 		fprintf(stderr, "memd: note: %s; keyword search only\n", err.msg);
 		if ((rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m)) != EXIT_OK)
 			return rc;
+		b.flags |= MCP_KEYWORD_ONLY;
 	}
 	if (mcp_conn_new(m, &b, &conn, &err) < 0) {
 		memd_close(m);

@@ -81,6 +81,7 @@ int32_t mcp_conn_new(memd *m, const mcp_binding *b, mcp_conn **ret, memd_error *
 		goto nomem;
 	c->m = m;
 	c->scope = b->scope;
+	c->flags = b->flags;
 	atomic_init(&c->initialized, 0);
 	if (b->app && (!(c->app = strdup(b->app)) || !(c->user = strdup(b->user))))
 		goto nomem;

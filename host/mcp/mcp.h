@@ -39,6 +39,11 @@
 #define MCP_SCOPE_READ  1 /* the read tools only */
 #define MCP_SCOPE_WRITE 2 /* every tool */
 
+/* mcp_binding.flags: memd was opened without the vector store
+ * (MEMD_OPEN_NO_VECTOR, beside a server that holds it): a search that
+ * names no mode is a keyword search. */
+#define MCP_KEYWORD_ONLY 0x1u
+
 /* Who the tools act for. app and user set: bound (the tools take no app
  * or user argument; one given must be the same); both NULL: each call
  * names them ("app" and "user" arguments), restricted to apps when that
@@ -48,6 +53,7 @@ typedef struct mcp_binding {
 	const char *user;
 	const char *const *apps;
 	int32_t scope;            /* MCP_SCOPE_* */
+	uint32_t flags;           /* MCP_KEYWORD_ONLY, or 0 */
 } mcp_binding;
 
 typedef struct mcp_conn mcp_conn;

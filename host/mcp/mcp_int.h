@@ -15,6 +15,7 @@ struct mcp_conn {
 	char *app, *user;           /* bound, or both NULL */
 	char **apps;                /* NULL-terminated, or NULL: any app */
 	int32_t scope;              /* MCP_SCOPE_* */
+	uint32_t flags;             /* MCP_KEYWORD_ONLY, or 0 */
 	/* Written once by initialize, before a transport shares the conn. */
 	char version[MCP_VERSION_MAX];
 	atomic_int initialized;     /* notifications/initialized came */

@@ -329,6 +329,15 @@ static int32_t t_search(mcp_conn *c, const char *app, const char *user, json_t *
 	char *text = body_of(args, copied);
 	int32_t r;
 
+	if (text && (c->flags & MCP_KEYWORD_ONLY) && !arg(args, "mode")) {
+		/* Without the vector store: what the keyword index finds. */
+		json_t *body = json_loads(text, 0, NULL);
+		free(text);
+		text = body && json_object_set_new(body, "mode", json_string("keyword")) == 0
+			       ? json_dumps(body, JSON_COMPACT)
+			       : NULL;
+		json_decref(body);
+	}
 	if (!text)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	r = memd_search(c->m, app, user, text, ret_json, err);

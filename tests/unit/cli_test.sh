@@ -407,6 +407,19 @@ contains "$errout" "./data/vectors is locked by process $serve_pid (./data/vecto
 contains "$errout" "POST /v1/apps/demo/users/bob/index:rebuild" "rebuild points at the server's route"
 expect 6 "index rebuild beside serve" -- "${v[@]}" index rebuild
 contains "$errout" "POST /v1/apps/APP/users/USER/index:rebuild" "rebuild of all points at the route"
+# memd mcp beside serve: the tools search the keyword index, and say so
+# on stderr only (stdout is the JSON-RPC stream).
+mcp_in='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_memory","arguments":{"query":"trams"}}}
+'
+expect_in 0 "mcp beside serve" "$mcp_in" -- "${v[@]}" mcp --app demo --user bob
+contains "$errout" "keyword search only" "mcp beside serve says it fell back"
+contains "$out" '\"session_id\":\"v1\"' "mcp beside serve finds the event"
+if [[ $(wc -l <"$work/out") -eq 2 ]] && jq -e . "$work/out" >/dev/null 2>&1; then ok; else fail "mcp: two JSON lines on stdout: $out"; fi
+expect 2 "mcp without --user" -- "${v[@]}" mcp --app demo
+contains "$errout" "--app A and --user U" "mcp says what it needs"
 kill "$serve_pid"
 wait "$serve_pid"
 serve_pid=
