@@ -71,4 +71,8 @@ int32_t service_session_finalize_strategy(memd *m, const char *app, const char *
 /* The session store of an open memd (borrowed). */
 store *service_session_store(memd *m);
 
+/* Sessions the memory worker has queued or is extracting now (0: it is
+ * idle; for tests that wait for it). */
+uint32_t service_memory_queued(memd *m);
+
 #endif

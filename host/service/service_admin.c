@@ -217,6 +217,7 @@ int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
 			store_render_errors(m->stores[i].st, &b);
 	store_render_usage(m->sessions, &b);
 	service_watch_metrics(m, &b);
+	service_memory_metrics(m, &b);
 	if (b.oom) {
 		free(b.p);
 		return service_oom(err);

@@ -79,8 +79,10 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 	}
 	if (changed)
 		index_notify(m->index);
-	if (changed)
+	if (changed) {
 		service_run_after_append(m, sc);
+		service_memory_after_append(m, sc);
+	}
 	seqs = json_array();
 	for (size_t i = 0; seqs && i < q->n; i++)
 		if (json_array_append_new(seqs, json_integer(q->seqs[i])) < 0) {

@@ -20,6 +20,9 @@
  *                           prune, retention (memd_lanes_sweep)
  *   service_memories.c      long-term memories: create, get, list, update,
  *                           delete, history; expired ones deleted
+ *   service_memory_extract.c  memories extracted from sessions
+ *                           (memd_memory_extract), the memory worker and
+ *                           memd_memories_sweep
  *   service_context.c       working memory (memd_context)
  *   service_messages.c      OpenAI chat messages: append, get, context
  *   service_delta.c         a state delta split into stored and temp: keys
@@ -59,6 +62,7 @@
 #define SLOT_NAME_MAX 600
 
 typedef struct lanes_watch lanes_watch;
+typedef struct memory_work memory_work;
 
 typedef struct app_strategy {
 	char *app;
@@ -91,6 +95,7 @@ struct memd {
 	worker *worker;         /* strategies' after_append, after the append */
 	jobs *jobs;             /* background jobs (index rebuilds) */
 	lanes_watch *watch;     /* the lane watcher (service_lanes_watch.c) */
+	memory_work *memwork;   /* memory extraction (service_memory_extract.c) */
 	/* memd_set_clock: lane decisions and lane/session times read it */
 	pthread_mutex_t clock_lock;
 	memd_clock_fn clock_fn; /* NULL = the system clock */
@@ -341,6 +346,28 @@ int32_t service_memory_delete(memd *m, const char *app, const char *user, const 
  * is how many. MEMD_ENOTSUP naming the store when it has no memories;
  * the store's other errors (nothing counted then). */
 int32_t service_memories_expire(memd *m, uint32_t *ret_count, memd_error *err);
+
+/* ---- service_memory_extract.c ----------------------------------------------- */
+
+/* memd_open: the extraction state (each app's openai extractor client)
+ * and, when some app extracts and the session store has memories, the
+ * memory worker's thread. MEMD_ENOMEM, MEMD_EIO (no thread), a client's
+ * MEMD_EINVAL; service_memory_free cleans up what was set up. */
+int32_t service_memory_start(memd *m, memd_error *err);
+/* Stop the worker (a run in progress gives up at its next store or
+ * network call) and wait for it. Accepts a memd without one. */
+void service_memory_stop(memd *m);
+/* service_memory_stop, then free the state. Accepts a memd without one. */
+void service_memory_free(memd *m);
+/* After an acknowledged append to the session of sc: ask the worker to
+ * look at it (extracted once every_events are unread). A queue push
+ * only: never a store call, never a failure. */
+void service_memory_after_append(memd *m, const memd_scope *sc);
+/* A lane's session of sc was finalized: ask the worker to extract what
+ * is unread when the app's memory.extract.on_finalize is set. */
+void service_memory_on_finalize(memd *m, const memd_scope *sc);
+/* The extraction counters (memd_memory_*_total) in Prometheus text. */
+void service_memory_metrics(memd *m, prom_buf *b);
 
 /* ---- service_lanes.c: lanes (shared with turns, inbox and the watcher) ---- */
 

@@ -402,6 +402,7 @@ static int32_t finalize_attempt(memd *m, const memd_lane *l, const char *reason,
 
 	if ((r = service_finalize_strategy(m, &sc, last_us, err)) < 0)
 		return r;
+	service_memory_on_finalize(m, &sc);
 	if (!webhook_of(m, l->app, &hook))
 		return 0;
 	if (!m->watch->webhook_ready)
