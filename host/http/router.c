@@ -141,6 +141,10 @@ static const http_route routes[] = {
 	{ "POST", "/v1/lanes:sweep", A, HTTP_BODY_NONE, NULL, HTTP_OP_LANES_SWEEP, http_h_lanes_sweep },
 	{ "POST", "/mcp", R, HTTP_BODY_JSON, NULL, HTTP_OP_MCP, http_h_mcp_post },
 	{ "DELETE", "/mcp", R, HTTP_BODY_NONE, NULL, HTTP_OP_NONE, http_h_mcp_delete },
+	{ "POST", SESSION_PATH "/memories:extract", W, HTTP_BODY_NONE, NULL, HTTP_OP_MEMORY_EXTRACT,
+	  http_h_memory_extract },
+	{ "POST", "/v1/memories:sweep", A, HTTP_BODY_NONE, NULL, HTTP_OP_MEMORIES_SWEEP,
+	  http_h_memories_sweep },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -199,6 +203,8 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_OPERATION_LIST] = "operation_list",
 	[HTTP_OP_STATE_HISTORY] = "state_history",
 	[HTTP_OP_MCP] = "mcp",
+	[HTTP_OP_MEMORY_EXTRACT] = "memory_extract",
+	[HTTP_OP_MEMORIES_SWEEP] = "memories_sweep",
 };
 
 const http_route *http_routes(size_t *ret_n)

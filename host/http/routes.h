@@ -78,6 +78,11 @@ void http_h_memory_update(http_req *rq);
 void http_h_memory_delete(http_req *rq);
 void http_h_memory_history(http_req *rq);
 
+/* routes_memory_extract.c: memory extraction of a session now, and the
+ * memory worker's sweep */
+void http_h_memory_extract(http_req *rq);
+void http_h_memories_sweep(http_req *rq);
+
 /* routes_transcripts.c: event pages (roles, hidden events), the context
  * (OpenAI format), rewind, messages, clear, undo, operations and the
  * state history */
