@@ -163,6 +163,10 @@ static const char cli_usage_text[] =
 	"                                   [--reason R]\n"
 	"  memory delete APP USER ID [--expected-version N]   its history stays\n"
 	"  memory history APP USER ID       every change, oldest first\n"
+	"  memory extract APP USER SID      extract the session's unread events into\n"
+	"                                   memories now (memory.extract config)\n"
+	"  memory sweep                     one pass of the memory worker (idle\n"
+	"                                   sessions, expired memories)\n"
 	"\n"
 	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -1824,6 +1828,26 @@ static int sc_memory_history(cli *c, memd *m, const char **pos, int from, memd_e
 	return result(memd_memory_history(m, pos[0], pos[1], pos[2], ret_json, err));
 }
 
+/* memd memory extract APP USER SID: extract the session's unread events
+ * into long-term memories now. */
+static int sc_memory_extract(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_memory_extract(m, pos[0], pos[1], pos[2], ret_json, err));
+}
+
+/* memd memory sweep: one pass of the memory worker. */
+static int sc_memory_sweep(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			   char **ret_json)
+{
+	(void)pos;
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_memories_sweep(m, ret_json, err));
+}
+
 typedef struct command {
 	const char *group, *verb;
 	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
@@ -1876,6 +1900,8 @@ static const command commands[] = {
 	{ "memory", "update", 3, 0, "memory update APP USER ID", sc_memory_update },
 	{ "memory", "delete", 3, 0, "memory delete APP USER ID", sc_memory_delete },
 	{ "memory", "history", 3, 0, "memory history APP USER ID", sc_memory_history },
+	{ "memory", "extract", 3, 0, "memory extract APP USER SID", sc_memory_extract },
+	{ "memory", "sweep", 0, 0, "memory sweep", sc_memory_sweep },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */

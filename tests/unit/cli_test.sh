@@ -259,6 +259,11 @@ expect 0 "lane list --suspended true" -- "${memd_lanes[@]}" lane list demo teleg
 contains "$out" '"key": "telegram:dm:42"' "the suspended lane is listed"
 expect 0 "lane sweep" -- "${memd_lanes[@]}" lane sweep
 contains "$out" '"leases_expired"' "lane sweep counts"
+expect 0 "memory extract" -- "${memd_lanes[@]}" memory extract demo telegram:42 "$sid"
+contains "$out" '"to_seq"' "memory extract says how far it read"
+expect 4 "memory extract of an unknown session" -- "${memd_lanes[@]}" memory extract demo telegram:42 nope
+expect 0 "memory sweep" -- "${memd_lanes[@]}" memory sweep
+contains "$out" '"memories_expired"' "memory sweep counts"
 expect 0 "lane delete" -- "${memd_lanes[@]}" lane delete demo telegram:42 telegram:dm:42
 contains "$out" '"deleted": true' "lane delete prints its result"
 expect 4 "deleted lane" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
