@@ -958,6 +958,8 @@ static int32_t pass(memd *m, pass_counts *pc, memd_error *err)
 	r1 = store_memory_expire(m->sessions, &call, now, SWEEP_EXPIRE_BATCH, &pc->expired, err);
 	if (r1 == MEMD_ENOTSUP)
 		r1 = 0;
+	if (pc->expired)
+		index_notify(m->index); /* their MEMORY_DELETE records */
 	r2 = extract_idle(m, now, pc, &e);
 	pthread_mutex_unlock(&w->pass);
 	atomic_fetch_add(&w->expired, pc->expired);
