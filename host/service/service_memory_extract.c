@@ -6,7 +6,9 @@
  * A session's memory_seq is the last seq extraction has read. Extracting
  * a session reads it, loads at most batch_events events after memory_seq
  * (summaries left out), lets the app's extractor (host/extract/) decide
- * what they change, and commits every decision together with the move
+ * what they change against the memories nearest each fact (those of its
+ * topics, then those the index finds nearest its text, each read from the
+ * store for its version), and commits every decision together with the move
  * of memory_seq, expecting the value it read, in one store memory_commit
  * (actor "extractor"). A commit that loses (MEMD_ECONFLICT: another
  * process committed the batch first, or a memory changed under the
@@ -52,7 +54,7 @@
  * (retryable MEMD_ECONFLICT). */
 #define EXTRACT_COMMIT_TRIES 4
 /* Memories of the user read to find the ones nearest a fact by their
- * words (until the index answers that): the newest this many. */
+ * words when the index cannot answer: the newest this many. */
 #define NEAREST_SCAN 200u
 /* A pass's bounds (see above). */
 #define SWEEP_EXPIRE_BATCH 500u
@@ -344,81 +346,125 @@ static int32_t got_memory(void *ud, const memd_memory *mm)
 	return 0;
 }
 
+/* Add the memory id of the user to ret (as the store has it now; one
+ * that is gone is skipped). */
+static int32_t add_by_id(near_ctx *nc, const memd_scope *us, const char *id,
+			 extract_memories *ret, uint32_t k, memd_error *err)
+{
+	listed l = { ret, k, 0 };
+	memd_memory_sink sink = { sizeof(sink), &l, got_memory };
+	memd_error e = { 0 };
+	int32_t r = store_memory_get(nc->m->sessions, nc->call, us, id, nc->now_us, &sink, &e);
+
+	if (r == MEMD_ENOTFOUND)
+		return 0; /* deleted since it was indexed */
+	if (r < 0) {
+		memcpy(err, &e, sizeof(*err));
+		return l.rc == MEMD_ENOMEM ? service_oom(err) : r;
+	}
+	return 0;
+}
+
+/* The memories the index finds nearest text (the keyword or vector
+ * index, as index.default_mode says), each read from the store (its
+ * version now). MEMD_EUNAVAIL and the index's other errors. */
+static int32_t nearest_indexed(near_ctx *nc, const memd_scope *us, const char *text, uint32_t k,
+			       extract_memories *ret, memd_error *err)
+{
+	index_query q = { .query = text, .k = k, .sources = INDEX_SOURCE_MEMORIES,
+			  .now_us = nc->now_us };
+	void *results = NULL;
+	json_t *hit;
+	size_t i;
+	int32_t r;
+
+	if ((r = index_search_results(nc->m->index, nc->call, us->app, us->user, &q, &results,
+				      err)) < 0)
+		return r;
+	json_array_foreach((json_t *)results, i, hit) {
+		const char *id = json_string_value(json_object_get(hit, "memory_id"));
+		if (ret->n >= k)
+			break;
+		if (id && (r = add_by_id(nc, us, id, ret, k, err)) < 0)
+			break;
+	}
+	json_decref(results);
+	return r < 0 ? r : 0;
+}
+
+/* The memories sharing most words with text among the user's newest
+ * NEAREST_SCAN (when the index cannot answer). */
+static int32_t nearest_scanned(near_ctx *nc, const memd_scope *us, const char *text, uint32_t k,
+			       extract_memories *ret, memd_error *err)
+{
+	memd_memory_query q = { .struct_size = sizeof(q), .limit = NEAREST_SCAN,
+				.now_us = nc->now_us };
+	extract_memories all = { 0 };
+	listed la = { &all, 0, 0 };
+	memd_memory_sink asink = { sizeof(asink), &la, got_memory };
+	double *score = NULL;
+	int32_t r;
+
+	if ((r = store_memory_list(nc->m->sessions, nc->call, us, &q, &asink, err)) < 0)
+		goto done;
+	if (!(score = calloc(all.n + 1, sizeof(*score)))) {
+		r = service_oom(err);
+		goto done;
+	}
+	for (size_t i = 0; i < all.n; i++)
+		score[i] = extract_similarity(text, all.v[i].text);
+	while (ret->n < k) {
+		size_t best = all.n;
+		for (size_t i = 0; i < all.n; i++)
+			if (score[i] > 0 && (best == all.n || score[i] > score[best]))
+				best = i;
+		if (best == all.n)
+			break;
+		score[best] = 0;
+		if ((r = add_by_id(nc, us, all.v[best].id, ret, k, err)) < 0)
+			goto done;
+	}
+done:
+	if (la.rc == MEMD_ENOMEM)
+		r = service_oom(err);
+	free(score);
+	extract_memories_clear(&all);
+	return r;
+}
+
 /* The memories of the user nearest (text, topics): those with one of the
- * topics first, then the ones sharing most words with text among the
- * newest NEAREST_SCAN. */
+ * topics first, then what the index finds nearest text (or, when the
+ * index cannot answer, the ones sharing most words with text among the
+ * newest NEAREST_SCAN). */
 static int32_t nearest(void *ud, const char *text, const char *const *topics, size_t n_topics,
 		       uint32_t k, extract_memories *ret, memd_error *err)
 {
 	near_ctx *nc = ud;
 	memd_scope us = { .struct_size = sizeof(us), .app = nc->sc->app,
 			  .user = nc->sc->user, .session = NULL };
-	extract_memories all = { 0 };
 	listed l = { ret, k, 0 };
 	memd_memory_sink sink = { sizeof(sink), &l, got_memory };
-	int32_t r;
+	memd_error e = { 0 };
+	int32_t r = 0;
 
-	for (size_t i = 0; i < n_topics && ret->n < k; i++) {
+	for (size_t i = 0; i < n_topics && ret->n < k && r >= 0; i++) {
 		memd_memory_query q = { .struct_size = sizeof(q), .limit = k, .topic = topics[i],
 					.now_us = nc->now_us };
-		if ((r = store_memory_list(nc->m->sessions, nc->call, &us, &q, &sink, err)) < 0)
-			goto fail;
+		r = store_memory_list(nc->m->sessions, nc->call, &us, &q, &sink, err);
 	}
-	if (ret->n < k) {
-		memd_memory_query q = { .struct_size = sizeof(q), .limit = NEAREST_SCAN,
-					.now_us = nc->now_us };
-		listed la = { &all, 0, 0 };
-		memd_memory_sink asink = { sizeof(asink), &la, got_memory };
-		double *score;
-		if ((r = store_memory_list(nc->m->sessions, nc->call, &us, &q, &asink, err)) < 0)
-			goto fail;
-		if (!(score = calloc(all.n + 1, sizeof(*score)))) {
+	if (r >= 0 && ret->n < k && nearest_indexed(nc, &us, text, k, ret, &e) < 0) {
+		if (e.code == MEMD_ECANCELED || e.code == MEMD_ENOMEM) {
+			memcpy(err, &e, sizeof(*err));
+			r = e.code;
+		} else {
+			r = nearest_scanned(nc, &us, text, k, ret, err);
+		}
+	}
+	if (r < 0) {
+		if (l.rc == MEMD_ENOMEM)
 			r = service_oom(err);
-			goto fail;
-		}
-		for (size_t i = 0; i < all.n; i++)
-			score[i] = extract_similarity(text, all.v[i].text);
-		while (ret->n < k) {
-			size_t best = all.n;
-			for (size_t i = 0; i < all.n; i++)
-				if (score[i] > 0 && (best == all.n || score[i] > score[best]))
-					best = i;
-			if (best == all.n)
-				break;
-			score[best] = 0;
-			{
-				const extract_memory *m = &all.v[best];
-				int dup = 0;
-				for (size_t j = 0; j < ret->n; j++)
-					dup |= strcmp(ret->v[j].id, m->id) == 0;
-				if (dup)
-					continue;
-				/* topics back to JSON for the copy */
-				json_t *t = json_array();
-				char *tj;
-				for (size_t j = 0; t && j < m->n_topics; j++)
-					json_array_append_new(t, json_string(m->topics[j]));
-				tj = t ? json_dumps(t, JSON_COMPACT) : NULL;
-				json_decref(t);
-				r = tj ? extract_memories_add(ret, m->id, m->text, m->kind, tj, m->version)
-				       : MEMD_ENOMEM;
-				free(tj);
-				if (r < 0) {
-					free(score);
-					r = service_oom(err);
-					goto fail;
-				}
-			}
-		}
-		free(score);
+		extract_memories_clear(ret);
 	}
-	extract_memories_clear(&all);
-	return 0;
-fail:
-	if (l.rc == MEMD_ENOMEM)
-		r = service_oom(err);
-	extract_memories_clear(&all);
-	extract_memories_clear(ret);
 	return r;
 }
 
