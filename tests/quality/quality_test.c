@@ -213,8 +213,11 @@ static void run_memd(memd *m, const qgen_question *q, const char *mode, const an
 		     double *r5, double *r10)
 {
 	char uid[QGEN_ID_MAX], *body, *out = NULL;
-	json_t *req = json_pack("{s:s,s:i,s:s}", "query", q->text, "k", Q_K, "mode", mode), *res,
-	       *hit;
+	/* Events only: the answers are events, and the memories extraction
+	 * distils from the same conversations would take ranks from them. */
+	json_t *req = json_pack("{s:s,s:i,s:s,s:[s]}", "query", q->text, "k", Q_K, "mode", mode,
+				"sources", "events"),
+	       *res, *hit;
 	memd_error err = { 0 };
 	size_t i;
 
