@@ -29,7 +29,8 @@
  *    session and extracts it when last_seq - memory_seq >= every_events;
  *  - a lane's finalized session (service_memory_on_finalize) is extracted
  *    when the app's on_finalize is set;
- *  - a pass deletes expired memories (at most SWEEP_EXPIRE_BATCH) and
+ *  - a pass deletes expired memories (one bounded batch, as the records'
+ *    retention does: service_memories_expire) and
  *    extracts sessions idle for their app's idle_minutes with unread
  *    events (store session_list_pending with a keyset, at most
  *    SWEEP_SESSIONS_MAX among SWEEP_SCAN_MAX looked at).
@@ -48,6 +49,7 @@
 #include <time.h>
 
 #include "extract/extract.h"
+#include "json/memory_json.h"
 #include "util/uuid.h"
 
 /* Commits of one batch that lose a race before the run gives up
@@ -57,7 +59,6 @@
  * words when the index cannot answer: the newest this many. */
 #define NEAREST_SCAN 200u
 /* A pass's bounds (see above). */
-#define SWEEP_EXPIRE_BATCH 500u
 #define SWEEP_PAGE 100u
 #define SWEEP_SCAN_MAX 1000u
 #define SWEEP_SESSIONS_MAX 100u
@@ -71,7 +72,6 @@
 #define BACKOFF_SHIFT_MAX 20
 #define US_PER_MINUTE (60LL * US_PER_SEC)
 #define US_PER_DAY (86400LL * US_PER_SEC)
-#define ACTOR "extractor"
 
 /* A session, by its ids (owned). */
 typedef struct mx_key {
@@ -477,24 +477,6 @@ typedef struct run_out {
 	json_t *memories;           /* the memories changed (NULL: not collected) */
 } run_out;
 
-/* A memory as the facade shows it (the shape of api/memd/memd.h). */
-static json_t *memory_json(const memd_memory *mm)
-{
-	char created[EJ_TIME_LEN], updated[EJ_TIME_LEN], expires[EJ_TIME_LEN];
-	json_t *topics = ej_load(mm->topics_json ? mm->topics_json : "[]");
-	json_t *entities = ej_load(mm->entities_json ? mm->entities_json : "[]");
-	json_t *source = mm->source_json ? ej_load(mm->source_json) : json_null();
-
-	ej_format_time(mm->created_us, created);
-	ej_format_time(mm->updated_us, updated);
-	if (mm->expires_us)
-		ej_format_time(mm->expires_us, expires);
-	return json_pack("{s:s,s:s,s:s,s:o*,s:o*,s:o*,s:s,s:s,s:s?,s:I}", "id", mm->id, "text",
-			 mm->text, "kind", mm->kind, "topics", topics, "entities", entities,
-			 "source", source, "created", created, "updated", updated, "expires_at",
-			 mm->expires_us ? expires : NULL, "version", (json_int_t)mm->version);
-}
-
 /* The memories a commit delivers, as JSON (memories NULL: not kept). */
 typedef struct committed {
 	json_t *memories;
@@ -506,7 +488,7 @@ static int32_t got_committed(void *ud, const memd_memory *mm)
 	json_t *j;
 	if (!c->memories)
 		return 0;
-	if (!(j = memory_json(mm)) || json_array_append_new(c->memories, j) < 0)
+	if (!(j = mj_memory(mm)) || json_array_append_new(c->memories, j) < 0)
 		return MEMD_ENOMEM;
 	return 0;
 }
@@ -577,7 +559,7 @@ static int32_t build_writes(memd *m, const memd_scope *sc, const settings_extrac
 		mm->user = sc->user;
 		w->struct_size = sizeof(*w);
 		w->memory = mm;
-		w->actor = ACTOR;
+		w->actor = SERVICE_ACTOR_EXTRACTOR;
 		if (d->op == EXTRACT_DELETE) {
 			w->op = MEMD_MEM_DELETE;
 			w->expected_version = d->memory_version;
@@ -995,17 +977,14 @@ static int32_t extract_idle(memd *m, int64_t now, pass_counts *pc, memd_error *e
 static int32_t pass(memd *m, pass_counts *pc, memd_error *err)
 {
 	memory_work *w = m->memwork;
-	memd_call call = bg_call(w);
 	int64_t now = service_clock_us(m);
 	memd_error e = { 0 };
 	int32_t r1, r2;
 
 	pthread_mutex_lock(&w->pass);
-	r1 = store_memory_expire(m->sessions, &call, now, SWEEP_EXPIRE_BATCH, &pc->expired, err);
+	r1 = service_memories_expire(m, &pc->expired, err);
 	if (r1 == MEMD_ENOTSUP)
 		r1 = 0;
-	if (pc->expired)
-		index_notify(m->index); /* their MEMORY_DELETE records */
 	r2 = extract_idle(m, now, pc, &e);
 	pthread_mutex_unlock(&w->pass);
 	atomic_fetch_add(&w->expired, pc->expired);
