@@ -523,7 +523,7 @@ static int32_t keep_event(void *ud, const memd_event *e)
 /* A 1.1 store under a 1.2 host: its short session records reach the
  * host's sinks zero-extended (the 1.2 members NULL/0, not the bytes
  * after its record), the lane ops it lacks answer MEMD_ENOTSUP naming it
- * and the op, the ones it has are named in the metrics, and a lane write
+ * and the op (so do the memory ops of 1.3), the ones it has are named in the metrics, and a lane write
  * that fails for a full disk marks its storage degraded. */
 Test(loader, older_store_records_are_zero_extended_and_lane_ops_named)
 {
@@ -606,6 +606,28 @@ Test(loader, older_store_records_are_zero_extended_and_lane_ops_named)
 		cr_assert_str_eq(err.msg, "stores.old: does not support operation_list");
 		cr_assert_eq(store_state_history(st, &call, &sc, NULL, NULL, &err), MEMD_ENOTSUP);
 		cr_assert_str_eq(err.msg, "stores.old: does not support state_history");
+	}
+
+	/* Memories (1.3): every op is absent from a 1.1 store; the host names
+	 * the store and the op. */
+	{
+		memd_memory_commit mc = {.struct_size = sizeof(mc), .now_us = 1};
+		memd_memory_query mq = {.struct_size = sizeof(mq), .limit = 1};
+		memd_pending_query pq = {.struct_size = sizeof(pq), .limit = 1, .updated_before_us = 1};
+		uint32_t count = 0;
+
+		cr_assert_eq(store_memory_commit(st, &call, &sc, &mc, NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support memory_commit");
+		cr_assert_eq(store_memory_get(st, &call, &sc, "m1", 1, NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support memory_get");
+		cr_assert_eq(store_memory_list(st, &call, &sc, &mq, NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support memory_list");
+		cr_assert_eq(store_memory_history(st, &call, &sc, "m1", NULL, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support memory_history");
+		cr_assert_eq(store_memory_expire(st, &call, 1, 1, &count, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support memory_expire");
+		cr_assert_eq(store_session_list_pending(st, &call, &pq, &sink, &err), MEMD_ENOTSUP);
+		cr_assert_str_eq(err.msg, "stores.old: does not support session_list_pending");
 	}
 
 	store_render_errors(st, &b);
