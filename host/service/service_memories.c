@@ -447,9 +447,14 @@ int32_t service_memory_create(memd *m, const char *app, const char *user, const 
 		if (gr == 0 && same_content(&cur.mm, &mm)) {
 			created = 0;
 			r = (out = mj_memory(&cur.mm)) ? 0 : service_oom(err);
-		} else if (gr == 0 || gr == MEMD_ENOTFOUND) {
+		} else if (gr == 0) {
 			r = memd_error_set(err, MEMD_ECONFLICT, 0,
 					   "id: memory '%.64s' exists with other content", id);
+		} else if (gr == MEMD_ENOTFOUND) {
+			r = memd_error_set(err, MEMD_ECONFLICT, 0,
+					   "id: memory '%.64s' exists, expired (the sweep deletes it; "
+					   "use another id)",
+					   id);
 		} else {
 			r = memd_error_set(err, gr, e.flags, "%s", e.msg);
 		}

@@ -330,6 +330,12 @@ BOTH(client_made_id_retries)
 				      &out, &created, &err),
 		   &err, MEMD_ECONFLICT, "other content");
 	cr_assert_eq(list_count("a", "u"), 1);
+	/* Expired but not yet deleted: its id is still taken. */
+	atomic_fetch_add(&now_us, 600 * US_PER_S);
+	expect_err(memd_memory_create(m, "a", "u", "{\"id\": \"m1\", \"text\": \"call me Sam\", "
+				      "\"topics\": [\"name\"]}",
+				      &out, &created, &err),
+		   &err, MEMD_ECONFLICT, "memory 'm1' exists, expired");
 	json_decref(first);
 	json_decref(again);
 }
