@@ -293,17 +293,6 @@ static int32_t mem_write_check(const memd_scope *scope, const memd_memory_write 
 
 /* ---- orders ----------------------------------------------------------- */
 
-/* <0 if (ca, ia) sorts before (cb, ib) ascending; a NULL id is below
- * every id. */
-static int mem_pair_cmp(int64_t ca, const char *ia, int64_t cb, const char *ib)
-{
-	if (ca != cb)
-		return ca < cb ? -1 : 1;
-	if (!ia || !ib)
-		return ia ? 1 : (ib ? -1 : 0);
-	return strcmp(ia, ib);
-}
-
 /* First index of u->memory_order (newest first) whose key is strictly
  * below (created, id). */
 static size_t mem_order_lower(const mem_user *u, int64_t created, const char *id)
@@ -313,7 +302,7 @@ static size_t mem_order_lower(const mem_user *u, int64_t created, const char *id
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		const mem_memory *m = u->memory_order[mid];
-		if (mem_pair_cmp(m->created_us, m->id, created, id) < 0)
+		if (mem_order_cmp(m->created_us, m->id, created, id) < 0)
 			hi = mid;
 		else
 			lo = mid + 1;

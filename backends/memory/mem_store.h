@@ -257,6 +257,10 @@ int mem_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* Build the composite key of the parts (each a checked id; a NULL part
  * ends the key) into buf; returns its length. */
 size_t mem_key(char buf[MEM_KEY_MAX], const char *app, const char *user, const char *third);
+/* <0 if (ca, ia) sorts before (cb, ib) in ascending (time, id) order
+ * (a session's or a memory's (created_us, id)); a NULL id is below every
+ * id. */
+int mem_order_cmp(int64_t ca, const char *ia, int64_t cb, const char *ib);
 /* Deadline/cancel check at the start of an op; takes no lock. */
 int32_t mem_begin(const mem_store *st, const memd_call *call, memd_error *err);
 /* A sink's nonzero return stops the producer: passes r on (filling err

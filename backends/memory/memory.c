@@ -392,9 +392,7 @@ void mem_user_drop_if_empty(mem_store *st, mem_user *u)
 
 /* ---- session ordering (newest first by (created_us, id)) -------------- */
 
-/* <0 if (ca, ia) sorts before (cb, ib) in ascending (created_us, id)
- * order; a NULL id is below every id. */
-static int mem_order_cmp(int64_t ca, const char *ia, int64_t cb, const char *ib)
+int mem_order_cmp(int64_t ca, const char *ia, int64_t cb, const char *ib)
 {
 	if (ca != cb)
 		return ca < cb ? -1 : 1;

@@ -506,22 +506,10 @@ static int32_t check_filter(const char *v, const char *what, memd_error *err)
 	return v ? check_tag(v, strlen(v), what, err) : 0;
 }
 
-typedef struct list_ctx {
-	json_t *arr;
-	int64_t last_created;   /* of the last memory delivered */
-	char *last_id;
-} list_ctx;
-
 static int32_t got_list_memory(void *ud, const memd_memory *mm)
 {
-	list_ctx *x = ud;
 	json_t *o = mj_memory(mm);
-
-	if (!o || json_array_append_new(x->arr, o) < 0)
-		return MEMD_ENOMEM;
-	free(x->last_id);
-	x->last_created = mm->created_us;
-	return (x->last_id = strdup(mm->id)) ? 0 : MEMD_ENOMEM;
+	return o && json_array_append_new(ud, o) == 0 ? 0 : MEMD_ENOMEM;
 }
 
 int32_t memd_memory_list(memd *m, const char *app, const char *user,
@@ -531,8 +519,8 @@ int32_t memd_memory_list(memd *m, const char *app, const char *user,
 	memd_scope sc;
 	memd_memory_list_options lo = { 0 };
 	memd_memory_query q = { .struct_size = sizeof(q) };
-	list_ctx x = { 0 };
-	memd_memory_sink sink = { sizeof(sink), &x, got_list_memory };
+	json_t *arr = NULL;
+	memd_memory_sink sink = { sizeof(sink), NULL, got_list_memory };
 	char *before_id = NULL, *next = NULL;
 	uint32_t limit;
 	json_t *o;
@@ -561,7 +549,7 @@ int32_t memd_memory_list(memd *m, const char *app, const char *user,
 	q.entity = lo.entity;
 	q.session = lo.session_id;
 	q.now_us = service_clock_us(m);
-	if (!(x.arr = json_array())) {
+	if (!(sink.userdata = arr = json_array())) {
 		r = service_oom(err);
 		goto out;
 	}
@@ -570,10 +558,10 @@ int32_t memd_memory_list(memd *m, const char *app, const char *user,
 			r = service_oom(err);
 		goto out;
 	}
-	if (json_array_size(x.arr) > limit) {
-		json_t *last = json_array_get(x.arr, limit - 1);
+	if (json_array_size(arr) > limit) {
+		json_t *last = json_array_get(arr, limit - 1);
 		int64_t created;
-		json_array_remove(x.arr, limit);
+		json_array_remove(arr, limit);
 		if (ej_parse_time(json_string_value(json_object_get(last, "created")), &created) <
 			    0 ||
 		    !(next = service_list_cursor_encode(0, created,
@@ -582,11 +570,10 @@ int32_t memd_memory_list(memd *m, const char *app, const char *user,
 			goto out;
 		}
 	}
-	o = json_pack("{s:O,s:s?}", "memories", x.arr, "next_cursor", next);
+	o = json_pack("{s:O,s:s?}", "memories", arr, "next_cursor", next);
 	r = service_finish(o, ret_json, err);
 out:
-	json_decref(x.arr);
-	free(x.last_id);
+	json_decref(arr);
 	free(before_id);
 	free(next);
 	return r;
