@@ -347,14 +347,17 @@ static int32_t t_search(mcp_conn *c, const char *app, const char *user, json_t *
 
 static const param context_params[] = {
 	{ "session_id", T_STR, 1, 1, MEMD_ID_MAX, NULL, "the conversation (memd session id)" },
+	{ "query", T_STR, 0, 1, MEMD_MEMORY_TEXT_MAX, NULL,
+	  "what to recall memories for (default: the conversation's latest user message); "
+	  "used when the app recalls memories into its context" },
 	{ NULL, 0, 0, 0, 0, NULL, NULL },
 };
 
 static int32_t t_context(mcp_conn *c, const char *app, const char *user, json_t *args,
 			 char **ret_json, memd_error *err)
 {
-	return memd_context_read(c->m, app, user, arg_str(args, "session_id"), MEMD_READ_NO_TEXT,
-				 ret_json, err);
+	return memd_context_recall(c->m, app, user, arg_str(args, "session_id"), MEMD_READ_NO_TEXT,
+				   arg_str(args, "query"), ret_json, err);
 }
 
 static const param sessions_params[] = {
@@ -487,8 +490,10 @@ static int32_t t_delete(mcp_conn *c, const char *app, const char *user, json_t *
 	"\"array\",\"items\":{\"type\":\"object\"}}},\"required\":[\"mode\",\"results\"]}"
 #define CONTEXT_OUTPUT                                                                          \
 	"{\"type\":\"object\",\"properties\":{\"strategy\":{\"type\":\"string\"},\"events\":{\"type\":" \
-	"\"array\",\"items\":{\"type\":\"object\"}},\"tokens\":{\"type\":\"integer\"}},"               \
-	"\"required\":[\"strategy\",\"events\",\"tokens\"]}"
+	"\"array\",\"items\":{\"type\":\"object\"}},\"tokens\":{\"type\":\"integer\"},\"memories\":"  \
+	"{\"type\":\"object\",\"properties\":{\"query\":{\"type\":\"string\"},\"items\":{\"type\":"  \
+	"\"array\",\"items\":{\"type\":\"object\"}}}}},\"required\":[\"strategy\",\"events\","       \
+	"\"tokens\"]}"
 #define SESSIONS_OUTPUT                                                                          \
 	"{\"type\":\"object\",\"properties\":{\"sessions\":{\"type\":\"array\",\"items\":{\"type\":" \
 	"\"object\"}},\"next_cursor\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"sessions\","  \
@@ -502,7 +507,8 @@ static const tool tools[] = {
 	  MCP_SCOPE_READ, search_params, SEARCH_OUTPUT, t_search },
 	{ "get_context", "Get a conversation's context",
 	  "The working context of one conversation as memd's strategy keeps it: the recent "
-	  "events, a summary of older ones, and the token count.",
+	  "events, a summary of older ones, the token count, and, when the app recalls memories, "
+	  "the memories and past turns most relevant to the latest user message (or to query).",
 	  MCP_SCOPE_READ, context_params, CONTEXT_OUTPUT, t_context },
 	{ "list_sessions", "List conversations",
 	  "This user's conversations (memd sessions), most recently active first, a page at a "

@@ -29,7 +29,8 @@ static void setup(void)
 	tu_dir_make(&dir);
 	snprintf(yaml, sizeof(yaml),
 		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n"
-		 "apps:\n  '*': {working_memory: {strategy: all}}\n",
+		 "apps:\n  '*': {working_memory: {strategy: all}}\n"
+		 "  rec: {working_memory: {strategy: all, recall: {k: 5, sources: [memories]}}}\n",
 		 dir.path);
 	m = tu_open(&dir, yaml);
 }
@@ -703,6 +704,29 @@ Test(mcp, unbound_memory_tools_write_the_named_user)
 	list = tu_json(out);
 	cr_assert_eq(json_array_size(json_object_get(list, "memories")), 0);
 	json_decref(list);
+	mcp_conn_free(c);
+}
+
+Test(mcp, get_context_recalls_memories_for_a_query)
+{
+	mcp_conn *c = ready("rec", "alice", MCP_SCOPE_WRITE);
+	json_t *res, *mem, *items;
+
+	append("rec", "alice", "s1", "what should I cook tonight?");
+	res = call(c, "add_memory", "{\"text\":\"Alice is vegetarian\",\"kind\":\"preference\"}");
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	json_decref(res);
+	res = call(c, "get_context", "{\"session_id\":\"s1\",\"query\":\"vegetarian\"}");
+	cr_assert_not(is_error(res), "%s", content_text(res));
+	mem = json_object_get(json_object_get(res, "structuredContent"), "memories");
+	cr_assert_str_eq(json_string_value(json_object_get(mem, "query")), "vegetarian");
+	items = json_object_get(mem, "items");
+	cr_assert_eq(json_array_size(items), 1, "%s", content_text(res));
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(items, 0), "text")),
+			 "Alice is vegetarian");
+	json_decref(res);
+	assert_tool_error(call(c, "get_context", "{\"session_id\":\"s1\",\"query\":\"\"}"),
+			  "argument query");
 	mcp_conn_free(c);
 }
 

@@ -70,6 +70,7 @@ stores:
 sessions: {store: main}
 apps:
   '*': {working_memory: {strategy: all}}
+  rec: {working_memory: {strategy: all, recall: {k: 5, sources: [memories]}}}
 YAML
 	"$memd" --config "$work/memd.yaml" serve 2>"$work/serve.err" &
 	serve_pid=$!

@@ -260,8 +260,18 @@ async function unbound(): Promise<void> {
 	const results = found['results'] as Array<Record<string, unknown>>;
 	assert.equal(results.length, 1);
 	assert.equal(results[0]?.['session_id'], 's9');
+	// An app that recalls memories into its context: get_context's query.
+	await rest('POST', '/v1/apps/rec/users/carol/sessions', { id: 'c1' });
+	await rest('POST', '/v1/apps/rec/users/carol/sessions/c1/events', {
+		events: [{ role: 'user', content: 'what should I cook tonight?' }],
+	});
+	structured(await call(client, 'add_memory', { app: 'rec', user: 'carol', text: 'Carol is vegetarian' }));
+	const ctx = structured(await call(client, 'get_context', { app: 'rec', user: 'carol', session_id: 'c1', query: 'vegetarian' }));
+	const recalled = ctx['memories'] as { query: string; items: Array<{ text: string }> };
+	assert.equal(recalled.query, 'vegetarian');
+	assert.deepEqual(recalled.items.map((i) => i.text), ['Carol is vegetarian']);
 	await client.close();
-	ok('an unbound key names app and user in each call');
+	ok('an unbound key names app and user in each call; get_context recalls for a query');
 }
 
 async function readOnly(): Promise<void> {
