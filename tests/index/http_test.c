@@ -162,8 +162,10 @@ static void expect_400(const char *body, const char *want)
 }
 
 /* "sources" chooses events and/or memories (bad values are 400s naming
- * the field); every result says its source; an author's name finds what
- * the author wrote (the author is a field of the keyword index). */
+ * the field); every result says its source, a memory made over REST
+ * comes back in the memory shape and goes when deleted; an author's
+ * name finds what the author wrote (the author is a field of the
+ * keyword index). */
 Test(http_search, sources_and_the_author_field)
 {
 	json_t *res, *hit;
@@ -188,6 +190,28 @@ Test(http_search, sources_and_the_author_field)
 	json_decref(res);
 	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"memories\",\"events\"]}");
 	cr_assert_eq(json_array_size(json_object_get(res, "results")), 1);
+	json_decref(res);
+
+	/* A memory made over REST is found with the memory shape (the
+	 * harness checks it against the spec), alone or beside events. */
+	json_decref(hs_expect(&H, "POST", BASE "alice/memories",
+			      "{\"id\":\"m1\",\"text\":\"Caroline loves hiking in the Alps\","
+			      "\"kind\":\"preference\",\"topics\":[\"outdoors\"],"
+			      "\"entities\":[\"Caroline\"]}",
+			      201));
+	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"memories\"]}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 1);
+	hit = json_array_get(json_object_get(res, "results"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(hit, "source")), "memory");
+	cr_assert_str_eq(json_string_value(json_object_get(hit, "memory_id")), "m1");
+	cr_assert_str_eq(json_string_value(json_object_get(hit, "kind")), "preference");
+	json_decref(res);
+	res = search("alice", "{\"query\":\"hiking outdoors\"}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 2, "both kinds by default");
+	json_decref(res);
+	json_decref(hs_expect(&H, "DELETE", BASE "alice/memories/m1", NULL, 204));
+	res = search("alice", "{\"query\":\"hiking\",\"sources\":[\"memories\"]}");
+	cr_assert_eq(json_array_size(json_object_get(res, "results")), 0, "deleted");
 	json_decref(res);
 
 	expect_400("{\"query\":\"x\",\"sources\":[\"nope\"]}", "sources[0]: must be");
