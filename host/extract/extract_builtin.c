@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The built-in extractor (see extract.h): a deterministic baseline that
- * needs no model. It reads the user's messages sentence by sentence and
- * knows a few phrasings (the table `rules`); anything else is not a
- * memory to it. A sentence may start with a little filler ("oh,",
+ * needs no model. It reads the user's messages sentence by sentence, and
+ * a sentence clause by clause (a clause of the user's own starts at "and
+ * I", "and my", "but I", "but my"), and knows a few phrasings (the table
+ * `rules`); anything else is not a memory to it. A sentence may start with a little filler ("oh,",
  * "btw", "please", "also", ...), which is skipped.
  *
  * A batch is read in order and its facts collapsed first: of several
@@ -361,30 +362,62 @@ static int32_t collect(facts *fs, fact *f, int64_t seq)
 	return 0;
 }
 
-/* The facts of one message's text, each collected. */
+/* Where the next clause of s[0..len) starts after its first, or len: a
+ * new clause of the user's own starts at "and I ", "and I'm ", "and my "
+ * or "but I " after a space ("my name is Bob and I live in Oslo" is two
+ * facts). *ret_skip: the bytes of the joining word and its space. */
+static size_t clause_end(const char *s, size_t len, size_t *ret_skip)
+{
+	static const char *const joins[] = { " and i ", " and i'm ", " and my ", " but i ",
+					     " but my ", NULL };
+	*ret_skip = 0;
+	for (size_t i = 0; i < len; i++)
+		for (size_t j = 0; joins[j]; j++) {
+			size_t n = strlen(joins[j]);
+			/* the join's word, not the clause's first word, is skipped */
+			size_t word = strchr(joins[j] + 1, ' ') - joins[j] + 1;
+			if (i + n <= len && strncasecmp(s + i, joins[j], n) == 0) {
+				*ret_skip = word;
+				return i;
+			}
+		}
+	return len;
+}
+
+/* One clause s[0..len) (trimmed here): its fact, if any, collected. */
+static int32_t read_clause(facts *fs, const char *p, size_t len, int64_t seq)
+{
+	char s[SENTENCE_MAX];
+	const char *t = p;
+	fact f;
+	int32_t r;
+
+	trim(&t, &len);
+	if (!len || len >= sizeof(s))
+		return 0;
+	memcpy(s, t, len);
+	s[len] = '\0';
+	if ((r = parse_sentence(s, &f)) < 0)
+		return fact_clear(&f), r;
+	return r > 0 ? collect(fs, &f, seq) : 0;
+}
+
+/* The facts of one message's text, sentence by sentence and clause by
+ * clause, each collected. */
 static int32_t read_message(facts *fs, const char *text, int64_t seq)
 {
 	const char *p = text;
 	while (*p) {
-		size_t len = strcspn(p, ".!?;\n");
-		char s[SENTENCE_MAX];
-		fact f;
+		size_t len = strcspn(p, ".!?;\n"), at = 0;
 		int32_t r;
 
-		if (len && len < sizeof(s)) {
-			memcpy(s, p, len);
-			s[len] = '\0';
-			{
-				const char *t = s;
-				size_t tl = len;
-				trim(&t, &tl);
-				memmove(s, t, tl);
-				s[tl] = '\0';
-			}
-			if ((r = parse_sentence(s, &f)) < 0)
-				return fact_clear(&f), r;
-			if (r > 0 && (r = collect(fs, &f, seq)) < 0)
+		while (at < len) {
+			size_t skip, end = at + clause_end(p + at, len - at, &skip);
+			if ((r = read_clause(fs, p + at, end - at, seq)) < 0)
 				return r;
+			at = end + skip;
+			if (skip == 0)
+				break;
 		}
 		p += len;
 		if (*p)

@@ -96,6 +96,9 @@ static const ecase cases[] = {
 	  { { "m0", "User's car is green", "[\"car\"]", 1 } }, 1, { "delete|m0" } },
 	{ "no topic duplicate", { "remember that the garage code is 4411" },
 	  { { "m1", "The garage code is 4411.", "[]", 1 } }, 1, { "none|m1" } },
+	{ "clauses", { "Hi! My name is Bob and I live in Oslo, but my car is red" }, { { 0 } }, 0,
+	  { "add|User's name is Bob|name|1", "add|User lives in Oslo|home|1",
+	    "add|User's car is red|car|1" } },
 	{ "long subject is no fact", { "my brother and his two friends from school are coming" },
 	  { { 0 } }, 0, { NULL } },
 };
