@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README.md's examples as written: every ```sh block of the sections
 # "Running a chat gateway on memd" and "Undo, retry and compress in a chat
-# UI" and of the subsection "Writing and reading memories", in order, run
+# UI" and of the subsections "Writing and reading memories" and
+# "Extraction", in order, run
 # by bash against a real `memd serve` (SQLite), and what they print
 # checked. A README example that no longer works fails
 # here.
@@ -46,6 +47,8 @@ blocks=$(section "## Undo, retry and compress in a chat UI" chat.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's chat UI section has no shell block"
 blocks=$(section "### Writing and reading memories" memories.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's memories subsection has no shell block"
+blocks=$(section "### Extraction" extraction.sh)
+[[ $blocks -ge 1 ]] && ok || fail "the README's extraction subsection has no shell block"
 
 # memd serve on a free port (a port below the ephemeral range; another
 # taker between the probe and serve's bind is a retry with another port).
@@ -125,6 +128,17 @@ contains "$out" '{"kind":"episode","expires":true}' "the memory with a ttl expir
 contains "$out" '{"text":"Prefers aisle seats","version":2}' "If-Match with the version changed it"
 [[ $(sed -n 4p mem.txt) == "Prefers aisle seats" ]] && ok || fail "the topic filter listed it: $(sed -n 4p mem.txt)"
 contains "$out" 'add by api, update by api, delete by api' "the history outlived the delete"
+
+# Extraction: the built-in extractor, now, then nothing twice.
+MEMD="http://127.0.0.1:$port" bash -euo pipefail extraction.sh >ext.txt 2>ext.err
+rc=$?
+out=$(cat ext.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's extraction example failed (exit $rc): $(cat ext.err) after: $out"
+contains "$out" '{"from_seq":0,"to_seq":3,"added":3}' "the three facts were extracted"
+contains "$out" 'User is allergic to peanuts (allergy: peanuts)' "the allergy is a memory"
+contains "$out" 'User lives in Oslo (home)' "the home is a memory"
+contains "$out" "User's name is Bob (name)" "the name is a memory"
+contains "$out" '{"from_seq":3,"to_seq":3,"added":0}' "a second extraction found nothing unread"
 
 kill "$serve_pid"
 wait "$serve_pid"
