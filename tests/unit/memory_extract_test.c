@@ -8,7 +8,9 @@
  * sessions by a clock the test drives, a lane's finalize); a failing
  * extractor moves nothing and never fails an append; a process killed in
  * the middle of a batch and two memd handles racing on one file extract
- * each batch exactly once. The openai extractor talks to
+ * each batch exactly once; a failing session waits a doubling backoff
+ * (by the driven clock) before the worker tries it again. The openai
+ * extractor talks to
  * tests/standins/openai_chat_standin.py, a local stand-in that follows
  * the chat completions contract with scripted answers.
  */
@@ -701,4 +703,46 @@ Test(memory_extract, two_handles_racing_extract_each_batch_once, .fini = standin
 	assert_contract_kept();
 	memd_close(a.m);
 	memd_close(b.m);
+}
+
+Test(memory_extract, a_failing_session_backs_off_by_the_clock, .fini = standin_stop)
+{
+	char cfg[512];
+	memd *m;
+
+	standin_start();
+	snprintf(cfg, sizeof(cfg),
+		 "memory:\n  sweep_interval_s: 0\n"
+		 "  extract: {type: openai, url: 'http://127.0.0.1:%d/v1', model: error500, retries: 0,"
+		 " every_events: 1, idle_minutes: 0, on_finalize: false}\n",
+		 standin_port);
+	m = open_with(cfg);
+	atomic_store(&now_us, T0);
+	memd_set_clock(m, test_clock, NULL);
+	create(m, "ji", "s");
+	say(m, "ji", "s", "user", "I live in Lisbon");
+	wait_idle(m);
+	cr_assert_eq(stat_of("error500"), 1, "the first unread event was tried");
+	cr_assert_eq(seqs_of(m, "ji", "s").memory_seq, 0);
+	/* Within the first backoff (30 s): appends do not try again. */
+	atomic_store(&now_us, T0 + 29 * US_PER_SEC);
+	say(m, "ji", "s", "user", "I have a dog named Rex");
+	wait_idle(m);
+	cr_assert_eq(stat_of("error500"), 1, "backing off");
+	/* After it: tried again, and the next wait is twice as long. */
+	atomic_store(&now_us, T0 + 31 * US_PER_SEC);
+	say(m, "ji", "s", "user", "I work at Acme");
+	wait_idle(m);
+	cr_assert_eq(stat_of("error500"), 2);
+	atomic_store(&now_us, T0 + 31 * US_PER_SEC + 59 * US_PER_SEC);
+	say(m, "ji", "s", "user", "and more");
+	wait_idle(m);
+	cr_assert_eq(stat_of("error500"), 2, "the second backoff is 60 s");
+	atomic_store(&now_us, T0 + 31 * US_PER_SEC + 61 * US_PER_SEC);
+	say(m, "ji", "s", "user", "and more again");
+	wait_idle(m);
+	cr_assert_eq(stat_of("error500"), 3);
+	cr_assert_eq(seqs_of(m, "ji", "s").memory_seq, 0, "nothing moved");
+	assert_contract_kept();
+	memd_close(m);
 }
