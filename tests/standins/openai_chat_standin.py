@@ -37,9 +37,13 @@ The model name picks the behaviour:
   error500  always 500
   garbage   200 whose message content is not JSON
   badschema 200 whose content is JSON that breaks the schema
+  badid     as scripted, but every consolidation decision names a
+            memory_id that was not shown
+  flaky429  429 with Retry-After: 0 on every odd request, else as scripted
 GET /stats answers {"<model>": requests, "memory_facts": n,
 "memory_decisions": n, "holding": held calls not answered yet,
-"violations": n, "problems": [str]}.
+"violations": n, "problems": [str], "system": {schema name: the last
+system prompt}, "authorization": the last Authorization header or null}.
 
 Prints "PORT n" (127.0.0.1, a port the OS chose) first, then serves
 until killed.
@@ -68,6 +72,8 @@ class State:
         self.released = threading.Event()
         self.violations = 0
         self.problems = []
+        self.system = {}
+        self.authorization = None
 
 
 def contract_problem(req):
@@ -144,7 +150,8 @@ class Handler(JsonHandler):
         if self.path == "/stats":
             with st.lock:
                 self.send(200, dict(st.counts, holding=st.holding, violations=st.violations,
-                                    problems=st.problems[-10:]))
+                                    problems=st.problems[-10:], system=st.system,
+                                    authorization=st.authorization))
         else:
             self.error(404, "not found")
 
@@ -173,6 +180,13 @@ class Handler(JsonHandler):
         with st.lock:
             st.counts[model] = st.counts.get(model, 0) + 1
             st.counts[name] = st.counts.get(name, 0) + 1
+            st.system[name] = req["messages"][0]["content"]
+            st.authorization = self.headers.get("Authorization")
+            n = st.counts[model]
+        if model == "flaky429" and n % 2 == 1:
+            self.send(429, {"error": {"message": "rate limited", "type": "stand_in"}},
+                      {"Retry-After": "0"})
+            return
         if model == "error500":
             self.error(500, "internal error")
             return
@@ -190,7 +204,11 @@ class Handler(JsonHandler):
         elif name == "memory_facts":
             content = json.dumps(facts_of(st.rules, user))
         else:
-            content = json.dumps(decisions_of(user))
+            d = decisions_of(user)
+            if model == "badid":
+                for x in d["decisions"]:
+                    x.update(op="update", memory_id="not-shown")
+            content = json.dumps(d)
         self.send(200, {
             "id": "chatcmpl-standin",
             "object": "chat.completion",

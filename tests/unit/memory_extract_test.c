@@ -9,8 +9,10 @@
  * extractor moves nothing and never fails an append; a process killed in
  * the middle of a batch and two memd handles racing on one file extract
  * each batch exactly once; a failing session waits a doubling backoff
- * (by the driven clock) before the worker tries it again. The openai
- * extractor talks to
+ * (by the driven clock) before the worker tries it again; the openai
+ * extractor retries 429s, sends the configured prompts and API key (else
+ * $OPENAI_API_KEY), and a decision on a memory it was not shown fails the
+ * whole batch. The openai extractor talks to
  * tests/standins/openai_chat_standin.py, a local stand-in that follows
  * the chat completions contract with scripted answers.
  */
@@ -743,6 +745,102 @@ Test(memory_extract, a_failing_session_backs_off_by_the_clock, .fini = standin_s
 	wait_idle(m);
 	cr_assert_eq(stat_of("error500"), 3);
 	cr_assert_eq(seqs_of(m, "ji", "s").memory_seq, 0, "nothing moved");
+	assert_contract_kept();
+	memd_close(m);
+}
+
+static char *stat_str(const char *key, const char *sub)
+{
+	json_t *o = standin("GET", "/stats"), *v = json_object_get(o, key);
+	char *s;
+	if (sub)
+		v = json_object_get(v, sub);
+	s = json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+	json_decref(o);
+	return s;
+}
+
+Test(memory_extract, openai_prompts_api_key_and_retries, .fini = standin_stop)
+{
+	char cfg[1024], *s;
+	memd *m;
+	json_t *r;
+
+	standin_start();
+	snprintf(cfg, sizeof(cfg),
+		 "memory:\n  sweep_interval_s: 0\n"
+		 "  extract: {type: openai, url: 'http://127.0.0.1:%d/v1', model: flaky429, retries: 2,"
+		 " api_key: k-123, prompt: EXTRACT-P, consolidate_prompt: CONSOLIDATE-P,"
+		 " every_events: 0, idle_minutes: 0, on_finalize: false}\n",
+		 standin_port);
+	m = open_with(cfg);
+	create(m, "ki", "s1");
+	say(m, "ki", "s1", "user", "I live in Lisbon");
+	json_decref(extract(m, "ki", "s1"));
+	create(m, "ki", "s2");
+	say(m, "ki", "s2", "user", "I live in Porto");
+	r = extract(m, "ki", "s2");
+	cr_assert_eq(ival(r, "updated"), 1, "every call was answered 429 once, then retried");
+	json_decref(r);
+	cr_assert_eq(stat_of("flaky429"), 6);
+	s = stat_str("system", "memory_facts");
+	cr_assert_str_eq(s, "EXTRACT-P");
+	free(s);
+	s = stat_str("system", "memory_decisions");
+	cr_assert_str_eq(s, "CONSOLIDATE-P");
+	free(s);
+	s = stat_str("authorization", NULL);
+	cr_assert_str_eq(s, "Bearer k-123");
+	free(s);
+	memd_close(m);
+
+	/* No api_key: $OPENAI_API_KEY; no prompt: the built-in ones. */
+	setenv("OPENAI_API_KEY", "env-key", 1);
+	m = open_with(openai_config("scripted", cfg, sizeof(cfg)));
+	create(m, "ki", "s3");
+	say(m, "ki", "s3", "user", "I have a dog named Rex");
+	json_decref(extract(m, "ki", "s3"));
+	s = stat_str("authorization", NULL);
+	cr_assert_str_eq(s, "Bearer env-key");
+	free(s);
+	s = stat_str("system", "memory_facts");
+	cr_assert(strstr(s, "long-term memories"), "%s", s);
+	free(s);
+	assert_contract_kept();
+	memd_close(m);
+}
+
+Test(memory_extract, a_decision_on_a_memory_not_shown_fails_the_batch, .fini = standin_stop)
+{
+	char cfg[512];
+	memd *m;
+	memd_error err = { 0 };
+	char *out = NULL;
+	json_t *r, *ms;
+
+	standin_start();
+	m = open_with(openai_config("scripted", cfg, sizeof(cfg)));
+	create(m, "li", "s");
+	say(m, "li", "s", "user", "I live in Lisbon");
+	json_decref(extract(m, "li", "s"));
+	say(m, "li", "s", "user", "I live in Porto. I have a dog named Rex");
+	memd_close(m);
+
+	m = open_with(openai_config("badid", cfg, sizeof(cfg)));
+	cr_assert_eq(memd_memory_extract(m, "app", "li", "s", &out, &err), MEMD_EIO, "%s", err.msg);
+	cr_assert(strstr(err.msg, "was not shown"), "%s", err.msg);
+	cr_assert(err.flags & MEMD_ERROR_RETRYABLE);
+	cr_assert_eq(seqs_of(m, "li", "s").memory_seq, 1, "nothing of the batch applied");
+	ms = memories_of(m, "li");
+	cr_assert_eq(json_array_size(ms), 1, "not even the new dog");
+	json_decref(ms);
+	memd_close(m);
+
+	m = open_with(openai_config("scripted", cfg, sizeof(cfg)));
+	r = extract(m, "li", "s");
+	cr_assert_eq(ival(r, "updated"), 1);
+	cr_assert_eq(ival(r, "added"), 1);
+	json_decref(r);
 	assert_contract_kept();
 	memd_close(m);
 }
