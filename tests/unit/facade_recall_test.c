@@ -18,6 +18,8 @@
 
 #include <memd/memd.h>
 
+#include "plugins/store.h"
+#include "service/service.h"
 #include "test_util.h"
 
 #define RT_YAML_MAX (TU_PATH_MAX + 2048)
@@ -53,7 +55,9 @@ static void setup(void)
 		 "  tight: {working_memory: {strategy: buffer_window, max_messages: 2,"
 		 " recall: {k: 10, max_tokens: 12}}}\n"
 		 "  tw: {working_memory: {strategy: token_window, max_tokens: 40,"
-		 " recall: {k: 10, max_tokens: 1000}}}\n",
+		 " recall: {k: 10, max_tokens: 1000}}}\n"
+		 "  sb: {working_memory: {strategy: summary_buffer, max_tokens: 100000,"
+		 " recall: {k: 3}}}\n",
 		 dir.path);
 	m = tu_open(&dir, yaml);
 }
@@ -287,6 +291,44 @@ Test(recall, openai_format_puts_the_items_in_one_system_message_first)
 	cr_assert(strncmp(text, "Recalled from earlier conversations and long-term memory:\n- [", 61) == 0,
 		  "%s", text);
 	cr_assert(strstr(text, "] user: My dog Biscuit loves running on the beach at dawn."), "%s", text);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 2), "content")),
+			 "Where does Biscuit like to run?");
+	json_decref(o);
+}
+
+Test(recall, openai_format_puts_the_recall_after_the_summary)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "sb", .user = "u", .session = "now" };
+	memd_event sum = { .struct_size = sizeof(sum), .id = "sum1", .role = "summary",
+			   .author = "summary_buffer",
+			   .content_json = "{\"parts\":[{\"text\":\"They talked about slippers.\"}]}",
+			   .text = "They talked about slippers.", .tokens = 5, .covers_seq = 2,
+			   .timestamp_us = 1764064800000000LL };
+	const memd_event *one[1] = { &sum };
+	int64_t seq;
+	memd_append a = { .struct_size = sizeof(a), .events = one, .n_events = 1, .now_us = 1 };
+	memd_append_result res = { .struct_size = sizeof(res), .seqs = &seq };
+	memd_error err = { 0 };
+	json_t *o, *msgs;
+
+	put("sb", "old", "user", "o1", "My dog Biscuit loves running on the beach at dawn.");
+	put("sb", "now", "user", "n1", "Biscuit chewed my slippers this morning.");
+	put("sb", "now", "assistant", "n2", "Oh no! Puppies chew when they are bored.");
+	cr_assert_eq(store_append(service_session_store(m), &call, &sc, &a, &res, &err), 0, "%s",
+		     err.msg);
+	put("sb", "now", "user", "n3", "Where does Biscuit like to run?");
+	o = context("sb", "now", MEMD_READ_OPENAI, NULL);
+	msgs = json_object_get(o, "messages");
+	cr_assert_eq(json_array_size(msgs), 3, "%s", json_dumps(o, 0));
+	cr_assert(strncmp(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+			  "Summary of the conversation", 27) == 0, "%s", json_dumps(o, 0));
+	cr_assert(strstr(json_string_value(json_object_get(json_array_get(msgs, 1), "content")),
+			 "Recalled from earlier conversations and long-term memory:\n- ["),
+		  "%s", json_dumps(o, 0));
+	cr_assert(strstr(json_string_value(json_object_get(json_array_get(msgs, 1), "content")),
+			 "Biscuit loves running on the beach"),
+		  "%s", json_dumps(o, 0));
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 2), "content")),
 			 "Where does Biscuit like to run?");
 	json_decref(o);
