@@ -334,6 +334,22 @@ Test(recall, openai_format_puts_the_recall_after_the_summary)
 	json_decref(o);
 }
 
+Test(recall, a_query_over_8192_bytes_is_refused)
+{
+	char *q = malloc(8194), *out = NULL;
+	memd_error err = { 0 };
+
+	cr_assert_not_null(q);
+	memset(q, 'a', 8193);
+	q[8193] = '\0';
+	history("r");
+	cr_assert_eq(memd_context_recall(m, "r", "u", "now", 0, q, &out, &err), MEMD_EINVAL);
+	cr_assert(strstr(err.msg, "query"), "%s", err.msg);
+	q[8192] = '\0';
+	tu_ok(memd_context_recall(m, "r", "u", "now", 0, q, &out, &err), &err, &out);
+	free(q);
+}
+
 Test(recall, bad_recall_config_is_refused_with_file_and_line)
 {
 	char path[TU_PATH_MAX];
