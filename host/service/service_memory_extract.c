@@ -646,8 +646,10 @@ static int32_t one_batch(memd *m, const memd_call *call, const memd_scope *sc,
 		int64_t now = service_clock_us(m), to;
 		int32_t r;
 
-		if ((r = read_session(m, call, sc, &ss, err)) < 0)
+		if ((r = read_session(m, call, sc, &ss, err)) < 0) {
+			json_decref(cm.memories);
 			return r;
+		}
 		if (!out->batches)
 			out->from_seq = ss.memory_seq;
 		out->to_seq = ss.memory_seq;
