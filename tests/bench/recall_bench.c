@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * recall_bench [EVENTS]: what recall (apps.<name>.working_memory.recall)
+ * recall_bench [EVENTS [SESSIONS]]: what recall (apps.<name>.working_memory.recall)
  * adds to a context read. qgen's labelled conversations (tests/quality;
- * default about 1,000,000 events) are appended through the facade into
+ * default about 1,000,000 events, SESSIONS a user, default 10: about 195
+ * events a user) are appended through the facade into
  * the memory store with the keyword index (one append per session), then
  * for CALLS of qgen's questions a current session of the asking user
  * ends with the question as its latest user message, in two apps with
@@ -25,7 +26,7 @@
 
 #define RB_SEED 20261126u
 #define RB_EVENTS_DEFAULT 1000000
-#define RB_EVENTS_PER_USER 195   /* qgen's assistant set, 10 sessions a user */
+#define RB_EVENTS_PER_SESSION 19.5 /* qgen's assistant set, about */
 #define RB_SESSIONS 10
 #define RB_PER_USER 2
 #define CALLS 1000
@@ -173,7 +174,8 @@ static double read_ctx(memd *m, const char *app, const char *uid, const char *si
 int main(int argc, char **argv)
 {
 	long events = argc > 1 ? atol(argv[1]) : RB_EVENTS_DEFAULT;
-	qgen_params p = { .seed = RB_SEED, .sessions = RB_SESSIONS, .questions_per_user = RB_PER_USER };
+	long sessions = argc > 2 ? atol(argv[2]) : RB_SESSIONS;
+	qgen_params p = { .seed = RB_SEED, .questions_per_user = RB_PER_USER };
 	double *with, *without, *added;
 	size_t n = 0, hits = 0, calls;
 	char dir[512], cfg[1024];
@@ -181,7 +183,12 @@ int main(int argc, char **argv)
 	int ok;
 	memd *m;
 
-	p.users = (uint32_t)(events / RB_EVENTS_PER_USER > 0 ? events / RB_EVENTS_PER_USER : 1);
+	if (sessions < 1)
+		sessions = RB_SESSIONS;
+	p.sessions = (uint32_t)sessions;
+	p.users = (uint32_t)((double)events / (RB_EVENTS_PER_SESSION * (double)sessions));
+	if (!p.users)
+		p.users = 1;
 	snprintf(dir, sizeof(dir), "%s/memd-recall-bench-XXXXXX",
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir) || qgen_make(&p, &s) < 0)
