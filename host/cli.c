@@ -1928,7 +1928,8 @@ static void find_exe_plugins(cli *c)
 /* take_globals answered --help or --version: exit with EXIT_OK. */
 #define CLI_ANSWERED (-1)
 
-/* Take the global options out of argv, wherever they are: argv is
+/* Take the global options out of argv, wherever they are (--version
+ * only before the command, whose own option it is after): argv is
  * compacted to the program name and the rest, in order, and *ret_argc
  * set. Returns EXIT_OK to go on, CLI_ANSWERED, or a usage error's exit
  * code. */
@@ -1949,7 +1950,9 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			cli_usage(stdout);
 			return CLI_ANSWERED;
-		} else if (strcmp(a, "--version") == 0) {
+		} else if (strcmp(a, "--version") == 0 && out == 1) {
+			/* memd's own only before the command: after it, --version
+			 * is the command's (artifact get --version N). */
 			puts(memd_version_string());
 			return CLI_ANSWERED;
 		} else {

@@ -179,6 +179,11 @@ contains "$out" '"s1"' "session listed"
 expect_in 0 "artifact put" 'hello artifact' -- "$memd" artifact put demo alice s1 notes.txt --type text/plain
 expect 0 "artifact get" -- "$memd" artifact get demo alice s1 notes.txt
 [[ "$out" == "hello artifact" ]] && ok || fail "artifact bytes differ: $out"
+expect_in 0 "artifact put v2" 'second version' -- "$memd" artifact put demo alice s1 notes.txt --type text/plain
+expect 0 "artifact get --version 1" -- "$memd" artifact get demo alice s1 notes.txt --version 1
+[[ "$out" == "hello artifact" ]] && ok || fail "artifact get --version 1 printed: $out"
+expect 0 "memd --version" -- "$memd" --version
+contains "$out" "(ABI 1." "--version before the command is memd's own"
 expect 0 "session create s2" -- "$memd" session create demo alice --id s2
 expect 0 "session delete" -- "$memd" session delete demo alice s2
 contains "$out" '"deleted": true' "session delete prints its result"
