@@ -146,12 +146,16 @@ static const pg_sql SQL_LANE_DELETE = { PG_ST_LANE_DELETE, 3,
 	"DELETE FROM lanes WHERE" LANE_PK " RETURNING 1" };
 /* Oldest first over lanes_by_updated; a lane some other transaction holds
  * (an open, a turn) is skipped, and the WHERE is checked again on the
- * locked row, so a lane that just got a turn stays. */
+ * locked row, so a lane that just got a turn stays. The lanes are chosen
+ * (and locked) once, by a materialized CTE: a LIMIT in a subquery of the
+ * DELETE itself may be run again for later rows and would then take more
+ * than $2. */
 static const pg_sql SQL_LANE_PRUNE = { PG_ST_LANE_PRUNE, 2,
-	"DELETE FROM lanes WHERE (app, \"user\", key) IN"
-	" (SELECT app, \"user\", key FROM lanes WHERE updated_us < $1"
+	"WITH s AS MATERIALIZED (SELECT app, \"user\", key FROM lanes WHERE updated_us < $1"
 	"  AND flags & " SUSPENDED_FLAG " = 0 AND turn_id IS NULL"
 	"  ORDER BY updated_us LIMIT $2 FOR UPDATE SKIP LOCKED)"
+	" DELETE FROM lanes l USING s"
+	" WHERE l.app = s.app AND l.\"user\" = s.\"user\" AND l.key = s.key"
 	" RETURNING 1" };
 
 /* ---- the inbox ----------------------------------------------------- */
