@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "json/event_json.h"
+#include "util/errname.h"
 
 /* The system message of the recalled items (MEMD_READ_OPENAI): this
  * line, then one line per item: "- " and a memory's text, or "- [" an
@@ -202,15 +203,19 @@ static int64_t recall_budget(memd *m, const char *app_name, const settings_recal
 /* The recall of the window w of sc for the app's settings rc: query (NULL
  * = w's latest user message) through the index, the window's events left
  * out, best first within the budget. *ret_section: {"query": str | null,
- * "items": [search result...], "tokens": int} (new). A search error is
- * returned as memd_search would return it. */
+ * "items": [search result...], "tokens": int} (new). Recall adds to the
+ * context and never takes it away: a search that fails (no index, a
+ * rebuild of the user running, an index behind its deadline) gives no
+ * items and the section says why in "error": {"code", "message",
+ * "retryable"}, as an error body would; only a lack of memory fails. */
 static int32_t recall(memd *m, const memd_call *call, const memd_scope *sc, const char *app_name,
 		      const settings_recall *rc, const recall_window *w, const char *query,
 		      int64_t window_tokens, json_t **ret_section, int64_t *ret_tokens,
 		      memd_error *err)
 {
 	index_query q = { 0 };
-	json_t *found = NULL, *items = json_array(), *it, *sec;
+	memd_error serr = { sizeof(serr), 0, 0, { 0 } };
+	json_t *found = NULL, *items = json_array(), *failure = NULL, *it, *sec;
 	int64_t budget = recall_budget(m, app_name, rc, window_tokens), used = 0;
 	size_t i;
 	int32_t r = 0;
@@ -230,16 +235,25 @@ static int32_t recall(memd *m, const memd_call *call, const memd_scope *sc, cons
 		q.n_exclude = w->n_ids;
 		q.min_score = rc->min_score;
 		q.now_us = service_clock_us(m);
-		if (!m->index) {
+		if (!m->index)
+			r = memd_error_set(&serr, MEMD_EINVAL, 0,
+					   "working_memory.recall: search is not enabled (index)");
+		else
+			r = index_search_results(m->index, call, sc->app, sc->user, &q,
+						 (void **)&found, &serr);
+		if (r == MEMD_ENOMEM) {
 			json_decref(items);
-			return memd_error_set(err, MEMD_EINVAL, 0,
-					      "working_memory.recall: search is not enabled (index)");
-		}
-		if ((r = index_search_results(m->index, call, sc->app, sc->user, &q,
-					      (void **)&found, err)) < 0) {
-			json_decref(items);
+			*err = serr;
 			return r;
 		}
+		if (r < 0 && !(failure = json_pack("{s:s,s:s,s:b}", "code",
+						   errname(r) ? errname(r) : ERRNAME_EINTERNAL,
+						   "message", serr.msg, "retryable",
+						   (serr.flags & MEMD_ERROR_RETRYABLE) != 0))) {
+			json_decref(items);
+			return service_oom(err);
+		}
+		r = 0;
 	}
 	json_array_foreach(found, i, it) {
 		const char *text = json_string_value(json_object_get(it, "text"));
@@ -255,8 +269,9 @@ static int32_t recall(memd *m, const memd_call *call, const memd_scope *sc, cons
 		}
 		used += t;
 	}
-	sec = json_pack("{s:s?,s:O,s:I}", "query", query && *query ? query : NULL, "items", items,
-			"tokens", (json_int_t)used);
+	sec = json_pack("{s:s?,s:O,s:I,s:o*}", "query", query && *query ? query : NULL, "items",
+			items, "tokens", (json_int_t)used, "error", failure);
+	failure = NULL;
 	if (!sec) {
 		r = service_oom(err);
 		goto out;

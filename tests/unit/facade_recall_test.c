@@ -368,3 +368,48 @@ Test(recall, bad_recall_config_is_refused_with_file_and_line)
 	cr_assert_eq(memd_open(&o, &m2, &err), MEMD_EINVAL);
 	cr_assert(strstr(err.msg, "bad.yaml:6: apps.a.working_memory.recall"), "%s", err.msg);
 }
+
+/* Recall adds to the context and never takes it away: when its search
+ * fails (here the embedding endpoint of a vector recall refuses every
+ * connection), the read still answers the window, and the section says
+ * why it has no items, as an error body would. */
+Test(recall, a_failing_search_leaves_the_window_and_says_why)
+{
+	char yaml[RT_YAML_MAX];
+	tu_dir d2;
+	memd *keep = m, *m2;
+	json_t *c, *e, *o;
+
+	tu_dir_make(&d2);
+	snprintf(yaml, sizeof(yaml),
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n"
+		 "  vec: {plugin: filevec, path: %s/vec}\n"
+		 "index:\n"
+		 "  vector:\n"
+		 "    enabled: true\n"
+		 "    store: vec\n"
+		 "    embedder: {type: openai, url: 'http://127.0.0.1:9/v1', model: m, dim: 8,"
+		 " timeout_ms: 2000}\n"
+		 "apps:\n"
+		 "  r: {working_memory: {strategy: buffer_window, max_messages: 2,"
+		 " recall: {k: 3, mode: vector}}}\n",
+		 d2.path, d2.path);
+	m2 = tu_open(&d2, yaml);
+	m = m2;
+	history("r");
+	c = context("r", "now", 0, NULL);
+	cr_assert_eq(json_array_size(json_object_get(c, "events")), 2);
+	cr_assert_eq(json_array_size(items_of(c)), 0);
+	e = json_object_get(json_object_get(c, "memories"), "error");
+	cr_assert(json_is_object(e), "no error in %s", json_dumps(c, 0));
+	cr_assert(json_string_value(json_object_get(e, "code")));
+	cr_assert(json_string_length(json_object_get(e, "message")) > 0);
+	cr_assert(json_is_boolean(json_object_get(e, "retryable")));
+	o = context("r", "now", MEMD_READ_OPENAI, NULL);
+	cr_assert_eq(json_array_size(json_object_get(o, "messages")), 2, "no recall message");
+	json_decref(o);
+	json_decref(c);
+	m = keep;
+	memd_close(m2);
+	tu_dir_remove(&d2);
+}
