@@ -309,8 +309,10 @@ MEMD_API int32_t memd_state_history(memd *m, const char *app, const char *user,
  * items are one "system" message placed first (after the summary's):
  * "Recalled from earlier conversations and long-term memory:", then per
  * item a line "- " text (a memory) or "- [" timestamp "] " author (else
- * role) ": " text (an event). A recall that cannot search fails the read
- * as memd_search would (e.g. MEMD_EUNAVAIL during the user's rebuild). */
+ * role) ": " text (an event). A recall whose search fails leaves the
+ * context as it is: no items, and "error": {"code", "message",
+ * "retryable"} in the section says why (e.g. "unavailable" during the
+ * user's rebuild); only a lack of memory fails the read. */
 MEMD_API int32_t memd_context(memd *m, const char *app, const char *user, const char *sid,
 			      char **ret_json, memd_error *err);
 /* memd_context with flags (MEMD_READ_NO_TEXT, MEMD_READ_OPENAI, or 0). */
