@@ -752,10 +752,12 @@ int32_t memd_memory_extract(memd *m, const char *app, const char *user, const ch
 	}
 	r = run_session(m, &call, &sc, &out, err);
 	flight_end(m->memwork, &sc);
+	/* An unknown session is the caller's mistake, not a failed run. */
 	if (r != MEMD_ENOTFOUND)
 		backoff_note(m, &sc, r >= 0, service_clock_us(m));
 	if (r < 0) {
-		atomic_fetch_add(&m->memwork->failures, 1);
+		if (r != MEMD_ENOTFOUND)
+			atomic_fetch_add(&m->memwork->failures, 1);
 		json_decref(out.memories);
 		return r;
 	}

@@ -427,6 +427,13 @@ Test(memory_extract, batches_of_batch_events_and_unknown_session)
 	json_decref(ms);
 	cr_assert_eq(memd_memory_extract(m, "app", "bo", "nope", &out, &err), MEMD_ENOTFOUND);
 	cr_assert_null(out);
+	/* The counters in /metrics. */
+	cr_assert_eq(memd_metrics_text(m, &out, &err), 0, "%s", err.msg);
+	cr_assert(strstr(out, "memd_memory_extract_batches_total 2\n"), "%s", out);
+	cr_assert(strstr(out, "memd_memories_extracted_total{op=\"add\"} 3\n"));
+	cr_assert(strstr(out, "memd_memory_extract_failures_total 0\n"),
+		  "an unknown session is no failure of extraction");
+	memd_free(out);
 	memd_close(m);
 }
 
