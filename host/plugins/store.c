@@ -112,9 +112,19 @@ static void count_call(store *s, size_t op, int32_t r, int64_t ns)
  * MEMD_ERROR_STORAGE_* flag marks the storage degraded, a success clears
  * the mark; other failures (conflicts, busy, not found) say nothing
  * about it. */
+/* The writing ops that may succeed without writing anything (nothing to
+ * prune or expire): such a success says nothing about the storage, so
+ * only their failures, and a success that wrote (count_wrote), count. */
+static int op_may_write_nothing(size_t op)
+{
+	return op == STORE_OP_lane_prune || op == STORE_OP_memory_expire;
+}
+
 static void note_health(store *s, size_t op, int32_t r, const memd_error *err, int64_t now_ns)
 {
 	if (!op_writes(op) || (r < 0 && (!err || !(err->flags & MEMD_ERROR_STORAGE_MASK))))
+		return;
+	if (r >= 0 && op_may_write_nothing(op))
 		return;
 	if (r >= 0 && !atomic_load_explicit(&s->health_flags, memory_order_relaxed))
 		return; /* healthy, and stays so */
@@ -599,10 +609,33 @@ int32_t store_lane_delete(store *s, const memd_call *call, const memd_scope *sco
 	STORE_FORWARD(s, lane_delete, err, call, scope, key);
 }
 
+/* A prune or expire that removed rows wrote: the storage takes writes
+ * again (see op_may_write_nothing). */
+static void count_wrote(store *s, int32_t r, uint32_t count)
+{
+	if (r == 0 && count > 0 && atomic_load_explicit(&s->health_flags, memory_order_relaxed)) {
+		pthread_mutex_lock(&s->health_lock);
+		atomic_store_explicit(&s->health_flags, 0, memory_order_relaxed);
+		pthread_mutex_unlock(&s->health_lock);
+	}
+}
+
+static int32_t lane_prune_forward(store *s, const memd_call *call, int64_t updated_before_us,
+				  uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, lane_prune, err, call, updated_before_us, limit, ret_count);
+}
+
 int32_t store_lane_prune(store *s, const memd_call *call, int64_t updated_before_us,
 			 uint32_t limit, uint32_t *ret_count, memd_error *err)
 {
-	STORE_FORWARD(s, lane_prune, err, call, updated_before_us, limit, ret_count);
+	uint32_t n = 0;
+	int32_t r = lane_prune_forward(s, call, updated_before_us, limit, &n, err);
+
+	count_wrote(s, r, n);
+	if (r == 0)
+		*ret_count = n;
+	return r;
 }
 
 int32_t store_inbox_put(store *s, const memd_call *call, const memd_scope *scope,
@@ -680,10 +713,22 @@ int32_t store_memory_history(store *s, const memd_call *call, const memd_scope *
 	STORE_FORWARD(s, memory_history, err, call, scope, id, out);
 }
 
+static int32_t memory_expire_forward(store *s, const memd_call *call, int64_t now_us,
+				     uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, memory_expire, err, call, now_us, limit, ret_count);
+}
+
 int32_t store_memory_expire(store *s, const memd_call *call, int64_t now_us, uint32_t limit,
 			    uint32_t *ret_count, memd_error *err)
 {
-	STORE_FORWARD(s, memory_expire, err, call, now_us, limit, ret_count);
+	uint32_t n = 0;
+	int32_t r = memory_expire_forward(s, call, now_us, limit, &n, err);
+
+	count_wrote(s, r, n);
+	if (r == 0)
+		*ret_count = n;
+	return r;
 }
 
 int32_t store_session_list_pending(store *s, const memd_call *call,

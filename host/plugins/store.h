@@ -86,7 +86,8 @@ int32_t store_ping(store *s, const memd_call *call, memd_error *err);
 
 /* Lanes (since 1.2; MEMD_ENOTSUP naming the store and op when the store
  * lacks them, e.g. a 1.0 or 1.1 store). lane_write, lane_delete,
- * lane_prune, inbox_put and inbox_take count as writes for store_health. */
+ * lane_prune, inbox_put and inbox_take count as writes for store_health
+ * (a prune that removed nothing only when it fails). */
 /* store_lane_get: session_out (NULL: not asked) gets the session the lane
  * names, read with the lane (see lane_get in store.h). */
 int32_t store_lane_get(store *s, const memd_call *call, const memd_scope *scope,
@@ -126,7 +127,8 @@ int32_t store_state_history(store *s, const memd_call *call, const memd_scope *s
 /* Memories (since 1.3; MEMD_ENOTSUP naming the store and op when the
  * store lacks them, e.g. a 1.2 store). Each forwards to the op of the
  * same name in store.h. memory_commit and memory_expire count as writes
- * for store_health. */
+ * for store_health (an expire that removed nothing only when it fails:
+ * its success says nothing about the storage). */
 int32_t store_memory_commit(store *s, const memd_call *call, const memd_scope *scope,
 			    const memd_memory_commit *c, const memd_memory_sink *out,
 			    memd_error *err);
