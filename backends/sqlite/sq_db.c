@@ -54,7 +54,12 @@ static const sq_sql SQL_BEGIN_IMMEDIATE = { SQ_ST_BEGIN_IMMEDIATE, "BEGIN IMMEDI
 static const sq_sql SQL_COMMIT = { SQ_ST_COMMIT, "COMMIT" };
 static const sq_sql SQL_ROLLBACK = { SQ_ST_ROLLBACK, "ROLLBACK" };
 
-int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
+/* sq_fail with the description's arguments in a va_list. */
+static int32_t sq_vfail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt,
+			va_list ap) __attribute__((format(printf, 4, 0)));
+
+static int32_t sq_vfail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt,
+			va_list ap)
 {
 	/* SQLite keeps the errno of a failed system call only on some paths
 	 * (not for a COMMIT whose WAL write failed): the thread's errno,
@@ -64,11 +69,8 @@ int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt,
 	char what[MEMD_ERROR_MSG_MAX];
 	uint32_t flags;
 	int32_t code = sq_map_code(rc, sys ? sys : e, &flags);
-	va_list ap;
 
-	va_start(ap, what_fmt);
 	vsnprintf(what, sizeof(what), what_fmt, ap);
-	va_end(ap);
 	/* "disk I/O error" alone does not tell an operator the disk is full. */
 	if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN) && (sys || e))
 		return memd_error_set(err, code, flags, "sqlite %s: %s: %s (%s)",
@@ -77,6 +79,17 @@ int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt,
 				      strerror(sys ? sys : e));
 	return memd_error_set(err, code, flags, "sqlite %s: %s: %s", c ? c->role : "store", what,
 			      c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+}
+
+int32_t sq_fail(const sq_conn *c, int rc, memd_error *err, const char *what_fmt, ...)
+{
+	va_list ap;
+	int32_t r;
+
+	va_start(ap, what_fmt);
+	r = sq_vfail(c, rc, err, what_fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 int32_t sq_stmt(sq_conn *c, const sq_sql *sql, sqlite3_stmt **ret, memd_error *err)
@@ -135,6 +148,38 @@ int32_t sq_sink_result(int32_t r, const char *what, memd_error *err)
 	if (r < 0)
 		return memd_error_set(err, r, 0, "%s sink stopped the read with error %d", what,
 				      (int)r);
+	return r;
+}
+
+int32_t sq_step_deliver(sq_store *s, const memd_call *call, sq_conn *c, sqlite3_stmt *st,
+			int rc, uint64_t limit, sq_row_fn row, void *ud, memd_error *err,
+			const char *what_fmt, ...)
+{
+	uint64_t stepped = 0;
+	int32_t r = 0;
+
+	while (rc == SQLITE_OK && (limit == 0 || stepped < limit)) {
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW)
+			break;
+		rc = SQLITE_OK;
+		stepped++;
+		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(s, call, err)) < 0)
+			break;
+		r = row(st, ud, err);
+		if (r != 0)
+			break;
+	}
+	if (r > 0) {
+		r = 0;
+	} else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE) {
+		va_list ap;
+
+		va_start(ap, what_fmt);
+		r = sq_vfail(c, rc, err, what_fmt, ap);
+		va_end(ap);
+	}
+	sq_count_rows(call, st, stepped);
 	return r;
 }
 

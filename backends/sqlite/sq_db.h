@@ -311,6 +311,26 @@ int32_t sq_call_check(const sq_store *s, const memd_call *call, memd_error *err)
  * made (SQLITE_STMTSTATUS_FULLSCAN_STEP, which this resets). */
 void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped);
 
+/* One row of a read, for sq_step_deliver: turn st's current row into a
+ * value and hand it to the caller's sink (ud). Returns 0 to go on, > 0 to
+ * stop (not an error: sq_sink_result's answer), < 0 on error with err
+ * filled. The row's text is valid only during the call. */
+typedef int32_t (*sq_row_fn)(sqlite3_stmt *st, void *ud, memd_error *err);
+
+/* The deliver loop of a read: step st (its parameters bound; rc is the
+ * result of binding them, anything but SQLITE_OK fails the read as a
+ * failed step would) and hand each row to row(st, ud, err), until the
+ * rows run out, limit rows were stepped (0: no limit but the
+ * statement's own), row returns non-zero, or call's deadline passes
+ * (checked every SQ_CHECK_EVERY rows). Adds the rows stepped to
+ * call->rows_read (sq_count_rows). Returns 0 when the rows ran out, the
+ * limit was reached or row asked to stop; row's or the deadline's error;
+ * or sq_fail's error for a failed bind or step, described by what_fmt.
+ * st stays the caller's: it neither resets nor finishes it. */
+int32_t sq_step_deliver(sq_store *s, const memd_call *call, sq_conn *c, sqlite3_stmt *st,
+			int rc, uint64_t limit, sq_row_fn row, void *ud, memd_error *err,
+			const char *what_fmt, ...) __attribute__((format(printf, 10, 11)));
+
 /* MEMD_EINVAL unless json is a JSON object (what names it in the message). */
 int32_t sq_check_json_object(const char *what, const char *json, memd_error *err);
 

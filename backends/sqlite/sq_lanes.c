@@ -733,14 +733,23 @@ static int bind_list(sqlite3_stmt *st, const memd_lane_query *q)
 	return rc;
 }
 
+/* sq_row_fn of sq_lane_list: the lane of st's current row to ud, a const
+ * memd_lane_sink *. */
+static int32_t lane_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	const memd_lane_sink *out = ud;
+	memd_lane l;
+
+	lane_from_row(st, &l);
+	return sq_sink_result(out->lane(out->userdata, &l), "lane", err);
+}
+
 int32_t sq_lane_list(void *inst, const memd_call *call, const memd_lane_query *q,
 		     const memd_lane_sink *out, memd_error *err)
 {
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
-	uint32_t delivered = 0;
 	int32_t r = 0;
 	int rc;
 
@@ -766,29 +775,9 @@ int32_t sq_lane_list(void *inst, const memd_call *call, const memd_lane_query *q
 	if (r < 0)
 		goto out;
 	rc = bind_list(st, q);
-	while (rc == SQLITE_OK && delivered < q->limit) {
-		memd_lane l;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		lane_from_row(st, &l);
-		delivered++;
-		r = sq_sink_result(out->lane(out->userdata, &l), "lane", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "list lanes");
+	r = sq_step_deliver(store, call, c, st, rc, q->limit, lane_row, (void *)out, err,
+			    "list lanes");
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;
@@ -1180,7 +1169,6 @@ int32_t sq_session_list_ended(void *inst, const memd_call *call, int64_t ended_b
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
 	int32_t r;
 	int rc;
 
@@ -1197,28 +1185,9 @@ int32_t sq_session_list_ended(void *inst, const memd_call *call, int64_t ended_b
 	rc = sqlite3_bind_int64(st, 1, ended_before_us);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 2, limit);
-	while (rc == SQLITE_OK) {
-		memd_session s;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		sq_session_from_row(st, &s);
-		r = sq_sink_result(out->session(out->userdata, &s), "session", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "list ended sessions");
+	r = sq_step_deliver(store, call, c, st, rc, 0, sq_session_row, (void *)out, err,
+			    "list ended sessions");
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;

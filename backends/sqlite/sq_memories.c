@@ -623,13 +623,23 @@ static int bind_list(sqlite3_stmt *st, const memd_scope *scope, const memd_memor
 	return rc;
 }
 
+/* sq_row_fn of sq_memory_list: the memory of st's current row to ud, a
+ * const memd_memory_sink *. */
+static int32_t memory_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	const memd_memory_sink *out = ud;
+	memd_memory m;
+
+	sq_memory_from_row(st, 0, &m);
+	return sq_sink_result(out->memory(out->userdata, &m), "memory", err);
+}
+
 int32_t sq_memory_list(void *inst, const memd_call *call, const memd_scope *scope,
 		       const memd_memory_query *q, const memd_memory_sink *out, memd_error *err)
 {
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
 	int32_t r = pu_check_scope(scope, 0, err);
 	int rc;
 
@@ -649,31 +659,35 @@ int32_t sq_memory_list(void *inst, const memd_call *call, const memd_scope *scop
 	if (r < 0)
 		goto out;
 	rc = bind_list(st, scope, q);
-	while (rc == SQLITE_OK) {
-		memd_memory m;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		sq_memory_from_row(st, 0, &m);
-		r = sq_sink_result(out->memory(out->userdata, &m), "memory", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "list memories of '%.64s'", scope->user);
+	r = sq_step_deliver(store, call, c, st, rc, 0, memory_row, (void *)out, err,
+			    "list memories of '%.64s'", scope->user);
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;
+}
+
+/* What sq_memory_history's rows go to. */
+typedef struct history_out {
+	const memd_memory_change_sink *out;
+	uint64_t rows;              /* delivered so far */
+} history_out;
+
+/* sq_row_fn of sq_memory_history: the change of st's current row (op,
+ * actor, reason, at_us, then the memory as it was) to ud, a history_out. */
+static int32_t change_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	history_out *h = ud;
+	memd_memory m;
+	memd_memory_change ch = { .struct_size = sizeof(ch), .memory = &m };
+
+	ch.op = (uint32_t)sqlite3_column_int64(st, 0);
+	ch.actor = sq_col_text(st, 1);
+	ch.reason = sq_col_text(st, 2);
+	ch.at_us = sqlite3_column_int64(st, 3);
+	sq_memory_from_row(st, 4, &m);
+	h->rows++;
+	return sq_sink_result(h->out->change(h->out->userdata, &ch), "memory change", err);
 }
 
 int32_t sq_memory_history(void *inst, const memd_call *call, const memd_scope *scope,
@@ -682,7 +696,7 @@ int32_t sq_memory_history(void *inst, const memd_call *call, const memd_scope *s
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
+	history_out h = { .out = out };
 	int32_t r = pu_check_scope(scope, 0, err);
 	int rc;
 
@@ -699,35 +713,11 @@ int32_t sq_memory_history(void *inst, const memd_call *call, const memd_scope *s
 	if (r < 0)
 		goto out;
 	rc = bind_key(st, scope, id);
-	while (rc == SQLITE_OK) {
-		memd_memory m;
-		memd_memory_change ch = { .struct_size = sizeof(ch), .memory = &m };
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		ch.op = (uint32_t)sqlite3_column_int64(st, 0);
-		ch.actor = sq_col_text(st, 1);
-		ch.reason = sq_col_text(st, 2);
-		ch.at_us = sqlite3_column_int64(st, 3);
-		sq_memory_from_row(st, 4, &m);
-		r = sq_sink_result(out->change(out->userdata, &ch), "memory change", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "read the history of memory '%.64s'", id);
-	else if (r == 0 && stepped == 0)
+	r = sq_step_deliver(store, call, c, st, rc, 0, change_row, &h, err,
+			    "read the history of memory '%.64s'", id);
+	if (r == 0 && h.rows == 0)
 		r = memd_error_set(err, MEMD_ENOTFOUND, 0, "memory '%.64s' has no history", id);
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;
@@ -882,7 +872,6 @@ int32_t sq_session_list_pending(void *inst, const memd_call *call, const memd_pe
 	sq_store *store = inst;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
 	int64_t lower;
 	int keyset;
 	int32_t r;
@@ -922,28 +911,9 @@ int32_t sq_session_list_pending(void *inst, const memd_call *call, const memd_pe
 		rc = sq_bind_text(st, 6, q->after_user ? q->after_user : "");
 	if (rc == SQLITE_OK && keyset)
 		rc = sq_bind_text(st, 7, q->after_id ? q->after_id : "");
-	while (rc == SQLITE_OK) {
-		memd_session s;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		sq_session_from_row(st, &s);
-		r = sq_sink_result(out->session(out->userdata, &s), "session", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "list sessions with unread events");
+	r = sq_step_deliver(store, call, c, st, rc, 0, sq_session_row, (void *)out, err,
+			    "list sessions with unread events");
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;

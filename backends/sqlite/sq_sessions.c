@@ -132,6 +132,14 @@ static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd
 	return sq_sink_result(out->session(out->userdata, s), "session", err);
 }
 
+int32_t sq_session_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	memd_session s;
+
+	sq_session_from_row(st, &s);
+	return deliver(ud, &s, err);
+}
+
 int32_t sq_session_read_deliver(sq_conn *c, const memd_call *call, const memd_scope *scope,
 			       const memd_session_sink *out, memd_error *err)
 {
@@ -336,6 +344,30 @@ int32_t sq_session_get(void *inst, const memd_call *call, const memd_scope *scop
 	return r;
 }
 
+/* What sq_session_list's rows go to. */
+typedef struct list_page {
+	const memd_session_query *q;
+	const memd_session_sink *out;
+	uint32_t delivered;         /* sessions delivered so far */
+} list_page;
+
+/* sq_row_fn of sq_session_list: the session of st's current row to the
+ * page's sink, unless it is archived and the query leaves those out; stops
+ * (1) once the page holds q->limit sessions. */
+static int32_t list_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	list_page *p = ud;
+	memd_session s;
+	int32_t r;
+
+	sq_session_from_row(st, &s);
+	if ((s.flags & MEMD_SESSION_ARCHIVED) && !(p->q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
+		return 0;
+	p->delivered++;
+	r = deliver(p->out, &s, err);
+	return r == 0 && p->delivered == p->q->limit ? 1 : r;
+}
+
 int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *scope,
 			const memd_session_query *q, const memd_session_sink *out,
 			memd_error *err)
@@ -346,8 +378,7 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 	const sq_sql *sql;
 	const char *platform = NULL, *lane = NULL;
 	int64_t after_us = 0;
-	uint64_t stepped = 0;
-	uint32_t delivered = 0;
+	list_page page = { .q = q, .out = out };
 	int32_t r = pu_check_scope(scope, 0, err);
 	int rc;
 
@@ -401,31 +432,8 @@ int32_t sq_session_list(void *inst, const memd_call *call, const memd_scope *sco
 		if (rc == SQLITE_OK)
 			rc = sq_bind_text(st, 4, q->before_id ? q->before_id : "");
 	}
-	while (rc == SQLITE_OK && delivered < q->limit) {
-		memd_session s;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			goto out;
-		sq_session_from_row(st, &s);
-		if ((s.flags & MEMD_SESSION_ARCHIVED) && !(q->flags & MEMD_SQ_INCLUDE_ARCHIVED))
-			continue;
-		delivered++;
-		r = deliver(out, &s, err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "list sessions");
+	r = sq_step_deliver(store, call, c, st, rc, 0, list_row, &page, err, "list sessions");
 out:
-	if (st)
-		sq_count_rows(call, st, stepped);
 	sq_stmt_done(st);
 	sq_read_end(store, c);
 	return r;

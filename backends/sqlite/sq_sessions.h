@@ -19,6 +19,9 @@
 /* Fill s from the SQ_SESSION_COLS of st's current row. Strings are
  * borrowed from st until its next step or reset. */
 void sq_session_from_row(sqlite3_stmt *st, memd_session *s);
+/* sq_row_fn of the session lists: the session of st's current row (its
+ * SQ_SESSION_COLS) to ud, a const memd_session_sink *. */
+int32_t sq_session_row(sqlite3_stmt *st, void *ud, memd_error *err);
 
 /* Check a session record for sq_session_insert: its scope, metadata
  * (NULL reads as {}: *ret_metadata is what to store) and, when the record

@@ -579,6 +579,23 @@ static int32_t history_from(sq_conn *c, const memd_call *call, const memd_scope 
 	return r;
 }
 
+/* sq_row_fn of sq_state_history: the change of st's current row to ud, a
+ * const memd_state_change_sink *. */
+static int32_t change_row(sqlite3_stmt *st, void *ud, memd_error *err)
+{
+	const memd_state_change_sink *out = ud;
+	memd_state_change ch = { .struct_size = sizeof(ch) };
+
+	ch.version = sqlite3_column_int64(st, 0);
+	ch.seq = sqlite3_column_int64(st, 1);
+	ch.key = sq_col_text(st, 2);
+	ch.old_json = sq_col_text(st, 3);
+	ch.new_json = sq_col_text(st, 4);
+	ch.at_us = sqlite3_column_int64(st, 5);
+	ch.operation = sq_col_text(st, 6);
+	return sq_sink_result(out->change(out->userdata, &ch), "state change", err);
+}
+
 int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *scope,
 			 const memd_state_history_query *q, const memd_state_change_sink *out,
 			 memd_error *err)
@@ -587,7 +604,6 @@ int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *sc
 	sq_session_head head;
 	sqlite3_stmt *st = NULL;
 	sq_conn *c = NULL;
-	uint64_t stepped = 0;
 	/* The keyset to start after: the query's, or the version before the
 	 * from_seq suffix when that is further on. */
 	int64_t after = 0, from_version = 0;
@@ -629,32 +645,8 @@ int32_t sq_state_history(void *inst, const memd_call *call, const memd_scope *sc
 		rc = sq_bind_text(st, 5, after_key);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 6, q->from_seq);
-	while (rc == SQLITE_OK && (q->limit == 0 || stepped < q->limit)) {
-		memd_state_change ch = { .struct_size = sizeof(ch) };
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		stepped++;
-		if (stepped % SQ_CHECK_EVERY == 0 && (r = sq_call_check(store, call, err)) < 0)
-			break;
-		ch.version = sqlite3_column_int64(st, 0);
-		ch.seq = sqlite3_column_int64(st, 1);
-		ch.key = sq_col_text(st, 2);
-		ch.old_json = sq_col_text(st, 3);
-		ch.new_json = sq_col_text(st, 4);
-		ch.at_us = sqlite3_column_int64(st, 5);
-		ch.operation = sq_col_text(st, 6);
-		r = sq_sink_result(out->change(out->userdata, &ch), "state change", err);
-		if (r != 0)
-			break;
-	}
-	if (r > 0)
-		r = 0;
-	else if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "read the state history of '%.64s'", scope->session);
-	sq_count_rows(call, st, stepped);
+	r = sq_step_deliver(store, call, c, st, rc, q->limit, change_row, (void *)out, err,
+			    "read the state history of '%.64s'", scope->session);
 	sq_stmt_done(st);
 out:
 	sq_read_end(store, c);
