@@ -176,6 +176,26 @@ int32_t my_sink_result(int32_t r, const char *what, memd_error *err)
 	return r;
 }
 
+int32_t my_fetch_deliver(my_store *store, const memd_call *call, my_conn *c, my_stmt *s,
+			 int32_t r, my_row_fn row, void *ud, uint64_t *ret_rows,
+			 memd_error *err)
+{
+	uint64_t n = 0;
+
+	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
+		n++;
+		r = row(s, ud, err);
+		if (r == 0 && n % MY_CHECK_EVERY == 0)
+			r = my_call_check(store, call, err);
+	}
+	my_done(s);
+	if (r > 0)
+		r = 0;
+	if (r == 0 && ret_rows)
+		*ret_rows = n;
+	return r;
+}
+
 /* ---- checks ---------------------------------------------------------- */
 
 int32_t my_check_json_object(const char *what, const char *json, memd_error *err)

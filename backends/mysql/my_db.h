@@ -423,4 +423,21 @@ int32_t my_sink_result(int32_t r, const char *what, memd_error *err);
 /* Rows examined between checks of the deadline in long loops. */
 #define MY_CHECK_EVERY 256u
 
+/* One row of a read, for my_fetch_deliver: turn s's current row into a
+ * value and hand it to the caller's sink (ud). Returns 0 to go on, > 0 to
+ * stop (not an error: my_sink_result's answer), < 0 on error with err
+ * filled. The row's text is valid only during the call. */
+typedef int32_t (*my_row_fn)(const my_stmt *s, void *ud, memd_error *err);
+
+/* The deliver loop of a read: r is the result of executing s (my_exec);
+ * when it is 0, fetch every row of s and hand it to row(s, ud, err),
+ * until the rows run out, row returns non-zero, or call's deadline passes
+ * (checked every MY_CHECK_EVERY rows). Closes s's result either way
+ * (s may be NULL when the execution failed). Returns 0 when the rows ran
+ * out or row asked to stop, with *ret_rows (if not NULL) the rows handed
+ * to row; else r, my_fetch's, row's or the deadline's error. */
+int32_t my_fetch_deliver(my_store *store, const memd_call *call, my_conn *c, my_stmt *s,
+			 int32_t r, my_row_fn row, void *ud, uint64_t *ret_rows,
+			 memd_error *err);
+
 #endif

@@ -326,6 +326,16 @@ static int32_t deliver_lane(const memd_lane_sink *out, const memd_lane *l, memd_
 	return my_sink_result(out->lane(out->userdata, l), "lane", err);
 }
 
+/* my_row_fn of lane_list: the lane of s's current row to ud, a const
+ * memd_lane_sink *. */
+static int32_t lane_row(const my_stmt *s, void *ud, memd_error *err)
+{
+	memd_lane l;
+
+	lane_from_row(s, &l);
+	return deliver_lane(ud, &l, err);
+}
+
 static int32_t deliver_item(const memd_inbox_sink *out, const memd_inbox_item *i,
 			    memd_error *err)
 {
@@ -751,7 +761,6 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 {
 	list_ctx *x = arg;
 	const memd_lane_query *q = x->q;
-	uint64_t n = 0;
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
@@ -783,15 +792,7 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 	}
 	my_param_u64(&p, q->limit);
 	r = my_exec(c, list_query(q), &p, &s, err);
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_lane row;
-		lane_from_row(s, &row);
-		r = deliver_lane(x->out, &row, err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	return r > 0 ? 0 : r;
+	return my_fetch_deliver(x->store, x->call, c, s, r, lane_row, (void *)x->out, NULL, err);
 }
 
 static int32_t check_query(const memd_lane_query *q, memd_error *err)

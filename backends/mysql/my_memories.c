@@ -186,6 +186,16 @@ static int32_t deliver_memory(const memd_memory_sink *out, const memd_memory *m,
 	return my_sink_result(out->memory(out->userdata, m), "memory", err);
 }
 
+/* my_row_fn of the memory reads: the memory of s's current row (from
+ * column 0) to ud, a const memd_memory_sink *. */
+static int32_t memory_row(const my_stmt *s, void *ud, memd_error *err)
+{
+	memd_memory m;
+
+	my_memory_from_row(s, 0, &m);
+	return deliver_memory(ud, &m, err);
+}
+
 /* ---- checks ------------------------------------------------------------- */
 
 static int known_kind(const char *kind)
@@ -678,16 +688,7 @@ static int32_t read_body(my_conn *c, void *arg, memd_error *err)
 		r = my_exec(c, q->before_created_us ? &SQL_MEMORY_LIST_BEFORE : &SQL_MEMORY_LIST, &p,
 			    &s, err);
 	}
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_memory m;
-		my_memory_from_row(s, 0, &m);
-		r = deliver_memory(x->out, &m, err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	if (r > 0)
-		return 0;
+	r = my_fetch_deliver(x->store, x->call, c, s, r, memory_row, (void *)x->out, &n, err);
 	if (r == 0 && n == 0 && x->id)
 		return memd_error_set(err, MEMD_ENOTFOUND, 0, "memory '%.64s' not found", x->id);
 	return r;
@@ -752,6 +753,36 @@ typedef struct history_ctx {
 	const memd_memory_change_sink *out;
 } history_ctx;
 
+/* my_row_fn of memory_history: the change of s's current row (the
+ * memory as it was, with op, actor, reason and at_us) to ud, a const
+ * memd_memory_change_sink *. */
+static int32_t change_row(const my_stmt *s, void *ud, memd_error *err)
+{
+	const memd_memory_change_sink *out = ud;
+	memd_memory m = { .struct_size = sizeof(m) };
+	memd_memory_change ch = { .struct_size = sizeof(ch), .memory = &m };
+
+	m.app = my_col_text(s, 0);
+	m.user = my_col_text(s, 1);
+	m.id = my_col_text(s, 2);
+	m.version = my_col_i64(s, 3);
+	ch.op = (uint32_t)my_col_i64(s, 4);
+	m.text = my_col_text(s, 5);
+	m.kind = my_col_text(s, 6);
+	m.topics_json = my_col_text(s, 7);
+	m.entities_json = my_col_text(s, 8);
+	m.source_session = my_col_text(s, 9);
+	m.source_json = my_col_text(s, 10);
+	m.created_us = my_col_i64(s, 11);
+	m.updated_us = my_col_i64(s, 12);
+	m.expires_us = my_col_i64(s, 13);
+	m.tokens = my_col_i64(s, 14);
+	ch.actor = my_col_text(s, 15);
+	ch.reason = my_col_text(s, 16);
+	ch.at_us = my_col_i64(s, 17);
+	return my_sink_result(out->change(out->userdata, &ch), "memory change", err);
+}
+
 static int32_t history_body(my_conn *c, void *arg, memd_error *err)
 {
 	history_ctx *x = arg;
@@ -764,34 +795,7 @@ static int32_t history_body(my_conn *c, void *arg, memd_error *err)
 	my_param_scope(&p, x->scope, 0);
 	my_param_text(&p, x->id);
 	r = my_exec(c, &SQL_MEMORY_HISTORY, &p, &s, err);
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_memory m = { .struct_size = sizeof(m) };
-		memd_memory_change ch = { .struct_size = sizeof(ch), .memory = &m };
-		m.app = my_col_text(s, 0);
-		m.user = my_col_text(s, 1);
-		m.id = my_col_text(s, 2);
-		m.version = my_col_i64(s, 3);
-		ch.op = (uint32_t)my_col_i64(s, 4);
-		m.text = my_col_text(s, 5);
-		m.kind = my_col_text(s, 6);
-		m.topics_json = my_col_text(s, 7);
-		m.entities_json = my_col_text(s, 8);
-		m.source_session = my_col_text(s, 9);
-		m.source_json = my_col_text(s, 10);
-		m.created_us = my_col_i64(s, 11);
-		m.updated_us = my_col_i64(s, 12);
-		m.expires_us = my_col_i64(s, 13);
-		m.tokens = my_col_i64(s, 14);
-		ch.actor = my_col_text(s, 15);
-		ch.reason = my_col_text(s, 16);
-		ch.at_us = my_col_i64(s, 17);
-		r = my_sink_result(x->out->change(x->out->userdata, &ch), "memory change", err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	if (r > 0)
-		return 0;
+	r = my_fetch_deliver(x->store, x->call, c, s, r, change_row, (void *)x->out, &n, err);
 	if (r == 0 && n == 0)
 		return memd_error_set(err, MEMD_ENOTFOUND, 0, "memory '%.64s' has no history", x->id);
 	return r;
@@ -976,7 +980,6 @@ static int32_t pending_body(my_conn *c, void *arg, memd_error *err)
 	pending_ctx *x = arg;
 	const memd_pending_query *q = x->q;
 	int after = q->after_updated_us != 0 || q->after_app;
-	uint64_t n = 0;
 	my_stmt *s = NULL;
 	my_params p;
 	int32_t r;
@@ -999,15 +1002,8 @@ static int32_t pending_body(my_conn *c, void *arg, memd_error *err)
 	}
 	my_param_u64(&p, q->limit);
 	r = my_exec(c, after ? &SQL_SESSION_PENDING_AFTER : &SQL_SESSION_PENDING, &p, &s, err);
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_session row;
-		my_session_from_row(s, 0, &row);
-		r = my_sink_result(x->out->session(x->out->userdata, &row), "session", err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	return r > 0 ? 0 : r;
+	return my_fetch_deliver(x->store, x->call, c, s, r, my_session_row, (void *)x->out, NULL,
+				err);
 }
 
 int32_t my_session_list_pending(void *inst, const memd_call *call,

@@ -192,6 +192,15 @@ static void session_from_row(const my_stmt *s, memd_session *out)
 	my_session_from_row(s, 0, out);
 }
 
+int32_t my_session_row(const my_stmt *s, void *ud, memd_error *err)
+{
+	const memd_session_sink *out = ud;
+	memd_session row;
+
+	session_from_row(s, &row);
+	return my_sink_result(out->session(out->userdata, &row), "session", err);
+}
+
 /* A session read inside a transaction, delivered after the commit. */
 typedef struct session_copy {
 	memd_session s;
@@ -500,26 +509,6 @@ static const my_sql *list_query(const memd_session_query *q, const char *platfor
 	return before ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST;
 }
 
-/* Deliver every row of the open statement s to x->out. */
-static int32_t deliver_rows(my_conn *c, my_stmt *s, my_store *store, const memd_call *call,
-			    const memd_session_sink *out, memd_error *err)
-{
-	uint64_t n = 0;
-	int32_t r;
-
-	while ((r = my_fetch(c, s, err)) == 1) {
-		memd_session row;
-		session_from_row(s, &row);
-		r = my_sink_result(out->session(out->userdata, &row), "session", err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(store, call, err);
-		if (r != 0)
-			break;
-	}
-	my_done(s);
-	return r > 0 ? 0 : r;
-}
-
 static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 {
 	list_ctx *x = arg;
@@ -560,9 +549,8 @@ static int32_t list_body(my_conn *c, void *arg, memd_error *err)
 	}
 	my_param_u64(&p, q->limit ? q->limit : MY_NO_LIMIT);
 	r = my_exec(c, list_query(q, platform, lane), &p, &s, err);
-	if (r == 0)
-		r = deliver_rows(c, s, x->store, x->call, x->out, err);
-	return r;
+	return my_fetch_deliver(x->store, x->call, c, s, r, my_session_row, (void *)x->out, NULL,
+				err);
 }
 
 int32_t my_session_list(void *inst, const memd_call *call, const memd_scope *scope,
@@ -612,9 +600,8 @@ static int32_t ended_body(my_conn *c, void *arg, memd_error *err)
 	my_param_i64(&p, x->before_us);
 	my_param_u64(&p, x->limit);
 	r = my_exec(c, &SQL_SESSION_LIST_ENDED, &p, &s, err);
-	if (r == 0)
-		r = deliver_rows(c, s, x->store, x->call, x->out, err);
-	return r;
+	return my_fetch_deliver(x->store, x->call, c, s, r, my_session_row, (void *)x->out, NULL,
+				err);
 }
 
 int32_t my_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,

@@ -41,6 +41,9 @@ int32_t my_session_appended(my_conn *c, const memd_scope *scope, const my_sessio
 /* Fill out from the session columns of s's current row starting at
  * column at (strings borrowed from s). */
 void my_session_from_row(const my_stmt *s, unsigned at, memd_session *out);
+/* my_row_fn of the session lists: the session of s's current row (from
+ * column 0) to ud, a const memd_session_sink *. */
+int32_t my_session_row(const my_stmt *s, void *ud, memd_error *err);
 /* 1 in *ret_exists if scope's session exists (one read, no lock). */
 int32_t my_session_exists(my_conn *c, const memd_scope *scope, int *ret_exists,
 			  memd_error *err);

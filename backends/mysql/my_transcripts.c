@@ -368,6 +368,17 @@ typedef struct op_ctx {
 	const memd_operation_sink *out;
 } op_ctx;
 
+/* my_row_fn of operation_list and operation_get: the operation of s's
+ * current row to ud, a const memd_operation_sink *. */
+static int32_t op_row(const my_stmt *s, void *ud, memd_error *err)
+{
+	const memd_operation_sink *out = ud;
+	memd_operation o;
+
+	op_from_row(s, &o);
+	return my_sink_result(out->operation(out->userdata, &o), "operation", err);
+}
+
 static int32_t op_body(my_conn *c, void *arg, memd_error *err)
 {
 	op_ctx *x = arg;
@@ -383,16 +394,7 @@ static int32_t op_body(my_conn *c, void *arg, memd_error *err)
 	else
 		my_param_u64(&p, x->limit ? x->limit : MY_NO_LIMIT);
 	r = my_exec(c, x->id ? &SQL_OP_GET : &SQL_OP_LIST, &p, &s, err);
-	while (r == 0 && (r = my_fetch(c, s, err)) == 1) {
-		memd_operation o;
-		op_from_row(s, &o);
-		r = my_sink_result(x->out->operation(x->out->userdata, &o), "operation", err);
-		if (r == 0 && ++n % MY_CHECK_EVERY == 0)
-			r = my_call_check(x->store, x->call, err);
-	}
-	my_done(s);
-	if (r > 0)
-		return 0;
+	r = my_fetch_deliver(x->store, x->call, c, s, r, op_row, (void *)x->out, &n, err);
 	if (r == 0 && n == 0 && x->id)
 		return memd_error_set(err, MEMD_ENOTFOUND, 0,
 				      "session '%.64s' has no operation '%.64s'",
