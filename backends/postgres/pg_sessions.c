@@ -383,6 +383,30 @@ typedef struct read_ctx {
 	const memd_pending_query *pq; /* session_list_pending */
 } read_ctx;
 
+/* The session lists' one round trip: run sql with vals on c (what names
+ * it in a failure's message), count its rows in x->call and deliver each
+ * (pg_session_from_row's columns) to x->out until the sink asks to stop.
+ * Returns 0, or the failure of the statement or the sink. */
+static int32_t list_run(pg_conn *c, const read_ctx *x, const pg_sql *sql,
+			const char *const *vals, const char *what, memd_error *err)
+{
+	PGresult *res;
+	int32_t r = pg_send(c, sql, vals, err);
+
+	if (r == 0)
+		r = pg_run(c, what, err);
+	if (r < 0)
+		return r;
+	res = pg_res(c, 0);
+	pu_rows_read(x->call, (uint64_t)PQntuples(res));
+	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
+		memd_session s;
+		pg_session_from_row(res, i, &s);
+		r = deliver(x->out, &s, err);
+	}
+	return r > 0 ? 0 : r;
+}
+
 static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	read_ctx *x = ctx;
@@ -433,21 +457,8 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 			    platform ? (q->before_created_us ? &SQL_SESSION_LIST_PLATFORM_BEFORE :
 							       &SQL_SESSION_LIST_PLATFORM) :
 			    q->before_created_us ? &SQL_SESSION_LIST_BEFORE : &SQL_SESSION_LIST;
-	PGresult *res;
-	int32_t r = pg_send(c, sql, vals, err);
 
-	if (r == 0)
-		r = pg_run(c, "list sessions", err);
-	if (r < 0)
-		return r;
-	res = pg_res(c, 0);
-	pu_rows_read(x->call, (uint64_t)PQntuples(res));
-	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
-		memd_session s;
-		pg_session_from_row(res, i, &s);
-		r = deliver(x->out, &s, err);
-	}
-	return r > 0 ? 0 : r;
+	return list_run(c, x, sql, vals, "list sessions", err);
 }
 
 int32_t pg_session_list(void *inst, const memd_call *call, const memd_scope *scope,
@@ -479,21 +490,8 @@ static int32_t ended_once(pg_conn *c, void *ctx, memd_error *err)
 	read_ctx *x = ctx;
 	char before[PG_INT_BUF], lim[PG_INT_BUF];
 	const char *vals[2] = { pg_i64(before, x->ended_before_us), pg_i64(lim, x->limit) };
-	PGresult *res;
-	int32_t r = pg_send(c, &SQL_SESSION_LIST_ENDED, vals, err);
 
-	if (r == 0)
-		r = pg_run(c, "list ended sessions", err);
-	if (r < 0)
-		return r;
-	res = pg_res(c, 0);
-	pu_rows_read(x->call, (uint64_t)PQntuples(res));
-	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
-		memd_session s;
-		pg_session_from_row(res, i, &s);
-		r = deliver(x->out, &s, err);
-	}
-	return r > 0 ? 0 : r;
+	return list_run(c, x, &SQL_SESSION_LIST_ENDED, vals, "list ended sessions", err);
 }
 
 int32_t pg_session_list_ended(void *inst, const memd_call *call, int64_t ended_before_us,
@@ -524,21 +522,9 @@ static int32_t pending_once(pg_conn *c, void *ctx, memd_error *err)
 				keyset && q->after_user ? q->after_user : KEYSET_FIRST,
 				keyset && q->after_id ? q->after_id : KEYSET_FIRST,
 				pg_i64(lim, q->limit) };
-	PGresult *res;
-	int32_t r = pg_send(c, &SQL_SESSION_LIST_PENDING, vals, err);
 
-	if (r == 0)
-		r = pg_run(c, "list sessions pending memory extraction", err);
-	if (r < 0)
-		return r;
-	res = pg_res(c, 0);
-	pu_rows_read(x->call, (uint64_t)PQntuples(res));
-	for (int i = 0; r == 0 && i < PQntuples(res); i++) {
-		memd_session s;
-		pg_session_from_row(res, i, &s);
-		r = deliver(x->out, &s, err);
-	}
-	return r > 0 ? 0 : r;
+	return list_run(c, x, &SQL_SESSION_LIST_PENDING, vals,
+			"list sessions pending memory extraction", err);
 }
 
 int32_t pg_session_list_pending(void *inst, const memd_call *call, const memd_pending_query *q,
