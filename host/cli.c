@@ -554,6 +554,18 @@ static int cmd_mcp(cli *c, int from)
 
 typedef int (*scripting_fn)(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			    char **ret_json);
+/* A facade call on APP USER ID (SID, KEY) that answers JSON: the whole of
+ * a command that takes no options. */
+typedef int32_t (*plain_fn)(memd *m, const char *app, const char *user, const char *id,
+			    char **ret_json, memd_error *err);
+
+typedef struct command {
+	const char *group, *verb;
+	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
+	const char *shape;
+	scripting_fn fn;               /* parses the options, then runs; NULL: plain */
+	plain_fn plain;                /* when fn is NULL: takes no options, calls this */
+} command;
 
 static int sc_search(cli *c, memd *m, const char **pos, int from, memd_error *err,
 		     char **ret_json);
@@ -587,44 +599,6 @@ static int open_for_search(cli *c, const char **pos, memd **ret)
 		err.msg, pos[0], pos[1]);
 	o->mode = "keyword";
 	return open_memd(c, MEMD_OPEN_NO_VECTOR, ret);
-}
-
-/* Run a scripting command of npos positional arguments (or npos_alt,
- * when nonzero; the missing ones are NULL in pos). */
-static int run_scripting(cli *c, int from, int npos, int npos_alt, const char *shape,
-			 scripting_fn fn)
-{
-	const char *pos[5] = { 0 };
-	memd *m;
-	char *json = NULL;
-	memd_error err = { 0 };
-	int rc, n;
-
-	/* Options are consumed by fn before positionals are checked, so fn
-	 * parses them first with pos == NULL. */
-	rc = fn(c, NULL, NULL, from, &err, NULL);
-	if (rc != EXIT_OK)
-		return rc;
-	n = positionals(c, from, pos, npos);
-	if (n < 0)
-		return EXIT_USAGE;
-	if (n != npos && (!npos_alt || n != npos_alt))
-		return usage_error("expected: %s", shape);
-	/* Only search needs the vector store: the other commands leave it to
-	 * whoever holds it (a running memd serve indexes what they write). */
-	if (fn == sc_search)
-		rc = open_for_search(c, pos, &m);
-	else
-		rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m);
-	if (rc != EXIT_OK)
-		return rc;
-	rc = fn(c, m, pos, from, &err, &json);
-	if (rc == EXIT_OK && json)
-		rc = print_json(json);
-	else if (rc < 0)
-		rc = fail(&err);
-	memd_close(m);
-	return rc;
 }
 
 static int take_common(cli *c, int from, int which)
@@ -674,6 +648,49 @@ static int take_common(cli *c, int from, int which)
 static int result(int32_t r)
 {
 	return r < 0 ? -1 : EXIT_OK;
+}
+
+/* Run cmd, a scripting command of cmd->npos positional arguments (or
+ * cmd->npos_alt, when nonzero; the missing ones are NULL in pos). */
+static int run_scripting(cli *c, int from, const command *cmd)
+{
+	const char *pos[5] = { 0 };
+	memd *m;
+	char *json = NULL;
+	memd_error err = { 0 };
+	int rc, n;
+
+	/* Options are consumed by fn before positionals are checked, so fn
+	 * parses them first with pos == NULL. A plain command takes none. */
+	if (cmd->fn)
+		rc = cmd->fn(c, NULL, NULL, from, &err, NULL);
+	else
+		rc = take_common(c, from, 0);
+	if (rc != EXIT_OK)
+		return rc;
+	n = positionals(c, from, pos, cmd->npos);
+	if (n < 0)
+		return EXIT_USAGE;
+	if (n != cmd->npos && (!cmd->npos_alt || n != cmd->npos_alt))
+		return usage_error("expected: %s", cmd->shape);
+	/* Only search needs the vector store: the other commands leave it to
+	 * whoever holds it (a running memd serve indexes what they write). */
+	if (cmd->fn == sc_search)
+		rc = open_for_search(c, pos, &m);
+	else
+		rc = open_memd(c, MEMD_OPEN_NO_VECTOR, &m);
+	if (rc != EXIT_OK)
+		return rc;
+	if (cmd->fn)
+		rc = cmd->fn(c, m, pos, from, &err, &json);
+	else
+		rc = result(cmd->plain(m, pos[0], pos[1], pos[2], &json, &err));
+	if (rc == EXIT_OK && json)
+		rc = print_json(json);
+	else if (rc < 0)
+		rc = fail(&err);
+	memd_close(m);
+	return rc;
 }
 
 /* A facade call on APP USER SID (or KEY) with a JSON body. */
@@ -848,22 +865,6 @@ static int sc_events_list(cli *c, memd *m, const char **pos, int from, memd_erro
 				       err));
 }
 
-static int sc_context(cli *c, memd *m, const char **pos, int from, memd_error *err,
-		      char **ret_json)
-{
-	if (!m)
-		return take_common(c, from, 0);
-	return result(memd_context(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
-static int sc_state_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			char **ret_json)
-{
-	if (!m)
-		return take_common(c, from, 0);
-	return result(memd_state_get(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
 static int sc_user_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			  char **ret_json)
 {
@@ -916,14 +917,6 @@ static int sc_artifact_get(cli *c, memd *m, const char **pos, int from, memd_err
 	}
 	memd_free(data);
 	return EXIT_OK;
-}
-
-static int sc_artifact_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			    char **ret_json)
-{
-	if (!m)
-		return take_common(c, from, 0);
-	return result(memd_artifact_list(m, pos[0], pos[1], pos[2], ret_json, err));
 }
 
 /* state set APP USER SID KEY=VALUE...: variable arity, handled apart. */
@@ -1268,14 +1261,6 @@ static int sc_lane_reset(cli *c, memd *m, const char **pos, int from, memd_error
 	return open_or_reset(c, m, pos, 1, err, ret_json);
 }
 
-static int sc_lane_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
-		       char **ret_json)
-{
-	if (!m)
-		return take_lane_opts(c, from, 0);
-	return result(memd_lane_get(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
 /* A --suspended or --resume-pending value: flag_true, flag_false or an
  * error. */
 static int filter_flag(const char *v, const char *what, uint32_t if_true, uint32_t if_false,
@@ -1332,14 +1317,6 @@ static int sc_lane_switch(cli *c, memd *m, const char **pos, int from, memd_erro
 	if (!body)
 		return out_of_memory();
 	return call_body(m, memd_lane_switch, pos, body, err, ret_json);
-}
-
-static int sc_lane_suspend(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			   char **ret_json)
-{
-	if (!m)
-		return take_lane_opts(c, from, 0);
-	return result(memd_lane_suspend(m, pos[0], pos[1], pos[2], ret_json, err));
 }
 
 static int sc_lane_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1459,14 +1436,6 @@ static int sc_inbox_take(cli *c, memd *m, const char **pos, int from, memd_error
 			 err, ret_json);
 }
 
-static int sc_inbox_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			 char **ret_json)
-{
-	if (!m)
-		return take_lane_opts(c, from, 0);
-	return result(memd_inbox_list(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
 /* ---- transcripts ------------------------------------------------------------------ */
 
 /* Options of the transcript commands. which: TX_OPT_*. */
@@ -1564,14 +1533,6 @@ static int sc_session_undo(cli *c, memd *m, const char **pos, int from, memd_err
 	if (!(body = tx_body(&c->opts, NULL, NULL)))
 		return out_of_memory();
 	return call_body4(m, memd_operation_undo, pos, body, err, ret_json);
-}
-
-static int sc_session_operations(cli *c, memd *m, const char **pos, int from, memd_error *err,
-				 char **ret_json)
-{
-	if (!m)
-		return take_tx_opts(c, from, 0);
-	return result(memd_operations_list(m, pos[0], pos[1], pos[2], ret_json, err));
 }
 
 static int sc_messages_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
@@ -1775,14 +1736,6 @@ static int sc_memory_list(cli *c, memd *m, const char **pos, int from, memd_erro
 	return result(memd_memory_list(m, pos[0], pos[1], &lo, ret_json, err));
 }
 
-static int sc_memory_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			 char **ret_json)
-{
-	if (!m)
-		return take_memory_opts(c, from, 0);
-	return result(memd_memory_get(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
 static int sc_memory_update(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			    char **ret_json)
 {
@@ -1820,24 +1773,6 @@ static int sc_memory_delete(cli *c, memd *m, const char **pos, int from, memd_er
 	return *ret_json ? EXIT_OK : out_of_memory();
 }
 
-static int sc_memory_history(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			     char **ret_json)
-{
-	if (!m)
-		return take_memory_opts(c, from, 0);
-	return result(memd_memory_history(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
-/* memd memory extract APP USER SID: extract the session's unread events
- * into long-term memories now. */
-static int sc_memory_extract(cli *c, memd *m, const char **pos, int from, memd_error *err,
-			     char **ret_json)
-{
-	if (!m)
-		return take_common(c, from, 0);
-	return result(memd_memory_extract(m, pos[0], pos[1], pos[2], ret_json, err));
-}
-
 /* memd memory sweep: one pass of the memory worker. */
 static int sc_memory_sweep(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			   char **ret_json)
@@ -1848,60 +1783,54 @@ static int sc_memory_sweep(cli *c, memd *m, const char **pos, int from, memd_err
 	return result(memd_memories_sweep(m, ret_json, err));
 }
 
-typedef struct command {
-	const char *group, *verb;
-	int npos, npos_alt;            /* positional arguments; npos_alt: another count, or 0 */
-	const char *shape;
-	scripting_fn fn;
-} command;
-
 static const command commands[] = {
-	{ "session", "create", 2, 0, "session create APP USER", sc_session_create },
-	{ "session", "get", 3, 0, "session get APP USER SID", sc_session_get },
-	{ "session", "list", 2, 0, "session list APP USER", sc_session_list },
-	{ "session", "delete", 3, 0, "session delete APP USER SID", sc_session_delete },
+	{ "session", "create", 2, 0, "session create APP USER", .fn = sc_session_create },
+	{ "session", "get", 3, 0, "session get APP USER SID", .fn = sc_session_get },
+	{ "session", "list", 2, 0, "session list APP USER", .fn = sc_session_list },
+	{ "session", "delete", 3, 0, "session delete APP USER SID", .fn = sc_session_delete },
 	{ "session", "rewind", 3, 0, "session rewind APP USER SID --turns N|--to-seq N",
-	  sc_session_rewind },
-	{ "session", "clear", 3, 0, "session clear APP USER SID", sc_session_clear },
-	{ "session", "undo", 4, 0, "session undo APP USER SID OP", sc_session_undo },
-	{ "session", "operations", 3, 0, "session operations APP USER SID", sc_session_operations },
-	{ "messages", "get", 3, 0, "messages get APP USER SID", sc_messages_get },
-	{ "messages", "append", 3, 0, "messages append APP USER SID", sc_messages_append },
-	{ "messages", "put", 3, 0, "messages put APP USER SID", sc_messages_put },
-	{ "state", "history", 3, 0, "state history APP USER SID", sc_state_history },
-	{ "events", "append", 3, 0, "events append APP USER SID", sc_events_append },
-	{ "events", "list", 3, 0, "events list APP USER SID", sc_events_list },
-	{ "context", NULL, 3, 0, "context APP USER SID", sc_context },
-	{ "state", "get", 3, 0, "state get APP USER SID", sc_state_get },
-	{ "artifact", "put", 4, 0, "artifact put APP USER SID NAME", sc_artifact_put },
-	{ "artifact", "get", 4, 0, "artifact get APP USER SID NAME", sc_artifact_get },
-	{ "artifact", "list", 3, 0, "artifact list APP USER SID", sc_artifact_list },
-	{ "user", "delete", 2, 0, "user delete APP USER", sc_user_delete },
-	{ "search", NULL, 3, 0, "search APP USER QUERY", sc_search },
-	{ "lane", "resolve", 1, 0, "lane resolve APP SOURCE", sc_lane_resolve },
+	  .fn = sc_session_rewind },
+	{ "session", "clear", 3, 0, "session clear APP USER SID", .fn = sc_session_clear },
+	{ "session", "undo", 4, 0, "session undo APP USER SID OP", .fn = sc_session_undo },
+	{ "session", "operations", 3, 0, "session operations APP USER SID",
+	  .plain = memd_operations_list },
+	{ "messages", "get", 3, 0, "messages get APP USER SID", .fn = sc_messages_get },
+	{ "messages", "append", 3, 0, "messages append APP USER SID", .fn = sc_messages_append },
+	{ "messages", "put", 3, 0, "messages put APP USER SID", .fn = sc_messages_put },
+	{ "state", "history", 3, 0, "state history APP USER SID", .fn = sc_state_history },
+	{ "events", "append", 3, 0, "events append APP USER SID", .fn = sc_events_append },
+	{ "events", "list", 3, 0, "events list APP USER SID", .fn = sc_events_list },
+	{ "context", NULL, 3, 0, "context APP USER SID", .plain = memd_context },
+	{ "state", "get", 3, 0, "state get APP USER SID", .plain = memd_state_get },
+	{ "artifact", "put", 4, 0, "artifact put APP USER SID NAME", .fn = sc_artifact_put },
+	{ "artifact", "get", 4, 0, "artifact get APP USER SID NAME", .fn = sc_artifact_get },
+	{ "artifact", "list", 3, 0, "artifact list APP USER SID", .plain = memd_artifact_list },
+	{ "user", "delete", 2, 0, "user delete APP USER", .fn = sc_user_delete },
+	{ "search", NULL, 3, 0, "search APP USER QUERY", .fn = sc_search },
+	{ "lane", "resolve", 1, 0, "lane resolve APP SOURCE", .fn = sc_lane_resolve },
 	{ "lane", "open", 3, 1, "lane open APP SOURCE, or lane open APP USER KEY [SOURCE]",
-	  sc_lane_open },
-	{ "lane", "get", 3, 0, "lane get APP USER KEY", sc_lane_get },
-	{ "lane", "list", 2, 1, "lane list APP [USER]", sc_lane_list },
-	{ "lane", "reset", 3, 0, "lane reset APP USER KEY", sc_lane_reset },
-	{ "lane", "switch", 4, 0, "lane switch APP USER KEY SID", sc_lane_switch },
-	{ "lane", "suspend", 3, 0, "lane suspend APP USER KEY", sc_lane_suspend },
-	{ "lane", "delete", 3, 0, "lane delete APP USER KEY", sc_lane_delete },
-	{ "lane", "sweep", 0, 0, "lane sweep", sc_lane_sweep },
-	{ "turn", "begin", 3, 0, "turn begin APP USER KEY", sc_turn_begin },
-	{ "turn", "heartbeat", 4, 0, "turn heartbeat APP USER KEY TURN", sc_turn_heartbeat },
-	{ "turn", "end", 4, 0, "turn end APP USER KEY TURN --outcome O", sc_turn_end },
-	{ "inbox", "put", 3, 0, "inbox put APP USER KEY --mode M", sc_inbox_put },
-	{ "inbox", "take", 4, 0, "inbox take APP USER KEY TURN", sc_inbox_take },
-	{ "inbox", "list", 3, 0, "inbox list APP USER KEY", sc_inbox_list },
-	{ "memory", "add", 3, 0, "memory add APP USER TEXT", sc_memory_add },
-	{ "memory", "list", 2, 0, "memory list APP USER", sc_memory_list },
-	{ "memory", "get", 3, 0, "memory get APP USER ID", sc_memory_get },
-	{ "memory", "update", 3, 0, "memory update APP USER ID", sc_memory_update },
-	{ "memory", "delete", 3, 0, "memory delete APP USER ID", sc_memory_delete },
-	{ "memory", "history", 3, 0, "memory history APP USER ID", sc_memory_history },
-	{ "memory", "extract", 3, 0, "memory extract APP USER SID", sc_memory_extract },
-	{ "memory", "sweep", 0, 0, "memory sweep", sc_memory_sweep },
+	  .fn = sc_lane_open },
+	{ "lane", "get", 3, 0, "lane get APP USER KEY", .plain = memd_lane_get },
+	{ "lane", "list", 2, 1, "lane list APP [USER]", .fn = sc_lane_list },
+	{ "lane", "reset", 3, 0, "lane reset APP USER KEY", .fn = sc_lane_reset },
+	{ "lane", "switch", 4, 0, "lane switch APP USER KEY SID", .fn = sc_lane_switch },
+	{ "lane", "suspend", 3, 0, "lane suspend APP USER KEY", .plain = memd_lane_suspend },
+	{ "lane", "delete", 3, 0, "lane delete APP USER KEY", .fn = sc_lane_delete },
+	{ "lane", "sweep", 0, 0, "lane sweep", .fn = sc_lane_sweep },
+	{ "turn", "begin", 3, 0, "turn begin APP USER KEY", .fn = sc_turn_begin },
+	{ "turn", "heartbeat", 4, 0, "turn heartbeat APP USER KEY TURN", .fn = sc_turn_heartbeat },
+	{ "turn", "end", 4, 0, "turn end APP USER KEY TURN --outcome O", .fn = sc_turn_end },
+	{ "inbox", "put", 3, 0, "inbox put APP USER KEY --mode M", .fn = sc_inbox_put },
+	{ "inbox", "take", 4, 0, "inbox take APP USER KEY TURN", .fn = sc_inbox_take },
+	{ "inbox", "list", 3, 0, "inbox list APP USER KEY", .plain = memd_inbox_list },
+	{ "memory", "add", 3, 0, "memory add APP USER TEXT", .fn = sc_memory_add },
+	{ "memory", "list", 2, 0, "memory list APP USER", .fn = sc_memory_list },
+	{ "memory", "get", 3, 0, "memory get APP USER ID", .plain = memd_memory_get },
+	{ "memory", "update", 3, 0, "memory update APP USER ID", .fn = sc_memory_update },
+	{ "memory", "delete", 3, 0, "memory delete APP USER ID", .fn = sc_memory_delete },
+	{ "memory", "history", 3, 0, "memory history APP USER ID", .plain = memd_memory_history },
+	{ "memory", "extract", 3, 0, "memory extract APP USER SID", .plain = memd_memory_extract },
+	{ "memory", "sweep", 0, 0, "memory sweep", .fn = sc_memory_sweep },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -2023,9 +1952,9 @@ int cli_main(int argc, char **argv)
 		if (strcmp(group, cmd->group) != 0)
 			continue;
 		if (!cmd->verb)
-			return run_scripting(&c, i + 1, cmd->npos, cmd->npos_alt, cmd->shape, cmd->fn);
+			return run_scripting(&c, i + 1, cmd);
 		if (strcmp(verb, cmd->verb) == 0)
-			return run_scripting(&c, i + 2, cmd->npos, cmd->npos_alt, cmd->shape, cmd->fn);
+			return run_scripting(&c, i + 2, cmd);
 	}
 	for (size_t k = 0; k < sizeof(verb_groups) / sizeof(verb_groups[0]); k++) {
 		if (strcmp(group, verb_groups[k]) != 0)
