@@ -15,27 +15,11 @@ dir="$MEMD_BUILD_ROOT/tests/openai/work"
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
-
-command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/deps.sh test)" >&2; exit 1; }
-if ! command -v npm >/dev/null; then
-	# Debian's nodejs comes without npm (as in tests/tokens/setup.sh).
-	sudo=()
-	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
-	echo "openai_test: installing npm" >&2
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends npm >&2 ||
-		{ echo "FAIL: npm is missing and could not be installed" >&2; exit 1; }
-fi
+source "$MEMD_SOURCE_ROOT/tests/common/npm_serve.sh"
 
 # The pinned packages, installed again only when the lock file changed.
-cp "$src/package.json" "$src/package-lock.json" "$src/tsconfig.json" "$src/fixtures.ts" \
-	"$src/messages_test.ts" "$dir/"
-stamp="$dir/node_modules/.memd-lock-$(sha256sum "$src/package-lock.json" | cut -c1-16)"
-if [[ ! -f "$stamp" ]]; then
-	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >npm-ci.log 2>&1) ||
-		{ cat "$dir/npm-ci.log" >&2; echo "FAIL: npm ci" >&2; exit 1; }
-	touch "$stamp"
-fi
-tsc="$dir/node_modules/.bin/tsc"
+npm_install openai_test "$dir" "$src" package.json package-lock.json tsconfig.json fixtures.ts \
+	messages_test.ts
 
 # The fixtures and the test, type-checked and compiled (nothing is
 # emitted on an error).
@@ -43,38 +27,22 @@ rm -rf "$dir/out"
 (cd "$dir" && "$tsc" -p tsconfig.json) || { echo "FAIL: tsc: the fixtures or the test" >&2; exit 1; }
 
 work=$(mktemp -d)
-serve_pid=
-# The server is stopped, and waited for, before its files go: it writes
-# (a keyword snapshot, the database's last pages) until it has exited.
-trap 'if [[ -n "$serve_pid" ]]; then kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+# The server is stopped, and waited for, before its files go.
+trap 'serve_stop; rm -rf "$work"' EXIT
 unset MEMD_CONFIG
 
-# memd serve on a free port (another taker between the probe and serve's
-# bind is a retry with another port).
-for ((try = 0; try < 20; try++)); do
-	port=$((20000 + RANDOM % 12000))
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
-	cat >"$work/memd.yaml" <<YAML
-server: {listen: "127.0.0.1:$port"}
+# memd serve on a free port.
+config() {
+	cat <<YAML
+server: {listen: "127.0.0.1:$1"}
 stores:
   main: {plugin: sqlite, path: $work/memd.db}
 sessions: {store: main}
 apps:
   '*': {working_memory: {strategy: all}}
 YAML
-	"$memd" --config "$work/memd.yaml" serve 2>"$work/serve.err" &
-	serve_pid=$!
-	for ((i = 0; i < 600; i++)); do # bounded: until it listens or exits
-		grep -q '"listening"' "$work/serve.err" && break
-		kill -0 "$serve_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	grep -q '"listening"' "$work/serve.err" && break
-	wait "$serve_pid" || true
-	serve_pid=
-	grep -q "Address already in use" "$work/serve.err" || break
-done
-grep -q '"listening"' "$work/serve.err" || { echo "FAIL: serve did not start: $(cat "$work/serve.err")" >&2; exit 1; }
+}
+serve_start "$work" config
 
 node "$dir/out/messages_test.js" "http://127.0.0.1:$port" "$dir/answers.ts"
 
