@@ -35,6 +35,11 @@ static void *conf_grow(void *arr, size_t *cap, size_t need, size_t elem)
 	return p;
 }
 
+int conf_str_eq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
 /* ---- instance lifecycle ----------------------------------------------- */
 
 static void conf_instance_create(conf_store *st)

@@ -43,6 +43,15 @@ typedef struct conf_store {
 	uint64_t rows_read;      /* every wrapped op adds to this */
 } conf_store;
 
+/* 1 when a and b are both NULL or the same string, else 0. */
+int conf_str_eq(const char *a, const char *b);
+
+/* Fail the running Criterion test unless got and want (either may be
+ * NULL) are the same string; what names the value in the message. */
+#define conf_assert_str_or_null(got, want, what)                                          \
+	cr_assert(conf_str_eq((got), (want)), "%s is '%s', expected '%s'", (what),        \
+		  (got) ? (got) : "(null)", (want) ? (want) : "(null)")
+
 /* Load the plugin, make a temp dir and create an instance; fails the test
  * on any error. conf_close undoes everything (accepts NULL). */
 conf_store *conf_open(void);

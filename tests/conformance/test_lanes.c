@@ -43,15 +43,6 @@ TestSuite(lanes, .init = setup, .fini = teardown, .timeout = SUITE_TIMEOUT_S);
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static int str_eq(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-#define assert_str_or_null(got, want, what)                                               \
-	cr_assert(str_eq((got), (want)), "%s is '%s', expected '%s'", (what),             \
-		  (got) ? (got) : "(null)", (want) ? (want) : "(null)")
-
 /* A plain session record of (app, user, id) created at created_us. */
 static memd_session session_rec(const char *app, const char *user, const char *id,
 				int64_t created_us)
@@ -188,7 +179,7 @@ static void take_expect(const char *key, const char *turn, int64_t now_us, const
 	int32_t r = conf_inbox_take(st, APP, USER, key, turn, now_us, &it, &depth);
 
 	cr_assert_eq(r, 0, "inbox_take: %s", st->err.msg);
-	assert_str_or_null(it.id, want_id, "the item taken");
+	conf_assert_str_or_null(it.id, want_id, "the item taken");
 	cr_assert_eq(depth, want_depth, "depth after the take is %u, expected %u", depth,
 		     want_depth);
 	free(it.id);
@@ -259,13 +250,13 @@ Test(lanes, session_lifecycle_members_round_trip)
 			c = &l.v[0];
 		}
 		cr_assert_eq(c->flags, MEMD_SESSION_NOTICE, "pass %d: flags 0x%x", pass, c->flags);
-		assert_str_or_null(c->lane_key, KEY, "lane_key");
+		conf_assert_str_or_null(c->lane_key, KEY, "lane_key");
 		cr_assert(conf_json_equal(c->origin_json, s.origin_json), "origin_json %s",
 			  c->origin_json);
-		assert_str_or_null(c->origin_platform, "telegram", "origin_platform");
-		assert_str_or_null(c->previous_session, "s0", "previous_session");
-		assert_str_or_null(c->start_reason, "idle", "start_reason");
-		assert_str_or_null(c->end_reason, NULL, "end_reason of an open session");
+		conf_assert_str_or_null(c->origin_platform, "telegram", "origin_platform");
+		conf_assert_str_or_null(c->previous_session, "s0", "previous_session");
+		conf_assert_str_or_null(c->start_reason, "idle", "start_reason");
+		conf_assert_str_or_null(c->end_reason, NULL, "end_reason of an open session");
 		cr_assert_eq(c->ended_us, 0, "an open session has ended_us %lld",
 			     (long long)c->ended_us);
 		cr_assert_eq(c->version, 0);
@@ -441,12 +432,12 @@ Test(lanes, create_writes_every_host_field)
 			     (long long)got.l.version);
 		cr_assert_eq(got.l.created_us, T0 + 10, "created_us is not the create's now_us");
 		cr_assert_eq(got.l.updated_us, T0 + 5, "updated_us is not the host's");
-		assert_str_or_null(got.l.resume_reason, "restart_interrupted", "resume_reason");
+		conf_assert_str_or_null(got.l.resume_reason, "restart_interrupted", "resume_reason");
 		cr_assert_eq(got.l.resume_marked_us, T0 + 1);
-		assert_str_or_null(got.l.reset_reason, "daily", "reset_reason");
-		assert_str_or_null(got.l.previous_session, "s0", "previous_session");
+		conf_assert_str_or_null(got.l.reset_reason, "daily", "reset_reason");
+		conf_assert_str_or_null(got.l.previous_session, "s0", "previous_session");
 		cr_assert_eq(got.l.reset_us, T0 + 4);
-		assert_str_or_null(got.l.turn_id, "turn-1", "turn_id");
+		conf_assert_str_or_null(got.l.turn_id, "turn-1", "turn_id");
 		cr_assert_eq(got.l.turn_started_us, T0 + 5);
 		cr_assert_eq(got.l.turn_lease_until_us, T0 + LEASE_US);
 		cr_assert_eq(got.l.interruptions, 2);
@@ -463,10 +454,10 @@ Test(lanes, create_writes_every_host_field)
 	cr_assert_eq(s.created_us, T0);
 	cr_assert_eq(s.last_seq, 0);
 	cr_assert_eq(s.flags, MEMD_SESSION_NOTICE);
-	assert_str_or_null(s.lane_key, KEY, "session lane_key");
-	assert_str_or_null(s.origin_platform, "telegram", "session origin_platform");
-	assert_str_or_null(s.previous_session, "s0", "session previous_session");
-	assert_str_or_null(s.start_reason, "daily", "session start_reason");
+	conf_assert_str_or_null(s.lane_key, KEY, "session lane_key");
+	conf_assert_str_or_null(s.origin_platform, "telegram", "session origin_platform");
+	conf_assert_str_or_null(s.previous_session, "s0", "session previous_session");
+	conf_assert_str_or_null(s.start_reason, "daily", "session start_reason");
 	conf_session_clear(&s);
 	cr_assert_eq(conf_state_get(st, &sc, &state), 0, "%s", st->err.msg);
 	cr_assert(conf_json_equal(state, "{}"), "state of a lane-made session: %s", state);
@@ -775,12 +766,12 @@ Test(lanes, end_and_reopen_sessions)
 	cr_assert_eq(r, 0, "%s", st->err.msg);
 	s = session_get_ok(APP, USER, "s1");
 	cr_assert_eq(s.ended_us, T0 + 100, "ended_us is not the write's now_us");
-	assert_str_or_null(s.end_reason, "idle", "end_reason");
+	conf_assert_str_or_null(s.end_reason, "idle", "end_reason");
 	conf_session_clear(&s);
 	s = session_get_ok(APP, USER, "s2");
 	cr_assert_eq(s.ended_us, 0);
 	cr_assert_null(s.end_reason);
-	assert_str_or_null(s.previous_session, "s1", "previous_session");
+	conf_assert_str_or_null(s.previous_session, "s1", "previous_session");
 	conf_session_clear(&s);
 
 	/* Ending an ended session keeps its first end; a missing one is fine. */
@@ -789,7 +780,7 @@ Test(lanes, end_and_reopen_sessions)
 	cr_assert_eq(conf_lane_write(st, &w, NULL), 0, "%s", st->err.msg);
 	s = session_get_ok(APP, USER, "s1");
 	cr_assert_eq(s.ended_us, T0 + 100, "an ended session was ended again");
-	assert_str_or_null(s.end_reason, "idle", "end_reason after a second end");
+	conf_assert_str_or_null(s.end_reason, "idle", "end_reason after a second end");
 	conf_session_clear(&s);
 	w = (memd_lane_write){ .expected_version = 3, .lane = &l, .end_session = "gone",
 			       .end_reason = "explicit", .now_us = T0 + 250 };
@@ -807,7 +798,7 @@ Test(lanes, end_and_reopen_sessions)
 	conf_session_clear(&s);
 	s = session_get_ok(APP, USER, "s2");
 	cr_assert_eq(s.ended_us, T0 + 300);
-	assert_str_or_null(s.end_reason, "switch", "end_reason");
+	conf_assert_str_or_null(s.end_reason, "switch", "end_reason");
 	conf_session_clear(&s);
 	/* Reopening an open session changes nothing. */
 	w = (memd_lane_write){ .expected_version = 5, .lane = &l, .reopen_session = "s1",
@@ -834,8 +825,8 @@ Test(lanes, lane_get_delivers_the_lanes_session)
 	cr_assert_eq(conf_lane_get_session(st, APP, USER, KEY, &got, &s, &n), 0, "%s",
 		     st->err.msg);
 	cr_assert_eq(n, 1, "lane_get delivered %d sessions for the lane's session", n);
-	assert_str_or_null(s.id, "s1", "the session delivered");
-	assert_str_or_null(got.l.session, "s1", "the lane delivered");
+	conf_assert_str_or_null(s.id, "s1", "the session delivered");
+	conf_assert_str_or_null(got.l.session, "s1", "the lane delivered");
 	conf_lane_clear(&got);
 
 	/* After a write that moves the lane on, the new session, as stored. */
@@ -847,13 +838,13 @@ Test(lanes, lane_get_delivers_the_lanes_session)
 		     st->err.msg);
 	cr_assert_eq(n, 1);
 	want = session_get_ok(APP, USER, "s2");
-	assert_str_or_null(got.l.session, "s2", "the lane delivered");
-	assert_str_or_null(s.id, "s2", "the session delivered");
-	assert_str_or_null(s.app, APP, "app");
-	assert_str_or_null(s.user, USER, "user");
-	assert_str_or_null(s.previous_session, "s1", "previous_session");
-	assert_str_or_null(s.start_reason, "idle", "start_reason");
-	assert_str_or_null(s.lane_key, want.lane_key, "lane_key");
+	conf_assert_str_or_null(got.l.session, "s2", "the lane delivered");
+	conf_assert_str_or_null(s.id, "s2", "the session delivered");
+	conf_assert_str_or_null(s.app, APP, "app");
+	conf_assert_str_or_null(s.user, USER, "user");
+	conf_assert_str_or_null(s.previous_session, "s1", "previous_session");
+	conf_assert_str_or_null(s.start_reason, "idle", "start_reason");
+	conf_assert_str_or_null(s.lane_key, want.lane_key, "lane_key");
 	cr_assert_eq(s.created_us, want.created_us);
 	cr_assert_eq(s.updated_us, want.updated_us);
 	cr_assert_eq(s.version, want.version);
@@ -868,12 +859,12 @@ Test(lanes, lane_get_delivers_the_lanes_session)
 	cr_assert_eq(conf_lane_get_session(st, APP, USER, KEY, &got, &s, &n), 0,
 		     "lane_get of a lane whose session is gone: %s", st->err.msg);
 	cr_assert_eq(n, 0, "lane_get delivered a session that was deleted");
-	assert_str_or_null(got.l.session, "s2", "the lane delivered");
+	conf_assert_str_or_null(got.l.session, "s2", "the lane delivered");
 	conf_lane_clear(&got);
 
 	/* Without session_out, as before; and an unknown lane delivers neither. */
 	got = lane_get_ok(APP, USER, KEY);
-	assert_str_or_null(got.l.session, "s2", "the lane without session_out");
+	conf_assert_str_or_null(got.l.session, "s2", "the lane without session_out");
 	conf_lane_clear(&got);
 	cr_assert_eq(conf_lane_get_session(st, APP, USER, "nope", NULL, &s, &n), MEMD_ENOTFOUND);
 	cr_assert_eq(n, 0);
@@ -1004,7 +995,7 @@ Test(lanes, feed_finalize_records)
 	cr_assert_gt(f.v[0].position, before);
 	cr_assert_str_eq(f.v[0].app, APP);
 	cr_assert_str_eq(f.v[0].user, USER);
-	assert_str_or_null(f.v[0].session, "s1", "the finalize record's session");
+	conf_assert_str_or_null(f.v[0].session, "s1", "the finalize record's session");
 	cr_assert_null(f.v[0].event.id, "a finalize record carries an event");
 	fin = f.v[0].position;
 	cr_assert_eq(f.v[1].kind, MEMD_FEED_EVENT);
@@ -1573,7 +1564,7 @@ Test(lanes, session_list_ended_oldest_first)
 	got[l.n < sizeof(got) ? l.n : sizeof(got) - 1] = '\0';
 	cr_assert_str_eq(got, want_all, "ended before T0+50: '%s', expected '%s'", got, want_all);
 	cr_assert_eq(l.v[0].ended_us, T0 + 10);
-	assert_str_or_null(l.v[0].end_reason, "idle", "end_reason");
+	conf_assert_str_or_null(l.v[0].end_reason, "idle", "end_reason");
 	cr_assert_str_eq(l.v[1].app, APP2);
 	cr_assert_str_eq(l.v[1].user, USER2);
 	conf_sessions_clear(&l);
@@ -1653,7 +1644,7 @@ Test(lanes, durable_across_reopen)
 	}
 	cr_assert_eq(r, 0, "the lane was lost across reopen: %s", st->err.msg);
 	cr_assert_eq(l.l.version, 2);
-	assert_str_or_null(l.l.turn_id, "t1", "turn_id after reopen");
+	conf_assert_str_or_null(l.l.turn_id, "t1", "turn_id after reopen");
 	cr_assert_eq(l.l.inbox_depth, 2);
 	conf_lane_clear(&l);
 	take_expect(KEY, "t1", T0 + 1, "a", 1);

@@ -42,15 +42,6 @@ TestSuite(memories, .init = setup, .fini = teardown, .timeout = SUITE_TIMEOUT_S)
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static int str_eq(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-#define assert_str_or_null(got, want, what)                                               \
-	cr_assert(str_eq((got), (want)), "%s is '%s', expected '%s'", (what),             \
-		  (got) ? (got) : "(null)", (want) ? (want) : "(null)")
-
 /* A memory of (app, user) with the given content; the rest as a host
  * would set it for an add. */
 static memd_memory mem(const char *app, const char *user, const char *id, const char *text)
@@ -266,8 +257,8 @@ Test(memories, add_update_delete_versions_and_times)
 	cr_assert_str_eq(u.m.kind, "fact");
 	cr_assert(conf_json_equal(u.m.topics_json, "[\"travel\"]"));
 	cr_assert(conf_json_equal(u.m.entities_json, "[]"));
-	assert_str_or_null(u.m.source_session, NULL, "source_session after update");
-	assert_str_or_null(u.m.source_json, NULL, "source_json after update");
+	conf_assert_str_or_null(u.m.source_session, NULL, "source_session after update");
+	conf_assert_str_or_null(u.m.source_json, NULL, "source_json after update");
 	cr_assert_eq(u.m.expires_us, 0);
 	cr_assert_eq(u.m.tokens, 5);
 	cr_assert_gt(u.m.position, a.m.position, "an update did not move the feed position");
@@ -815,11 +806,11 @@ Test(memories, history_oldest_first_survives_delete)
 	cr_assert_eq(h.v[1].memory.created_us, T0);
 	cr_assert_eq(h.v[1].memory.updated_us, T0 + 5);
 	cr_assert_str_eq(h.v[0].actor, "api");
-	assert_str_or_null(h.v[0].reason, NULL, "the add's reason");
+	conf_assert_str_or_null(h.v[0].reason, NULL, "the add's reason");
 	cr_assert_str_eq(h.v[1].actor, "extractor");
-	assert_str_or_null(h.v[1].reason, "newer statement", "the update's reason");
+	conf_assert_str_or_null(h.v[1].reason, "newer statement", "the update's reason");
 	cr_assert_str_eq(h.v[3].actor, "mcp");
-	assert_str_or_null(h.v[3].reason, "user asked", "the delete's reason");
+	conf_assert_str_or_null(h.v[3].reason, "user asked", "the delete's reason");
 	for (size_t i = 0; i < h.n; i++) {
 		cr_assert_str_eq(h.v[i].memory.id, "h");
 		cr_assert_str_eq(h.v[i].memory.app, APP);
@@ -844,7 +835,7 @@ static size_t feed_count(const conf_feed *f, uint32_t kind, const char *id)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < f->n; i++)
-		if (f->v[i].kind == kind && str_eq(f->v[i].memory.id, id))
+		if (f->v[i].kind == kind && conf_str_eq(f->v[i].memory.id, id))
 			n++;
 	return n;
 }
@@ -934,7 +925,7 @@ Test(memories, feed_carries_memories_in_position_order)
 	cr_assert_eq(f.v[0].kind, MEMD_FEED_MEMORY_DELETE);
 	cr_assert_str_eq(f.v[0].app, APP);
 	cr_assert_str_eq(f.v[0].user, USER);
-	assert_str_or_null(f.v[0].session, NULL, "a MEMORY_DELETE's session");
+	conf_assert_str_or_null(f.v[0].session, NULL, "a MEMORY_DELETE's session");
 	cr_assert_str_eq(f.v[0].memory.app, APP);
 	cr_assert_str_eq(f.v[0].memory.user, USER);
 	cr_assert_str_eq(f.v[0].memory.id, "fm");
@@ -984,7 +975,7 @@ Test(memories, user_delete_removes_memories_session_delete_leaves_them)
 
 	cr_assert_eq(conf_session_delete(st, APP, USER, "s"), 0, "%s", st->err.msg);
 	g = get_ok(APP, USER, "keep", T0 + 4);
-	assert_str_or_null(g.m.source_session, "s", "source_session after session_delete");
+	conf_assert_str_or_null(g.m.source_session, "s", "source_session after session_delete");
 	conf_memory_clear(&g);
 	q.session = "s";
 	assert_list(APP, USER, &q, "keep", "after session_delete");
@@ -1004,7 +995,7 @@ Test(memories, user_delete_removes_memories_session_delete_leaves_them)
 	cr_assert_eq(conf_feed_read(st, 0, CONF_FEED_ALL, &f), 0, "%s", st->err.msg);
 	for (size_t i = 0; i < f.n; i++)
 		if (f.v[i].kind == MEMD_FEED_MEMORY)
-			cr_assert(!(str_eq(f.v[i].app, APP) && str_eq(f.v[i].user, USER)),
+			cr_assert(!(conf_str_eq(f.v[i].app, APP) && conf_str_eq(f.v[i].user, USER)),
 				  "a deleted user's memory %s is still in the feed",
 				  f.v[i].memory.id);
 	cr_assert_eq(feed_count(&f, MEMD_FEED_MEMORY, "k2"), 2);

@@ -44,15 +44,6 @@ TestSuite(transcripts, .init = setup, .fini = teardown, .timeout = SUITE_TIMEOUT
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static int str_eq(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-#define assert_str_or_null(got, want, what)                                               \
-	cr_assert(str_eq((got), (want)), "%s is '%s', expected '%s'", (what),             \
-		  (got) ? (got) : "(null)", (want) ? (want) : "(null)")
-
 static void session_ok(const char *user, const char *id, int64_t created_us, const char *state)
 {
 	int32_t r = conf_session_create(st, APP, user, id, NULL, created_us, state, NULL);
@@ -204,7 +195,7 @@ static void assert_hidden(const memd_scope *sc, const char *id, int64_t hidden_u
 
 	cr_assert_eq(e.hidden_us, hidden_us, "%s hidden_us %lld, expected %lld", id,
 		     (long long)e.hidden_us, (long long)hidden_us);
-	assert_str_or_null(e.hidden_by, hidden_by, "hidden_by");
+	conf_assert_str_or_null(e.hidden_by, hidden_by, "hidden_by");
 	cr_assert_eq(e.hidden_kind, kind, "%s hidden_kind %u, expected %u", id, e.hidden_kind, kind);
 	conf_events_clear(&keep);
 }
@@ -213,7 +204,7 @@ static void assert_operation_of(const memd_scope *sc, const char *id, const char
 {
 	conf_events keep = { 0 };
 	memd_event e = event_by_id(sc, id, &keep);
-	assert_str_or_null(e.operation, op, "event operation");
+	conf_assert_str_or_null(e.operation, op, "event operation");
 	conf_events_clear(&keep);
 }
 
@@ -238,7 +229,7 @@ static conf_operation op_get_ok(const memd_scope *sc, const char *id)
 	conf_operation o = { 0 };
 	int32_t r = conf_operation_get(st, sc, id, &o);
 	cr_assert_eq(r, 0, "operation_get(%s): %s", id, st->err.msg);
-	assert_str_or_null(o.o.id, id, "operation id");
+	conf_assert_str_or_null(o.o.id, id, "operation id");
 	return o;
 }
 
@@ -294,8 +285,8 @@ Test(transcripts, rewind_hides_from_a_seq)
 	cr_assert_eq(o.o.last_seq, 0);
 	cr_assert_eq(o.o.hidden_count, 5);
 	cr_assert_eq(o.o.unhidden_count, 0);
-	assert_str_or_null(o.o.undo_of, NULL, "undo_of");
-	assert_str_or_null(o.o.undone_by, NULL, "undone_by");
+	conf_assert_str_or_null(o.o.undo_of, NULL, "undo_of");
+	conf_assert_str_or_null(o.o.undone_by, NULL, "undone_by");
 	conf_operation_clear(&o);
 
 	/* A second rewind from 3 with a new event: already hidden events keep
@@ -506,7 +497,7 @@ Test(transcripts, events_load_skips_hidden_events)
 			const char *by = !m[i].hidden ? NULL : m[i].seq < 14 ? "r1" : "r2";
 			cr_assert_eq(l.v[i].hidden_us != 0, m[i].hidden, "%s hidden_us %lld",
 				     l.v[i].id, (long long)l.v[i].hidden_us);
-			assert_str_or_null(l.v[i].hidden_by, by, l.v[i].id);
+			conf_assert_str_or_null(l.v[i].hidden_by, by, l.v[i].id);
 			cr_assert_eq(l.v[i].hidden_kind, m[i].hidden ? MEMD_OP_REWIND : 0u);
 		}
 		conf_events_clear(&l);
@@ -661,8 +652,8 @@ static size_t count_kind(const conf_feed *f, uint32_t kind, const char *session,
 {
 	size_t n = 0;
 	for (size_t i = 0; i < f->n; i++)
-		if (f->v[i].kind == kind && str_eq(f->v[i].session, session) &&
-		    (!id || str_eq(f->v[i].event.id, id)))
+		if (f->v[i].kind == kind && conf_str_eq(f->v[i].session, session) &&
+		    (!id || conf_str_eq(f->v[i].event.id, id)))
 			n++;
 	return n;
 }
@@ -700,8 +691,8 @@ Test(transcripts, feed_hide_records_and_events_again_on_undo)
 	cr_assert_eq(f.n, 5, "%zu records after a rewind of 4 with 1 event", f.n);
 	for (size_t i = 0; i < f.n; i++) {
 		cr_assert_gt(f.v[i].position, head);
-		assert_str_or_null(f.v[i].app, APP, "app");
-		assert_str_or_null(f.v[i].user, USER, "user");
+		conf_assert_str_or_null(f.v[i].app, APP, "app");
+		conf_assert_str_or_null(f.v[i].user, USER, "user");
 		if (f.v[i].kind == MEMD_FEED_HIDE)
 			cr_assert_eq(f.v[i].event.seq, f.v[i].event.id[1] - '0',
 				     "HIDE of %s carries seq %lld", f.v[i].event.id,
@@ -774,11 +765,11 @@ Test(transcripts, undo_reverses_a_rewind)
 	assert_hidden(&sc, "u2b", now + STEP_US, "x1", MEMD_OP_UNDO);
 
 	o = op_get_ok(&sc, "r1");
-	assert_str_or_null(o.o.undone_by, "x1", "undone_by of r1");
+	conf_assert_str_or_null(o.o.undone_by, "x1", "undone_by of r1");
 	conf_operation_clear(&o);
 	o = op_get_ok(&sc, "x1");
 	cr_assert_eq(o.o.kind, MEMD_OP_UNDO);
-	assert_str_or_null(o.o.undo_of, "r1", "undo_of");
+	conf_assert_str_or_null(o.o.undo_of, "r1", "undo_of");
 	cr_assert_eq(o.o.version, 7);
 	cr_assert_eq(o.o.hidden_count, 1);
 	cr_assert_eq(o.o.unhidden_count, 3);
@@ -808,7 +799,7 @@ Test(transcripts, undo_after_a_later_append_conflicts)
 	assert_visible(&sc, "e1,later");
 	assert_head(&sc, 3, 5, 0, 2);
 	o = op_get_ok(&sc, "r1");
-	assert_str_or_null(o.o.undone_by, NULL, "undone_by");
+	conf_assert_str_or_null(o.o.undone_by, NULL, "undone_by");
 	conf_operation_clear(&o);
 }
 
@@ -1011,15 +1002,15 @@ static void assert_changes(const conf_state_changes *l, const want_change *w, si
 				  "%s #%zu %s old %s, expected %s", what, i, c->key,
 				  c->old_json ? c->old_json : "(null)", w[i].old_json);
 		else
-			assert_str_or_null(c->old_json, NULL, c->key);
+			conf_assert_str_or_null(c->old_json, NULL, c->key);
 		if (w[i].new_json)
 			cr_assert(c->new_json && conf_json_equal(c->new_json, w[i].new_json),
 				  "%s #%zu %s new %s, expected %s", what, i, c->key,
 				  c->new_json ? c->new_json : "(null)", w[i].new_json);
 		else
-			assert_str_or_null(c->new_json, NULL, c->key);
+			conf_assert_str_or_null(c->new_json, NULL, c->key);
 		cr_assert_eq(c->at_us, w[i].at_us, "%s #%zu at_us", what, i);
-		assert_str_or_null(c->operation, w[i].operation, "operation");
+		conf_assert_str_or_null(c->operation, w[i].operation, "operation");
 	}
 }
 
