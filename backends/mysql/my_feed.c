@@ -208,18 +208,6 @@ static int32_t keep_mark(feed_ctx *x, const my_stmt *s, memd_error *err)
 	return r;
 }
 
-static char *dup_or_null(const char *s, int *oom)
-{
-	char *d;
-
-	if (!s)
-		return NULL;
-	d = strdup(s);
-	if (!d)
-		*oom = 1;
-	return d;
-}
-
 static int32_t keep_delete(feed_ctx *x, const my_stmt *s, memd_error *err)
 {
 	feed_delete *d;
@@ -236,10 +224,10 @@ static int32_t keep_delete(feed_ctx *x, const my_stmt *s, memd_error *err)
 	d = &x->dels[x->n_dels];
 	d->kind = (uint32_t)my_col_i64(s, 0);
 	d->position = my_col_i64(s, 1);
-	d->app = dup_or_null(my_col_text(s, 2), &oom);
-	d->user = dup_or_null(my_col_text(s, 3), &oom);
-	d->session = dup_or_null(my_col_text(s, 4), &oom);
-	d->memory_id = dup_or_null(my_col_text(s, 5), &oom);
+	d->app = pu_strdup_or_null(my_col_text(s, 2), &oom);
+	d->user = pu_strdup_or_null(my_col_text(s, 3), &oom);
+	d->session = pu_strdup_or_null(my_col_text(s, 4), &oom);
+	d->memory_id = pu_strdup_or_null(my_col_text(s, 5), &oom);
 	x->n_dels++;
 	if (oom)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");

@@ -188,18 +188,6 @@ typedef struct lane_copy {
 	char *strs[9];
 } lane_copy;
 
-static char *dup_or_null(const char *s, int *failed)
-{
-	char *d;
-
-	if (!s)
-		return NULL;
-	d = strdup(s);
-	if (!d)
-		*failed = 1;
-	return d;
-}
-
 static void lane_copy_free(lane_copy *c)
 {
 	for (size_t i = 0; i < sizeof(c->strs) / sizeof(c->strs[0]); i++)
@@ -213,15 +201,15 @@ static int32_t lane_copy_make(const memd_lane *l, lane_copy *c, memd_error *err)
 
 	lane_copy_free(c);
 	c->l = *l;
-	c->l.app = c->strs[0] = dup_or_null(l->app, &failed);
-	c->l.user = c->strs[1] = dup_or_null(l->user, &failed);
-	c->l.key = c->strs[2] = dup_or_null(l->key, &failed);
-	c->l.session = c->strs[3] = dup_or_null(l->session, &failed);
-	c->l.origin_json = c->strs[4] = dup_or_null(l->origin_json, &failed);
-	c->l.resume_reason = c->strs[5] = dup_or_null(l->resume_reason, &failed);
-	c->l.reset_reason = c->strs[6] = dup_or_null(l->reset_reason, &failed);
-	c->l.previous_session = c->strs[7] = dup_or_null(l->previous_session, &failed);
-	c->l.turn_id = c->strs[8] = dup_or_null(l->turn_id, &failed);
+	c->l.app = c->strs[0] = pu_strdup_or_null(l->app, &failed);
+	c->l.user = c->strs[1] = pu_strdup_or_null(l->user, &failed);
+	c->l.key = c->strs[2] = pu_strdup_or_null(l->key, &failed);
+	c->l.session = c->strs[3] = pu_strdup_or_null(l->session, &failed);
+	c->l.origin_json = c->strs[4] = pu_strdup_or_null(l->origin_json, &failed);
+	c->l.resume_reason = c->strs[5] = pu_strdup_or_null(l->resume_reason, &failed);
+	c->l.reset_reason = c->strs[6] = pu_strdup_or_null(l->reset_reason, &failed);
+	c->l.previous_session = c->strs[7] = pu_strdup_or_null(l->previous_session, &failed);
+	c->l.turn_id = c->strs[8] = pu_strdup_or_null(l->turn_id, &failed);
 	if (failed) {
 		lane_copy_free(c);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
@@ -260,8 +248,8 @@ static int32_t item_copy_make(const memd_inbox_item *i, item_copy *c, memd_error
 
 	item_copy_free(c);
 	c->i = *i;
-	c->i.id = c->id = dup_or_null(i->id, &failed);
-	c->i.body_json = c->body = dup_or_null(i->body_json, &failed);
+	c->i.id = c->id = pu_strdup_or_null(i->id, &failed);
+	c->i.body_json = c->body = pu_strdup_or_null(i->body_json, &failed);
 	if (failed) {
 		item_copy_free(c);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");

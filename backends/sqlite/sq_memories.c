@@ -128,33 +128,21 @@ static void memory_copy_free(memory_copy *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static char *dup_or_null(const char *s, int *failed)
-{
-	char *d;
-
-	if (!s)
-		return NULL;
-	d = strdup(s);
-	if (!d)
-		*failed = 1;
-	return d;
-}
-
 static int32_t memory_copy_make(const memd_memory *m, memory_copy *c, memd_error *err)
 {
 	int failed = 0;
 
 	memory_copy_free(c);
 	c->m = *m;
-	c->m.app = c->strs[0] = dup_or_null(m->app, &failed);
-	c->m.user = c->strs[1] = dup_or_null(m->user, &failed);
-	c->m.id = c->strs[2] = dup_or_null(m->id, &failed);
-	c->m.text = c->strs[3] = dup_or_null(m->text, &failed);
-	c->m.kind = c->strs[4] = dup_or_null(m->kind, &failed);
-	c->m.topics_json = c->strs[5] = dup_or_null(m->topics_json, &failed);
-	c->m.entities_json = c->strs[6] = dup_or_null(m->entities_json, &failed);
-	c->m.source_session = c->strs[7] = dup_or_null(m->source_session, &failed);
-	c->m.source_json = c->strs[8] = dup_or_null(m->source_json, &failed);
+	c->m.app = c->strs[0] = pu_strdup_or_null(m->app, &failed);
+	c->m.user = c->strs[1] = pu_strdup_or_null(m->user, &failed);
+	c->m.id = c->strs[2] = pu_strdup_or_null(m->id, &failed);
+	c->m.text = c->strs[3] = pu_strdup_or_null(m->text, &failed);
+	c->m.kind = c->strs[4] = pu_strdup_or_null(m->kind, &failed);
+	c->m.topics_json = c->strs[5] = pu_strdup_or_null(m->topics_json, &failed);
+	c->m.entities_json = c->strs[6] = pu_strdup_or_null(m->entities_json, &failed);
+	c->m.source_session = c->strs[7] = pu_strdup_or_null(m->source_session, &failed);
+	c->m.source_json = c->strs[8] = pu_strdup_or_null(m->source_json, &failed);
 	if (failed) {
 		memory_copy_free(c);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
@@ -773,9 +761,9 @@ static int32_t expire_collect(sq_conn *c, const memd_call *call, int64_t now_us,
 			keys = k;
 			cap = nc;
 		}
-		keys[n].app = dup_or_null(sq_col_text(st, 0), &failed);
-		keys[n].user = dup_or_null(sq_col_text(st, 1), &failed);
-		keys[n].id = dup_or_null(sq_col_text(st, 2), &failed);
+		keys[n].app = pu_strdup_or_null(sq_col_text(st, 0), &failed);
+		keys[n].user = pu_strdup_or_null(sq_col_text(st, 1), &failed);
+		keys[n].id = pu_strdup_or_null(sq_col_text(st, 2), &failed);
 		n++;
 		if (failed)
 			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");

@@ -440,6 +440,18 @@ static const char **event_string_slot(memd_event *e, size_t k)
 	return k < sizeof(slots) / sizeof(slots[0]) ? slots[k] : NULL;
 }
 
+char *pu_strdup_or_null(const char *s, int *failed)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	if (!d)
+		*failed = 1;
+	return d;
+}
+
 int32_t pu_event_copy_make(const memd_event *src, pu_event_copy *dst, memd_error *err)
 {
 	size_t total = 0;

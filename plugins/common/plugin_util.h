@@ -119,6 +119,12 @@ typedef struct pu_event_copy {
  * strings; free it with free()). MEMD_ENOMEM leaves dst->buf NULL. */
 int32_t pu_event_copy_make(const memd_event *src, pu_event_copy *dst, memd_error *err);
 
+/* A malloc'd copy of s (the caller frees it), NULL for a NULL s. When
+ * the copy cannot be made, returns NULL and sets *failed (left alone
+ * otherwise), so a record's strings can be copied one after another and
+ * the failure checked once. */
+char *pu_strdup_or_null(const char *s, int *failed);
+
 /* Wait on cond (created with CLOCK_MONOTONIC; mutex held by the caller)
  * until it is signalled or, when call has a deadline, until that deadline
  * (memd_call.deadline_us, CLOCK_MONOTONIC). Returns ETIMEDOUT when the
