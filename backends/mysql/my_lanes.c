@@ -245,33 +245,6 @@ static void item_from_row(const my_stmt *s, memd_inbox_item *out)
 	out->created_us = my_col_i64(s, 5);
 }
 
-/* Copy the strings at slots[0, n) into one buffer (*ret_buf, owned) and
- * point the slots at the copies. */
-static int32_t copy_strings(const char **const *slots, size_t n, char **ret_buf,
-			    memd_error *err)
-{
-	size_t total = 0;
-	char *buf, *p;
-
-	for (size_t k = 0; k < n; k++)
-		total += *slots[k] ? strlen(*slots[k]) + 1 : 0;
-	buf = malloc(total ? total : 1);
-	if (!buf)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	p = buf;
-	for (size_t k = 0; k < n; k++) {
-		size_t len;
-		if (!*slots[k])
-			continue;
-		len = strlen(*slots[k]) + 1;
-		memcpy(p, *slots[k], len);
-		*slots[k] = p;
-		p += len;
-	}
-	*ret_buf = buf;
-	return 0;
-}
-
 /* A lane read inside a transaction, delivered after the commit. */
 typedef struct lane_copy {
 	memd_lane l;
@@ -293,7 +266,7 @@ static int32_t lane_copy_make(const memd_lane *src, lane_copy *dst, memd_error *
 
 	lane_copy_clear(dst);
 	dst->l = *src;
-	return copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	return my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 }
 
 /* An inbox item taken inside a transaction, delivered after the commit. */
@@ -316,7 +289,7 @@ static int32_t item_copy_make(const memd_inbox_item *src, item_copy *dst, memd_e
 
 	item_copy_clear(dst);
 	dst->i = *src;
-	r = copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	r = my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 	dst->set = r == 0;
 	return r;
 }

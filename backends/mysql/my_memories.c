@@ -155,30 +155,15 @@ int32_t my_memory_copy_make(const memd_memory *src, my_memory_copy *dst, memd_er
 	const char **slots[] = { &dst->m.app, &dst->m.user, &dst->m.id, &dst->m.text,
 				 &dst->m.kind, &dst->m.topics_json, &dst->m.entities_json,
 				 &dst->m.source_session, &dst->m.source_json };
-	size_t total = 0;
-	char *p;
+	int32_t r;
 
 	my_memory_copy_clear(dst);
 	dst->m = *src;
 	dst->m.struct_size = sizeof(dst->m);
-	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++)
-		total += *slots[k] ? strlen(*slots[k]) + 1 : 0;
-	dst->buf = malloc(total ? total : 1);
-	if (!dst->buf) {
+	r = my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	if (r < 0)
 		memset(dst, 0, sizeof(*dst));
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	p = dst->buf;
-	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++) {
-		size_t n;
-		if (!*slots[k])
-			continue;
-		n = strlen(*slots[k]) + 1;
-		memcpy(p, *slots[k], n);
-		*slots[k] = p;
-		p += n;
-	}
-	return 0;
+	return r;
 }
 
 static int32_t deliver_memory(const memd_memory_sink *out, const memd_memory *m, memd_error *err)
@@ -407,6 +392,23 @@ static int32_t lock_memory(my_conn *c, const memd_scope *scope, const char *id, 
 	return r;
 }
 
+/* Bind the content of ws's memory: text, kind, topics, entities (and
+ * their match columns), source_session, source, in the order both
+ * SQL_MEMORY_INSERT and SQL_MEMORY_UPDATE take them. */
+static void param_content(my_params *p, const write_state *ws)
+{
+	const memd_memory *m = ws->w->memory;
+
+	my_param_text(p, m->text);
+	my_param_text(p, m->kind);
+	my_param_text(p, m->topics_json);
+	my_param_text(p, m->entities_json);
+	my_param_text(p, ws->topics_match);
+	my_param_text(p, ws->entities_match);
+	my_param_text(p, m->source_session);
+	my_param_text(p, m->source_json);
+}
+
 static int32_t apply_add(my_conn *c, const commit_ctx *x, write_state *ws, memd_error *err)
 {
 	const memd_memory *m = ws->w->memory;
@@ -418,14 +420,7 @@ static int32_t apply_add(my_conn *c, const commit_ctx *x, write_state *ws, memd_
 	my_params_init(&p);
 	my_param_scope(&p, x->scope, 0);
 	my_param_text(&p, m->id);
-	my_param_text(&p, m->text);
-	my_param_text(&p, m->kind);
-	my_param_text(&p, m->topics_json);
-	my_param_text(&p, m->entities_json);
-	my_param_text(&p, ws->topics_match);
-	my_param_text(&p, ws->entities_match);
-	my_param_text(&p, m->source_session);
-	my_param_text(&p, m->source_json);
+	param_content(&p, ws);
 	my_param_i64(&p, now);
 	my_param_i64(&p, now);
 	my_param_i64(&p, m->expires_us);
@@ -459,14 +454,7 @@ static int32_t apply_update(my_conn *c, const commit_ctx *x, write_state *ws, me
 	if (r < 0)
 		return r;
 	my_params_init(&p);
-	my_param_text(&p, m->text);
-	my_param_text(&p, m->kind);
-	my_param_text(&p, m->topics_json);
-	my_param_text(&p, m->entities_json);
-	my_param_text(&p, ws->topics_match);
-	my_param_text(&p, ws->entities_match);
-	my_param_text(&p, m->source_session);
-	my_param_text(&p, m->source_json);
+	param_content(&p, ws);
 	my_param_i64(&p, now);
 	my_param_i64(&p, m->expires_us);
 	my_param_i64(&p, m->tokens);

@@ -219,27 +219,10 @@ static int32_t session_copy_make(const memd_session *src, session_copy *dst, mem
 				 &dst->s.metadata_json, &dst->s.lane_key, &dst->s.origin_json,
 				 &dst->s.origin_platform, &dst->s.previous_session,
 				 &dst->s.start_reason, &dst->s.end_reason };
-	size_t total = 0;
-	char *p;
 
 	session_copy_clear(dst);
 	dst->s = *src;
-	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++)
-		total += *slots[k] ? strlen(*slots[k]) + 1 : 0;
-	dst->buf = malloc(total ? total : 1);
-	if (!dst->buf)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	p = dst->buf;
-	for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++) {
-		size_t n;
-		if (!*slots[k])
-			continue;
-		n = strlen(*slots[k]) + 1;
-		memcpy(p, *slots[k], n);
-		*slots[k] = p;
-		p += n;
-	}
-	return 0;
+	return my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)
