@@ -204,3 +204,16 @@ size_t ix_count_id(json_t *res, const char *id)
 	}
 	return n;
 }
+
+void ix_keyword_log(void *ud, int32_t level, const char *component, const char *line)
+{
+	ix_logbuf *lb = ud;
+	(void)level;
+	if (strcmp(component, "index.keyword") != 0)
+		return;
+	pthread_mutex_lock(&lb->mu);
+	lb->n += (size_t)snprintf(lb->text + lb->n, sizeof(lb->text) - lb->n, "%s\n", line);
+	if (lb->n >= sizeof(lb->text))
+		lb->n = sizeof(lb->text) - 1;
+	pthread_mutex_unlock(&lb->mu);
+}

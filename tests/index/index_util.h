@@ -13,6 +13,7 @@
 #define MEMD_TEST_INDEX_UTIL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,5 +61,18 @@ int32_t ix_search_fails(memd *m, const char *app, const char *user, const char *
 json_t *ix_results(json_t *res);
 /* How many results have event_id id (memories have none). */
 size_t ix_count_id(json_t *res, const char *id);
+
+/* The keyword index's log lines of one memd, one a line, as many as fit
+ * (IX_LOG_MAX - 1 characters; later ones are cut). Initialize mu with
+ * PTHREAD_MUTEX_INITIALIZER and hold it while reading text. */
+#define IX_LOG_MAX 8192
+typedef struct ix_logbuf {
+	pthread_mutex_t mu;
+	char text[IX_LOG_MAX];
+	size_t n;
+} ix_logbuf;
+/* A memd log callback (memd_options.log) that keeps the lines of the
+ * component "index.keyword" in ud, an ix_logbuf, and drops the rest. */
+void ix_keyword_log(void *ud, int32_t level, const char *component, const char *line);
 
 #endif

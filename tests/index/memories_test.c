@@ -393,32 +393,11 @@ Test(memories, the_internal_search)
 
 /* ---- snapshots ------------------------------------------------------------------- */
 
-#define LOG_MAX 8192
-
-typedef struct logbuf {
-	pthread_mutex_t mu;
-	char text[LOG_MAX];
-	size_t n;
-} logbuf;
-
-static void log_line(void *ud, int32_t level, const char *component, const char *line)
-{
-	logbuf *lb = ud;
-	(void)level;
-	if (strcmp(component, "index.keyword") != 0)
-		return;
-	pthread_mutex_lock(&lb->mu);
-	lb->n += (size_t)snprintf(lb->text + lb->n, sizeof(lb->text) - lb->n, "%s\n", line);
-	if (lb->n >= sizeof(lb->text))
-		lb->n = sizeof(lb->text) - 1;
-	pthread_mutex_unlock(&lb->mu);
-}
-
 /* A memd with a keyword index kept in a snapshot, its keyword log in lb. */
-static memd *open_snapshotted(logbuf *lb)
+static memd *open_snapshotted(ix_logbuf *lb)
 {
 	memd_options o = { .struct_size = sizeof(o), .config_path = env.config_path,
-			   .log = log_line, .log_userdata = lb, .log_level = MEMD_LOG_INFO };
+			   .log = ix_keyword_log, .log_userdata = lb, .log_level = MEMD_LOG_INFO };
 	memd_error err = { 0 };
 	memd *x = NULL;
 	FILE *f = fopen(env.config_path, "w");
@@ -443,7 +422,7 @@ static memd *open_snapshotted(logbuf *lb)
  * replaces a loaded one. */
 Test(memories, memories_survive_a_restart_in_the_snapshot)
 {
-	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static ix_logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	json_t *res;
 
 	memd_close(m);

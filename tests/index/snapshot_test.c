@@ -71,7 +71,6 @@
 #define SNAP_NAME "keyword.snapshot"
 #define TMP_INFIX ".tmp."
 #define PAST_HEAD 1000
-#define LOG_MAX 8192
 #define K1 1.2
 #define B 0.3
 
@@ -331,26 +330,6 @@ static void forge(const char *path, void (*edit)(kws_meta *))
 	kw_free(kw);
 }
 
-/* The keyword index's log lines of one memd. */
-typedef struct logbuf {
-	pthread_mutex_t mu;
-	char text[LOG_MAX];
-	size_t n;
-} logbuf;
-
-static void log_line(void *ud, int32_t level, const char *component, const char *line)
-{
-	logbuf *lb = ud;
-	(void)level;
-	if (strcmp(component, "index.keyword") != 0)
-		return;
-	pthread_mutex_lock(&lb->mu);
-	lb->n += (size_t)snprintf(lb->text + lb->n, sizeof(lb->text) - lb->n, "%s\n", line);
-	if (lb->n >= sizeof(lb->text))
-		lb->n = sizeof(lb->text) - 1;
-	pthread_mutex_unlock(&lb->mu);
-}
-
 static size_t count_lines(const char *text, const char *needle)
 {
 	size_t n = 0;
@@ -365,9 +344,9 @@ static size_t count_lines(const char *text, const char *needle)
  * (0). The results must equal ref. */
 static void expect_start(const char *ref, int marker, const char *why)
 {
-	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static ix_logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	memd_options o = { .struct_size = sizeof(o), .config_path = env.config_path,
-			   .log = log_line, .log_userdata = &lb, .log_level = MEMD_LOG_INFO };
+			   .log = ix_keyword_log, .log_userdata = &lb, .log_level = MEMD_LOG_INFO };
 	memd_error err = { 0 };
 	memd *m = NULL;
 	char *got;
@@ -1264,7 +1243,7 @@ typedef struct direct {
 	char *paths;
 } direct;
 
-static void direct_open(direct *d, logbuf *lb)
+static void direct_open(direct *d, ix_logbuf *lb)
 {
 	const char *search[SEARCH_PATHS_MAX + 1];
 	char yaml[IX_CONFIG_MAX];
@@ -1286,7 +1265,7 @@ static void direct_open(direct *d, logbuf *lb)
 	cr_assert_eq(config_parse_string(yaml, strlen(yaml), "direct", &tree, &err), 0, "%s", err.msg);
 	cr_assert_eq(settings_load(tree, &d->set, &diag), 0);
 	config_diag_clear(&diag);
-	d->svc = hostsvc_new(log_line, lb, MEMD_LOG_INFO);
+	d->svc = hostsvc_new(ix_keyword_log, lb, MEMD_LOG_INFO);
 	cr_assert_not_null(d->svc);
 	cr_assert_eq(loader_open("sqlite", search, &d->plugin, &err), 0, "%s", err.msg);
 	cr_assert_eq(loader_instance_create(d->plugin, "stores.main", d->set.stores[0].node, "plugin",
@@ -1327,7 +1306,7 @@ static int64_t feed_head_of(direct *d)
 
 Test(snapshot, background_snapshots_while_indexing)
 {
-	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static ix_logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint64_t rng = 0x1234123412341234ULL;
 	int64_t ts = TS_BASE_US, head, pos = 0;
 	char path[IX_PATH_MAX], *ref;

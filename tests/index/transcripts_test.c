@@ -23,7 +23,6 @@
 #define SID "s1"
 #define BURIED 20          /* events a rewind hides, each a better match */
 #define OUT_MAX (1 << 16)
-#define LOG_MAX 8192
 #define SNAP_LINE "loaded the snapshot"
 
 static ix_env env;
@@ -199,33 +198,14 @@ Test(transcripts, a_rebuild_gives_the_index_the_feed_gave)
 
 /* ---- keyword snapshots ----------------------------------------------------------- */
 
-typedef struct logbuf {
-	pthread_mutex_t mu;
-	char text[LOG_MAX];
-	size_t n;
-} logbuf;
-
-static void log_line(void *ud, int32_t level, const char *component, const char *line)
-{
-	logbuf *lb = ud;
-	(void)level;
-	if (strcmp(component, "index.keyword") != 0)
-		return;
-	pthread_mutex_lock(&lb->mu);
-	lb->n += (size_t)snprintf(lb->text + lb->n, sizeof(lb->text) - lb->n, "%s\n", line);
-	if (lb->n >= sizeof(lb->text))
-		lb->n = sizeof(lb->text) - 1;
-	pthread_mutex_unlock(&lb->mu);
-}
-
 /* Open with the keyword index only; snapshot: the YAML value of
  * index.keyword.snapshot. loaded: whether the start must have loaded the
  * snapshot (seen once a search answered: the index caught up). */
 static memd *open_keyword(const char *snapshot, int loaded)
 {
-	static logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static ix_logbuf lb = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	memd_options o = { .struct_size = sizeof(o), .config_path = env.config_path,
-			   .log = log_line, .log_userdata = &lb, .log_level = MEMD_LOG_INFO };
+			   .log = ix_keyword_log, .log_userdata = &lb, .log_level = MEMD_LOG_INFO };
 	memd_error err = { 0 };
 	memd *m = NULL;
 	FILE *f = fopen(env.config_path, "w");
