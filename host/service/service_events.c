@@ -81,7 +81,8 @@ int32_t service_append(memd *m, const memd_scope *sc, service_append_req *q, con
 		index_notify(m->index);
 	if (changed) {
 		service_run_after_append(m, sc);
-		service_memory_after_append(m, sc);
+		if (q->n)
+			service_memory_after_append(m, sc, q->seqs[0], q->seqs[q->n - 1]);
 	}
 	seqs = json_array();
 	for (size_t i = 0; seqs && i < q->n; i++)

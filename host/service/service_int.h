@@ -359,10 +359,12 @@ int32_t service_memory_start(memd *m, memd_error *err);
 void service_memory_stop(memd *m);
 /* service_memory_stop, then free the state. Accepts a memd without one. */
 void service_memory_free(memd *m);
-/* After an acknowledged append to the session of sc: ask the worker to
- * look at it (extracted once every_events are unread). A queue push
- * only: never a store call, never a failure. */
-void service_memory_after_append(memd *m, const memd_scope *sc);
+/* After an acknowledged append of the seqs first_seq..last_seq to the
+ * session of sc: when they pass a multiple of the app's every_events, ask
+ * the worker to look at it (extracted when every_events are unread). A
+ * queue push at most: never a store call, never a failure. */
+void service_memory_after_append(memd *m, const memd_scope *sc, int64_t first_seq,
+				 int64_t last_seq);
 /* A lane's session of sc was finalized: ask the worker to extract what
  * is unread when the app's memory.extract.on_finalize is set. */
 void service_memory_on_finalize(memd *m, const memd_scope *sc);

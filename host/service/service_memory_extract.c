@@ -24,9 +24,12 @@
  * The memory worker (one thread, started when some app extracts) takes
  * sessions from a queue and, every memory.sweep_interval_s, makes a pass
  * (memd_memories_sweep does the same pass on its caller's thread):
- *  - after an append (service_memory_after_append: a queue push, never a
- *    store call, never a failure of the append) the worker reads the
- *    session and extracts it when last_seq - memory_seq >= every_events;
+ *  - after an append whose seqs pass a multiple of every_events
+ *    (service_memory_after_append: a queue push, never a store call,
+ *    never a failure of the append; other appends do nothing) the worker
+ *    reads the session and extracts it when last_seq - memory_seq >=
+ *    every_events (so a session is extracted by the time it has
+ *    2 * every_events - 1 unread events at the latest);
  *  - a lane's finalized session (service_memory_on_finalize) is extracted
  *    when the app's on_finalize is set;
  *  - a pass deletes expired memories (one bounded batch, as the records'
@@ -847,10 +850,16 @@ static void push(memd *m, const memd_scope *sc, int force)
 	pthread_mutex_unlock(&w->lock);
 }
 
-void service_memory_after_append(memd *m, const memd_scope *sc)
+void service_memory_after_append(memd *m, const memd_scope *sc, int64_t first_seq,
+				 int64_t last_seq)
 {
 	const settings_extract *sx = extract_settings(m, sc->app);
-	if (sx->type != SETTINGS_EXTRACT_NONE && sx->every_events > 0)
+	int64_t n = sx->every_events;
+
+	/* Only an append whose seqs pass a multiple of every_events: the
+	 * others take no lock and add nothing to the queue. */
+	if (sx->type != SETTINGS_EXTRACT_NONE && n > 0 && first_seq > 0 &&
+	    last_seq / n > (first_seq - 1) / n)
 		push(m, sc, 0);
 }
 
