@@ -318,6 +318,26 @@ const char *hs_error_code(const hs_resp *r)
 	return c ? c : "";
 }
 
+void hs_expect_error(hs *h, const char *method, const char *path, const char *body,
+		     long status, const char *code, const char *msg)
+{
+	hs_resp r;
+	const char *got;
+
+	hs_json(h, method, path, body, &r);
+	cr_assert_eq(r.status, status, "%s %s %s: status %ld, want %ld: %s", method, path,
+		     body ? body : "", r.status, status, r.body);
+	cr_assert_str_eq(hs_error_code(&r), code, "%s %s: code %s, want %s", method, path,
+			 hs_error_code(&r), code);
+	got = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+	if (msg)
+		cr_assert(got && strstr(got, msg), "%s %s: message '%s' lacks '%s'", method, path,
+			  got ? got : "", msg);
+	else
+		cr_assert(got && *got, "%s %s: the error has no message", method, path);
+	hs_resp_clear(&r);
+}
+
 void hs_resp_clear(hs_resp *r)
 {
 	free(r->body);

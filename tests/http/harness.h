@@ -77,6 +77,10 @@ const char *hs_header(const hs_resp *r, const char *name);
 /* The error code of an error body, or "". */
 const char *hs_error_code(const hs_resp *r);
 void hs_resp_clear(hs_resp *r);
+/* hs_json, then assert an error answer: the status, the error object's
+ * code, and its message: containing msg, or (msg NULL) not empty. */
+void hs_expect_error(hs *h, const char *method, const char *path, const char *body,
+		     long status, const char *code, const char *msg);
 
 /* A new keep-alive handle for a thread. */
 CURL *hs_curl(void);

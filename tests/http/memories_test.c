@@ -40,18 +40,7 @@ TestSuite(memories, .init = setup, .fini = teardown, .timeout = 60);
 static void expect_error(const char *method, const char *path, const char *body, long status,
 			 const char *code, const char *msg)
 {
-	hs_resp r;
-	const char *got;
-
-	hs_json(&H, method, path, body, &r);
-	cr_assert_eq(r.status, status, "%s %s %s: status %ld, want %ld: %s", method, path,
-		     body ? body : "", r.status, status, r.body);
-	cr_assert_str_eq(hs_error_code(&r), code, "%s %s: code %s, want %s", method, path,
-			 hs_error_code(&r), code);
-	got = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
-	cr_assert(got && strstr(got, msg), "%s %s: message '%s' lacks '%s'", method, path,
-		  got ? got : "", msg);
-	hs_resp_clear(&r);
+	hs_expect_error(&H, method, path, body, status, code, msg);
 }
 
 static const char *str(json_t *o, const char *key)
