@@ -362,6 +362,22 @@ static int parse_i64(const char *s, const char *what, int64_t *ret)
 	return EXIT_OK;
 }
 
+/* take_opt of a number option: *ret gets its value when it is given and
+ * is a number (parse_u32, parse_i64). Returns EXIT_USAGE (said) for a
+ * value that is not one, else EXIT_OK (an absent option leaves *ret;
+ * one without its value sets *ret_missing). */
+static int take_u32(cli *c, int from, const char *name, int *ret_missing, uint32_t *ret)
+{
+	const char *v = take_opt(c, from, name, ret_missing);
+	return v ? parse_u32(v, name, ret) : EXIT_OK;
+}
+
+static int take_i64(cli *c, int from, const char *name, int *ret_missing, int64_t *ret)
+{
+	const char *v = take_opt(c, from, name, ret_missing);
+	return v ? parse_i64(v, name, ret) : EXIT_OK;
+}
+
 /* memd_open with the command line's config, plugin path and log level. */
 static int32_t try_open(cli *c, uint32_t flags, memd **ret, memd_error *err)
 {
@@ -618,11 +634,9 @@ static int take_common(cli *c, int from, int which)
 		if (parse_u32(v, "--events", &o->events) != EXIT_OK)
 			return EXIT_USAGE;
 	}
-	if ((which & 4) && (v = take_opt(c, from, "--after-seq", &missing)) &&
-	    parse_i64(v, "--after-seq", &o->after_seq) != EXIT_OK)
+	if ((which & 4) && take_i64(c, from, "--after-seq", &missing, &o->after_seq) != EXIT_OK)
 		return EXIT_USAGE;
-	if ((which & 8) && (v = take_opt(c, from, "--limit", &missing)) &&
-	    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+	if ((which & 8) && take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
 		return EXIT_USAGE;
 	if (which & 16) {
 		o->cursor = take_opt(c, from, "--cursor", &missing);
@@ -630,13 +644,12 @@ static int take_common(cli *c, int from, int which)
 	}
 	if (which & 32)
 		o->type = take_opt(c, from, "--type", &missing);
-	if ((which & 64) && (v = take_opt(c, from, "--version", &missing)) &&
-	    parse_i64(v, "--version", &o->version) != EXIT_OK)
+	if ((which & 64) && take_i64(c, from, "--version", &missing, &o->version) != EXIT_OK)
 		return EXIT_USAGE;
 	if (which & 128) {
 		o->mode = take_opt(c, from, "--mode", &missing);
 		o->session = take_opt(c, from, "--session", &missing);
-		if ((v = take_opt(c, from, "--k", &missing)) && parse_u32(v, "--k", &o->k) != EXIT_OK)
+		if (take_u32(c, from, "--k", &missing, &o->k) != EXIT_OK)
 			return EXIT_USAGE;
 	}
 	if (missing)
@@ -774,15 +787,13 @@ static int sc_session_list(cli *c, memd *m, const char **pos, int from, memd_err
 	cli_opts *o = &c->opts;
 	memd_session_list_options l = { .struct_size = sizeof(l) };
 	int missing = 0;
-	const char *v;
 	int rc;
 
 	if (!m) {
 		if ((rc = take_common(c, from, 8 | 16)) != EXIT_OK)
 			return rc;
 		o->order = take_opt(c, from, "--order", &missing);
-		if ((v = take_opt(c, from, "--active-within", &missing)) &&
-		    parse_i64(v, "--active-within", &o->active_within) != EXIT_OK)
+		if (take_i64(c, from, "--active-within", &missing, &o->active_within) != EXIT_OK)
 			return EXIT_USAGE;
 		if (missing)
 			return usage_error("%s", "an option is missing its value");
@@ -1120,7 +1131,6 @@ static int cmd_index_rebuild(cli *c, int from)
 static int take_lane_opts(cli *c, int from, int which)
 {
 	int missing = 0;
-	const char *v;
 	cli_opts *o = &c->opts;
 
 	memset(o, 0, sizeof(*o));
@@ -1140,15 +1150,13 @@ static int take_lane_opts(cli *c, int from, int which)
 		o->suspended = take_opt(c, from, "--suspended", &missing);
 		o->resume_pending = take_opt(c, from, "--resume-pending", &missing);
 		o->in_turn = take_flag(c, from, "--in-turn");
-		if ((v = take_opt(c, from, "--limit", &missing)) &&
-		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+		if (take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
 			return EXIT_USAGE;
-		if ((v = take_opt(c, from, "--active-within", &missing)) &&
-		    parse_i64(v, "--active-within", &o->active_within) != EXIT_OK)
+		if (take_i64(c, from, "--active-within", &missing, &o->active_within) != EXIT_OK)
 			return EXIT_USAGE;
 	}
-	if ((which & LANE_OPT_LEASE) && (v = take_opt(c, from, "--lease-ms", &missing)) &&
-	    parse_i64(v, "--lease-ms", &o->lease_ms) != EXIT_OK)
+	if ((which & LANE_OPT_LEASE) &&
+	    take_i64(c, from, "--lease-ms", &missing, &o->lease_ms) != EXIT_OK)
 		return EXIT_USAGE;
 	if (which & LANE_OPT_END) {
 		o->outcome = take_opt(c, from, "--outcome", &missing);
@@ -1447,7 +1455,6 @@ static int sc_inbox_take(cli *c, memd *m, const char **pos, int from, memd_error
 static int take_tx_opts(cli *c, int from, int which)
 {
 	int missing = 0;
-	const char *v;
 	int64_t n;
 	cli_opts *o = &c->opts;
 
@@ -1470,8 +1477,7 @@ static int take_tx_opts(cli *c, int from, int which)
 		o->roles = take_opt(c, from, "--roles", &missing);
 	if (which & TX_OPT_PAGE) {
 		o->cursor = take_opt(c, from, "--cursor", &missing);
-		if ((v = take_opt(c, from, "--limit", &missing)) &&
-		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+		if (take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
 			return EXIT_USAGE;
 	}
 	if (missing)
@@ -1622,7 +1628,6 @@ static int sc_state_history(cli *c, memd *m, const char **pos, int from, memd_er
 static int take_memory_opts(cli *c, int from, int which)
 {
 	int missing = 0;
-	const char *v;
 	cli_opts *o = &c->opts;
 
 	memset(o, 0, sizeof(*o));
@@ -1642,15 +1647,13 @@ static int take_memory_opts(cli *c, int from, int which)
 		o->reason = take_opt(c, from, "--reason", &missing);
 	}
 	if ((which & (MEM_OPT_UPDATE | MEM_OPT_VERSION)) &&
-	    (v = take_opt(c, from, "--expected-version", &missing)) &&
-	    parse_i64(v, "--expected-version", &o->version) != EXIT_OK)
+	    take_i64(c, from, "--expected-version", &missing, &o->version) != EXIT_OK)
 		return EXIT_USAGE;
 	if (which & MEM_OPT_LIST) {
 		o->topic = take_opt(c, from, "--topic", &missing);
 		o->entity = take_opt(c, from, "--entity", &missing);
 		o->cursor = take_opt(c, from, "--cursor", &missing);
-		if ((v = take_opt(c, from, "--limit", &missing)) &&
-		    parse_u32(v, "--limit", &o->limit) != EXIT_OK)
+		if (take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
 			return EXIT_USAGE;
 	}
 	if (missing)
