@@ -381,12 +381,19 @@ typedef struct commit_job {
 	memory_copy *written;       /* n_writes: what each write left (DELETE: as it was) */
 } commit_job;
 
+/* The scope of the session whose memory cursor j moves. */
+static memd_scope cursor_scope(const commit_job *j)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = j->scope->app, .user = j->scope->user,
+			  .session = j->c->cursor_session };
+	return sc;
+}
+
 /* The session cursor must be at the expected seq; it moves in the same
  * transaction (after the writes). */
 static int32_t cursor_check(sq_conn *c, const commit_job *j, memd_error *err)
 {
-	memd_scope sc = { .struct_size = sizeof(sc), .app = j->scope->app, .user = j->scope->user,
-			  .session = j->c->cursor_session };
+	memd_scope sc = cursor_scope(j);
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, &SQL_SESSION_MEMORY_SEQ, &st, err);
 	int rc;
@@ -416,8 +423,7 @@ static int32_t cursor_check(sq_conn *c, const commit_job *j, memd_error *err)
 
 static int32_t cursor_move(sq_conn *c, const commit_job *j, memd_error *err)
 {
-	memd_scope sc = { .struct_size = sizeof(sc), .app = j->scope->app, .user = j->scope->user,
-			  .session = j->c->cursor_session };
+	memd_scope sc = cursor_scope(j);
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, &SQL_SESSION_MEMORY_SEQ_SET, &st, err);
 	int rc;
