@@ -1102,6 +1102,36 @@ void *conf_twin_handle(void *twin)
 	return loader_instance_handle(twin);
 }
 
+void conf_race_instances(conf_store *st, void **ret_twin, void *h[2])
+{
+	*ret_twin = NULL;
+	h[0] = h[1] = st->h;
+	if (st->durable) {
+		*ret_twin = conf_twin_open(st);
+		h[1] = conf_twin_handle(*ret_twin);
+	} else if (!st->threadsafe) {
+		cr_skip_test("the plugin is neither durable nor THREADSAFE: nothing can race");
+	}
+}
+
+void conf_race_round(conf_store *st, void *h[2], int round, void *(*fn)(void *),
+		     conf_racer *racers, int n)
+{
+	pthread_barrier_t start;
+	pthread_t th[CONF_RACE_MAX];
+
+	cr_assert(n > 0 && n <= CONF_RACE_MAX, "a race of %d threads", n);
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	for (int t = 0; t < n; t++) {
+		racers[t] = (conf_racer){ .h = h[t % 2], .ops = st->ops, .start = &start,
+					  .thread = t, .round = round };
+		cr_assert_eq(pthread_create(&th[t], NULL, fn, &racers[t]), 0);
+	}
+	for (int t = 0; t < n; t++)
+		pthread_join(th[t], NULL);
+	pthread_barrier_destroy(&start);
+}
+
 /* ---- transcripts ------------------------------------------------------ */
 
 void conf_require_transcripts(conf_store *st)

@@ -24,6 +24,7 @@
 #define MEMD_TESTS_STORE_HARNESS_H
 
 #include <memd/plugin.h>
+#include <pthread.h>
 
 #include "config/config.h"
 #include "plugins/loader.h"
@@ -365,6 +366,33 @@ void *conf_twin_open(conf_store *st);
 void conf_twin_close(void *twin);
 /* The op handle of a twin (for calling st->ops->* on it). */
 void *conf_twin_handle(void *twin);
+
+/* One thread of a race (conf_race_round): the instance it calls and who
+ * it is; it waits on start right before its op and leaves the op's code
+ * and error in result and err. */
+typedef struct conf_racer {
+	void *h;                 /* the instance this thread calls */
+	const memd_store_ops *ops;
+	pthread_barrier_t *start;
+	int thread;
+	int round;
+	int32_t result;
+	memd_error err;
+} conf_racer;
+
+/* Instances for racing threads in h: for a durable store a second
+ * instance on the same data (another process, in effect, *ret_twin, for
+ * conf_twin_close) beside the first; else the one instance twice
+ * (*ret_twin NULL), which must then be THREADSAFE (the test is skipped
+ * when it is not). */
+void conf_race_instances(conf_store *st, void **ret_twin, void *h[2]);
+/* Most threads in one round of a race. */
+#define CONF_RACE_MAX 8
+/* Round round of a race: n (<= CONF_RACE_MAX) threads run fn on racers[0, n) (racer t calls
+ * h[t % 2]), released together by the barrier fn waits on; returns once
+ * every one has finished, their results in racers. */
+void conf_race_round(conf_store *st, void *h[2], int round, void *(*fn)(void *),
+		     conf_racer *racers, int n);
 
 /* JSON equality of two texts (both must parse). */
 int conf_json_equal(const char *a, const char *b);

@@ -642,16 +642,6 @@ Test(lanes, refused_writes_write_nothing)
 #define RACE_ROUNDS 20
 #define RACE_THREADS 2
 
-typedef struct race_arg {
-	void *h;                 /* the instance this thread calls */
-	const memd_store_ops *ops;
-	pthread_barrier_t *start;
-	int thread;
-	int round;
-	int32_t result;
-	memd_error err;
-} race_arg;
-
 static int32_t ignore_lane(void *ud, const memd_lane *l)
 {
 	(void)ud;
@@ -661,7 +651,7 @@ static int32_t ignore_lane(void *ud, const memd_lane *l)
 
 static void *race_create(void *p)
 {
-	race_arg *a = p;
+	conf_racer *a = p;
 	char key[32], sid[32];
 	memd_call call = { .struct_size = sizeof(call) };
 	memd_session ns;
@@ -681,43 +671,18 @@ static void *race_create(void *p)
 	return NULL;
 }
 
-/* Instances for racing threads: for a durable store a second instance on
- * the same data (another process, in effect) beside the first; else the
- * one instance, which must then be THREADSAFE. */
-static void race_instances(void **ret_twin, void *h[2])
-{
-	*ret_twin = NULL;
-	h[0] = h[1] = st->h;
-	if (st->durable) {
-		*ret_twin = conf_twin_open(st);
-		h[1] = conf_twin_handle(*ret_twin);
-	} else if (!st->threadsafe) {
-		cr_skip_test("the plugin is neither durable nor THREADSAFE: nothing can race");
-	}
-}
-
 Test(lanes, create_race_has_one_winner)
 {
 	void *twin, *h[2];
 
-	race_instances(&twin, h);
+	conf_race_instances(st, &twin, h);
 	for (int round = 0; round < RACE_ROUNDS; round++) {
-		pthread_barrier_t start;
-		pthread_t th[RACE_THREADS];
-		race_arg args[RACE_THREADS];
+		conf_racer args[RACE_THREADS];
 		int winners = 0, winner = -1;
 		char key[32];
 		conf_lane l;
 
-		pthread_barrier_init(&start, NULL, RACE_THREADS);
-		for (int t = 0; t < RACE_THREADS; t++) {
-			args[t] = (race_arg){ .h = h[t % 2], .ops = st->ops, .start = &start,
-					      .thread = t, .round = round };
-			cr_assert_eq(pthread_create(&th[t], NULL, race_create, &args[t]), 0);
-		}
-		for (int t = 0; t < RACE_THREADS; t++)
-			pthread_join(th[t], NULL);
-		pthread_barrier_destroy(&start);
+		conf_race_round(st, h, round, race_create, args, RACE_THREADS);
 		for (int t = 0; t < RACE_THREADS; t++) {
 			if (args[t].result == 0) {
 				winners++;
@@ -1240,7 +1205,7 @@ Test(lanes, racing_takers_get_each_item_once_in_order)
 	conf_lane l;
 
 	cr_assert_not_null(args);
-	race_instances(&twin, h);
+	conf_race_instances(st, &twin, h);
 	l = lane_with_session(APP, USER, KEY, "s1", T0);
 	conf_lane_clear(&l);
 	l = lane_turn_ok(APP, USER, KEY, "t1", T0 + LEASE_US);
@@ -1830,7 +1795,7 @@ Test(lanes, racing_conditional_writes_lose_no_update)
 	rmw_arg args[RMW_THREADS];
 	conf_lane l;
 
-	race_instances(&twin, h);
+	conf_race_instances(st, &twin, h);
 	l = lane_with_session(APP, USER, KEY, "s1", T0);
 	conf_lane_clear(&l);
 	pthread_barrier_init(&start, NULL, RMW_THREADS);

@@ -1175,16 +1175,6 @@ Test(memories, session_list_pending_order_bounds_and_paging)
 #define RACE_ROUNDS 20
 #define RACE_THREADS 2
 
-typedef struct race_arg {
-	void *h;                 /* the instance this thread calls */
-	const memd_store_ops *ops;
-	pthread_barrier_t *start;
-	int thread;
-	int round;
-	int32_t result;
-	memd_error err;
-} race_arg;
-
 static int32_t ignore_memory(void *ud, const memd_memory *m)
 {
 	(void)ud;
@@ -1194,7 +1184,7 @@ static int32_t ignore_memory(void *ud, const memd_memory *m)
 
 static void *race_commit(void *p)
 {
-	race_arg *a = p;
+	conf_racer *a = p;
 	char id[ID_LEN];
 	memd_call call = { .struct_size = sizeof(call) };
 	memd_scope sc = conf_scope(APP, USER, NULL);
@@ -1216,21 +1206,6 @@ static void *race_commit(void *p)
 	return NULL;
 }
 
-/* Instances for racing threads: for a durable store a second instance on
- * the same data (another process, in effect) beside the first; else the
- * one instance, which must then be THREADSAFE. */
-static void race_instances(void **ret_twin, void *h[2])
-{
-	*ret_twin = NULL;
-	h[0] = h[1] = st->h;
-	if (st->durable) {
-		*ret_twin = conf_twin_open(st);
-		h[1] = conf_twin_handle(*ret_twin);
-	} else if (!st->threadsafe) {
-		cr_skip_test("the plugin is neither durable nor THREADSAFE: nothing can race");
-	}
-}
-
 Test(memories, racing_cursor_commits_have_one_winner)
 {
 	memd_scope sc = conf_scope(APP, USER, "s");
@@ -1238,22 +1213,12 @@ Test(memories, racing_cursor_commits_have_one_winner)
 
 	session_ok(APP, USER, "s", T0);
 	conf_append_simple(st, &sc, "e", 1, RACE_ROUNDS, T0);
-	race_instances(&twin, h);
+	conf_race_instances(st, &twin, h);
 	for (int round = 0; round < RACE_ROUNDS; round++) {
-		pthread_barrier_t start;
-		pthread_t th[RACE_THREADS];
-		race_arg args[RACE_THREADS];
+		conf_racer args[RACE_THREADS];
 		int winners = 0;
 
-		pthread_barrier_init(&start, NULL, RACE_THREADS);
-		for (int t = 0; t < RACE_THREADS; t++) {
-			args[t] = (race_arg){ .h = h[t % 2], .ops = st->ops, .start = &start,
-					      .thread = t, .round = round };
-			cr_assert_eq(pthread_create(&th[t], NULL, race_commit, &args[t]), 0);
-		}
-		for (int t = 0; t < RACE_THREADS; t++)
-			pthread_join(th[t], NULL);
-		pthread_barrier_destroy(&start);
+		conf_race_round(st, h, round, race_commit, args, RACE_THREADS);
 		for (int t = 0; t < RACE_THREADS; t++) {
 			char id[ID_LEN];
 			snprintf(id, sizeof(id), "r%d-t%d", round, t);
