@@ -20,26 +20,13 @@
  */
 #include "extract/extract.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/call_time.h"
+#include "util/chat_client.h"
 
-#define CHAT_PATH "/chat/completions"
-#define V1_CHAT_PATH "/v1/chat/completions"
-#define RESPONSE_MAX_BYTES (8u << 20) /* a larger body is refused */
-#define HTTP_TOO_MANY 429
-#define HTTP_SERVER_ERROR_MIN 500
-#define HTTP_UNAUTHORIZED 401
-#define HTTP_FORBIDDEN 403
-#define HTTP_OK_MIN 200
-#define HTTP_OK_MAX 299
-#define MS_PER_SEC 1000
-#define DETAIL_MAX 120          /* bytes of a server's error body in messages */
-#define BACKOFF_SHIFT_MAX 16
 /* Most facts one extraction reply may hold (more is not a valid reply). */
 #define FACTS_MAX 256
 
@@ -68,61 +55,36 @@ static const char default_consolidate_prompt[] =
 	"one decision per candidate (candidate: its index).";
 
 struct extract_openai {
-	char *endpoint;
-	char *model;
-	char *auth;     /* "Authorization: Bearer ...", or NULL; secret */
+	chat_client *cc;
 	char *prompt;
 	char *consolidate_prompt;
-	int64_t timeout_ms;
-	int64_t retries;
-	int curl_ready;  /* curl_global_init succeeded: cleanup in free */
 };
 
 int32_t extract_openai_new(const extract_openai_config *cfg, extract_openai **ret,
 			   memd_error *err)
 {
+	chat_client_config cc = { .component = "extractor", .url_key = "extractor url",
+				  .url = cfg->url, .model = cfg->model, .api_key = cfg->api_key,
+				  .timeout_ms = cfg->timeout_ms, .retries = cfg->retries,
+				  .backoff_base_ms = EXTRACT_OPENAI_BACKOFF_BASE_MS,
+				  .backoff_max_ms = EXTRACT_OPENAI_BACKOFF_MAX_MS };
 	extract_openai *eo;
-	size_t ulen;
-	const char *suffix = "";
+	int32_t r;
 
-	if (!cfg->url || !*cfg->url || !cfg->model || !*cfg->model)
-		return memd_error_set(err, MEMD_EINVAL, 0, "extractor: openai needs url and model");
-	if (strncmp(cfg->url, "http://", strlen("http://")) != 0 &&
-	    strncmp(cfg->url, "https://", strlen("https://")) != 0)
-		return memd_error_set(err, MEMD_EINVAL, 0, "extractor url: must be http:// or https://");
 	if (!(eo = calloc(1, sizeof(*eo))))
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	ulen = strlen(cfg->url);
-	while (ulen && cfg->url[ulen - 1] == '/')
-		ulen--;
-	/* ".../chat/completions" as is; ".../v1" + "/chat/completions"; a bare
-	 * host + "/v1/chat/completions". */
-	if (!(ulen >= strlen(CHAT_PATH) &&
-	      strncmp(cfg->url + ulen - strlen(CHAT_PATH), CHAT_PATH, strlen(CHAT_PATH)) == 0))
-		suffix = ulen >= 3 && strncmp(cfg->url + ulen - 3, "/v1", 3) == 0 ? CHAT_PATH
-										  : V1_CHAT_PATH;
-	if (asprintf(&eo->endpoint, "%.*s%s", (int)ulen, cfg->url, suffix) < 0)
-		eo->endpoint = NULL;
-	eo->model = strdup(cfg->model);
+	if ((r = chat_client_new(&cc, &eo->cc, err)) < 0) {
+		free(eo);
+		return r;
+	}
 	eo->prompt = strdup(cfg->prompt && *cfg->prompt ? cfg->prompt : default_prompt);
 	eo->consolidate_prompt = strdup(cfg->consolidate_prompt && *cfg->consolidate_prompt
 						? cfg->consolidate_prompt
 						: default_consolidate_prompt);
-	if (cfg->api_key && *cfg->api_key &&
-	    asprintf(&eo->auth, "Authorization: Bearer %s", cfg->api_key) < 0)
-		eo->auth = NULL;
-	eo->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 1;
-	eo->retries = cfg->retries > 0 ? cfg->retries : 0;
-	if (!eo->endpoint || !eo->model || !eo->prompt || !eo->consolidate_prompt ||
-	    (cfg->api_key && *cfg->api_key && !eo->auth)) {
+	if (!eo->prompt || !eo->consolidate_prompt) {
 		extract_openai_free(eo);
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	}
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		extract_openai_free(eo);
-		return memd_error_set(err, MEMD_EIO, 0, "extractor: libcurl failed to initialise");
-	}
-	eo->curl_ready = 1;
 	*ret = eo;
 	return 0;
 }
@@ -131,135 +93,39 @@ void extract_openai_free(extract_openai *eo)
 {
 	if (!eo)
 		return;
-	if (eo->auth) {
-		memset(eo->auth, 0, strlen(eo->auth)); /* a secret */
-		free(eo->auth);
-	}
-	if (eo->curl_ready)
-		curl_global_cleanup();
-	free(eo->endpoint);
-	free(eo->model);
+	chat_client_free(eo->cc);
 	free(eo->prompt);
 	free(eo->consolidate_prompt);
 	free(eo);
 }
 
-/* ---- one request ---------------------------------------------------------- */
-
-typedef struct body {
-	char *p;
-	size_t len;
-} body;
-
-static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
-{
-	body *b = ud;
-	size_t n = size * nmemb;
-	char *grown;
-	if (b->len + n > RESPONSE_MAX_BYTES)
-		return 0;
-	if (!(grown = realloc(b->p, b->len + n + 1)))
-		return 0;
-	b->p = grown;
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return n;
-}
-
-typedef struct reply {
-	long status;
-	int64_t retry_after_ms; /* from the server, or -1 */
-	body b;
-} reply;
-
-static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
-{
-	reply *rp = ud;
-	size_t n = size * nmemb;
-	static const char name[] = "retry-after:";
-	if (n > strlen(name) && strncasecmp(data, name, strlen(name)) == 0) {
-		char *end;
-		long secs = strtol(data + strlen(name), &end, 10);
-		if (end != data + strlen(name) && secs >= 0)
-			rp->retry_after_ms = (int64_t)secs * MS_PER_SEC;
-	}
-	return n;
-}
-
-/* One POST. Returns 0 with rp filled (any status), or a CURLcode > 0. */
-static int post(const extract_openai *eo, const memd_call *call, const char *payload,
-		reply *rp, char *curl_msg)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	int64_t timeout = eo->timeout_ms, left = call_left_ms(call);
-	CURLcode cr;
-
-	if (!c)
-		return CURLE_FAILED_INIT;
-	if (left < timeout)
-		timeout = left > 0 ? left : 1;
-	h = curl_slist_append(h, "Content-Type: application/json");
-	if (h && eo->auth)
-		h = curl_slist_append(h, eo->auth);
-	curl_easy_setopt(c, CURLOPT_URL, eo->endpoint);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &rp->b);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, rp);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_msg);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_msg[0] = '\0';
-	cr = h ? curl_easy_perform(c) : CURLE_OUT_OF_MEMORY;
-	if (cr == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rp->status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	return (int)cr;
-}
-
-static void detail(const body *b, char *buf, size_t cap)
-{
-	size_t n = 0;
-	for (size_t i = 0; b->p && i < b->len && n + 1 < cap && n < DETAIL_MAX; i++)
-		buf[n++] = (b->p[i] >= 0x20 && b->p[i] < 0x7f) ? b->p[i] : ' ';
-	buf[n] = '\0';
-}
+/* ---- one structured call -------------------------------------------------- */
 
 /* Checks a reply's content (parsed JSON) and keeps what it needs from
  * it: 0, or MEMD_EIO with err saying what is wrong (a failed attempt),
  * or MEMD_ENOMEM. */
 typedef int32_t (*reply_check_fn)(void *ctx, json_t *content, memd_error *err);
 
-/* The content of a chat completion body, parsed, or NULL with err (EIO). */
-static json_t *content_of(const body *b, memd_error *err)
-{
-	json_error_t jerr;
-	json_t *o = b->p ? json_loadb(b->p, b->len, 0, &jerr) : NULL, *content, *parsed = NULL;
+typedef struct answer_ctx {
+	reply_check_fn check;
+	void *ctx;
+} answer_ctx;
 
-	if (!o) {
-		memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE, "extractor: the reply is not JSON");
-		return NULL;
-	}
-	content = json_object_get(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-						  "message"),
-				  "content");
-	if (!json_is_string(content))
-		memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE,
-			       "extractor: the reply has no choices[0].message.content");
-	else if (!(parsed = json_loadb(json_string_value(content), json_string_length(content), 0,
-				       &jerr)))
-		memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE,
-			       "extractor: the model's answer is not JSON: %s", jerr.text);
-	json_decref(o);
-	return parsed;
+/* The model's answer (a chat_answer_fn): parsed as JSON and given to the
+ * check in ctx (an answer_ctx). */
+static int32_t take_answer(void *ctx, const char *content, size_t len, memd_error *err)
+{
+	answer_ctx *ac = ctx;
+	json_error_t jerr;
+	json_t *parsed = json_loadb(content, len, 0, &jerr);
+	int32_t r;
+
+	if (!parsed)
+		return memd_error_set(err, MEMD_EIO, MEMD_ERROR_RETRYABLE,
+				      "extractor: the model's answer is not JSON: %s", jerr.text);
+	r = ac->check(ac->ctx, parsed, err);
+	json_decref(parsed);
+	return r;
 }
 
 /* One structured chat call: system and user messages, the schema named
@@ -269,74 +135,18 @@ static int32_t chat(const extract_openai *eo, const memd_call *call, const char 
 		    void *ctx, memd_error *err)
 {
 	json_t *req = json_pack("{s:s,s:[{s:s,s:s},{s:s,s:s}],s:i,s:{s:s,s:{s:s,s:b,s:O}}}",
-				"model", eo->model, "messages", "role", "system", "content", system,
-				"role", "user", "content", user, "temperature", 0,
-				"response_format", "type", "json_schema", "json_schema", "name",
+				"model", chat_client_model(eo->cc), "messages", "role", "system",
+				"content", system, "role", "user", "content", user, "temperature",
+				0, "response_format", "type", "json_schema", "json_schema", "name",
 				name, "strict", 1, "schema", schema);
 	char *payload = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	int32_t r = MEMD_EUNAVAIL;
+	answer_ctx ac = { check, ctx };
+	int32_t r;
 
 	json_decref(req);
 	if (!payload)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	for (int64_t attempt = 0;; attempt++) {
-		reply rp = { .retry_after_ms = -1 };
-		char curl_msg[CURL_ERROR_SIZE], what[DETAIL_MAX + 1];
-		int retryable = 0, cr;
-		int64_t wait;
-
-		if (call_cancelled(call)) {
-			r = memd_error_set(err, MEMD_ECANCELED, 0, "extractor: cancelled");
-			break;
-		}
-		if (call_left_ms(call) <= 0) {
-			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-					   "extractor: deadline passed after %lld attempts",
-					   (long long)attempt);
-			break;
-		}
-		cr = post(eo, call, payload, &rp, curl_msg);
-		if (cr == CURLE_OPERATION_TIMEDOUT) {
-			r = memd_error_set(err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-					   "extractor: %s: timed out", eo->endpoint);
-			retryable = 1;
-		} else if (cr != CURLE_OK) {
-			r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE, "extractor: %s: %s",
-					   eo->endpoint, curl_msg[0] ? curl_msg : curl_easy_strerror(cr));
-			retryable = cr != CURLE_OUT_OF_MEMORY;
-		} else if (rp.status == HTTP_TOO_MANY || rp.status >= HTTP_SERVER_ERROR_MIN) {
-			detail(&rp.b, what, sizeof(what));
-			r = memd_error_set(err, MEMD_EUNAVAIL, MEMD_ERROR_RETRYABLE,
-					   "extractor: %s: HTTP %ld %s", eo->endpoint, rp.status, what);
-			retryable = 1;
-		} else if (rp.status == HTTP_UNAUTHORIZED || rp.status == HTTP_FORBIDDEN) {
-			r = memd_error_set(err, MEMD_EAUTH, 0, "extractor: %s: HTTP %ld (check api_key)",
-					   eo->endpoint, rp.status);
-		} else if (rp.status < HTTP_OK_MIN || rp.status > HTTP_OK_MAX) {
-			detail(&rp.b, what, sizeof(what));
-			r = memd_error_set(err, MEMD_EIO, 0, "extractor: %s: HTTP %ld %s", eo->endpoint,
-					   rp.status, what);
-		} else {
-			json_t *content = content_of(&rp.b, err);
-			r = content ? check(ctx, content, err) : MEMD_EIO;
-			retryable = r == MEMD_EIO; /* a bad answer may not come twice */
-			if (r == MEMD_EIO)
-				err->flags |= MEMD_ERROR_RETRYABLE;
-			json_decref(content);
-		}
-		free(rp.b.p);
-		if (r == 0 || !retryable || attempt >= eo->retries)
-			break;
-		wait = (int64_t)EXTRACT_OPENAI_BACKOFF_BASE_MS
-		       << (attempt < BACKOFF_SHIFT_MAX ? attempt : BACKOFF_SHIFT_MAX);
-		if (rp.retry_after_ms >= 0)
-			wait = rp.retry_after_ms;
-		if (wait > EXTRACT_OPENAI_BACKOFF_MAX_MS)
-			wait = EXTRACT_OPENAI_BACKOFF_MAX_MS;
-		if (wait >= call_left_ms(call))
-			break; /* the deadline comes first: report the last error */
-		call_backoff_sleep(call, wait);
-	}
+	r = chat_client_call(eo->cc, call, payload, take_answer, &ac, err);
 	free(payload);
 	return r;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * call_time: a memd_call's cancel flag and deadline as the host's outbound
- * HTTP clients (the finalize webhook, the OpenAI embedder and summarizer)
+ * HTTP clients (the finalize webhook, the OpenAI embedder, the chat client)
  * wait on them between attempts.
  */
 #ifndef MEMD_HOST_CALL_TIME_H
