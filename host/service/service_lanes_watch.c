@@ -37,6 +37,7 @@
  * conditional lane writes.
  */
 #include "service/service_int.h"
+#include "service/service_thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -67,13 +68,7 @@
 #define US_PER_DAY (86400LL * US_PER_SEC)
 
 struct lanes_watch {
-	pthread_mutex_t lock;      /* stopping, wake */
-	pthread_cond_t wake;       /* stop */
-	pthread_mutex_t pass;      /* one pass at a time */
-	pthread_t thread;
-	int started;
-	int stopping;
-	volatile int32_t cancel;   /* the watcher's calls give up once closing */
+	service_thread th;         /* the watcher; its calls give up once th.cancel */
 	int webhook_ready;         /* lane_webhook_init succeeded */
 	/* totals since memd_open (/metrics) */
 	_Atomic uint64_t finalized, finalize_failures, leases_expired, pruned, sessions_deleted;
@@ -89,7 +84,7 @@ typedef struct watch_counts {
  * timeout), given up once memd closes. */
 static memd_call call_new(lanes_watch *w)
 {
-	memd_call c = { .struct_size = sizeof(c), .cancel = w ? &w->cancel : NULL };
+	memd_call c = { .struct_size = sizeof(c), .cancel = w ? &w->th.cancel : NULL };
 	return c;
 }
 
@@ -284,7 +279,7 @@ static int32_t scan_lanes(memd *m, memd_lane_query *q, lane_visit_fn visit, void
 			break;
 		scanned += (uint32_t)ls.n;
 		for (size_t i = 0; r == 0 && i < ls.n; i++) {
-			if (m->watch->cancel)
+			if (m->watch->th.cancel)
 				r = memd_error_set(err, MEMD_ECANCELED, 0, "memd is closing");
 			else
 				r = visit(m, &ls.v[i].l, userdata, err);
@@ -675,7 +670,7 @@ static int32_t retention(memd *m, int64_t now_us, watch_counts *c, memd_error *e
 	for (size_t i = 0; r == 0 && i < el->n; i++) {
 		memd_error e = { 0 };
 		int32_t dr;
-		if (m->watch->cancel) {
+		if (m->watch->th.cancel) {
 			r = memd_error_set(err, MEMD_ECANCELED, 0, "memd is closing");
 			break;
 		}
@@ -717,13 +712,13 @@ static int32_t pass(memd *m, int64_t now_us, watch_counts *c, memd_error *err)
 	memd_error e[5] = { { 0 } };
 	int32_t r[5];
 
-	pthread_mutex_lock(&m->watch->pass);
+	pthread_mutex_lock(&m->watch->th.pass);
 	r[0] = expire_leases(m, now_us, c, &e[0]);
 	r[1] = finalize_expired(m, now_us, c, &e[1]);
 	r[2] = prune(m, now_us, c, &e[2]);
 	r[3] = retention(m, now_us, c, &e[3]);
 	r[4] = expire_memories(m, c, &e[4]);
-	pthread_mutex_unlock(&m->watch->pass);
+	pthread_mutex_unlock(&m->watch->th.pass);
 	atomic_fetch_add(&m->watch->leases_expired, c->leases_expired);
 	atomic_fetch_add(&m->watch->pruned, c->pruned);
 	atomic_fetch_add(&m->watch->sessions_deleted, c->sessions_deleted);
@@ -758,15 +753,16 @@ static void *watch_main(void *arg)
 	lanes_watch *w = m->watch;
 	struct timespec at;
 
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	clock_gettime(CLOCK_MONOTONIC, &at);
-	while (!w->stopping) {
+	while (!w->th.stopping) {
 		at.tv_sec += (time_t)m->set.lanes_watch_interval_s;
-		while (!w->stopping && pthread_cond_timedwait(&w->wake, &w->lock, &at) != ETIMEDOUT)
+		while (!w->th.stopping &&
+		       pthread_cond_timedwait(&w->th.wake, &w->th.lock, &at) != ETIMEDOUT)
 			;
-		if (w->stopping)
+		if (w->th.stopping)
 			break;
-		pthread_mutex_unlock(&w->lock);
+		pthread_mutex_unlock(&w->th.lock);
 		{
 			watch_counts c = { 0 };
 			memd_error err = { 0 };
@@ -774,10 +770,10 @@ static void *watch_main(void *arg)
 			    err.code != MEMD_ENOTSUP)
 				hostsvc_log(m->svc, MEMD_LOG_WARN, "memd", "lane watcher: %s", err.msg);
 		}
-		pthread_mutex_lock(&w->lock);
+		pthread_mutex_lock(&w->th.lock);
 		clock_gettime(CLOCK_MONOTONIC, &at);
 	}
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 	return NULL;
 }
 
@@ -795,17 +791,11 @@ static int any_webhook(const memd *m)
 int32_t service_watch_start(memd *m, memd_error *err)
 {
 	lanes_watch *w = calloc(1, sizeof(*w));
-	pthread_condattr_t ca;
 	int32_t r;
 
 	if (!w)
 		return service_oom(err);
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_mutex_init(&w->pass, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	service_thread_init(&w->th);
 	m->watch = w;
 	if (any_webhook(m)) {
 		if ((r = lane_webhook_init(err)) < 0)
@@ -813,9 +803,8 @@ int32_t service_watch_start(memd *m, memd_error *err)
 		w->webhook_ready = 1;
 	}
 	if (m->set.lanes_watch_interval_s > 0) {
-		if (pthread_create(&w->thread, NULL, watch_main, m) != 0)
-			return memd_error_set(err, MEMD_EIO, 0, "the lane watcher's thread did not start");
-		w->started = 1;
+		if ((r = service_thread_start(&w->th, watch_main, m, "lane watcher", err)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -826,14 +815,7 @@ void service_watch_stop(memd *m)
 
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
-	w->stopping = 1;
-	w->cancel = 1;
-	pthread_cond_broadcast(&w->wake);
-	pthread_mutex_unlock(&w->lock);
-	if (w->started)
-		pthread_join(w->thread, NULL);
-	w->started = 0;
+	service_thread_stop(&w->th);
 }
 
 void service_watch_free(memd *m)
@@ -845,9 +827,7 @@ void service_watch_free(memd *m)
 	service_watch_stop(m);
 	if (w->webhook_ready)
 		lane_webhook_cleanup();
-	pthread_mutex_destroy(&w->lock);
-	pthread_mutex_destroy(&w->pass);
-	pthread_cond_destroy(&w->wake);
+	service_thread_destroy(&w->th);
 	free(w);
 	m->watch = NULL;
 }

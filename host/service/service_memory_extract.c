@@ -44,6 +44,7 @@
  * times) are the facade's clock (memd_set_clock).
  */
 #include "service/service_int.h"
+#include "service/service_thread.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -90,14 +91,9 @@ typedef struct mx_keys {
 } mx_keys;
 
 struct memory_work {
-	pthread_mutex_t lock;      /* everything below but the clients */
-	pthread_cond_t wake;       /* queue pushes, stop */
+	service_thread th;         /* the worker; th.lock guards everything below but the
+				    * clients, th.wake is signalled on queue pushes */
 	pthread_cond_t landed;     /* a flight ended */
-	pthread_mutex_t pass;      /* one pass at a time */
-	pthread_t thread;
-	int started;
-	int stopping;
-	volatile int32_t cancel;   /* background calls give up once closing */
 	extract_openai **clients;  /* per m->set.apps[i]; NULL unless type openai */
 	mx_keys queue, flights, backoff;
 	int running;               /* the worker is handling a queued session */
@@ -180,28 +176,28 @@ static const settings_extract *extract_settings(const memd *m, const char *app)
 static int32_t flight_begin(memory_work *w, const memd_scope *sc, int wait)
 {
 	int32_t r = 1;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	while (keys_find(&w->flights, sc) >= 0) {
 		if (!wait) {
 			r = 0;
 			break;
 		}
-		pthread_cond_wait(&w->landed, &w->lock);
+		pthread_cond_wait(&w->landed, &w->th.lock);
 	}
 	if (r == 1 && keys_add(&w->flights, sc) < 0)
 		r = MEMD_ENOMEM;
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 	return r;
 }
 
 static void flight_end(memory_work *w, const memd_scope *sc)
 {
 	ssize_t i;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	if ((i = keys_find(&w->flights, sc)) >= 0)
 		keys_remove(&w->flights, (size_t)i);
 	pthread_cond_broadcast(&w->landed);
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 }
 
 /* ---- backoff ------------------------------------------------------------------ */
@@ -211,10 +207,10 @@ static int backing_off(memory_work *w, const memd_scope *sc, int64_t now)
 {
 	ssize_t i;
 	int r;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	i = keys_find(&w->backoff, sc);
 	r = i >= 0 && now < w->backoff.v[i].next_us;
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 	return r;
 }
 
@@ -224,7 +220,7 @@ static void backoff_note(memd *m, const memd_scope *sc, int ok, int64_t now)
 {
 	memory_work *w = m->memwork;
 	ssize_t i;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	i = keys_find(&w->backoff, sc);
 	if (ok) {
 		if (i >= 0)
@@ -242,7 +238,7 @@ static void backoff_note(memd *m, const memd_scope *sc, int ok, int64_t now)
 			k->next_us = now + (wait < BACKOFF_MAX_US ? wait : BACKOFF_MAX_US);
 		}
 	}
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 }
 
 /* ---- reads ---------------------------------------------------------------------- */
@@ -781,7 +777,7 @@ int32_t memd_memory_extract(memd *m, const char *app, const char *user, const ch
  * timeout), given up once memd closes. */
 static memd_call bg_call(memory_work *w)
 {
-	memd_call c = { .struct_size = sizeof(c), .cancel = &w->cancel };
+	memd_call c = { .struct_size = sizeof(c), .cancel = &w->th.cancel };
 	return c;
 }
 
@@ -839,15 +835,15 @@ static void push(memd *m, const memd_scope *sc, int force)
 	memory_work *w = m->memwork;
 	ssize_t i;
 
-	if (!w || !w->started)
+	if (!w || !w->th.started)
 		return;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	if ((i = keys_find(&w->queue, sc)) >= 0)
 		w->queue.v[i].force |= force;
 	else if (w->queue.n < QUEUE_MAX && (i = keys_add(&w->queue, sc)) >= 0)
 		w->queue.v[i].force = force;
-	pthread_cond_signal(&w->wake);
-	pthread_mutex_unlock(&w->lock);
+	pthread_cond_signal(&w->th.wake);
+	pthread_mutex_unlock(&w->th.lock);
 }
 
 void service_memory_after_append(memd *m, const memd_scope *sc, int64_t first_seq,
@@ -994,12 +990,12 @@ static int32_t pass(memd *m, pass_counts *pc, memd_error *err)
 	memd_error e = { 0 };
 	int32_t r1, r2;
 
-	pthread_mutex_lock(&w->pass);
+	pthread_mutex_lock(&w->th.pass);
 	r1 = service_memories_expire(m, &pc->expired, err);
 	if (r1 == MEMD_ENOTSUP)
 		r1 = 0;
 	r2 = extract_idle(m, now, pc, &e);
-	pthread_mutex_unlock(&w->pass);
+	pthread_mutex_unlock(&w->th.pass);
 	atomic_fetch_add(&w->expired, pc->expired);
 	if (r1 < 0)
 		return r1;
@@ -1031,20 +1027,20 @@ static void *work_main(void *arg)
 	struct timespec at;
 	int64_t interval = m->set.memory_sweep_interval_s;
 
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	clock_gettime(CLOCK_MONOTONIC, &at);
 	at.tv_sec += (time_t)interval;
-	while (!w->stopping) {
+	while (!w->th.stopping) {
 		struct timespec now;
 		if (w->queue.n) {
 			mx_key k = w->queue.v[0];
 			memmove(&w->queue.v[0], &w->queue.v[1], (w->queue.n - 1) * sizeof(k));
 			w->queue.n--;
 			w->running = 1;
-			pthread_mutex_unlock(&w->lock);
+			pthread_mutex_unlock(&w->th.lock);
 			run_queued(m, &k);
 			key_free(&k);
-			pthread_mutex_lock(&w->lock);
+			pthread_mutex_lock(&w->th.lock);
 			w->running = 0;
 			continue;
 		}
@@ -1053,21 +1049,21 @@ static void *work_main(void *arg)
 				     (now.tv_sec == at.tv_sec && now.tv_nsec >= at.tv_nsec))) {
 			pass_counts pc = { 0 };
 			memd_error err = { 0 };
-			pthread_mutex_unlock(&w->lock);
+			pthread_mutex_unlock(&w->th.lock);
 			if (pass(m, &pc, &err) < 0 && err.code != MEMD_ECANCELED &&
 			    err.code != MEMD_ENOTSUP)
 				hostsvc_log(m->svc, MEMD_LOG_WARN, "memd", "memory worker: %s", err.msg);
-			pthread_mutex_lock(&w->lock);
+			pthread_mutex_lock(&w->th.lock);
 			clock_gettime(CLOCK_MONOTONIC, &at);
 			at.tv_sec += (time_t)interval;
 			continue;
 		}
 		if (interval > 0)
-			pthread_cond_timedwait(&w->wake, &w->lock, &at);
+			pthread_cond_timedwait(&w->th.wake, &w->th.lock, &at);
 		else
-			pthread_cond_wait(&w->wake, &w->lock);
+			pthread_cond_wait(&w->th.wake, &w->th.lock);
 	}
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 	return NULL;
 }
 
@@ -1083,17 +1079,11 @@ static int any_extraction(const memd *m)
 int32_t service_memory_start(memd *m, memd_error *err)
 {
 	memory_work *w = calloc(1, sizeof(*w));
-	pthread_condattr_t ca;
 	int32_t r;
 
 	if (!w)
 		return service_oom(err);
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_mutex_init(&w->pass, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	service_thread_init(&w->th);
 	pthread_cond_init(&w->landed, NULL);
 	m->memwork = w;
 	if (!(w->clients = calloc(m->set.n_apps + 1, sizeof(*w->clients))))
@@ -1113,9 +1103,8 @@ int32_t service_memory_start(memd *m, memd_error *err)
 	}
 	/* Only a store with memories (ABI 1.3) gets a worker. */
 	if (any_extraction(m) && store_minor(m->sessions) >= 3) {
-		if (pthread_create(&w->thread, NULL, work_main, m) != 0)
-			return memd_error_set(err, MEMD_EIO, 0, "the memory worker's thread did not start");
-		w->started = 1;
+		if ((r = service_thread_start(&w->th, work_main, m, "memory worker", err)) < 0)
+			return r;
 	}
 	return 0;
 }
@@ -1126,14 +1115,7 @@ void service_memory_stop(memd *m)
 
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
-	w->stopping = 1;
-	w->cancel = 1;
-	pthread_cond_broadcast(&w->wake);
-	pthread_mutex_unlock(&w->lock);
-	if (w->started)
-		pthread_join(w->thread, NULL);
-	w->started = 0;
+	service_thread_stop(&w->th);
 }
 
 void service_memory_free(memd *m)
@@ -1149,9 +1131,7 @@ void service_memory_free(memd *m)
 	keys_clear(&w->queue);
 	keys_clear(&w->flights);
 	keys_clear(&w->backoff);
-	pthread_mutex_destroy(&w->lock);
-	pthread_mutex_destroy(&w->pass);
-	pthread_cond_destroy(&w->wake);
+	service_thread_destroy(&w->th);
 	pthread_cond_destroy(&w->landed);
 	free(w);
 	m->memwork = NULL;
@@ -1163,9 +1143,9 @@ uint32_t service_memory_queued(memd *m)
 	uint32_t n;
 	if (!w)
 		return 0;
-	pthread_mutex_lock(&w->lock);
+	pthread_mutex_lock(&w->th.lock);
 	n = (uint32_t)(w->queue.n + w->flights.n) + (uint32_t)w->running;
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->th.lock);
 	return n;
 }
 
