@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -91,10 +92,11 @@ static pid_t spawn(hs *h)
 {
 	const char *build = getenv("MEMD_BUILD_ROOT");
 	char exe[PATH_MAX];
-	pid_t pid;
+	pid_t pid, parent;
 
 	cr_assert(build, "MEMD_BUILD_ROOT is not set");
 	snprintf(exe, sizeof(exe), "%s/host/memd", build);
+	parent = getpid();
 	pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
@@ -103,6 +105,10 @@ static pid_t spawn(hs *h)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* A test process that dies (a crash, a timeout's kill) takes its
+		 * server along instead of leaving it serving on its port. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+			_exit(127);
 		if (log < 0 || null < 0 || chdir(h->dir) != 0)
 			_exit(127);
 		dup2(null, STDIN_FILENO);
