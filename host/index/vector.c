@@ -890,7 +890,8 @@ int32_t vec_search(vec_index *v, const memd_call *call, const char *query,
 		memcpy(all + ev.n, mem.hits, mem.n * sizeof(*all));
 	free(ev.hits);
 	free(mem.hits);
-	qsort(all, ev.n + mem.n, sizeof(*all), hit_cmp);
+	if (all)
+		qsort(all, ev.n + mem.n, sizeof(*all), hit_cmp);
 	*ret_n = ev.n + mem.n < k ? ev.n + mem.n : k;
 	for (size_t i = *ret_n; i < ev.n + mem.n; i++) {
 		free(all[i].session);

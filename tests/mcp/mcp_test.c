@@ -390,7 +390,7 @@ Test(mcp, bindings_are_whole)
 Test(mcp, tools_list_by_binding_scope_and_revision)
 {
 	mcp_conn *c = ready(NULL, NULL, MCP_SCOPE_WRITE);
-	char names[256];
+	char names[256], *text;
 	json_t *r, *t, *req;
 
 	tool_names(c, names, sizeof(names));
@@ -401,7 +401,9 @@ Test(mcp, tools_list_by_binding_scope_and_revision)
 						"readOnlyHint")));
 	t = tool_of(r, "search_memory");
 	req = json_object_get(json_object_get(t, "inputSchema"), "required");
-	cr_assert_str_eq(json_dumps(req, JSON_COMPACT), "[\"app\",\"user\",\"query\"]");
+	text = json_dumps(req, JSON_COMPACT);
+	cr_assert_str_eq(text, "[\"app\",\"user\",\"query\"]");
+	free(text);
 	cr_assert(json_is_object(json_object_get(json_object_get(json_object_get(t, "inputSchema"),
 								 "properties"), "app")));
 	cr_assert(json_is_false(json_object_get(json_object_get(t, "inputSchema"),
@@ -416,9 +418,9 @@ Test(mcp, tools_list_by_binding_scope_and_revision)
 	c = ready("app", "alice", MCP_SCOPE_WRITE);
 	r = send(c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
 	t = tool_of(r, "search_memory");
-	cr_assert_str_eq(json_dumps(json_object_get(json_object_get(t, "inputSchema"), "required"),
-				    JSON_COMPACT),
-			 "[\"query\"]");
+	text = json_dumps(json_object_get(json_object_get(t, "inputSchema"), "required"), JSON_COMPACT);
+	cr_assert_str_eq(text, "[\"query\"]");
+	free(text);
 	cr_assert_null(json_object_get(json_object_get(json_object_get(t, "inputSchema"), "properties"),
 				       "app"));
 	json_decref(r);

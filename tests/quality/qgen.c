@@ -822,8 +822,10 @@ static void party_speakers(uint64_t *rng, const char **who)
 		do {
 			j = pick(rng, N_OF(speakers));
 			for (uint32_t k = 0; k < i; k++)
-				if (who[k] == speakers[j])
+				if (who[k] == speakers[j]) {
 					j = N_OF(speakers);
+					break;
+				}
 		} while (j == N_OF(speakers));
 		who[i] = speakers[j];
 	}
