@@ -196,30 +196,6 @@ int32_t my_fetch_deliver(my_store *store, const memd_call *call, my_conn *c, my_
 	return r;
 }
 
-int32_t my_copy_strings(const char **const *slots, size_t n, char **ret_buf, memd_error *err)
-{
-	size_t total = 0;
-	char *buf, *p;
-
-	for (size_t k = 0; k < n; k++)
-		total += *slots[k] ? strlen(*slots[k]) + 1 : 0;
-	buf = malloc(total ? total : 1);
-	if (!buf)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	p = buf;
-	for (size_t k = 0; k < n; k++) {
-		size_t len;
-		if (!*slots[k])
-			continue;
-		len = strlen(*slots[k]) + 1;
-		memcpy(p, *slots[k], len);
-		*slots[k] = p;
-		p += len;
-	}
-	*ret_buf = buf;
-	return 0;
-}
-
 /* ---- checks ---------------------------------------------------------- */
 
 int32_t my_check_json_object(const char *what, const char *json, memd_error *err)

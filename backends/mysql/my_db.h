@@ -423,11 +423,6 @@ int32_t my_sink_result(int32_t r, const char *what, memd_error *err);
 /* Rows examined between checks of the deadline in long loops. */
 #define MY_CHECK_EVERY 256u
 
-/* Copy the strings at slots[0, n) (NULL ones stay NULL) into one buffer
- * and point the slots at the copies: a record read inside a transaction,
- * kept to deliver after the commit. On success *ret_buf is the buffer
- * (the caller frees it); MEMD_ENOMEM leaves the slots as they were. */
-int32_t my_copy_strings(const char **const *slots, size_t n, char **ret_buf, memd_error *err);
 
 /* One row of a read, for my_fetch_deliver: turn s's current row into a
  * value and hand it to the caller's sink (ud). Returns 0 to go on, > 0 to

@@ -266,7 +266,7 @@ static int32_t lane_copy_make(const memd_lane *src, lane_copy *dst, memd_error *
 
 	lane_copy_clear(dst);
 	dst->l = *src;
-	return my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	return pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 }
 
 /* An inbox item taken inside a transaction, delivered after the commit. */
@@ -289,7 +289,7 @@ static int32_t item_copy_make(const memd_inbox_item *src, item_copy *dst, memd_e
 
 	item_copy_clear(dst);
 	dst->i = *src;
-	r = my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	r = pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 	dst->set = r == 0;
 	return r;
 }

@@ -160,7 +160,7 @@ int32_t my_memory_copy_make(const memd_memory *src, my_memory_copy *dst, memd_er
 	my_memory_copy_clear(dst);
 	dst->m = *src;
 	dst->m.struct_size = sizeof(dst->m);
-	r = my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	r = pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 	if (r < 0)
 		memset(dst, 0, sizeof(*dst));
 	return r;

@@ -222,7 +222,7 @@ static int32_t session_copy_make(const memd_session *src, session_copy *dst, mem
 
 	session_copy_clear(dst);
 	dst->s = *src;
-	return my_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
+	return pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &dst->buf, err);
 }
 
 static int32_t deliver(const memd_session_sink *out, const memd_session *s, memd_error *err)

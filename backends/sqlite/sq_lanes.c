@@ -185,36 +185,27 @@ static void lane_from_row(sqlite3_stmt *st, memd_lane *l)
  * caller's sink sees it only once it is durable. */
 typedef struct lane_copy {
 	memd_lane l;
-	char *strs[9];
+	char *buf;               /* the strings of l */
 } lane_copy;
 
 static void lane_copy_free(lane_copy *c)
 {
-	for (size_t i = 0; i < sizeof(c->strs) / sizeof(c->strs[0]); i++)
-		free(c->strs[i]);
+	free(c->buf);
 	memset(c, 0, sizeof(*c));
 }
 
 static int32_t lane_copy_make(const memd_lane *l, lane_copy *c, memd_error *err)
 {
-	int failed = 0;
+	const char **const slots[] = { &c->l.app, &c->l.user, &c->l.key, &c->l.session,
+				       &c->l.origin_json, &c->l.resume_reason, &c->l.reset_reason,
+				       &c->l.previous_session, &c->l.turn_id };
+	int32_t r;
 
 	lane_copy_free(c);
 	c->l = *l;
-	c->l.app = c->strs[0] = pu_strdup_or_null(l->app, &failed);
-	c->l.user = c->strs[1] = pu_strdup_or_null(l->user, &failed);
-	c->l.key = c->strs[2] = pu_strdup_or_null(l->key, &failed);
-	c->l.session = c->strs[3] = pu_strdup_or_null(l->session, &failed);
-	c->l.origin_json = c->strs[4] = pu_strdup_or_null(l->origin_json, &failed);
-	c->l.resume_reason = c->strs[5] = pu_strdup_or_null(l->resume_reason, &failed);
-	c->l.reset_reason = c->strs[6] = pu_strdup_or_null(l->reset_reason, &failed);
-	c->l.previous_session = c->strs[7] = pu_strdup_or_null(l->previous_session, &failed);
-	c->l.turn_id = c->strs[8] = pu_strdup_or_null(l->turn_id, &failed);
-	if (failed) {
-		lane_copy_free(c);
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	return 0;
+	if ((r = pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &c->buf, err)) < 0)
+		memset(c, 0, sizeof(*c));
+	return r;
 }
 
 static void item_from_row(sqlite3_stmt *st, memd_inbox_item *i)

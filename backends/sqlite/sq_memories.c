@@ -13,9 +13,6 @@
 
 /* The actor of the history rows memory_expire writes (store.h). */
 #define EXPIRE_ACTOR "retention"
-/* Strings of a memd_memory (app, user, id, text, kind, topics, entities,
- * source_session, source_json). */
-#define MEMORY_STRS 9
 
 #define MEMORY_COLS SQ_MEMORY_COLS
 /* A history row's snapshot in SQ_MEMORY_COLS order (position is 0). */
@@ -118,36 +115,27 @@ void sq_memory_from_row(sqlite3_stmt *st, int first, memd_memory *m)
  * caller's sink sees it only once it is durable. */
 typedef struct memory_copy {
 	memd_memory m;
-	char *strs[MEMORY_STRS];
+	char *buf;               /* the strings of m */
 } memory_copy;
 
 static void memory_copy_free(memory_copy *c)
 {
-	for (size_t i = 0; i < MEMORY_STRS; i++)
-		free(c->strs[i]);
+	free(c->buf);
 	memset(c, 0, sizeof(*c));
 }
 
 static int32_t memory_copy_make(const memd_memory *m, memory_copy *c, memd_error *err)
 {
-	int failed = 0;
+	const char **const slots[] = { &c->m.app, &c->m.user, &c->m.id, &c->m.text, &c->m.kind,
+				       &c->m.topics_json, &c->m.entities_json,
+				       &c->m.source_session, &c->m.source_json };
+	int32_t r;
 
 	memory_copy_free(c);
 	c->m = *m;
-	c->m.app = c->strs[0] = pu_strdup_or_null(m->app, &failed);
-	c->m.user = c->strs[1] = pu_strdup_or_null(m->user, &failed);
-	c->m.id = c->strs[2] = pu_strdup_or_null(m->id, &failed);
-	c->m.text = c->strs[3] = pu_strdup_or_null(m->text, &failed);
-	c->m.kind = c->strs[4] = pu_strdup_or_null(m->kind, &failed);
-	c->m.topics_json = c->strs[5] = pu_strdup_or_null(m->topics_json, &failed);
-	c->m.entities_json = c->strs[6] = pu_strdup_or_null(m->entities_json, &failed);
-	c->m.source_session = c->strs[7] = pu_strdup_or_null(m->source_session, &failed);
-	c->m.source_json = c->strs[8] = pu_strdup_or_null(m->source_json, &failed);
-	if (failed) {
-		memory_copy_free(c);
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	return 0;
+	if ((r = pu_copy_strings(slots, sizeof(slots) / sizeof(slots[0]), &c->buf, err)) < 0)
+		memset(c, 0, sizeof(*c));
+	return r;
 }
 
 /* Is a stored memory expired at now_us (invisible to reads)? */

@@ -125,6 +125,12 @@ int32_t pu_event_copy_make(const memd_event *src, pu_event_copy *dst, memd_error
  * the failure checked once. */
 char *pu_strdup_or_null(const char *s, int *failed);
 
+/* Copy the strings at slots[0, n) (NULL ones stay NULL) into one buffer
+ * and point the slots at the copies: a record read inside a transaction,
+ * kept to deliver after the commit. On success *ret_buf is the buffer
+ * (the caller frees it); MEMD_ENOMEM leaves the slots as they were. */
+int32_t pu_copy_strings(const char **const *slots, size_t n, char **ret_buf, memd_error *err);
+
 /* Wait on cond (created with CLOCK_MONOTONIC; mutex held by the caller)
  * until it is signalled or, when call has a deadline, until that deadline
  * (memd_call.deadline_us, CLOCK_MONOTONIC). Returns ETIMEDOUT when the
