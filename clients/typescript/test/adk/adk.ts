@@ -476,3 +476,27 @@ test('events other memd clients wrote read back as ADK events from their native 
     { id: 'n4', invocationId: 'inv-n', author: 'bot', actions, content: { role: 'model', parts: [{ text: 'Rain, 4 degrees.' }] } },
   ]);
 });
+
+test('a session larger than one memd answer reads in pages', async () => {
+  // memd serves this test with server.max_response_bytes at its minimum,
+  // 64 KiB: 40 events of 2 KiB are more than one answer holds.
+  const key = { appName: APP, userId: 'frank', sessionId: 'long' };
+  const base = Date.parse('2026-02-01T00:00:00Z');
+  const read: Json[] = [];
+  for (const s of [memd.sessionService, mem.sessionService] as BaseSessionService[]) {
+    const session = await s.createSession(key);
+    for (let i = 1; i <= 40; i++)
+      await s.appendEvent({ session, event: userEvent(`l${i}`, `${i} `.padEnd(2048, 'x'), base + i * 1000) });
+    const get = async (config?: Json) => json((await s.getSession({ ...key, config }))!.events);
+    read.push({ all: await get(), recent: await get({ numRecentEvents: 35 }), after: await get({ afterTimestamp: base + 4500 }) });
+  }
+  assert.deepEqual(read[0], read[1]);
+  assert.equal(read[0].all.length, 40);
+  assert.equal(read[0].recent[0].id, 'l6');
+  assert.equal(read[0].after[0].id, 'l5');
+  await assert.rejects(
+    client.getSession({ app: APP, user: 'frank', sid: 'long', events: 0 } as never),
+    (err: Json) => err.status === 413,
+    'memd cannot answer the session whole',
+  );
+});
