@@ -5,7 +5,7 @@
 // in-memory services; the results agree, memd's own REST view of the
 // session is memd's native one, another process continues the session,
 // and the ADK contract's edges hold.
-// Usage: node adk.js MEMD_URL (tests/clients/adk_test.sh runs it).
+// Usage: MEMD_URL=... node --test adk_test.js (tests/clients/adk_test.sh runs it).
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,7 +34,7 @@ import { APP, USER, firstSteps, firstTurns, lastSteps, lastTurn, runner } from '
 
 const baseUrl = process.argv[2] ?? process.env.MEMD_URL;
 if (!baseUrl) {
-  console.error('usage: adk.js MEMD_URL');
+  console.error("usage: MEMD_URL=http://HOST:PORT node --test adk_test.js");
   process.exit(2);
 }
 
