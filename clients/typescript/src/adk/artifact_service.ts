@@ -17,7 +17,7 @@ import type {
   SaveArtifactRequest,
 } from '@google/adk';
 import type { Part } from '@google/genai';
-import type { MemdClient } from '../index.js';
+import type { MemdClient, Params, Schemas } from '../index.js';
 import { clientOf, isStatus, orNotFound, type MemdConnection } from './common.js';
 
 /** The memd session that holds a user's "user:" artifacts. */
@@ -36,12 +36,8 @@ export type MemdArtifactServiceOptions = MemdConnection;
 /** ADK's metadata of one artifact version (not exported by name). */
 type ArtifactVersion = NonNullable<Awaited<ReturnType<BaseArtifactService['getArtifactVersion']>>>;
 
-/** memd's Artifact object, the fields read here. */
-interface MemdArtifact {
-  name: string;
-  version: number;
-  mime_type: string;
-}
+/** memd's Artifact object. */
+type MemdArtifact = Schemas['Artifact'];
 
 /** What an envelope holds. */
 interface Envelope {
@@ -116,16 +112,16 @@ export class MemdArtifactService implements BaseArtifactService {
     const { data, contentType } = encodePart(artifact, customMetadata);
     let stored: MemdArtifact;
     try {
-      stored = (await this.memd.putArtifact(where as never, data, { contentType } as never)) as unknown as MemdArtifact;
+      stored = await this.memd.putArtifact(where, data, { contentType });
     } catch (err) {
       // The user's reserved session is made by its first artifact.
       if (!isStatus(err, 404) || where.sid !== USER_ARTIFACTS_SESSION) throw err;
       try {
-        await this.memd.createSession({ app: appName, user: userId }, { id: USER_ARTIFACTS_SESSION } as never);
+        await this.memd.createSession({ app: appName, user: userId }, { id: USER_ARTIFACTS_SESSION });
       } catch (e) {
         if (!isStatus(e, 409)) throw e;
       }
-      stored = (await this.memd.putArtifact(where as never, data, { contentType } as never)) as unknown as MemdArtifact;
+      stored = await this.memd.putArtifact(where, data, { contentType });
     }
     return stored.version - 1;
   }
@@ -133,11 +129,9 @@ export class MemdArtifactService implements BaseArtifactService {
   /** The stored part of a version (ADK's, 0-based; undefined = the latest). */
   private async read(req: LoadArtifactRequest): Promise<Envelope | undefined> {
     if (req.version !== undefined && (!Number.isInteger(req.version) || req.version < 0)) return undefined;
-    const where: Record<string, unknown> = this.where(req.appName, req.userId, req.sessionId, req.filename);
+    const where: Params<'getArtifact'> = this.where(req.appName, req.userId, req.sessionId, req.filename);
     if (req.version !== undefined) where.version = req.version + 1;
-    const got = (await orNotFound(this.memd.getArtifact(where as never))) as unknown as
-      | { data: Uint8Array; contentType: string }
-      | undefined;
+    const got = await orNotFound(this.memd.getArtifact(where));
     return got ? decodePart(got.data, got.contentType) : undefined;
   }
 
@@ -148,9 +142,7 @@ export class MemdArtifactService implements BaseArtifactService {
   async listArtifactKeys({ appName, userId, sessionId }: ListArtifactKeysRequest): Promise<string[]> {
     const names: string[] = [];
     for (const sid of [sessionId, USER_ARTIFACTS_SESSION]) {
-      const list = (await orNotFound(this.memd.listArtifacts({ app: appName, user: userId, sid } as never))) as unknown as
-        | { artifacts: MemdArtifact[] }
-        | undefined;
+      const list = await orNotFound(this.memd.listArtifacts({ app: appName, user: userId, sid }));
       for (const a of list?.artifacts ?? []) {
         // A session's own "user:" names are not reachable through ADK.
         if ((sid === USER_ARTIFACTS_SESSION) === a.name.startsWith(USER_PREFIX)) names.push(a.name);
@@ -160,14 +152,14 @@ export class MemdArtifactService implements BaseArtifactService {
   }
 
   async deleteArtifact({ appName, userId, sessionId, filename }: DeleteArtifactRequest): Promise<void> {
-    await orNotFound(this.memd.deleteArtifact(this.where(appName, userId, sessionId, filename) as never));
+    await orNotFound(this.memd.deleteArtifact(this.where(appName, userId, sessionId, filename)));
   }
 
   /** memd's versions of an artifact, ascending ([] when none). */
   private async memdVersions(req: ListVersionsRequest): Promise<MemdArtifact[]> {
-    const got = (await orNotFound(
-      this.memd.listArtifactVersions(this.where(req.appName, req.userId, req.sessionId, req.filename) as never),
-    )) as unknown as { versions: MemdArtifact[] } | undefined;
+    const got = await orNotFound(
+      this.memd.listArtifactVersions(this.where(req.appName, req.userId, req.sessionId, req.filename)),
+    );
     return got?.versions ?? [];
   }
 

@@ -11,36 +11,25 @@
 
 import type { Event, EventActions } from '@google/adk';
 import type { Content, Part } from '@google/genai';
+import type { Schemas } from '../index.js';
 
 /** The key of metadata that holds what memd's fields cannot. */
 export const ADK_METADATA_KEY = 'adk';
 
 /** A memd event as memd answers it (the fields this mapping reads). */
-export interface MemdEventRecord {
-  id: string;
-  seq?: number;
-  invocation_id?: string | null;
-  author?: string | null;
-  role: string;
-  branch?: string | null;
-  content: { parts: Array<Record<string, unknown>> } | string;
-  actions?: Record<string, unknown> | null;
-  metadata?: Record<string, unknown> | null;
-  timestamp: string;
-}
+export type MemdEventRecord = Pick<
+  Schemas['Event'],
+  'id' | 'invocation_id' | 'author' | 'role' | 'branch' | 'content' | 'actions' | 'metadata' | 'timestamp'
+>;
 
-/** A memd event as an append sends it. */
-export interface MemdEventInput {
+/** A memd event as an append sends it: every field ADK's event has. */
+export type MemdEventInput = Schemas['EventInput'] & {
   id: string;
-  invocation_id: string | null;
-  author: string | null;
   role: 'user' | 'assistant' | 'tool';
-  branch: string | null;
-  content: { parts: Array<Record<string, unknown>> };
-  actions: Record<string, unknown> | null;
+  content: Schemas['Content'];
   metadata: Record<string, unknown>;
   timestamp: string;
-}
+};
 
 /** The fields of an ADK Event that memd's own event fields hold. */
 const MEMD_FIELDS = new Set(['id', 'invocationId', 'author', 'branch', 'timestamp', 'actions']);
@@ -159,7 +148,7 @@ export function toAdkEvent(e: MemdEventRecord): Event {
   if (adk !== null && typeof adk === 'object' && !Array.isArray(adk)) {
     Object.assign(ev, jsonCopy(adk));
   } else {
-    const parts = typeof e.content === 'string' ? [{ text: e.content }] : (e.content?.parts ?? []);
+    const parts = e.content?.parts ?? [];
     const content: Content = {
       role: e.role === 'user' || e.role === 'tool' ? 'user' : 'model',
       parts: genaiParts(parts),

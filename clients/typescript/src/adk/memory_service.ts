@@ -6,7 +6,7 @@
 // searchMemory searches the user's events and memories.
 
 import type { BaseMemoryService, MemoryEntry, SearchMemoryRequest, SearchMemoryResponse, Session } from '@google/adk';
-import type { MemdClient } from '../index.js';
+import type { Body, MemdClient } from '../index.js';
 import { clientOf, isStatus, type MemdConnection } from './common.js';
 
 /** Results searchMemory asks memd for unless told. */
@@ -19,15 +19,6 @@ export type MemdMemoryServiceOptions = MemdConnection & {
   mode?: 'keyword' | 'vector' | 'hybrid';
 };
 
-/** A memd search hit, the fields read here. */
-interface Hit {
-  source: 'event' | 'memory';
-  text: string;
-  role?: string;
-  author?: string | null;
-  timestamp?: string;
-  updated?: string;
-}
 
 export class MemdMemoryService implements BaseMemoryService {
   readonly memd: MemdClient;
@@ -45,7 +36,7 @@ export class MemdMemoryService implements BaseMemoryService {
    * nothing to add: its events are searchable already. */
   async addSessionToMemory(session: Session): Promise<void> {
     try {
-      await this.memd.extractMemories({ app: session.appName, user: session.userId, sid: session.id } as never);
+      await this.memd.extractMemories({ app: session.appName, user: session.userId, sid: session.id });
     } catch (err) {
       if (!isStatus(err, 501)) throw err;
     }
@@ -55,11 +46,9 @@ export class MemdMemoryService implements BaseMemoryService {
    * event as its text with its role (user, else model) and author, a
    * memory as its text, author "memory". */
   async searchMemory({ appName, userId, query }: SearchMemoryRequest): Promise<SearchMemoryResponse> {
-    const body: Record<string, unknown> = { query, k: this.results };
+    const body: Body<'search'> = { query, k: this.results };
     if (this.mode) body.mode = this.mode;
-    const res = (await this.memd.search({ app: appName, user: userId } as never, body as never)) as unknown as {
-      results: Hit[];
-    };
+    const res = await this.memd.search({ app: appName, user: userId }, body);
     const memories: MemoryEntry[] = res.results.map((h) => {
       if (h.source === 'memory')
         return { content: { role: 'user', parts: [{ text: h.text }] }, author: 'memory', timestamp: h.updated };

@@ -15,9 +15,9 @@ import type {
   ListSessionsResponse,
   Session,
 } from '@google/adk';
-import type { MemdClient } from '../index.js';
+import type { Body, MemdClient, Params, Schemas } from '../index.js';
 import { clientOf, isStatus, orNotFound, type MemdConnection } from './common.js';
-import { toAdkEvent, toMemdEvent, type MemdEventRecord } from './events.js';
+import { toAdkEvent, toMemdEvent } from './events.js';
 import { USER_ARTIFACTS_SESSION } from './artifact_service.js';
 
 /** What appendEvent does with a stale session object (memd's session
@@ -38,16 +38,8 @@ const TEMP_PREFIX = 'temp:';
  * before it gives up (each time another writer appended meanwhile). */
 const RELOAD_ATTEMPTS = 5;
 
-/** memd's Session object, the fields read here. */
-interface MemdSession {
-  id: string;
-  app: string;
-  user: string;
-  updated: string;
-  version: number;
-  last_seq: number;
-  events?: MemdEventRecord[];
-}
+/** memd's Session object. */
+type MemdSession = Schemas['Session'];
 
 /** state without its temp: keys, in a null-prototype object (a
  * "__proto__" key stays a key). */
@@ -103,13 +95,13 @@ export class MemdSessionService extends BaseSessionService {
   }
 
   async createSession({ appName, userId, state, sessionId }: CreateSessionRequest): Promise<Session> {
-    const body: Record<string, unknown> = {};
+    const body: Body<'createSession'> = {};
     if (sessionId) body.id = sessionId;
     const initial = withoutTemp(state);
     if (Object.keys(initial).length > 0) body.state = { ...initial };
     let created: MemdSession;
     try {
-      created = (await this.memd.createSession({ app: appName, user: userId }, body as never)) as unknown as MemdSession;
+      created = await this.memd.createSession({ app: appName, user: userId }, body);
     } catch (err) {
       if (isStatus(err, 409)) throw withCause(new Error(`Session with id ${sessionId} already exists.`), err);
       throw err;
@@ -128,12 +120,12 @@ export class MemdSessionService extends BaseSessionService {
   }
 
   async getSession({ appName, userId, sessionId, config }: GetSessionRequest): Promise<Session | undefined> {
-    const query: Record<string, unknown> = { app: appName, user: userId, sid: sessionId, events: 0 };
+    const query: Params<'getSession'> = { app: appName, user: userId, sid: sessionId, events: 0 };
     if (config?.numRecentEvents) query.events = config.numRecentEvents;
     if (config?.afterTimestamp) query.after_time = new Date(config.afterTimestamp).toISOString();
     let found: MemdSession | undefined;
     try {
-      found = (await orNotFound(this.memd.getSession(query as never))) as unknown as MemdSession | undefined;
+      found = await orNotFound(this.memd.getSession(query));
     } catch (err) {
       // Too large to answer whole: the same events, a page at a time.
       if (!isStatus(err, 413)) throw err;
@@ -166,14 +158,11 @@ export class MemdSessionService extends BaseSessionService {
     recent: number | undefined,
     after: number | undefined,
   ): Promise<MemdSession | undefined> {
-    const head = (await orNotFound(this.memd.getSession({ app, user, sid } as never))) as unknown as
-      | MemdSession
-      | undefined;
+    const head = await orNotFound(this.memd.getSession({ app, user, sid }));
     if (!head) return undefined;
-    const events: MemdEventRecord[] = [];
-    for await (const e of this.memd.events({ app, user, sid } as never)) {
-      const ev = e as unknown as MemdEventRecord;
-      if ((ev.seq ?? 0) > head.last_seq) break;
+    const events: Schemas['Event'][] = [];
+    for await (const ev of this.memd.events({ app, user, sid })) {
+      if (ev.seq > head.last_seq) break;
       if (after && Date.parse(ev.timestamp) <= after) continue;
       events.push(ev);
     }
@@ -184,16 +173,14 @@ export class MemdSessionService extends BaseSessionService {
   /** memd's merged state of a session without temp: keys: session keys
    * plain, app: and user: keys with their prefixes, as ADK's mergeStates. */
   private async readState(app: string, user: string, sid: string): Promise<Record<string, unknown>> {
-    const state = (await this.memd.getState({ app, user, sid } as never)) as unknown as Record<string, unknown>;
-    return withoutTemp(state);
+    return withoutTemp(await this.memd.getState({ app, user, sid }));
   }
 
   async listSessions({ appName, userId, limit, offset, page, order }: ListSessionsRequest): Promise<ListSessionsResponse> {
     if (!userId)
       throw new Error('MemdSessionService.listSessions: memd lists the sessions of one user; give userId');
     const all: Session[] = [];
-    for await (const s of this.memd.sessions({ app: appName, user: userId } as never)) {
-      const ms = s as unknown as MemdSession;
+    for await (const ms of this.memd.sessions({ app: appName, user: userId })) {
       if (ms.id === USER_ARTIFACTS_SESSION) continue;
       all.push(
         createSession({
@@ -230,7 +217,7 @@ export class MemdSessionService extends BaseSessionService {
   }
 
   async deleteSession({ appName, userId, sessionId }: DeleteSessionRequest): Promise<void> {
-    await orNotFound(this.memd.deleteSession({ app: appName, user: userId, sid: sessionId } as never));
+    await orNotFound(this.memd.deleteSession({ app: appName, user: userId, sid: sessionId }));
   }
 
   /**
@@ -254,14 +241,14 @@ export class MemdSessionService extends BaseSessionService {
     const delta = event.actions?.stateDelta ?? {};
     const key = { app: session.appName, user: session.userId, sid: session.id };
     for (let attempt = 0; ; attempt++) {
-      const body: Record<string, unknown> = { events: [toMemdEvent(event)] };
+      const body: Body<'appendEvents'> = { events: [toMemdEvent(event)] };
       if (Object.keys(delta).length > 0) body.state_delta = { ...delta };
       const usage = memdUsage(event);
       if (usage) body.usage = usage;
       const version = this.versions.get(session);
       if (version !== undefined) body.expected_version = version;
       try {
-        const res = (await this.memd.appendEvents(key as never, body as never)) as unknown as { version: number };
+        const res = await this.memd.appendEvents(key, body);
         this.versions.set(session, res.version);
         break;
       } catch (err) {
@@ -282,9 +269,9 @@ export class MemdSessionService extends BaseSessionService {
 
   /** ADK's error for an append on a stale session object. */
   private async staleError(session: Session, cause: unknown): Promise<Error> {
-    const head = (await orNotFound(
-      this.memd.getSession({ app: session.appName, user: session.userId, sid: session.id } as never),
-    )) as unknown as MemdSession | undefined;
+    const head = await orNotFound(
+      this.memd.getSession({ app: session.appName, user: session.userId, sid: session.id }),
+    );
     const storage = head ? head.updated : 'unknown';
     return withCause(new Error(
       `The last_update_time provided in the session object ${new Date(session.lastUpdateTime).toISOString()} ` +
