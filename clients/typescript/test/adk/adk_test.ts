@@ -129,10 +129,10 @@ test('a Runner conversation on memd equals the same on ADK in-memory services', 
 
 test("memd's REST view of the ADK session agrees and is memd's native one", async () => {
   const key = { app: APP, user: USER, sid: SID };
-  const got = (await client.getSession({ ...key, events: 0 } as never)) as unknown as Json;
+  const got = (await client.getSession({ ...key, events: 0 })) as Json;
   const rest = got.events as Json[];
   const listed: Json[] = [];
-  for await (const e of client.events(key as never)) listed.push(e as Json);
+  for await (const e of client.events(key)) listed.push(e as Json);
   assert.deepEqual(listed, rest, 'listEvents equals getSession events');
   assert.equal(rest.length, memdSession.events.length);
   rest.forEach((r, i) => {
@@ -165,10 +165,10 @@ test("memd's REST view of the ADK session agrees and is memd's native one", asyn
   assert.equal(got.usage.input_tokens, 40);
   assert.equal(got.usage.output_tokens, 6);
   assert.equal(got.usage.last_prompt_tokens, 40);
-  const state = (await client.getState(key as never)) as unknown as Json;
+  const state = (await client.getState(key)) as Json;
   assert.deepEqual(state, json(memdSession.state));
 
-  const ctx = (await client.getContext({ ...key, format: 'openai' } as never)) as unknown as Json;
+  const ctx = (await client.getContext({ ...key, format: 'openai' })) as Json;
   const msgs = ctx.messages as Json[];
   assert.deepEqual(msgs[0], { role: 'user', content: 'My favourite colour is blue; please note it.' });
   const call = msgs.find((m) => m.role === 'assistant' && m.tool_calls);
@@ -193,8 +193,13 @@ test('other sessions see the app: and user: state as ADK gives it; temp: is neve
     const again = await memd.sessionService.getSession({ appName: APP, userId: user, sessionId: sid });
     assert.deepEqual(json(again!.state), want, `${user}/${sid} read back`);
   }
-  const state = (await client.getState({ app: APP, user: USER, sid: SID } as never)) as unknown as Json;
+  const state = (await client.getState({ app: APP, user: USER, sid: SID })) as Json;
   assert.ok(!Object.keys(state).some((k) => k.startsWith('temp:')), 'no temp: key in memd');
+  // As ADK's database service: a session id that is taken is an error.
+  await assert.rejects(
+    memd.sessionService.createSession({ appName: APP, userId: USER, sessionId: SID }),
+    /^Error: Session with id s1 already exists\.$/,
+  );
 });
 
 test('artifacts the tool saved: session and user: scoped, listed as ADK lists them', async () => {
@@ -213,7 +218,7 @@ test('artifacts the tool saved: session and user: scoped, listed as ADK lists th
     }
   }
   // memd holds the user's artifact in the reserved session, out of ADK's listing.
-  const reserved = (await client.listArtifacts({ app: APP, user: USER, sid: USER_ARTIFACTS_SESSION } as never)) as unknown as Json;
+  const reserved = (await client.listArtifacts({ app: APP, user: USER, sid: USER_ARTIFACTS_SESSION })) as Json;
   assert.deepEqual(
     reserved.artifacts.map((x: Json) => [x.name, x.version, x.mime_type]),
     [['user:profile.json', 1, 'application/json']],
@@ -267,7 +272,7 @@ test('artifact versions (0-based), metadata, envelopes and delete agree with ADK
   await both((s) => s.listArtifactVersions({ ...at, filename: 'doc' }), 'listArtifactVersions');
   await both((s) => s.listArtifactKeys(at), 'keys');
   // memd counts from 1; the envelope has its own media type.
-  const vs = (await client.listArtifactVersions({ app: APP, user: USER, sid: 's2', name: 'doc' } as never)) as unknown as Json;
+  const vs = (await client.listArtifactVersions({ app: APP, user: USER, sid: 's2', name: 'doc' })) as Json;
   assert.deepEqual(
     vs.versions.map((v: Json) => [v.version, v.mime_type]),
     [
@@ -275,7 +280,7 @@ test('artifact versions (0-based), metadata, envelopes and delete agree with ADK
       [2, 'image/png'],
     ],
   );
-  const env = (await client.listArtifacts({ app: APP, user: USER, sid: USER_ARTIFACTS_SESSION } as never)) as unknown as Json;
+  const env = (await client.listArtifacts({ app: APP, user: USER, sid: USER_ARTIFACTS_SESSION })) as Json;
   assert.ok(env.artifacts.some((x: Json) => x.name === 'user:ref' && x.mime_type === ENVELOPE_MEDIA_TYPE));
 
   await both((s) => s.deleteArtifact({ ...at, filename: 'doc' }), 'delete');
@@ -342,7 +347,7 @@ test('a partial event is returned unchanged and not stored', async () => {
     assert.deepEqual(again.events, []);
     assert.equal(again.state.streamed, undefined);
   }
-  const page = (await client.listEvents({ app: APP, user: 'bob', sid: 'b1' } as never)) as unknown as Json;
+  const page = (await client.listEvents({ app: APP, user: 'bob', sid: 'b1' })) as Json;
   assert.deepEqual(page.events, []);
 });
 
@@ -419,7 +424,7 @@ test("searchMemory finds an earlier session's content; addSessionToMemory extrac
   assert.equal(found.memories.some((m) => m.author === 'bob'), false);
 
   await memd.memoryService.addSessionToMemory(memdSession);
-  const list = (await client.listMemories({ app: APP, user: USER } as never)) as unknown as Json;
+  const list = (await client.listMemories({ app: APP, user: USER })) as Json;
   const texts2 = (list.memories as Json[]).map((m) => String(m.text));
   assert.ok(texts2.some((t) => /peanut/i.test(t)), `memories: ${JSON.stringify(texts2)}`);
   const recalled = await memd.memoryService.searchMemory({ appName: APP, userId: USER, query: 'peanuts allergy' });
@@ -431,8 +436,8 @@ test("searchMemory finds an earlier session's content; addSessionToMemory extrac
 
 test('events other memd clients wrote read back as ADK events from their native parts', async () => {
   const key = { app: APP, user: 'erin', sid: 'native' };
-  await client.createSession({ app: APP, user: 'erin' }, { id: 'native' } as never);
-  await client.appendEvents(key as never, {
+  await client.createSession({ app: APP, user: 'erin' }, { id: 'native' });
+  await client.appendEvents(key, {
     events: [
       { id: 'n1', role: 'user', author: 'erin', invocation_id: 'inv-n', content: 'What is the weather in Oslo?' },
       {
@@ -450,7 +455,7 @@ test('events other memd clients wrote read back as ADK events from their native 
       },
       { id: 'n4', role: 'assistant', author: 'bot', invocation_id: 'inv-n', content: { parts: [{ text: 'Rain, 4 degrees.' }] } },
     ],
-  } as never);
+  });
   const s = (await memd.sessionService.getSession({ appName: APP, userId: 'erin', sessionId: 'native' }))!;
   const got = json(s.events).map(({ timestamp, ...e }) => {
     assert.equal(typeof timestamp, 'number');
@@ -495,7 +500,7 @@ test('a session larger than one memd answer reads in pages', async () => {
   assert.equal(read[0].recent[0].id, 'l6');
   assert.equal(read[0].after[0].id, 'l5');
   await assert.rejects(
-    client.getSession({ app: APP, user: 'frank', sid: 'long', events: 0 } as never),
+    client.getSession({ app: APP, user: 'frank', sid: 'long', events: 0 }),
     (err: Json) => err.status === 413,
     'memd cannot answer the session whole',
   );

@@ -19,7 +19,7 @@ import {
   type LlmRequest,
   type LlmResponse,
 } from '@google/adk';
-import type { Content } from '@google/genai';
+import { FinishReason, Type, type Content } from '@google/genai';
 
 export const APP = 'adk-demo';
 export const USER = 'alice';
@@ -71,10 +71,10 @@ export function noteTool(): FunctionTool<undefined> {
     name: 'note_preference',
     description: "Notes the user's favourite colour.",
     parameters: {
-      type: 'OBJECT',
-      properties: { colour: { type: 'STRING' } },
+      type: Type.OBJECT,
+      properties: { colour: { type: Type.STRING } },
       required: ['colour'],
-    } as never,
+    },
     execute: async (input: unknown, ctx) => {
       const { colour } = input as { colour: string };
       ctx!.state.set('colour', colour);
@@ -111,7 +111,7 @@ export function firstSteps(): Step[] {
     () => ({
       content: { role: 'model', parts: [{ text: 'I will remember that you are allergic to peanuts.' }] },
       turnComplete: true,
-      finishReason: 'STOP' as never,
+      finishReason: FinishReason.STOP,
     }),
   ];
 }
