@@ -15,7 +15,7 @@ import type {
   ListSessionsResponse,
   Session,
 } from '@google/adk';
-import type { Body, MemdClient, Params, Schemas } from '../index.js';
+import { uuidv7, type Body, type MemdClient, type Params, type Schemas } from '../index.js';
 import { clientOf, isStatus, orNotFound, type MemdConnection } from './common.js';
 import { toAdkEvent, toMemdEvent } from './events.js';
 import { USER_ARTIFACTS_SESSION } from './artifact_service.js';
@@ -232,7 +232,7 @@ export class MemdSessionService extends BaseSessionService {
    */
   async appendEvent({ session, event }: AppendEventRequest): Promise<Event> {
     if (event.partial) return event;
-    if (!event.id) event.id = globalThis.crypto.randomUUID();
+    if (!event.id) event.id = uuidv7();
     if (event.actions?.stateDelta) {
       const kept = withoutTemp(event.actions.stateDelta);
       if (Object.keys(kept).length !== Object.keys(event.actions.stateDelta).length)
@@ -267,7 +267,8 @@ export class MemdSessionService extends BaseSessionService {
     return event;
   }
 
-  /** ADK's error for an append on a stale session object. */
+  /** ADK's error for an append on a stale session object (the message of
+   * ADK's database session service for Python), with memd's versions. */
   private async staleError(session: Session, cause: unknown): Promise<Error> {
     const head = await orNotFound(
       this.memd.getSession({ app: session.appName, user: session.userId, sid: session.id }),
@@ -275,9 +276,10 @@ export class MemdSessionService extends BaseSessionService {
     const storage = head ? head.updated : 'unknown';
     return withCause(new Error(
       `The last_update_time provided in the session object ${new Date(session.lastUpdateTime).toISOString()} ` +
-        `is earlier than the update time in storage ${storage} (memd session version ` +
-        `${this.versions.get(session)}, now ${head?.version ?? 'unknown'}). ` +
-        'Please check if it is a stale session.',
+        `is earlier than the update time in the storage_session ${storage}. ` +
+        'Please check if it is a stale session. ' +
+        `(memd: the session object is at version ${this.versions.get(session)}, ` +
+        `the stored session at ${head?.version ?? 'unknown'}.)`,
     ), cause);
   }
 }
