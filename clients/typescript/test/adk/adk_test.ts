@@ -30,7 +30,18 @@ import {
   MemdSessionService,
   USER_ARTIFACTS_SESSION,
 } from '../../src/adk/index.js';
-import { APP, USER, firstSteps, firstTurns, lastSteps, lastTurn, runner } from './script.js';
+import {
+  APP,
+  USER,
+  firstSteps,
+  firstTurns,
+  lastSteps,
+  lastTurn,
+  recallSteps,
+  recallTool,
+  runner,
+  turn,
+} from './script.js';
 
 const baseUrl = process.argv[2] ?? process.env.MEMD_URL;
 if (!baseUrl) {
@@ -313,7 +324,7 @@ test('an append on a stale session fails as ADK’s database service does, or re
 
   await assert.rejects(
     memd.sessionService.appendEvent({ session: stale, event: userEvent('stale-1', 'stale', Date.now()) }),
-    /is earlier than the update time in storage .*stale session/,
+    /^Error: The last_update_time provided in the session object \S+ is earlier than the update time in the storage_session \S+\. Please check if it is a stale session\./,
   );
   const ids = async () => (await memd.sessionService.getSession(key))!.events.map((e) => e.id);
   assert.deepEqual(await ids(), ['other-1'], 'nothing written for the stale append');
@@ -422,6 +433,18 @@ test("searchMemory finds an earlier session's content; addSessionToMemory extrac
   assert.equal(hit.content.role, 'user');
   assert.ok(hit.timestamp && !Number.isNaN(Date.parse(hit.timestamp)));
   assert.equal(found.memories.some((m) => m.author === 'bob'), false);
+
+  // An agent in a later session recalls it through ADK's tool context.
+  await memd.sessionService.createSession({ appName: APP, userId: USER, sessionId: 's3' });
+  await turn(runner(memd, recallSteps(), [recallTool()]), 's3', 'Do you know my favourite colour?');
+  const s3 = (await memd.sessionService.getSession({ appName: APP, userId: USER, sessionId: 's3' }))!;
+  const response = s3.events
+    .flatMap((e) => e.content?.parts ?? [])
+    .find((p) => p.functionResponse?.name === 'recall')?.functionResponse?.response as { texts: string[] } | undefined;
+  assert.ok(
+    response?.texts.includes('My favourite colour is blue; please note it.'),
+    `recall: ${JSON.stringify(response)}`,
+  );
 
   await memd.memoryService.addSessionToMemory(memdSession);
   const list = (await client.listMemories({ app: APP, user: USER })) as Json;

@@ -90,6 +90,30 @@ export function noteTool(): FunctionTool<undefined> {
   }) as FunctionTool<undefined>;
 }
 
+/** A tool that searches the user's memory (ADK's memory service, through
+ * the tool context) and answers the texts it found. */
+export function recallTool(): FunctionTool<any> {
+  return new FunctionTool({
+    name: 'recall',
+    description: 'Searches what the user said before.',
+    parameters: { type: Type.OBJECT, properties: { query: { type: Type.STRING } }, required: ['query'] },
+    execute: async (input: unknown, ctx) => {
+      const found = await ctx!.searchMemory((input as { query: string }).query);
+      return { texts: found.memories.map((m) => m.content.parts?.[0]?.text ?? '') };
+    },
+  });
+}
+
+/** The model of a turn that recalls: a call of recall, then an answer. */
+export function recallSteps(): Step[] {
+  return [
+    () => ({
+      content: { role: 'model', parts: [{ functionCall: { id: 'call-r', name: 'recall', args: { query: 'favourite colour' } } }] },
+    }),
+    () => ({ content: { role: 'model', parts: [{ text: 'You told me before: blue.' }] }, turnComplete: true }),
+  ];
+}
+
 /** The first turns' model: a function call, its summary, an answer. */
 export function firstSteps(): Step[] {
   return [
@@ -138,13 +162,14 @@ export interface Services {
   memoryService?: BaseMemoryService;
 }
 
-/** A Runner of the agent on the services, with a model scripted by steps. */
-export function runner(services: Services, steps: Step[]): Runner {
+/** A Runner of the agent on the services, with a model scripted by steps
+ * and these tools. */
+export function runner(services: Services, steps: Step[], tools: FunctionTool<any>[] = [noteTool()]): Runner {
   const agent = new LlmAgent({
     name: 'helper',
     model: new ScriptedLlm(steps),
     instruction: "You help. The user's favourite colour is {colour?}; language {user:language?}.",
-    tools: [noteTool()],
+    tools,
   });
   return new Runner({ appName: APP, agent, ...services });
 }
