@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from email.message import Message
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ._ids import uuid7
@@ -32,7 +33,7 @@ class Answer:
 
     __slots__ = ("status", "headers", "body")
 
-    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+    def __init__(self, status: int, headers: Message, body: bytes) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -219,7 +220,7 @@ class Transport:
         timeout: float,
         request_id: str,
         safe: bool,
-    ) -> Tuple[int, Mapping[str, str], bytes]:
+    ) -> Tuple[int, Message, bytes]:
         req = urllib.request.Request(url, data=body, headers=dict(headers), method=method)
         try:
             with self._opener.open(req, timeout=timeout) as resp:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Union
+from typing import (
+    Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union,
+)
 
 from ._ids import uuid7
 from ._transport import Answer, Transport, path_of
-from .errors import Conflict, MemdError, NotFound
+from .errors import Conflict, NotFound
 
 JSONObject = Dict[str, Any]
 Headers = Mapping[str, str]
@@ -1409,7 +1411,7 @@ class Client:
     def _pages(
         self,
         list_page: Callable[..., Any],
-        args: tuple,
+        args: Tuple[str, ...],
         items: str,
         query: Dict[str, Any],
         follow: str,

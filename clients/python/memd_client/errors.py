@@ -8,7 +8,8 @@ failures (no answer) have status 0 and the codes ``network`` or
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Type
+from email.message import Message
+from typing import Any, Dict, Optional, Type
 
 
 class MemdError(Exception):
@@ -151,7 +152,7 @@ _EXCERPT = 200  # characters of a body that is not memd's kept as the message
 
 
 def error_from_answer(
-    status: int, headers: Mapping[str, str], raw: bytes
+    status: int, headers: Message, raw: bytes
 ) -> MemdError:
     """The MemdError for a non-2xx answer: memd's error body when it is
     one, else the status's code and an excerpt of the body."""
@@ -172,5 +173,5 @@ def error_from_answer(
         text = raw.decode("utf-8", "replace").strip()
         message = text[:_EXCERPT] if text else f"HTTP {status}"
         retryable = status in (429, 503)
-    cls = _BY_CODE.get(code) or _BY_STATUS.get(status, MemdError)
+    cls: Type[MemdError] = _BY_CODE.get(code) or _BY_STATUS.get(status) or MemdError
     return cls(status, code, message, retryable, request_id, body)

@@ -13,7 +13,7 @@ import os
 import threading
 import unittest
 import urllib.parse
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple, TypeVar
 
 from memd_client import Client, uuid7
 
@@ -79,6 +79,9 @@ class _Server(http.server.ThreadingHTTPServer):
     owner: "_Base"
 
 
+_B = TypeVar("_B", bound="_Base")
+
+
 class _Base:
     """A ThreadingHTTPServer on a free loopback port, in a thread; a
     context manager that stops it."""
@@ -93,7 +96,7 @@ class _Base:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
-    def __enter__(self) -> "_Base":
+    def __enter__(self: _B) -> _B:
         return self
 
     def __exit__(self, *exc: Any) -> None:

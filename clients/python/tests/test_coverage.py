@@ -69,6 +69,9 @@ def operations(spec: Dict[str, Any]) -> List[Operation]:
 
 
 class Coverage(unittest.TestCase):
+    spec: Dict[str, Any]
+    ops: List[Operation]
+
     @classmethod
     def setUpClass(cls) -> None:
         # memd serves api/openapi.yaml as JSON: parsed here without a YAML
@@ -135,6 +138,8 @@ class Requests(unittest.TestCase):
     """Each method against a stand-in for memd that answers 200 to
     everything and keeps what it received: the method, the raw path (each
     path parameter percent-encoded whole) and the query."""
+
+    ops: List[Operation]
 
     @classmethod
     def setUpClass(cls) -> None:
