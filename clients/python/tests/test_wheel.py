@@ -51,7 +51,7 @@ class Wheel(unittest.TestCase):
         if python is None:
             self.skipTest("no setuptools able to build wheels (setuptools >= 70.1, or setuptools "
                           "with the wheel package, and pip) in " + sys.executable +
-                          " or /usr/bin/python3: install python3-setuptools python3-wheel python3-pip")
+                          " or /usr/bin/python3: scripts/deps.sh test installs them")
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / "src"
             shutil.copytree(SOURCE, src, ignore=shutil.ignore_patterns(
