@@ -5,7 +5,8 @@
 #  1. `meson install --destdir` this build into a temp root; everything the
 #     README's "Installing" lists is there (binary, libmemd, headers,
 #     pkg-config files, plugins, example configs, the default config, the
-#     unit);
+#     unit, the manual page, which describes every command group of
+#     `memd --help`);
 #  2. the unit runs the installed binary with the installed config, in its
 #     state directory, hardened as documented (systemd-analyze verify when
 #     systemd-analyze is present);
@@ -26,7 +27,7 @@
 # in the temp root, and checks that every plugin memd loaded came from it.
 #
 # usage: install_test.sh PREFIX BINDIR LIBDIR INCLUDEDIR SYSCONFDIR DATADIR
-#                        UNITDIR PLUGINDIR SANITIZE
+#                        UNITDIR PLUGINDIR SANITIZE MANDIR
 #   (absolute paths as configured; SANITIZE is meson's b_sanitize)
 #   env: MEMD_BUILD_ROOT
 set -euo pipefail
@@ -36,9 +37,9 @@ fail() {
 	exit 1
 }
 
-[ $# -eq 9 ] || fail "usage: $0 PREFIX BINDIR LIBDIR INCLUDEDIR SYSCONFDIR DATADIR UNITDIR PLUGINDIR SANITIZE"
+[ $# -eq 10 ] || fail "usage: $0 PREFIX BINDIR LIBDIR INCLUDEDIR SYSCONFDIR DATADIR UNITDIR PLUGINDIR SANITIZE MANDIR"
 prefix=$1 bindir=$2 libdir=$3 includedir=$4 sysconfdir=$5 datadir=$6 unitdir=$7 plugindir=$8
-sanitize=$9
+sanitize=$9 mandir=${10}
 : "${MEMD_BUILD_ROOT:?run through meson test}"
 
 START_TRIES=5       # ports tried before giving up (another process may take one)
@@ -79,6 +80,15 @@ for c in memd sqlite memory postgres mysql filevec qdrant summary_buffer; do
 	need "$datadir/memd/examples/$c.yaml" "the example config $c.yaml"
 done
 need "$sysconfdir/memd/memd.yaml" "the default config"
+need "$mandir/man1/memd.1" "the manual page memd(1)"
+# Every command group of the usage (its lines "  GROUP ...") is named in
+# bold in the manual page (a .B, .BR or .BI line that starts with it).
+groups=$("$root$bindir/memd" --help 2>&1 | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p' | sort -u)
+[ -n "$groups" ] || fail "memd --help lists no command"
+for g in $groups; do
+	grep -Eq "^\.(B|BR|BI) \"?$g( |\"|,|\$)" "$root$mandir/man1/memd.1" ||
+		fail "memd.1 does not describe the command '$g' of memd --help"
+done
 if [ "$unitdir" = no ]; then
 	# -Dsystemdunitdir=no: run the command line the unit would have.
 	unit=$tmp/memd.service
