@@ -2,9 +2,10 @@
 # Set up and run every test: installs missing Debian packages, then builds
 # and runs the whole suite twice: with warnings as errors (plus the core
 # suites again under valgrind), and under AddressSanitizer +
-# UndefinedBehaviorSanitizer. Every phase runs even when an earlier one
-# failed; a summary of all phases closes the output, and the exit status
-# is non-zero if any phase failed.
+# UndefinedBehaviorSanitizer; then builds the Debian packages and checks
+# them (tests/debian/check.sh, as root). Every phase runs even when an
+# earlier one failed; a summary of all phases closes the output, and the
+# exit status is non-zero if any phase failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
 cd "$root"
@@ -60,6 +61,10 @@ if phase "build with ASan + UBSan" build build-test-sanitize -Dwerror=true -Dbui
 	-Db_sanitize=address,undefined -Db_lundef=false; then
 	phase "suite (ASan + UBSan build)" suite build-test-sanitize 4
 fi
+
+# The Debian packages (debian/) build once more from a clean copy of the
+# tree, pass lintian, and work installed in a throwaway root.
+phase "Debian packages" tests/debian/check.sh
 
 echo
 echo "== summary"

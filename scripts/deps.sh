@@ -13,7 +13,9 @@ run_pkgs=(meson ninja-build gcc pkg-config libc6-dev
           tzdata) # the IANA zones a lane's daily reset is reckoned in (TZif files)
 test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 curl nodejs postgresql
            mariadb-server mariadb-client openssl
-           python3-setuptools python3-wheel python3-pip) # client-python builds the Python client's wheel offline
+           python3-setuptools python3-wheel python3-pip # client-python builds the Python client's wheel offline
+           # tests/debian/check.sh: build the packages and lint them
+           build-essential debhelper dpkg-dev lintian)
 # tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench.
 bench_pkgs=(python3-faiss python3-numpy)
 
