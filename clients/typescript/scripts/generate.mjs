@@ -19,8 +19,10 @@ if (!fs.existsSync(spec)) {
 }
 /* A free-form object (`type: object` without properties: state, metadata)
  * is Record<string, unknown> (openapi-typescript's default would be
- * Record<string, never>, which takes nothing). */
-const ast = await openapiTS(pathToFileURL(spec), { emptyObjectsUnknown: true });
+ * Record<string, never>, which takes nothing); a member with a default
+ * stays optional (by default openapi-typescript makes it required, so a
+ * search request would need its `k`). */
+const ast = await openapiTS(pathToFileURL(spec), { emptyObjectsUnknown: true, defaultNonNullable: false });
 const out = path.join(root, 'src/generated/openapi.ts');
 fs.mkdirSync(path.dirname(out), { recursive: true });
 fs.writeFileSync(
