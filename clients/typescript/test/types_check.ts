@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+// Type-level checks, run by tsc when the package builds (never executed):
+// each line marked @ts-expect-error must be a type error, so a client
+// whose types stopped following the spec (a wrong parameter name, a
+// missing path parameter, a body member the spec lacks, If-Match on a
+// route without it, an answer typed loosely) fails the build.
+
+import { MemdClient, type Params, type Result, type Schemas } from '../src/index.js';
+
+export async function typeChecks(memd: MemdClient): Promise<void> {
+  const sid = { app: 'a', user: 'u', sid: 's' };
+
+  // Parameters: by their names in the spec.
+  await memd.getSession({ ...sid, events: 10, after_seq: 2, include_text: true });
+  // @ts-expect-error: `event` is not a parameter of getSession (`events` is)
+  await memd.getSession({ ...sid, event: 10 });
+  // @ts-expect-error: the path parameter sid is missing
+  await memd.getSession({ app: 'a', user: 'u' });
+  // @ts-expect-error: limit is a number
+  await memd.listSessions({ app: 'a', user: 'u', limit: '10' });
+  // @ts-expect-error: order is created or activity
+  await memd.listSessions({ app: 'a', user: 'u', order: 'oldest' });
+
+  // Bodies: the spec's schemas, closed where the spec closes them.
+  await memd.appendEvents(sid, { events: [{ role: 'user', content: 'hi' }], expected_version: 1 });
+  // @ts-expect-error: `expectedVersion` is not a member of an append (expected_version is)
+  await memd.appendEvents(sid, { events: [], expectedVersion: 1 });
+  // @ts-expect-error: role is one of user, assistant, system, tool
+  await memd.appendEvents(sid, { events: [{ role: 'robot', content: 'hi' }] });
+  // @ts-expect-error: search needs a body with its query
+  await memd.search({ app: 'a', user: 'u' });
+
+  // Options: If-Match only where the operation takes it.
+  await memd.updateMemory({ app: 'a', user: 'u', mid: 'm' }, { text: 't' }, { ifMatch: 2 });
+  // @ts-expect-error: getSession takes no If-Match
+  await memd.getSession(sid, { ifMatch: 2 });
+
+  // Answers: the spec's schemas, a union where there are several, undefined for 204.
+  const session: Schemas['Session'] = await memd.getSession(sid);
+  // @ts-expect-error: a Session has no member `sessionId`
+  void session.sessionId;
+  const deleted: undefined = await memd.deleteSession(sid);
+  void deleted;
+  const ctx: Result<'getContext'> = await memd.getContext(sid);
+  // @ts-expect-error: the answer is a union: `events` only once narrowed
+  void ctx.events;
+  const metrics: string = await memd.metrics();
+  void metrics;
+
+  // Params is what the methods take.
+  const p: Params<'listEvents'> = { ...sid, after_seq: 3 };
+  // @ts-expect-error: listEvents has no cursor (it pages by after_seq)
+  const q: Params<'listEvents'> = { ...sid, cursor: 'x' };
+  void p; void q;
+}
