@@ -528,3 +528,58 @@ test('a session larger than one memd answer reads in pages', async () => {
     'memd cannot answer the session whole',
   );
 });
+
+test("parts memd's native parts cannot say, and events without content, read back as stored", async () => {
+  const key = { appName: APP, userId: 'gina', sessionId: 'parts' };
+  const t = Date.parse('2026-03-01T00:00:00Z');
+  const events: Event[] = [
+    createEvent({
+      id: 'p1',
+      invocationId: 'inv-p',
+      author: 'helper',
+      timestamp: t,
+      branch: 'helper.sub',
+      content: {
+        role: 'model',
+        parts: [
+          { text: 'thinking about it', thought: true },
+          { text: 'Here is the chart.' },
+          { inlineData: { data: btoa('chart'), mimeType: 'image/png' } },
+          { fileData: { fileUri: 'gs://bucket/chart.csv', mimeType: 'text/csv' } },
+          { functionCall: { id: 'c9', name: 'plot', args: { kind: 'bar' } } },
+        ],
+      },
+      longRunningToolIds: ['c9'],
+      customMetadata: { source: 'test' },
+    }),
+    // No content: a state change of the agent's.
+    createEvent({
+      id: 'p2',
+      invocationId: 'inv-p',
+      author: 'helper',
+      timestamp: t + 1.5,
+      actions: createEventActions({ stateDelta: { step: 2 }, escalate: true }),
+    }),
+  ];
+  const read: Json[] = [];
+  for (const s of [memd.sessionService, mem.sessionService] as BaseSessionService[]) {
+    const session = await s.createSession(key);
+    for (const e of events) await s.appendEvent({ session, event: json(e) });
+    const back = (await s.getSession(key))!;
+    read.push({ events: json(back.events), state: json(back.state) });
+  }
+  assert.deepEqual(read[0], read[1]);
+  assert.deepEqual(read[0].events, json(events));
+  const rest = (await client.listEvents({ app: APP, user: 'gina', sid: 'parts' })) as Json;
+  assert.deepEqual(
+    rest.events.map((e: Json) => [e.role, e.branch, e.content.parts]),
+    [
+      [
+        'assistant',
+        'helper.sub',
+        [{ text: 'Here is the chart.' }, { tool_call: { id: 'c9', name: 'plot', args: { kind: 'bar' } } }],
+      ],
+      ['assistant', null, []],
+    ],
+  );
+});
