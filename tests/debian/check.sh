@@ -24,7 +24,7 @@
 #     unit is enabled, memd version, plugins list (the installed plugins,
 #     the postgres and mysql ones too), config check, serve once on
 #     loopback, the template plugin built against libmemd-dev and checked,
-#     a program built against libmemd;
+#     a program built against libmemd, and dpkg --purge;
 #  6. the host is untouched: its dpkg database knows the memd packages as
 #     before (none, on a build machine), and no file of theirs appeared.
 # Needs root (mount namespaces, chroot, dpkg -i into the throwaway root).

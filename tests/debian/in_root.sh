@@ -16,7 +16,10 @@
 #     against libmemd-dev's memd-plugin.pc, `memd plugins check` accepts
 #     it, and once `make install`ed into the plugin directory memd finds
 #     it by name;
-#  6. a C program builds against libmemd with memd.pc and runs.
+#  6. a C program builds against libmemd with memd.pc and runs;
+#  7. dpkg --purge removes them all: their files, the conffile, and the
+#     unit's enablement are gone; the plugin installed in 5. and the
+#     service's data in /var/lib/memd stay.
 set -euo pipefail
 
 fail() {
@@ -165,3 +168,21 @@ out=$("$tmp/facade") || fail "the program built against libmemd does not run"
 [ "$out" = "$memd_version" ] || fail "libmemd says '$out', memd version '$memd_version'"
 ldd "$tmp/facade" | grep -Eq "=> (/usr)?/lib/$ma/libmemd\.so\.0 " || fail "the program does not use libmemd0's library: $(ldd "$tmp/facade")"
 echo "ok: a program builds against libmemd-dev and runs with libmemd0 ($out)"
+
+# 7. purge
+dpkg --purge memd-plugin-postgres memd-plugin-mysql libmemd-dev libmemd0 memd >"$tmp/purge.log" 2>&1 ||
+	{ cat "$tmp/purge.log" >&2; fail "dpkg --purge failed"; }
+for deb in /memd-check/debs/*.deb; do
+	p=$(dpkg-deb -f "$deb" Package)
+	! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed ||
+		fail "$p is still installed after dpkg --purge"
+	while IFS= read -r f; do
+		[ ! -e "$f" ] || [ -d "$f" ] || fail "$f of $p is still there after dpkg --purge"
+	done < <(dpkg-deb -c "$deb" | awk '{ print substr($6, 2) }')
+done
+[ ! -e /etc/memd/memd.yaml ] || fail "/etc/memd/memd.yaml is still there after dpkg --purge"
+[ ! -L /etc/systemd/system/multi-user.target.wants/memd.service ] ||
+	fail "memd.service is still enabled after dpkg --purge"
+[ -f "$plugdir/memd-recent_turns.so" ] || fail "dpkg --purge removed a plugin it did not install"
+[ -f "$statedir/memd.db" ] || fail "dpkg --purge removed the service's data"
+echo "ok: dpkg --purge removes them and their conffile and enablement; your plugin and the data stay"
