@@ -35,3 +35,47 @@ serve_start "$work" config
 cd "$ts_dir"
 MEMD_URL="http://127.0.0.1:$port" MEMD_OPENAPI="$ts_dir/openapi.yaml" \
 	node --test --test-reporter=spec dist/test/*_test.js
+
+# The package as a user gets it: packed (npm pack: package.json's files and
+# exports), installed into a project of its own, type-checked there by its
+# .d.ts (a wrong parameter name is an error there too) and run against memd.
+mkdir "$work/consumer"
+(cd "$ts_dir" && npm pack --silent --pack-destination "$work" >/dev/null) ||
+	{ echo "FAIL: npm pack" >&2; exit 1; }
+cd "$work/consumer"
+cat >package.json <<'JSON'
+{"name": "consumer", "version": "1.0.0", "private": true, "type": "module"}
+JSON
+npm install --offline --no-audit --no-fund --loglevel=error "$work"/memd-client-*.tgz >npm.log 2>&1 ||
+	{ cat npm.log >&2; echo "FAIL: npm install of the packed package" >&2; exit 1; }
+cat >consumer.ts <<'TS'
+import { MemdClient, MemdError, type Schemas } from '@memd/client';
+const memd = new MemdClient({ baseUrl: process.argv[2] });
+const s: Schemas['Session'] = await memd.createSession({ app: 'consumer', user: 'u' }, { id: 's' });
+const r = await memd.appendEvents({ app: 'consumer', user: 'u', sid: s.id }, { events: [{ role: 'user', content: 'hi' }] });
+try {
+  await memd.getSession({ app: 'consumer', user: 'u', sid: 'none' });
+} catch (e) {
+  if (!(e instanceof MemdError) || e.code !== 'not_found') throw e;
+}
+console.log(`consumer: appended seq ${r.seqs[0]}`);
+TS
+cat >bad.ts <<'TS'
+import { MemdClient } from '@memd/client';
+await new MemdClient({ baseUrl: 'http://x' }).getSession({ app: 'a', user: 'u', sid: 's', event: 1 });
+TS
+flags=(--strict --module NodeNext --moduleResolution NodeNext --target ES2022 --types node --typeRoots "$ts_dir/node_modules/@types")
+"$ts_dir/node_modules/.bin/tsc" "${flags[@]}" consumer.ts || { echo "FAIL: tsc: a user's program against the packed package" >&2; exit 1; }
+if "$ts_dir/node_modules/.bin/tsc" "${flags[@]}" --noEmit bad.ts >bad.log 2>&1 || ! grep -q "'event' does not exist" bad.log; then
+	cat bad.log >&2
+	echo "FAIL: tsc took a wrong parameter name in a user's program" >&2
+	exit 1
+fi
+node consumer.js "http://127.0.0.1:$port" | grep -qx 'consumer: appended seq 1' ||
+	{ echo "FAIL: a user's program against the packed package" >&2; exit 1; }
+# The ./adk entry point (its code needs @google/adk, which this project
+# does not install) resolves to files the package holds.
+adk=$(node --input-type=module -e "console.log(new URL(import.meta.resolve('@memd/client/adk')).pathname)")
+test -f "$adk" && test -f "${adk%.js}.d.ts" ||
+	{ echo "FAIL: the packed package's ./adk entry point names no file: $adk" >&2; exit 1; }
+echo "typescript_test: the packed @memd/client installs, type-checks and runs in a project of its own"
