@@ -744,9 +744,13 @@ int32_t fv_log_append(fv_log *l, const void *buf, size_t len, memd_error *err)
 		return io_error(err, l, "cannot write to", name, e);
 	}
 	if (l->fsync && fdatasync(l->active_fd) != 0) {
-		/* After a failed sync the page cache cannot be trusted. */
+		/* After a failed sync the page cache cannot be trusted: the
+		 * log is marked broken whether the truncation works or not
+		 * (a (void) cast does not silence warn_unused_result). */
 		e = errno;
-		(void)ftruncate(l->active_fd, (off_t)s->size);
+		if (ftruncate(l->active_fd, (off_t)s->size) != 0) {
+			/* nothing more to undo */
+		}
 		__atomic_store_n(&l->broken, 1, __ATOMIC_RELAXED);
 		return io_error(err, l, "cannot sync", name, e);
 	}
