@@ -421,6 +421,9 @@ export class MemdClient {
   }
 
   /** GET /v1/apps/{app}/users/{user}/sessions/{sid}/context: The working memory the app's strategy selects for the next LLM call. */
+  getContext(params: Params<'getContext'> & { format: 'openai' }, options?: Options<'getContext'>): Promise<Schemas['OpenAIContext']>;
+  getContext(params: Params<'getContext'> & { format?: undefined }, options?: Options<'getContext'>): Promise<Schemas['Context']>;
+  getContext(params: Params<'getContext'>, options?: Options<'getContext'>): Promise<Result<'getContext'>>;
   getContext(params: Params<'getContext'>, options?: Options<'getContext'>): Promise<Result<'getContext'>> {
     return this.call('getContext', params, undefined, options);
   }

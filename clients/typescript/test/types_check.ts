@@ -41,9 +41,17 @@ export async function typeChecks(memd: MemdClient): Promise<void> {
   void session.sessionId;
   const deleted: undefined = await memd.deleteSession(sid);
   void deleted;
-  const ctx: Result<'getContext'> = await memd.getContext(sid);
-  // @ts-expect-error: the answer is a union: `events` only once narrowed
+  const format: 'openai' | undefined = sid.app === 'x' ? 'openai' : undefined;
+  const ctx: Result<'getContext'> = await memd.getContext({ ...sid, format });
+  // @ts-expect-error: with a format known only at run time, the answer is a union: `events` only once narrowed
   void ctx.events;
+  // The format parameter picks the context's form.
+  const native: Schemas['Context'] = await memd.getContext(sid);
+  void native.events;
+  const chat: Schemas['OpenAIContext'] = await memd.getContext({ ...sid, format: 'openai' });
+  void chat.messages;
+  // @ts-expect-error: the OpenAI form has no `events`
+  void (await memd.getContext({ ...sid, format: 'openai' })).events;
   const metrics: string = await memd.metrics();
   void metrics;
 
