@@ -36,3 +36,16 @@ serve_start "$work" config
 
 cd "$ts_dir"
 MEMD_URL="http://127.0.0.1:$port" node --test --test-reporter=spec dist/test/adk/*_test.js
+
+# README.md's ADK wiring ("Use memd from your agent"), as written:
+# type-checked against ADK's and the package's declarations (it names a
+# Gemini model, which the test cannot call). The package imports itself by
+# name here (its exports), as a project that installed it does.
+source "$MEMD_SOURCE_ROOT/tests/common/readme_blocks.sh"
+readme_blocks "$MEMD_SOURCE_ROOT/README.md" "## Use memd from your agent" ts 2 >"$work/readme_adk.ts"
+grep -q "new MemdSessionService" "$work/readme_adk.ts" ||
+	{ echo "FAIL: README.md has no ADK example (the second TypeScript block of \"Use memd from your agent\")" >&2; exit 1; }
+cp "$work/readme_adk.ts" "$ts_dir/readme_adk.ts"
+node_modules/.bin/tsc --noEmit --strict --skipLibCheck --module NodeNext --moduleResolution NodeNext \
+	--target ES2022 --types node readme_adk.ts || { echo "FAIL: tsc: README.md's ADK example" >&2; exit 1; }
+echo "adk_test: README.md's ADK example type-checks"

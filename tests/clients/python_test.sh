@@ -39,3 +39,17 @@ cd "$src"
 MEMD_URL="http://127.0.0.1:$port" MEMD_API_KEY="$admin_key" MEMD_READ_KEY="$read_key" \
 	PYTHONPYCACHEPREFIX="$work/pycache" PYTHONPATH="$src" \
 	python3 -m unittest discover -s tests -t tests -v
+
+# README.md's Python example ("Use memd from your agent"), as written but
+# for memd's address and the key this server wants.
+source "$MEMD_SOURCE_ROOT/tests/common/readme_blocks.sh"
+readme_blocks "$MEMD_SOURCE_ROOT/README.md" "## Use memd from your agent" python 1 >"$work/readme.py"
+grep -q 'Client("http://127.0.0.1:8700")' "$work/readme.py" ||
+	{ echo "FAIL: README.md's Python example is missing or makes no Client(\"http://127.0.0.1:8700\")" >&2; exit 1; }
+sed -i "s|Client(\"http://127.0.0.1:8700\")|Client(\"http://127.0.0.1:$port\", api_key=\"$admin_key\")|" "$work/readme.py"
+echo 'print(messages)' >>"$work/readme.py"
+PYTHONPYCACHEPREFIX="$work/pycache" PYTHONPATH="$src" python3 "$work/readme.py" >"$work/readme.out" ||
+	{ echo "FAIL: README.md's Python example" >&2; exit 1; }
+grep -q "'content': 'Plan a trip to Lisbon in May'" "$work/readme.out" ||
+	{ echo "FAIL: README.md's Python example did not give the message back as context: $(cat "$work/readme.out")" >&2; exit 1; }
+echo "python_test: README.md's Python example runs"

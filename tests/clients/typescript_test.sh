@@ -73,6 +73,17 @@ if "$ts_dir/node_modules/.bin/tsc" "${flags[@]}" --noEmit bad.ts >bad.log 2>&1 |
 fi
 node consumer.js "http://127.0.0.1:$port" | grep -qx 'consumer: appended seq 1' ||
 	{ echo "FAIL: a user's program against the packed package" >&2; exit 1; }
+# README.md's TypeScript example ("Use memd from your agent"), as written
+# but for memd's address, in the same project against the same memd.
+source "$MEMD_SOURCE_ROOT/tests/common/readme_blocks.sh"
+readme_blocks "$MEMD_SOURCE_ROOT/README.md" "## Use memd from your agent" ts 1 >readme.ts
+grep -q "baseUrl: 'http://127.0.0.1:8700'" readme.ts ||
+	{ echo "FAIL: README.md's TypeScript example is missing or names no http://127.0.0.1:8700" >&2; exit 1; }
+sed -i "s|http://127.0.0.1:8700|http://127.0.0.1:$port|" readme.ts
+echo 'console.log(JSON.stringify(messages));' >>readme.ts
+"$ts_dir/node_modules/.bin/tsc" "${flags[@]}" readme.ts || { echo "FAIL: tsc: README.md's TypeScript example" >&2; exit 1; }
+node readme.js | grep -q '"content":"Plan a trip to Lisbon in May"' ||
+	{ echo "FAIL: README.md's TypeScript example did not give the message back as context" >&2; exit 1; }
 # The ./adk entry point (its code needs @google/adk, which this project
 # does not install) resolves to files the package holds.
 adk=$(node --input-type=module -e "console.log(new URL(import.meta.resolve('@memd/client/adk')).pathname)")

@@ -28,17 +28,11 @@ contains() { # HAYSTACK NEEDLE DESCRIPTION
 	if [[ "$1" == *"$2"* ]]; then ok; else fail "$3: '$2' not in: $1"; fi
 }
 
-# section FILE: the shell blocks of README.md's section (its "## " or
-# "### " title, up to the next title of its level or above), in order,
+# section TITLE FILE: the shell blocks of README.md's section, in order,
 # into FILE; prints how many.
+source "$MEMD_SOURCE_ROOT/tests/common/readme_blocks.sh"
 section() {
-	awk -v sec="$1" '
-		$0 == sec { in_sec = 1; sub3 = sec ~ /^### /; next }
-		in_sec && (/^## / || (sub3 && /^### /)) { exit }
-		in_sec && /^```sh$/ { in_code = 1; next }
-		in_sec && in_code && /^```$/ { in_code = 0; print "# ---- end of block"; next }
-		in_sec && in_code { print }
-	' "$readme" >"$2"
+	readme_blocks "$readme" "$1" sh >"$2"
 	grep -c '^# ---- end of block' "$2"
 }
 blocks=$(section "## Running a chat gateway on memd" example.sh)
