@@ -122,10 +122,16 @@ const ROUTES: { readonly [O in ClientOperation]: RouteOf<O> } = {
 /** The operations MemdClient has a method for, in the spec's order. */
 export const OPERATIONS: readonly ClientOperation[] = Object.keys(ROUTES) as ClientOperation[];
 
-/* Writes the client may repeat after a lost answer although they are not
- * GET or DELETE: the ids it fills in make a second attempt a replay. */
+/* POSTs the client may repeat after a lost answer: the read-only ones, and
+ * the writes whose ids it fills in, which make a second attempt a replay. */
 const IDEMPOTENT_WRITES: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
-  'appendEvents', 'appendMessages', 'createSession', 'createMemory',
+  'search', 'resolveLane', 'appendEvents', 'appendMessages', 'createSession', 'createMemory',
+]);
+
+/* DELETEs answered 204: a 404 on a retry after an attempt whose answer was
+ * lost means that attempt deleted it, so the call is done. */
+const GONE_IS_DONE: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
+  'deleteUser', 'deleteSession', 'deleteArtifact', 'deleteMemory', 'deleteLane',
 ]);
 
 type AnyOptions = CallOptions & { ifMatch?: string | number };
@@ -205,6 +211,9 @@ export class MemdClient {
   ): Promise<Result<O>> {
     const res = await this.#send(op, params, body === undefined ? undefined : JSON.stringify(body),
       body === undefined ? undefined : 'application/json', options);
+    if (res.status === 404 && res.earlierAttemptUnknown && GONE_IS_DONE.has(op)) {
+      return undefined as Result<O>;
+    }
     if (res.status >= 300) throw answerError(res);
     return decode(res) as Result<O>;
   }

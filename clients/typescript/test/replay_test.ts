@@ -108,6 +108,28 @@ test('createMemory after a lost answer: the retry answers the stored memory, sto
   assert.deepEqual(all.memories.map((x) => x.id), [m.id]);
 });
 
+test('deleteSession after a lost answer: the retry\'s 404 means the lost attempt deleted it', async () => {
+  const app = fresh('app');
+  const user = 'u';
+  await client().createSession({ app, user }, { id: 's' });
+  const lossy = losing('DELETE');
+  const memd = client({ fetch: lossy.fetch, retryBaseMs: 1, retryMaxMs: 1 });
+  assert.equal(await memd.deleteSession({ app, user, sid: 's' }), undefined);
+  assert.equal(lossy.state.sent, 2);
+  /* Without a lost answer, a 404 is still an error. */
+  await assert.rejects(client().deleteSession({ app, user, sid: 's' }), isError('not_found', 404));
+});
+
+test('search after a lost answer is asked again (a read-only POST)', async () => {
+  const app = fresh('app');
+  const user = 'u';
+  const lossy = losing('POST');
+  const memd = client({ fetch: lossy.fetch, retryBaseMs: 1, retryMaxMs: 1 });
+  const r = await memd.search({ app, user }, { query: 'lighthouse' });
+  assert.equal(lossy.state.sent, 2);
+  assert.deepEqual(r.results, []);
+});
+
 test('a write that is not idempotent is not repeated after a lost answer', async () => {
   const app = fresh('app');
   const user = 'u';
