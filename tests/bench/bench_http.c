@@ -281,7 +281,7 @@ void bench_write_config(const char *name, const char *db)
 	fclose(f);
 }
 
-static int free_port(void)
+int bench_free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
@@ -300,7 +300,7 @@ void bench_start_memd(const char *cfg_name, const char *db)
 	bench_conn c = { .fd = -1 };
 	const char *probe = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
-	bench.port = free_port();
+	bench.port = bench_free_port();
 	bench_write_config(cfg_name, db);
 	snprintf(cfg, sizeof(cfg), "%s/%s", bench.work_dir, cfg_name);
 	snprintf(log, sizeof(log), "%s/memd.log", bench.work_dir);
@@ -352,7 +352,7 @@ static void find_build_paths(void)
 	exe[n] = '\0';
 	slash = strrchr(exe, '/');
 	*slash = '\0';
-	/* <build>/tests/http/<name> -> <build>/host/memd, <build>/plugins */
+	/* <build>/tests/<dir>/<name> -> <build>/host/memd, <build>/plugins */
 	snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s/../../host/memd", exe);
 	if (env && *env)
 		snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s", env);
@@ -362,11 +362,28 @@ static void find_build_paths(void)
 		bench_die(bench.memd_exe, "not found: run the bench from its place in the build tree");
 }
 
-void bench_init(int argc, char **argv, const char *name)
+void bench_setup(const char *name, const char *dir)
 {
 	const char *tmp = getenv("TMPDIR");
-	const char *dir = NULL;
 	char tag[64];
+
+	bench.name = name;
+	signal(SIGPIPE, SIG_IGN);
+	find_build_paths();
+	/* "http_bench" -> memd-http-bench-XXXXXX */
+	snprintf(tag, sizeof(tag), "%s", name);
+	for (char *c = tag; *c; c++)
+		if (*c == '_')
+			*c = '-';
+	snprintf(bench.work_dir, sizeof(bench.work_dir), "%s/memd-%s-XXXXXX",
+		 dir ? dir : tmp && *tmp ? tmp : "/tmp", tag);
+	if (!mkdtemp(bench.work_dir))
+		bench_die("mkdtemp", strerror(errno));
+}
+
+void bench_init(int argc, char **argv, const char *name)
+{
+	const char *dir = NULL;
 	int opt;
 
 	bench.name = name;
@@ -388,17 +405,7 @@ void bench_init(int argc, char **argv, const char *name)
 	if (bench.conns < 1 || bench.conns > BENCH_MAX_CONNS || bench.seconds <= 0 ||
 	    bench.server_threads < 0)
 		bench_die("arguments", "connections must be 1..256, seconds positive, threads 0 or more");
-	signal(SIGPIPE, SIG_IGN);
-	find_build_paths();
-	/* "http_bench" -> memd-http-bench-XXXXXX */
-	snprintf(tag, sizeof(tag), "%s", name);
-	for (char *c = tag; *c; c++)
-		if (*c == '_')
-			*c = '-';
-	snprintf(bench.work_dir, sizeof(bench.work_dir), "%s/memd-%s-XXXXXX",
-		 dir ? dir : tmp && *tmp ? tmp : "/tmp", tag);
-	if (!mkdtemp(bench.work_dir))
-		bench_die("mkdtemp", strerror(errno));
+	bench_setup(name, dir);
 }
 
 void bench_cleanup(void)

@@ -75,6 +75,14 @@ void bench_die(const char *what, const char *msg);
  * work directory under -d, $TMPDIR or /tmp. Ignores SIGPIPE. */
 void bench_init(int argc, char **argv, const char *name);
 
+/* What bench_init does after reading the command line, for a bench with a
+ * command line of its own: set bench.name, find memd and the plugins, make
+ * the work directory under dir (NULL: $TMPDIR or /tmp), ignore SIGPIPE. */
+void bench_setup(const char *name, const char *dir);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int bench_free_port(void);
+
 /* Remove the work directory and all in it. */
 void bench_cleanup(void);
 
