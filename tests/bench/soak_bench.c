@@ -1121,14 +1121,9 @@ static void print_header(void)
 	printf(" | errors\n");
 }
 
-/* Take the workers' samples of the last dt seconds and print their row. */
-static void report(double t, double dt, double cpu_pct)
+/* Move the workers' samples so far into iv. */
+static void collect(samples iv[OP_COUNT])
 {
-	samples iv[OP_COUNT] = { 0 };
-	unsigned long long errs = 0;
-	size_t all = 0;
-	long rss = rss_kib();
-
 	for (int i = 0; i < run.conns; i++) {
 		worker *w = &run.w[i];
 		pthread_mutex_lock(&w->mu);
@@ -1139,13 +1134,25 @@ static void report(double t, double dt, double cpu_pct)
 		}
 		pthread_mutex_unlock(&w->mu);
 	}
+}
+
+/* Take the workers' samples of the last dt seconds and print their row. */
+static void report(double t, double dt, double cpu_pct)
+{
+	samples iv[OP_COUNT] = { 0 };
+	unsigned long long errs = 0;
+	size_t all = 0;
+	long rss = rss_kib();
+
+	collect(iv);
 	for (int op = 0; op < OP_COUNT; op++) {
 		all += iv[op].n;
 		errs += atomic_load(&run.errors[op]);
 	}
 	printf("%6.0f %8.1f %5.0f %7.0f", t, (double)rss / KIB, cpu_pct, (double)all / dt);
 	for (int op = 0; op < OP_COUNT; op++) {
-		qsort(iv[op].v, iv[op].n, sizeof(*iv[op].v), cmp_i64);
+		if (iv[op].n)
+			qsort(iv[op].v, iv[op].n, sizeof(*iv[op].v), cmp_i64);
 		printf(" | %10.1f %6.2f %6.2f", (double)iv[op].n / dt, quantile_ms(&iv[op], P50),
 		       quantile_ms(&iv[op], P99));
 		for (size_t k = 0; k < iv[op].n; k++)
@@ -1246,7 +1253,8 @@ static void check_events(hconn *h, const chat *c, sess *s)
 	size_t i = 0;
 	json_int_t after = 0;
 
-	qsort(s->ev, s->nev, sizeof(*s->ev), cmp_seq);
+	if (s->nev)
+		qsort(s->ev, s->nev, sizeof(*s->ev), cmp_seq);
 	for (;;) {
 		json_t *page, *e, *next;
 		size_t k;
@@ -1610,12 +1618,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < run.conns; i++)
 		pthread_join(run.w[i].t, NULL);
 	secs = (double)(now_ns() - t0) / NS_PER_SEC;
+	collect(total); /* the steps that ended after the last row */
 
 	printf("\n%-9s %10s %9s %8s %8s %8s %7s %8s\n", "operation", "requests", "per s", "p50 ms",
 	       "p99 ms", "max ms", "errors", "re-sent");
 	for (int op = 0; op < OP_COUNT; op++) {
 		samples *s = &total[op];
-		qsort(s->v, s->n, sizeof(*s->v), cmp_i64);
+		if (s->n)
+			qsort(s->v, s->n, sizeof(*s->v), cmp_i64);
 		printf("%-9s %10zu %9.1f %8.2f %8.2f %8.1f %7llu %8llu\n", op_name[op], s->n,
 		       (double)s->n / secs, quantile_ms(s, P50), quantile_ms(s, P99),
 		       s->n ? (double)s->v[s->n - 1] / NS_PER_MS : 0, atomic_load(&run.errors[op]),
