@@ -37,10 +37,12 @@
  * build directory:
  *   tests/bench/soak_bench [-d seconds] [-c connections] [-n chats]
  *       [--store sqlite|postgres] [--kill-at seconds] [-i interval]
- *       [--zipf s] [--seed n] [--dir dir] [--keep]
+ *       [--zipf s] [--seed n] [--dir dir] [--keep] [--no-index]
  * postgres takes the server from MEMD_PG_DSN and MEMD_PG_PASSWORD
  * (tests/services/with-services.sh --only postgres -- ... starts one) and
- * uses a schema of its own.
+ * uses a schema of its own. --no-index turns memd's keyword index off (and
+ * the searches with it): the index lives in memory and grows with the
+ * events, so this tells its growth from any other in memd's RSS.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,7 +234,7 @@ typedef struct worker {
 static struct {
 	const char *store; /* "sqlite" | "postgres" */
 	double seconds, kill_at, interval, zipf;
-	int conns, chats, keep;
+	int conns, chats, keep, no_index;
 	uint64_t seed;
 	char schema[64];
 	chat *chat;
@@ -921,7 +923,7 @@ static int step(worker *w, chat *c)
 		return -1;
 	if (do_append(w, c, s, answer, 1) < 0)
 		return -1;
-	if (percent(w) < P_SEARCH && do_search(w, c, s) < 0)
+	if (!run.no_index && percent(w) < P_SEARCH && do_search(w, c, s) < 0)
 		return -1;
 	if (percent(w) < P_ARTIFACT && do_artifact(w, c, s) < 0)
 		return -1;
@@ -984,8 +986,11 @@ static void write_config(void)
 			run.schema, PG_POOL);
 	else
 		fprintf(f, "stores:\n  main: {plugin: sqlite, path: %s/soak.db}\n", bench.work_dir);
-	fprintf(f, "index:\n  keyword:\n    snapshot: %s/keyword.snapshot\n"
-		   "lanes:\n  reset: {mode: none}\n", bench.work_dir);
+	if (run.no_index)
+		fprintf(f, "index:\n  keyword:\n    enabled: false\n");
+	else
+		fprintf(f, "index:\n  keyword:\n    snapshot: %s/keyword.snapshot\n", bench.work_dir);
+	fprintf(f, "lanes:\n  reset: {mode: none}\n");
 	fclose(f);
 }
 
@@ -1403,7 +1408,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: soak_bench [-d seconds] [-c connections] [-n chats] "
 			"[--store sqlite|postgres] [--kill-at seconds] [-i interval] [--zipf s] "
-			"[--seed n] [--dir dir] [--keep]\n");
+			"[--seed n] [--dir dir] [--keep] [--no-index]\n");
 	exit(2);
 }
 
@@ -1420,6 +1425,7 @@ static void parse_args(int argc, char **argv, const char **dir)
 		{ "seed", required_argument, NULL, 'R' },
 		{ "dir", required_argument, NULL, 'D' },
 		{ "keep", no_argument, NULL, 'k' },
+		{ "no-index", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
@@ -1437,6 +1443,7 @@ static void parse_args(int argc, char **argv, const char **dir)
 		case 'R': run.seed = strtoull(optarg, NULL, 10); break;
 		case 'D': *dir = optarg; break;
 		case 'k': run.keep = 1; break;
+		case 'N': run.no_index = 1; break;
 		default: usage();
 		}
 	}
@@ -1556,8 +1563,9 @@ int main(int argc, char **argv)
 	       run.kill_at > 0 ? ", SIGKILL and restart in the middle" : "", (int)bench.memd_pid,
 	       bench.work_dir);
 	printf("a step: [open | create] append(user) context [append(tool call + result) %d%%] "
-	       "append(answer) [search %d%%] [artifact put %d%%] [state patch %d%%]\n",
-	       P_TOOL, P_SEARCH, P_ARTIFACT, P_STATE);
+	       "append(answer) [search %d%%] [artifact put %d%%] [state patch %d%%]%s\n",
+	       P_TOOL, run.no_index ? 0 : P_SEARCH, P_ARTIFACT, P_STATE,
+	       run.no_index ? " (no keyword index, no search)" : "");
 	printf("every %.0f s: requests/s and p50/p99 ms per operation, memd's RSS and CPU (100 = one "
 	       "core)\n", run.interval);
 	print_header();
