@@ -326,6 +326,34 @@ MEMD_API int32_t memd_context_recall(memd *m, const char *app, const char *user,
 				     const char *sid, uint32_t flags, const char *query,
 				     char **ret_json, memd_error *err);
 
+/* ---- one round trip per agent step ------------------------------------- */
+
+/* memd_events_append, then the context (memd_context_recall's flags and
+ * query) as it is right after this append, in one call: the strategy
+ * reads the session as the append left it (its events up to the
+ * append's last seq, the session record of its version), so other
+ * writers appending before the read change nothing in the answer. A
+ * replay (every event id existed, nothing written) answers the context
+ * as of the original append's events; an append without events (state
+ * only) the context as it is when read. Result: the append's result
+ * plus "context": the context object (with MEMD_READ_OPENAI the OpenAI
+ * form). An append that fails fails the call as memd_events_append's
+ * does. Once the append is durable the call succeeds: a context read
+ * that fails then gives "context_error": {"code", "message",
+ * "retryable"} (an error body's "error") in place of "context", and the
+ * append must not be sent again. */
+MEMD_API int32_t memd_events_append_context(memd *m, const char *app, const char *user,
+					    const char *sid, const char *body_json,
+					    uint32_t flags, const char *query, char **ret_json,
+					    memd_error *err);
+
+/* memd_messages_append, then the context right after it, as
+ * memd_events_append_context. */
+MEMD_API int32_t memd_messages_append_context(memd *m, const char *app, const char *user,
+					      const char *sid, const char *body_json,
+					      uint32_t flags, const char *query, char **ret_json,
+					      memd_error *err);
+
 /* ---- state ------------------------------------------------------------ */
 
 /* Merged state: session keys plain, "app:", "user:" and live "temp:" keys
@@ -514,6 +542,21 @@ MEMD_API int32_t memd_lane_open(memd *m, const char *app, const char *user, cons
  * Result: memd_lane_open's, plus "key", "user" and "shared". */
 MEMD_API int32_t memd_lane_open_source(memd *m, const char *app, const char *body_json,
 				       char **ret_json, memd_error *err);
+
+/* memd_lane_open, then the context of the session it opened as the open
+ * left it (its events up to the session's last_seq, as
+ * memd_events_append_context bounds its read), in one call. flags and
+ * query: memd_context_recall's. Result: memd_lane_open's plus "context",
+ * or "context_error" when the open succeeded but the read failed (as
+ * memd_events_append_context's). */
+MEMD_API int32_t memd_lane_open_context(memd *m, const char *app, const char *user,
+					const char *key, const char *body_json, uint32_t flags,
+					const char *query, char **ret_json, memd_error *err);
+
+/* memd_lane_open_source with the context, as memd_lane_open_context. */
+MEMD_API int32_t memd_lane_open_source_context(memd *m, const char *app, const char *body_json,
+					       uint32_t flags, const char *query,
+					       char **ret_json, memd_error *err);
 
 /* Result: the lane. MEMD_ENOTFOUND if there is none. */
 MEMD_API int32_t memd_lane_get(memd *m, const char *app, const char *user, const char *key,

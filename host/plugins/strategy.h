@@ -25,6 +25,23 @@ const char *strategy_plugin_name(const strategy *st);
  * summary and events. MEMD_ENOTFOUND if the session does not exist. */
 int32_t strategy_context(strategy *st, store *s, const memd_call *call, const memd_scope *scope,
 			 const memd_context_sink *out, memd_error *err);
+
+/* A past view of a session for the reader: the session as one append
+ * left it, though later appends may have been committed since. */
+typedef struct strategy_view {
+	int64_t last_seq; /* events with seq <= last_seq only (> 0) */
+	int64_t version;  /* the session record's version then; 0 = as stored */
+} strategy_view;
+
+/* strategy_context over the view v of the session (NULL = as it is now):
+ * the reader's events stop at v->last_seq, and its session record says
+ * last_seq v->last_seq, version v->version (when set) and summary_seq
+ * the newest visible summary at or before v->last_seq. Transcript
+ * operations committed after the view (a rewind hiding events of it) are
+ * seen: a view bounds what was appended, not what was hidden. */
+int32_t strategy_context_view(strategy *st, store *s, const memd_call *call,
+			      const memd_scope *scope, const strategy_view *v,
+			      const memd_context_sink *out, memd_error *err);
 /* Run after_append if the plugin has it (0 otherwise); events it asks to
  * persist go to persist. */
 int32_t strategy_after_append(strategy *st, store *s, const memd_call *call,

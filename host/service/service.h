@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/settings.h"
 #include "plugins/store.h"
+#include "plugins/strategy.h"
 
 /* A rule of a caller's own over the parsed config tree, beyond memd's
  * schema (`memd serve`: a non-loopback listen address needs API keys).
@@ -59,6 +60,21 @@ int32_t service_context_read(memd *m, const memd_call *call, const char *app, co
 int32_t service_context_recall(memd *m, const memd_call *call, const char *app, const char *user,
 			       const char *sid, uint32_t flags, const char *query, char **ret_json,
 			       memd_error *err);
+
+/* service_context_recall over a past view of the session (NULL = as it
+ * is now; plugins/strategy.h, strategy_context_view): what an append
+ * that answers its context reads. */
+int32_t service_context_view(memd *m, const memd_call *call, const char *app, const char *user,
+			     const char *sid, uint32_t flags, const char *query,
+			     const strategy_view *view, char **ret_json, memd_error *err);
+
+/* For tests: fn(userdata) runs in memd_events_append_context,
+ * memd_messages_append_context and the lane opens that answer a context,
+ * after the write is committed and before the context is read (another
+ * writer appending there must not change the answer). NULL = none. Set
+ * it before the calls it should affect. */
+typedef void (*service_between_fn)(void *userdata);
+void service_set_between_hook(memd *m, service_between_fn fn, void *userdata);
 
 /* The app strategy's on_session_finalize for one session, as the lane
  * watcher runs it when the session's lane expires (exclusive with the

@@ -384,6 +384,13 @@ int32_t service_context_recall(memd *m, const memd_call *call, const char *app, 
 			       const char *sid, uint32_t flags, const char *query, char **ret_json,
 			       memd_error *err)
 {
+	return service_context_view(m, call, app, user, sid, flags, query, NULL, ret_json, err);
+}
+
+int32_t service_context_view(memd *m, const memd_call *call, const char *app, const char *user,
+			     const char *sid, uint32_t flags, const char *query,
+			     const strategy_view *view, char **ret_json, memd_error *err)
+{
 	memd_scope sc;
 	jo_context c;
 	memd_context_sink sink = { sizeof(sink), &c, ctx_summary, ctx_event };
@@ -413,7 +420,8 @@ int32_t service_context_recall(memd *m, const memd_call *call, const char *app, 
 		const char *reason = NULL, *text = NULL;
 		memd_context_sink ignore = { sizeof(ignore), NULL, tee_ignore, tee_ignore };
 		w.next = ignore;
-		if ((r = service_context_openai(m, call, &sc, st, rc ? &tee : NULL, &o, err)) < 0)
+		if ((r = service_context_openai(m, call, &sc, st, view, rc ? &tee : NULL, &o,
+						  err)) < 0)
 			goto out;
 		if (rc && ((r = recall(m, call, &sc, app_name, rc, &w, query,
 				       json_integer_value(json_object_get(o, "tokens")), &section,
@@ -439,7 +447,8 @@ int32_t service_context_recall(memd *m, const memd_call *call, const char *app, 
 	c.out.no_text = (flags & MEMD_READ_NO_TEXT) != 0;
 	w.next = sink;
 	r = c.out.error ? c.out.error
-			: strategy_context(st, m->sessions, call, &sc, rc ? &tee : &sink, err);
+			: strategy_context_view(st, m->sessions, call, &sc, view,
+						rc ? &tee : &sink, err);
 	if (r == 0 && !c.out.error && rc) {
 		if ((r = recall(m, call, &sc, app_name, rc, &w, query, c.tokens, &section,
 				&recall_tokens, err)) < 0) {

@@ -141,6 +141,15 @@ int32_t service_append_prepare(memd *m, service_append_req *q, json_t *events, j
 int32_t memd_events_append(memd *m, const char *app, const char *user, const char *sid,
 			   const char *body_json, char **ret_json, memd_error *err)
 {
+	json_t *out = NULL;
+	int32_t r = service_events_append(m, app, user, sid, body_json, &out, err);
+
+	return r < 0 ? r : service_finish(out, ret_json, err);
+}
+
+int32_t service_events_append(memd *m, const char *app, const char *user, const char *sid,
+			      const char *body_json, json_t **ret, memd_error *err)
+{
 	memd_scope sc;
 	service_append_req q = { 0 };
 	json_t *events, *delta, *ver, *usage, *out = NULL;
@@ -181,7 +190,7 @@ int32_t memd_events_append(memd *m, const char *app, const char *user, const cha
 	r = service_append(m, &sc, &q, inv, ver && !json_is_null(ver),
 			   ver ? json_integer_value(ver) : 0, &out, err);
 	if (r == 0)
-		r = service_finish(out, ret_json, err);
+		*ret = out;
 out:
 	service_append_req_clear(&q);
 	return r;

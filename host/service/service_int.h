@@ -24,6 +24,8 @@
  *                           (memd_memory_extract), the memory worker and
  *                           memd_memories_sweep
  *   service_context.c       working memory (memd_context)
+ *   service_step.c          writes that answer the context after them
+ *                           (one round trip per agent step)
  *   service_messages.c      OpenAI chat messages: append, get, context
  *   service_delta.c         a state delta split into stored and temp: keys
  *   service_state.c         state, temp: keys, invocation end
@@ -101,6 +103,10 @@ struct memd {
 	memd_clock_fn clock_fn; /* NULL = the system clock */
 	void *clock_userdata;
 	lane_tz_cache *zones;   /* the lanes' reset time zones, loaded at open */
+	/* service_set_between_hook (tests): runs between a write and the
+	 * context read that answers it */
+	service_between_fn between_fn;
+	void *between_userdata;
 };
 
 /* ---- service.c: plugins and apps ----------------------------------------- */
@@ -218,6 +224,13 @@ typedef struct service_append_req {
 
 /* Free what q holds (not q itself). */
 void service_append_req_clear(service_append_req *q);
+
+/* memd_events_append with the result as a new JSON object in *ret. */
+int32_t service_events_append(memd *m, const char *app, const char *user, const char *sid,
+			      const char *body_json, json_t **ret, memd_error *err);
+/* memd_messages_append with the result as a new JSON object in *ret. */
+int32_t service_messages_append(memd *m, const char *app, const char *user, const char *sid,
+				const char *body_json, json_t **ret, memd_error *err);
 
 /* Append q's n events (evp) with q->delta_text and q->title (title if
  * unset), and q->op when set, to the session of sc in one store
@@ -475,15 +488,16 @@ size_t service_lanes_check_zones(const settings *s, lane_tz_cache *zones, config
  * message and field, MEMD_ENOMEM. */
 int32_t service_messages_events(json_t *body, json_t **ret_events, memd_error *err);
 
-/* The context strategy st makes of the session of sc as OpenAI messages:
+/* The context strategy st makes of the session of sc (as of view; NULL
+ * = now, strategy_context_view) as OpenAI messages:
  * a new {"format": "openai", "strategy", "tokens", "messages"} object in
  * *ret; tool results whose call is outside the window are left out (and
  * their tokens). tee (may be NULL) sees every summary and event the
  * strategy delivers, before they are gathered; its error stops the read.
  * The strategy's or the store's errors, MEMD_ENOMEM. */
 int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope *sc,
-			       strategy *st, const memd_context_sink *tee, json_t **ret,
-			       memd_error *err);
+			       strategy *st, const strategy_view *view,
+			       const memd_context_sink *tee, json_t **ret, memd_error *err);
 
 /* o (consumed; NULL = ENOMEM) as compact JSON text in *ret_json, unless
  * it is longer than server.max_response_bytes: MEMD_ETOOBIG naming the

@@ -81,6 +81,15 @@ int32_t service_messages_events(json_t *body, json_t **ret_events, memd_error *e
 int32_t memd_messages_append(memd *m, const char *app, const char *user, const char *sid,
 			     const char *body_json, char **ret_json, memd_error *err)
 {
+	json_t *out = NULL;
+	int32_t r = service_messages_append(m, app, user, sid, body_json, &out, err);
+
+	return r < 0 ? r : service_finish(out, ret_json, err);
+}
+
+int32_t service_messages_append(memd *m, const char *app, const char *user, const char *sid,
+				const char *body_json, json_t **ret, memd_error *err)
+{
 	json_t *body = NULL, *events = NULL, *append = NULL, *v;
 	char *text = NULL;
 	memd_scope sc;
@@ -105,7 +114,7 @@ int32_t memd_messages_append(memd *m, const char *app, const char *user, const c
 		r = service_oom(err);
 		goto out;
 	}
-	r = memd_events_append(m, app, user, sid, text, ret_json, err);
+	r = service_events_append(m, app, user, sid, text, ret, err);
 out:
 	free(text);
 	json_decref(append);
@@ -275,8 +284,8 @@ out:
 /* ---- context ------------------------------------------------------------------ */
 
 int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope *sc,
-			       strategy *st, const memd_context_sink *tee, json_t **ret,
-			       memd_error *err)
+			       strategy *st, const strategy_view *view,
+			       const memd_context_sink *tee, json_t **ret, memd_error *err)
 {
 	gather g = { .tee = tee };
 	memd_context_sink sink = { sizeof(sink), &g, sink_gather_summary, sink_gather };
@@ -288,7 +297,7 @@ int32_t service_context_openai(memd *m, const memd_call *call, const memd_scope 
 		r = service_oom(err);
 		goto out;
 	}
-	if ((r = strategy_context(st, m->sessions, call, sc, &sink, err)) < 0) {
+	if ((r = strategy_context_view(st, m->sessions, call, sc, view, &sink, err)) < 0) {
 		if (g.oom)
 			r = service_oom(err);
 		goto out;
