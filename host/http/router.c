@@ -35,6 +35,8 @@ static const char *const q_get[] = { "events", "after_seq", "after_time", "inclu
 static const char *const q_events[] = { "after_seq", "limit", "include_text", "roles",
 					"include_hidden", NULL };
 static const char *const q_context[] = { "include_text", "format", "query", NULL };
+/* A write that may answer its context (?return=context, with q_context's). */
+static const char *const q_step[] = { "return", "format", "include_text", "query", NULL };
 static const char *const q_messages[] = { "format", "roles", NULL };
 static const char *const q_clear[] = { "expected_version", NULL };
 static const char *const q_history[] = { "cursor", "limit", NULL };
@@ -61,7 +63,7 @@ static const http_route routes[] = {
 	  http_h_session_patch },
 	{ "DELETE", SESSION_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_SESSION_DELETE,
 	  http_h_session_delete },
-	{ "POST", SESSION_PATH "/events", W, HTTP_BODY_JSON, NULL, HTTP_OP_EVENTS_APPEND,
+	{ "POST", SESSION_PATH "/events", W, HTTP_BODY_JSON, q_step, HTTP_OP_EVENTS_APPEND,
 	  http_h_events_append },
 	{ "GET", SESSION_PATH "/events", R, HTTP_BODY_NONE, q_events, HTTP_OP_EVENTS_LIST,
 	  http_h_events_query },
@@ -76,7 +78,7 @@ static const http_route routes[] = {
 	  http_h_session_rewind },
 	{ "GET", SESSION_PATH "/messages", R, HTTP_BODY_NONE, q_messages, HTTP_OP_MESSAGES_GET,
 	  http_h_messages_get },
-	{ "POST", SESSION_PATH "/messages", W, HTTP_BODY_JSON, NULL, HTTP_OP_MESSAGES_APPEND,
+	{ "POST", SESSION_PATH "/messages", W, HTTP_BODY_JSON, q_step, HTTP_OP_MESSAGES_APPEND,
 	  http_h_messages_append },
 	{ "PUT", SESSION_PATH "/messages", W, HTTP_BODY_JSON, NULL, HTTP_OP_MESSAGES_PUT,
 	  http_h_messages_put },
@@ -117,13 +119,13 @@ static const http_route routes[] = {
 	  http_h_job_cancel },
 	{ "POST", APP_LANES_PATH ":resolve", R, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_RESOLVE,
 	  http_h_lane_resolve },
-	{ "POST", APP_LANES_PATH ":open", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_OPEN_SOURCE,
+	{ "POST", APP_LANES_PATH ":open", W, HTTP_BODY_JSON, q_step, HTTP_OP_LANE_OPEN_SOURCE,
 	  http_h_lane_open_source },
 	{ "GET", APP_LANES_PATH, R, HTTP_BODY_NONE, q_lanes, HTTP_OP_LANE_LIST, http_h_lane_list_app },
 	{ "GET", LANES_PATH, R, HTTP_BODY_NONE, q_lanes, HTTP_OP_LANE_LIST, http_h_lane_list },
 	{ "GET", LANE_PATH, R, HTTP_BODY_NONE, NULL, HTTP_OP_LANE_GET, http_h_lane_get },
 	{ "DELETE", LANE_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_LANE_DELETE, http_h_lane_delete },
-	{ "POST", LANE_PATH ":open", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_OPEN, http_h_lane_open },
+	{ "POST", LANE_PATH ":open", W, HTTP_BODY_JSON, q_step, HTTP_OP_LANE_OPEN, http_h_lane_open },
 	{ "POST", LANE_PATH ":reset", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_RESET, http_h_lane_reset },
 	{ "POST", LANE_PATH ":switch", W, HTTP_BODY_JSON, NULL, HTTP_OP_LANE_SWITCH,
 	  http_h_lane_switch },

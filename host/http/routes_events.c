@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Events (append), state (get, patch) and invocation end; event pages and
- * the context are in routes_transcripts.c (roles, hidden events, OpenAI). */
+/* Events (append, with ?return=context the context right after it), state
+ * (get, patch) and invocation end; event pages and the context are in
+ * routes_transcripts.c (roles, hidden events, OpenAI). */
 #include <stdint.h>
 
 #include <memd/memd.h>
@@ -30,10 +31,22 @@ static void finish(http_req *rq, int64_t t0, int32_t r, char *out, const memd_er
 void http_h_events_append(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	const char *query;
 	char *out = NULL;
-	int64_t t0 = http_now_ns();
-	int32_t r = memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
-				       &err);
+	uint32_t flags;
+	int context;
+	int64_t t0;
+	int32_t r;
+
+	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
+		http_reply_memd_error(rq, &err);
+		return;
+	}
+	t0 = http_now_ns();
+	r = context ? memd_events_append_context(rq->ctx->m, APP(rq), USER(rq), SID(rq),
+						 json_body(rq), flags, query, &out, &err)
+		    : memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
+					 &err);
 	finish(rq, t0, r, out, &err);
 }
 

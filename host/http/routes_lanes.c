@@ -91,10 +91,21 @@ void http_h_lane_resolve(http_req *rq)
 void http_h_lane_open_source(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	const char *query;
 	char *out = NULL;
-	int64_t t0 = http_now_ns();
-	int32_t r = memd_lane_open_source(rq->ctx->m, APP(rq), json_body(rq), &out, &err);
+	uint32_t flags;
+	int context;
+	int64_t t0;
+	int32_t r;
 
+	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
+		http_reply_memd_error(rq, &err);
+		return;
+	}
+	t0 = http_now_ns();
+	r = context ? memd_lane_open_source_context(rq->ctx->m, APP(rq), json_body(rq), flags,
+						    query, &out, &err)
+		    : memd_lane_open_source(rq->ctx->m, APP(rq), json_body(rq), &out, &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
@@ -130,10 +141,22 @@ void http_h_lane_delete(http_req *rq)
 void http_h_lane_open(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
+	const char *query;
 	char *out = NULL;
-	int64_t t0 = http_now_ns();
-	int32_t r = memd_lane_open(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq), &out, &err);
+	uint32_t flags;
+	int context;
+	int64_t t0;
+	int32_t r;
 
+	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
+		http_reply_memd_error(rq, &err);
+		return;
+	}
+	t0 = http_now_ns();
+	r = context ? memd_lane_open_context(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq),
+					     flags, query, &out, &err)
+		    : memd_lane_open(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq), &out,
+				     &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 

@@ -113,9 +113,9 @@ Test(spec, error_codes_are_the_tables)
 {
 	size_t n;
 	const http_error_kind *t = http_error_table(&n);
-	json_t *codes = json_object_get(json_object_get(json_object_get(json_object_get(
-		json_object_get(json_object_get(json_object_get(spec_doc(spec_default()), "components"), "schemas"),
-				"Error"), "properties"), "error"), "properties"), "code");
+	json_t *codes = json_object_get(json_object_get(json_object_get(
+		json_object_get(json_object_get(spec_doc(spec_default()), "components"), "schemas"),
+				"ErrorDetail"), "properties"), "code");
 	json_t *e = json_object_get(codes, "enum"), *v;
 	size_t i;
 
