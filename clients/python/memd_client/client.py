@@ -397,6 +397,10 @@ class Client:
         sid: str,
         body: JSONObject,
         *,
+        return_: Optional[str] = None,
+        format: Optional[str] = None,
+        include_text: Optional[bool] = None,
+        query: Optional[str] = None,
         timeout: Optional[float] = None,
         headers: Optional[Headers] = None,
     ) -> Any:
@@ -408,13 +412,25 @@ class Client:
         ``"replayed": true`` and writes nothing. (Without events the call is
         not repeated after a lost answer.)
 
+        With ``return_="context"`` the answer also holds ``"context"``, the
+        session's context right after this write (``format``,
+        ``include_text`` and ``query`` as ``get_context`` takes them), or
+        ``"context_error"`` when the write is done but the read failed:
+        one round trip per agent step.
+
         """
         body = dict(body)
         if body.get("events"):
             body["events"] = _with_ids(body["events"], "events")
         return self._json(
             "POST", _path("/v1/apps/{}/users/{}/sessions/{}/events", app, user, sid),
-            None, body, safe=bool(body.get("events")), timeout=timeout, headers=headers,
+            {
+                "return": return_,
+                "format": format,
+                "include_text": include_text,
+                "query": query,
+            },
+            body, safe=bool(body.get("events")), timeout=timeout, headers=headers,
         )
 
     def list_events(
@@ -578,6 +594,10 @@ class Client:
         sid: str,
         body: JSONObject,
         *,
+        return_: Optional[str] = None,
+        format: Optional[str] = None,
+        include_text: Optional[bool] = None,
+        query: Optional[str] = None,
         timeout: Optional[float] = None,
         headers: Optional[Headers] = None,
     ) -> Any:
@@ -589,13 +609,25 @@ class Client:
         ``"replayed": true`` and writes nothing. (Without messages the call is
         not repeated after a lost answer.)
 
+        With ``return_="context"`` the answer also holds ``"context"``, the
+        session's context right after this write (``format``,
+        ``include_text`` and ``query`` as ``get_context`` takes them), or
+        ``"context_error"`` when the write is done but the read failed:
+        one round trip per agent step.
+
         """
         body = dict(body)
         if body.get("messages"):
             body["messages"] = _with_ids(body["messages"], "messages")
         return self._json(
             "POST", _path("/v1/apps/{}/users/{}/sessions/{}/messages", app, user, sid),
-            None, body, safe=bool(body.get("messages")), timeout=timeout, headers=headers,
+            {
+                "return": return_,
+                "format": format,
+                "include_text": include_text,
+                "query": query,
+            },
+            body, safe=bool(body.get("messages")), timeout=timeout, headers=headers,
         )
 
     def replace_messages(
@@ -1058,16 +1090,32 @@ class Client:
         app: str,
         body: JSONObject,
         *,
+        return_: Optional[str] = None,
+        format: Optional[str] = None,
+        include_text: Optional[bool] = None,
+        query: Optional[str] = None,
         timeout: Optional[float] = None,
         headers: Optional[Headers] = None,
     ) -> Any:
         """Resolve a message source and open its lane, in one call.
 
         POST /v1/apps/{app}/lanes:open
+
+        With ``return_="context"`` the answer also holds ``"context"``, the
+        session's context right after this write (``format``,
+        ``include_text`` and ``query`` as ``get_context`` takes them), or
+        ``"context_error"`` when the write is done but the read failed:
+        one round trip per agent step.
         """
         return self._json(
             "POST", _path("/v1/apps/{}/lanes:open", app),
-            None, body, safe=False, timeout=timeout, headers=headers,
+            {
+                "return": return_,
+                "format": format,
+                "include_text": include_text,
+                "query": query,
+            },
+            body, safe=False, timeout=timeout, headers=headers,
         )
 
     def list_app_lanes(
@@ -1174,16 +1222,32 @@ class Client:
         key: str,
         body: Optional[JSONObject] = None,
         *,
+        return_: Optional[str] = None,
+        format: Optional[str] = None,
+        include_text: Optional[bool] = None,
+        query: Optional[str] = None,
         timeout: Optional[float] = None,
         headers: Optional[Headers] = None,
     ) -> Any:
         """Get-or-create - the lane and its current session.
 
         POST /v1/apps/{app}/users/{user}/lanes/{key}:open
+
+        With ``return_="context"`` the answer also holds ``"context"``, the
+        session's context right after this write (``format``,
+        ``include_text`` and ``query`` as ``get_context`` takes them), or
+        ``"context_error"`` when the write is done but the read failed:
+        one round trip per agent step.
         """
         return self._json(
             "POST", _path("/v1/apps/{}/users/{}/lanes/{}:open", app, user, key),
-            None, body, safe=False, timeout=timeout, headers=headers,
+            {
+                "return": return_,
+                "format": format,
+                "include_text": include_text,
+                "query": query,
+            },
+            body, safe=False, timeout=timeout, headers=headers,
         )
 
     def reset_lane(

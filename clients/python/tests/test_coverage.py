@@ -9,6 +9,7 @@ operation (or a parameter) the client does not have."""
 from __future__ import annotations
 
 import inspect
+import keyword
 import os
 import re
 import unittest
@@ -33,6 +34,12 @@ def spec_path() -> Path:
 
 def snake(operation_id: str) -> str:
     return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), operation_id)
+
+
+def py_name(name: str) -> str:
+    """A query parameter's keyword: its name, with "_" after a Python
+    keyword (``return`` is ``return_``)."""
+    return name + "_" if keyword.iskeyword(name) else name
 
 
 def yaml_operation_ids() -> Set[str]:
@@ -107,13 +114,13 @@ class Coverage(unittest.TestCase):
                 for p in params:
                     if p.name in required:
                         self.assertIs(p.default, p.empty, f"{p.name} is required")
-                keyword = {p.name for p in params if p.kind == p.KEYWORD_ONLY}
-                want = set(op.query) | {"timeout", "headers"}
+                keywords = {p.name for p in params if p.kind == p.KEYWORD_ONLY}
+                want = {py_name(n) for n in op.query} | {"timeout", "headers"}
                 if "If-Match" in op.header_params:
                     want.add("if_match")
                 if op.id == "putArtifact":
                     want.add("content_type")
-                self.assertEqual(keyword, want)
+                self.assertEqual(keywords, want)
                 self.assertFalse(any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params))
 
 
@@ -159,7 +166,8 @@ class Requests(unittest.TestCase):
                     if "If-Match" in op.header_params:
                         extra["if_match"] = 3
                     before = len(stand_in.seen)
-                    getattr(client, op.name)(*args, **query, **extra)
+                    kwargs = {py_name(n): v for n, v in query.items()}
+                    getattr(client, op.name)(*args, **kwargs, **extra)
                     self.assertEqual(len(stand_in.seen), before + 1)
                     seen = stand_in.seen[-1]
                     self.assertEqual(seen.method, op.method)

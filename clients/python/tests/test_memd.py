@@ -121,6 +121,32 @@ class Sessions(Base):
         self.assertTrue(ops)
 
 
+    def test_one_round_trip_per_step(self) -> None:
+        """return_="context": the append and the context right after it."""
+        m, app, user = self.memd, self.app, self.user
+        m.create_session(app, user, {"id": "s"})
+        res = m.append_messages(app, user, "s", {"messages": [{"role": "user", "content": "Hi?"}]},
+                                return_="context", format="openai")
+        self.assertEqual((res["seqs"], res["replayed"]), ([1], False))
+        self.assertEqual(res["context"]["messages"], [{"role": "user", "content": "Hi?"}])
+        m.append_messages(app, user, "s", {"messages": [{"role": "assistant", "content": "Hello."}]})
+        res = m.append_events(app, user, "s", {"events": [{"role": "user", "content": "Bye."}]},
+                              return_="context", include_text=True)
+        self.assertEqual([e["text"] for e in res["context"]["events"]], ["Hi?", "Hello.", "Bye."])
+        self.assertNotIn("context", m.append_events(
+            app, user, "s", {"events": [{"role": "assistant", "content": "Bye."}]}))
+        opened = m.open_lane(app, user, "dm", return_="context")
+        self.assertEqual(opened["context"]["events"], [])
+        by_source = m.open_lane_by_source(
+            app, {"platform": "slack", "chat_id": "c1", "user_id": user}, return_="context",
+            format="openai")
+        self.assertEqual(by_source["context"]["messages"], [])
+        with self.assertRaises(MemdError) as cm:
+            m.append_events(app, user, "s", {"events": [{"role": "user", "content": "x"}]},
+                            return_="events")
+        self.assertEqual(cm.exception.status, 400)
+
+
 class Artifacts(Base):
     def test_artifact_bytes_in_and_out(self) -> None:
         m, app, user = self.memd, self.app, self.user
