@@ -571,7 +571,7 @@ static void load_allowed_hosts(ctx *c, const config_node *server, settings *s)
 
 static void load_server(ctx *c, const config_node *root, settings *s)
 {
-	static const char *const known[] = {"listen", "api_keys", "allowed_hosts", "threads",
+	static const char *const known[] = {"listen", "api_keys", "allowed_hosts", "threads", "workers",
 					    "max_body_bytes", "max_batch_events", "max_header_bytes",
 					    "request_timeout_ms", "header_timeout_s",
 					    "max_connections", "max_connections_per_ip",
@@ -601,6 +601,8 @@ static void load_server(ctx *c, const config_node *root, settings *s)
 	load_allowed_hosts(c, m, s);
 	get_int(c, m, path, "threads", SETTINGS_THREADS_DEFAULT, 0, SETTINGS_THREADS_MAX,
 		&s->threads);
+	get_int(c, m, path, "workers", SETTINGS_WORKERS_DEFAULT, 0, SETTINGS_THREADS_MAX,
+		&s->workers);
 	get_int(c, m, path, "max_body_bytes", SETTINGS_MAX_BODY_BYTES_DEFAULT, 1,
 		SETTINGS_INT_MAX, &s->max_body_bytes);
 	get_int(c, m, path, "max_batch_events", SETTINGS_MAX_BATCH_EVENTS_DEFAULT, 1,

@@ -23,6 +23,7 @@
 #define SETTINGS_STORE_DEFAULT "main"           /* name of the zero-config store */
 #define SETTINGS_STRATEGY_DEFAULT "buffer_window" /* strategy of the default app */
 #define SETTINGS_THREADS_DEFAULT 0
+#define SETTINGS_WORKERS_DEFAULT 0
 #define SETTINGS_MAX_BODY_BYTES_DEFAULT 8388608
 #define SETTINGS_MAX_BATCH_EVENTS_DEFAULT 1000
 #define SETTINGS_MAX_HEADER_BYTES_DEFAULT 16384
@@ -248,6 +249,7 @@ typedef struct settings {
 	 * 127.0.0.1, localhost and [::1]). */
 	char **allowed_hosts;
 	int64_t threads;            /* 0 = from the machine */
+	int64_t workers;            /* 0 = the server's default */
 	int64_t max_body_bytes;
 	int64_t max_batch_events;
 	int64_t max_header_bytes;

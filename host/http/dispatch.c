@@ -19,6 +19,7 @@
 #include "util/uuid.h"
 #include "uri.h"
 #include "watchdog.h"
+#include "workers.h"
 
 #define NS_PER_MS 1000000LL
 #define NS_PER_MS_F 1e6
@@ -107,6 +108,13 @@ void http_dispatch_timeout(void *ud, http_req *rq)
 	int n;
 
 	(void)ud;
+	if (rq->handed_off) {
+		/* Its work waited in the workers' queue past the deadline: out
+		 * of the queue, answered on its connection. Once a worker has
+		 * it, the facade call's own deadline applies. */
+		http_workers_cancel(rq->ctx->workers, rq);
+		return;
+	}
 	snprintf(msg, sizeof(msg), "the request was not received within %" PRId64 " ms",
 		 rq->ctx->set->request_timeout_ms);
 	body = http_error_body(k, msg);
@@ -460,32 +468,101 @@ static enum MHD_Result receive(http_req *rq, const char *data, size_t *size)
 	return MHD_YES;
 }
 
-/* The whole request is in: check it, run the handler. */
-static void run(http_req *rq)
+/* The whole request is in: check what only its end can tell. Returns 0
+ * to run the handler, or -1 when a reply was set. */
+static int complete(http_req *rq)
 {
 	const settings *set = rq->ctx->set;
 
 	if (rq->unexpected_body) {
 		http_reply_error(rq, MEMD_EINVAL, 0, "%s %s takes no request body", rq->method,
 				 rq->route->pattern);
-		return;
+		return -1;
 	}
 	if (rq->too_big) {
 		http_reply_error(rq, MEMD_ETOOBIG, 0, "the body exceeds %" PRId64 " bytes (server.max_body_bytes)",
 				 set->max_body_bytes);
-		return;
+		return -1;
 	}
 	if (rq->route->body != HTTP_BODY_NONE && http_now_ns() > rq->deadline_ns) {
 		http_reply_error(rq, HTTP_E_TIMEOUT, 0, "the request was not received within %" PRId64 " ms",
 				 set->request_timeout_ms);
-		return;
+		return -1;
 	}
 	if (rq->route->body == HTTP_BODY_JSON && rq->body_len &&
 	    memchr(rq->body, '\0', rq->body_len)) {
 		http_reply_error(rq, MEMD_EINVAL, 0, "body is not valid JSON: it contains a NUL byte");
-		return;
+		return -1;
 	}
-	rq->route->handler(rq);
+	return 0;
+}
+
+/* Does rq go to a worker? Every route but the reads (GET): a write may
+ * sleep in the store's group commit, which must not hold up the other
+ * connections of libmicrohttpd's thread. A read does not wait for a
+ * commit, and runs where it is (a hand-off costs more than it saves). */
+static int hand_off(const http_req *rq)
+{
+	return rq->ctx->workers && strcmp(rq->route->method, "GET") != 0;
+}
+
+/* The reply of a handed-off request is set: let its connection queue it.
+ * The caller must not touch rq afterwards (libmicrohttpd may complete and
+ * free it at once). */
+static void hand_back(http_req *rq)
+{
+	struct MHD_Connection *conn = rq->conn;
+
+	atomic_store(&rq->work_done, 1);
+	MHD_resume_connection(conn);
+}
+
+void http_dispatch_work(void *ud, http_req *rq)
+{
+	(void)ud;
+	/* Out of the queue: the queue's deadline no longer applies (the
+	 * facade calls have their own). */
+	http_watchdog_remove(rq->ctx->wd, rq);
+	if (http_now_ns() > rq->deadline_ns)
+		http_reply_error(rq, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+				 "no worker was free within %" PRId64 " ms (server.request_timeout_ms); "
+				 "nothing was done", rq->ctx->set->request_timeout_ms);
+	else
+		rq->route->handler(rq);
+	hand_back(rq);
+}
+
+void http_dispatch_drop(void *ud, http_req *rq, int stopping)
+{
+	(void)ud;
+	if (stopping) {
+		http_watchdog_remove(rq->ctx->wd, rq);
+		http_reply_error(rq, HTTP_E_DRAINING, 0,
+				 "memd is shutting down; nothing was done; retry on another instance");
+	} else {
+		/* From the watchdog, which took rq off its list. */
+		http_reply_error(rq, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+				 "no worker was free within %" PRId64 " ms (server.request_timeout_ms); "
+				 "nothing was done", rq->ctx->set->request_timeout_ms);
+	}
+	hand_back(rq);
+}
+
+/* Run rq's handler on a worker: suspend the connection until the reply
+ * is set (the next access call queues it). The watchdog bounds the time
+ * in the queue by the request's deadline. */
+static enum MHD_Result submit(http_req *rq, struct MHD_Connection *conn)
+{
+	rq->handed_off = 1;
+	MHD_suspend_connection(conn);
+	http_watchdog_add(rq->ctx->wd, rq);
+	if (http_workers_submit(rq->ctx->workers, rq) < 0) {
+		/* The pool stopped: shutdown is past its drain. */
+		http_watchdog_remove(rq->ctx->wd, rq);
+		http_reply_error(rq, HTTP_E_DRAINING, 0, "memd is shutting down; retry on another instance");
+		hand_back(rq);
+	}
+	return MHD_YES;
 }
 
 /* ---- MHD callbacks ------------------------------------------------------------ */
@@ -566,6 +643,11 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (rq->handed_off) {
+		/* Resumed: the worker set the reply. */
+		*upload_data_size = 0;
+		return atomic_load(&rq->work_done) ? queue_reply(rq, conn) : MHD_YES;
+	}
 	if (rq->status) {
 		/* An answer decided before the body (see above). */
 		*upload_data_size = 0;
@@ -580,7 +662,11 @@ enum MHD_Result http_dispatch_access(void *cls, struct MHD_Connection *conn, con
 		return MHD_NO;
 	}
 	pthread_mutex_unlock(&rq->lock);
-	run(rq);
+	if (complete(rq) == 0) {
+		if (hand_off(rq))
+			return submit(rq, conn);
+		rq->route->handler(rq);
+	}
 	return queue_reply(rq, conn);
 }
 

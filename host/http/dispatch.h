@@ -4,7 +4,8 @@
  * body: drain check, header limit, route, auth, path parameters, query,
  * Content-Length limit (each answered at once, nothing read or written).
  * While the body arrives: the body limit and, through the watchdog, the request timeout.
- * Then the route's handler, the reply, one log line and the metrics.
+ * Then the route's handler (for a write, on a worker while the connection
+ * is suspended: workers.h), the reply, one log line and the metrics.
  */
 #ifndef MEMD_HTTP_DISPATCH_H
 #define MEMD_HTTP_DISPATCH_H
@@ -31,7 +32,17 @@ void http_dispatch_completed(void *cls, struct MHD_Connection *conn, void **con_
 /* MHD unescape callback: leaves the URL and arguments as sent (memd
  * decodes each path segment and query value itself). */
 size_t http_dispatch_unescape(void *cls, struct MHD_Connection *conn, char *s);
-/* http_watchdog_fire_fn: answer 408 on the raw socket and close it. */
+/* http_watchdog_fire_fn: for a request receiving its body, answer 408 on
+ * the raw socket and close it; for one whose work waits in the workers'
+ * queue, take it out and answer 503 (MEMD_ETIMEDOUT, retryable). */
 void http_dispatch_timeout(void *ud, http_req *rq);
+/* http_workers_run_fn: run a handed-off request's handler on a worker
+ * (503 without running it when its deadline passed in the queue), then
+ * resume its connection to send the reply. */
+void http_dispatch_work(void *ud, http_req *rq);
+/* http_workers_drop_fn: answer a handed-off request that never ran (503:
+ * shutting down, or its deadline passed in the queue) and resume its
+ * connection. */
+void http_dispatch_drop(void *ud, http_req *rq, int stopping);
 
 #endif

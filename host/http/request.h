@@ -41,6 +41,7 @@ typedef struct http_ctx {
 	struct http_watchdog *wd;      /* receive deadlines (watchdog.h) */
 	struct http_conns *conns;      /* request head deadlines (conns.h) */
 	struct mcp_sessions *mcp;      /* the sessions of /mcp (mcp/mcp_sessions.h) */
+	struct http_workers *workers;  /* run the requests that may block on a commit (workers.h) */
 } http_ctx;
 
 typedef struct http_header {
@@ -77,6 +78,14 @@ struct http_req {
 	int unexpected_body;           /* a body came for a route that takes none */
 	int fd;                        /* the connection's socket */
 	struct http_req *wd_prev, *wd_next;
+
+	/* hand-off to a worker (workers.h; dispatch.c): the connection is
+	 * suspended from submit until the worker (or whoever drops the
+	 * request) resumes it with the reply set */
+	int handed_off;                /* submitted to the workers */
+	int work_queued;               /* in the workers' queue (under its lock) */
+	struct http_req *work_next;    /* the workers' queue (under its lock) */
+	atomic_int work_done;          /* the reply is set: queue it on the next access call */
 
 	/* reply */
 	unsigned status;               /* 0 until set */

@@ -28,6 +28,7 @@
 #include "service/service.h"
 #include "config/settings.h"
 #include "watchdog.h"
+#include "workers.h"
 
 #define MS_PER_SEC 1000
 #define NS_PER_MS 1000000LL
@@ -171,6 +172,11 @@ static unsigned pool_size(const settings *set)
 	return (unsigned)n;
 }
 
+static unsigned workers_size(const settings *set)
+{
+	return set->workers > 0 ? (unsigned)set->workers : HTTP_WORKERS_DEFAULT;
+}
+
 /* Raise the soft open-file limit to the hard one, and fit max_connections
  * in what is left after FD_RESERVE (a connection is one descriptor; one
  * that cannot be opened makes libmicrohttpd stop accepting until another
@@ -225,6 +231,7 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	memd_options o = { .struct_size = sizeof(o) };
 	char name[LISTEN_NAME_MAX];
 	unsigned threads = pool_size(&s->set);
+	unsigned workers = workers_size(&s->set);
 	unsigned timeout_s;
 	size_t memory;
 	char *host = NULL;
@@ -277,7 +284,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	}
 	s->ctx.wd = http_watchdog_start(WATCHDOG_TICK_NS, http_dispatch_timeout, NULL);
 	s->ctx.conns = http_conns_start(s->set.header_timeout_s * NS_PER_SEC, HEAD_TICK_NS, s->mt);
-	if (!s->ctx.wd || !s->ctx.conns) {
+	s->ctx.workers = http_workers_start(workers, http_dispatch_work, http_dispatch_drop, NULL);
+	if (!s->ctx.wd || !s->ctx.conns || !s->ctx.workers) {
 		http_log_printf(s->log, MEMD_LOG_ERROR, "cannot start: cannot create a thread");
 		return MEMD_ENOMEM;
 	}
@@ -287,7 +295,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 	memory = (size_t)s->set.max_header_bytes * CONN_MEMORY_FACTOR + CONN_MEMORY_EXTRA;
 	fit_connections(s);
 	s->daemon = MHD_start_daemon(
-		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+			MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
 		http_dispatch_access, &s->ctx, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s->log,
 		MHD_OPTION_LISTEN_SOCKET, s->fd,
 		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
@@ -303,8 +312,8 @@ static int32_t start(server *s, const char *const *plugin_path, const char *conf
 		return MEMD_EIO;
 	}
 	http_log_write(s->log, MEMD_LOG_INFO, "listening",
-		       json_pack("{s:s,s:s,s:i,s:b,s:I,s:I,s:I,s:I,s:I,s:I}", "address", name, "version",
-				 MEMD_VERSION, "threads", (int)threads, "auth", s->set.n_api_keys > 0,
+		       json_pack("{s:s,s:s,s:i,s:i,s:b,s:I,s:I,s:I,s:I,s:I,s:I}", "address", name, "version",
+				 MEMD_VERSION, "threads", (int)threads, "workers", (int)workers, "auth", s->set.n_api_keys > 0,
 				 "max_body_bytes", (json_int_t)s->set.max_body_bytes,
 				 "max_header_bytes", (json_int_t)s->set.max_header_bytes,
 				 "request_timeout_ms", (json_int_t)s->set.request_timeout_ms,
@@ -342,14 +351,20 @@ static void drain(server *s, int signo)
 		http_log_printf(s->log, MEMD_LOG_WARN,
 				"%" PRId64 " requests still running after %" PRId64 " ms; stopping anyway",
 				left, s->set.request_timeout_ms);
+	/* Requests whose work is still queued are answered 503, the running
+	 * ones finish (each store call is bounded by its deadline); every
+	 * suspended connection is resumed before the daemon stops. */
+	http_workers_stop(s->ctx.workers);
 	MHD_stop_daemon(s->daemon);
 	s->daemon = NULL;
 }
 
 static void stop(server *s)
 {
+	http_workers_stop(s->ctx.workers);
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
+	http_workers_free(s->ctx.workers);
 	if (s->fd >= 0)
 		close(s->fd);
 	http_watchdog_stop(s->ctx.wd);

@@ -19,6 +19,10 @@
  * than the CPU count keeps clients from waiting behind each other). */
 #define HTTP_THREADS_PER_CPU 8
 #define HTTP_THREADS_MIN 16
+/* Workers when server.workers is 0 (workers.h): the writes that may wait
+ * for a commit at once; each is in the store's queue, so up to this many
+ * share one commit group. */
+#define HTTP_WORKERS_DEFAULT 64
 
 /* Check a config as `memd serve` takes it (what `memd config check` runs):
  * service_check_config with the server's own rule (server.listen resolves,
