@@ -604,6 +604,17 @@ typedef struct memd_lane_query {
 	const char *before_key;          /* since 1.2 */
 } memd_lane_query;
 
+/* A store's write counters (stats op): how its writes shared
+ * transactions (group commit), for the host's /metrics. Every field is a
+ * total since the store opened. */
+typedef struct memd_store_stats {
+	uint32_t struct_size;            /* since 1.4 */
+	uint32_t reserved;               /* since 1.4 */
+	uint64_t write_requests;         /* since 1.4: writes run through group commit */
+	uint64_t write_groups;           /* since 1.4: the transactions they ran in */
+	uint64_t commits;                /* since 1.4: COMMITs of the store's writer */
+} memd_store_stats;
+
 /* ---- sinks (host-owned; copy what you keep; nonzero return stops) ---- */
 
 typedef struct memd_session_sink {
@@ -850,6 +861,13 @@ typedef struct memd_store_ops {
 	int32_t (*session_list_pending)(void *inst, const memd_call *call,
 					const memd_pending_query *q, const memd_session_sink *out,
 					memd_error *err);
+
+	/* since 1.4, optional (a 1.3 host never calls it, so a store may
+	 * fill it and still need only 1.3): the
+	 * store's write counters into *ret (its struct_size set by the host;
+	 * fill only the fields it covers). Must not wait for a write in
+	 * progress. */
+	int32_t (*stats)(void *inst, memd_store_stats *ret, memd_error *err);
 } memd_store_ops;
 
 #ifdef __cplusplus

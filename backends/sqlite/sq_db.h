@@ -11,6 +11,7 @@
 #define MEMD_SQ_DB_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 
 #include <memd/plugin.h>
@@ -190,13 +191,14 @@ typedef struct sq_options {
 
 struct sq_group_req;
 
-/* Counters of the writer (sq_group.c), written under write_lock. */
+/* Counters of the writer (sq_group.c), written under write_lock; the
+ * atomic ones are read without it (sq_stats). */
 typedef struct sq_write_stats {
-	uint64_t requests;          /* requests run by group commit */
-	uint64_t groups;            /* transactions group commit ran */
+	_Atomic uint64_t requests;  /* requests run by group commit */
+	_Atomic uint64_t groups;    /* transactions group commit ran */
 	uint64_t grouped;           /* requests that shared a transaction */
 	uint32_t largest;           /* most requests in one group */
-	uint64_t commits;           /* COMMITs of the writer (its commit hook) */
+	_Atomic uint64_t commits;   /* COMMITs of the writer (its commit hook) */
 } sq_write_stats;
 
 /* One plugin instance. */

@@ -307,7 +307,23 @@ void sq_group_log_stats(const sq_store *s)
 	s->host->log(s->host, MEMD_LOG_INFO,
 		     "group commit: %llu requests in %llu transactions (%llu shared one, largest "
 		     "group %u); the writer committed %llu transactions in all",
-		     (unsigned long long)s->stats.requests, (unsigned long long)s->stats.groups,
+		     (unsigned long long)atomic_load(&s->stats.requests),
+		     (unsigned long long)atomic_load(&s->stats.groups),
 		     (unsigned long long)s->stats.grouped, (unsigned)s->stats.largest,
-		     (unsigned long long)s->stats.commits);
+		     (unsigned long long)atomic_load(&s->stats.commits));
+}
+
+int32_t sq_stats(void *inst, memd_store_stats *ret, memd_error *err)
+{
+	sq_store *s = inst;
+	memd_store_stats st = { .struct_size = sizeof(st) };
+	uint32_t size = ret->struct_size;
+
+	(void)err;
+	st.write_requests = atomic_load_explicit(&s->stats.requests, memory_order_relaxed);
+	st.write_groups = atomic_load_explicit(&s->stats.groups, memory_order_relaxed);
+	st.commits = atomic_load_explicit(&s->stats.commits, memory_order_relaxed);
+	memcpy(ret, &st, size < sizeof(st) ? size : sizeof(st));
+	ret->struct_size = size;
+	return 0;
 }

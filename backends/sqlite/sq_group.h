@@ -55,5 +55,8 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 /* Log the writer's counters (requests, groups, commits) at info level
  * through s->host. For fini and tests. */
 void sq_group_log_stats(const sq_store *s);
+/* memd_store_ops.stats: the group commit's counters, read without waiting
+ * for the writer. */
+int32_t sq_stats(void *inst, memd_store_stats *ret, memd_error *err);
 
 #endif

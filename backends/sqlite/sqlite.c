@@ -204,6 +204,7 @@ static const memd_store_ops store_ops = {
 	.memory_history = sq_memory_history,
 	.memory_expire = sq_memory_expire,
 	.session_list_pending = sq_session_list_pending,
+	.stats = sq_stats,
 };
 
 static const memd_plugin descriptor = {

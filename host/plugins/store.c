@@ -190,6 +190,25 @@ void store_render_errors(const store *s, prom_buf *b)
 		}
 }
 
+void store_render_stats(store *s, prom_buf *b)
+{
+	memd_store_stats st = { .struct_size = sizeof(st) };
+	memd_error err = { .struct_size = sizeof(err) };
+	int32_t r;
+
+	if (!s->ops->stats)
+		return;
+	if (s->serialized)
+		pthread_mutex_lock(&s->lock);
+	r = s->ops->stats(s->handle, &st, &err);
+	if (s->serialized)
+		pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return;
+	prom_printf(b, STORE_METRIC_WRITES "{store=\"%s\"} %" PRIu64 "\n", s->name, st.write_requests);
+	prom_printf(b, STORE_METRIC_GROUPS "{store=\"%s\"} %" PRIu64 "\n", s->name, st.write_groups);
+}
+
 /* v as a label value: backslash and double quote escaped. */
 static void label_value(const char *v, char *out, size_t cap)
 {

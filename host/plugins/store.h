@@ -27,6 +27,8 @@
 #define STORE_METRIC_ERRORS "memd_store_call_errors_total"
 /* Prefix of the usage counters: memd_lane_usage_input_tokens_total... */
 #define STORE_METRIC_USAGE "memd_lane_usage_"
+#define STORE_METRIC_WRITES "memd_store_write_requests_total"
+#define STORE_METRIC_GROUPS "memd_store_write_groups_total"
 
 typedef struct store store;
 
@@ -173,6 +175,11 @@ void store_render_durations(const store *s, prom_buf *b);
  * STORE_METRIC_USAGE<field>_total{app}, cost in USD; apps past a bound
  * share app="_other". */
 void store_render_usage(store *s, prom_buf *b);
+/* Append s's STORE_METRIC_WRITES{store} and STORE_METRIC_GROUPS{store}
+ * samples to b (the store's stats op: its writes and the transactions
+ * they shared; writes / groups is the mean commit group); nothing for a
+ * store without the op or when it fails. */
+void store_render_stats(store *s, prom_buf *b);
 /* Append s's STORE_METRIC_ERRORS{store,op,code} series to b: failed calls
  * by error name. No HELP/TYPE lines. */
 void store_render_errors(const store *s, prom_buf *b);

@@ -215,6 +215,13 @@ int32_t memd_metrics_text(memd *m, char **ret_text, memd_error *err)
 	for (size_t i = 0; i < m->n_stores; i++)
 		if (m->stores[i].st)
 			store_render_errors(m->stores[i].st, &b);
+	prom_printf(&b, "# HELP " STORE_METRIC_WRITES " Writes a store ran through group commit.\n"
+			"# TYPE " STORE_METRIC_WRITES " counter\n");
+	prom_printf(&b, "# HELP " STORE_METRIC_GROUPS " Transactions (commits) those writes shared; "
+			"writes / groups is the mean commit group.\n# TYPE " STORE_METRIC_GROUPS " counter\n");
+	for (size_t i = 0; i < m->n_stores; i++)
+		if (m->stores[i].st)
+			store_render_stats(m->stores[i].st, &b);
 	store_render_usage(m->sessions, &b);
 	service_watch_metrics(m, &b);
 	service_memory_metrics(m, &b);

@@ -88,7 +88,7 @@ Test(layout, abi_h)
 Test(layout, abi_h_constants)
 {
 	VAL(MEMD_ABI_MAJOR, 1);
-	VAL(MEMD_ABI_MINOR, 3);
+	VAL(MEMD_ABI_MINOR, 4);
 	VAL(MEMD_OK, 0);
 	VAL(MEMD_EINVAL, -1);
 	VAL(MEMD_ENOTFOUND, -2);
@@ -277,7 +277,7 @@ Test(layout, store_h)
 	MEMBER(memd_feed_sink, struct_size, 0, 4);
 	MEMBER(memd_feed_sink, userdata, 8, 8);
 	MEMBER(memd_feed_sink, record, 16, 8);
-	SIZE(memd_store_ops, 304); /* 1.2 and 1.3 grew it */
+	SIZE(memd_store_ops, 312); /* 1.2, 1.3 and 1.4 grew it */
 	MEMBER(memd_store_ops, struct_size, 0, 4);
 	MEMBER(memd_store_ops, reserved, 4, 4);
 	MEMBER(memd_store_ops, session_create, 8, 8);
@@ -317,6 +317,13 @@ Test(layout, store_h)
 	MEMBER(memd_store_ops, memory_history, 280, 8);
 	MEMBER(memd_store_ops, memory_expire, 288, 8);
 	MEMBER(memd_store_ops, session_list_pending, 296, 8);
+	MEMBER(memd_store_ops, stats, 304, 8);
+	SIZE(memd_store_stats, 32); /* 1.4 */
+	MEMBER(memd_store_stats, struct_size, 0, 4);
+	MEMBER(memd_store_stats, reserved, 4, 4);
+	MEMBER(memd_store_stats, write_requests, 8, 8);
+	MEMBER(memd_store_stats, write_groups, 16, 8);
+	MEMBER(memd_store_stats, commits, 24, 8);
 	/* since 1.2: lanes */
 	SIZE(memd_usage, 56);
 	MEMBER(memd_usage, struct_size, 0, 4);
