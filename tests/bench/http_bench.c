@@ -20,7 +20,15 @@
  * build directory:
  *   tests/http/http_bench [-c connections] [-s seconds] [-d dir] [-t server threads]
  * (memd and the plugins are found from the binary's place in the build
- * tree; MEMD_PLUGIN_PATH overrides the plugins).
+ * tree; MEMD_PLUGIN_PATH overrides the plugins). With MEMD_BENCH_BASE set
+ * to another build directory (say, of the commit before a change), its
+ * memd serve runs the two HTTP phases too, in the same run, and the rows
+ * are printed side by side.
+ *
+ * The POST phase also prints the mean commit group: the store's writes
+ * over the commits they shared, from memd_store_write_requests_total and
+ * memd_store_write_groups_total in /metrics before and after the phase
+ * ("n/a" for a memd without them).
  */
 #include <limits.h>
 #include <sqlite3.h>
@@ -169,7 +177,81 @@ static bench_result bench_naive(void)
 	return r;
 }
 
+/* The store's writes and commits so far, from memd's /metrics: 1, or 0
+ * when memd has no such metrics. */
+static int store_writes(bench_conn *c, long long *ret_writes, long long *ret_groups)
+{
+	const char *w, *g;
+
+	if (bench_call(c, "GET", "/metrics", NULL, 200) < 0)
+		bench_die("GET /metrics", "failed (see above)");
+	w = strstr(c->buf, "\nmemd_store_write_requests_total{");
+	g = strstr(c->buf, "\nmemd_store_write_groups_total{");
+	if (!w || !g || !(w = strchr(w, '}')) || !(g = strchr(g, '}')))
+		return 0;
+	*ret_writes = atoll(w + 1);
+	*ret_groups = atoll(g + 1);
+	return 1;
+}
+
+/* memd serve (bench.memd_exe) with config cfg on database db: GET context
+ * and single-event POST events over HTTP, and the POST phase's mean
+ * commit group (0: unknown). */
+static void http_phases(http_ctx *h, const char *cfg, const char *db, bench_result *ret_ctx,
+			bench_result *ret_app, double *ret_group)
+{
+	long long w0 = 0, g0 = 0, w1 = 0, g1 = 0;
+	int have;
+
+	bench_start_memd(cfg, db);
+	for (int i = 0; i < bench.conns; i++) {
+		char path[128], body[64];
+		h->conns[i].fd = -1;
+		snprintf(body, sizeof(body), "{\"id\":\"ctx%d\"}", i);
+		if (bench_call(&h->conns[i], "POST", "/v1/apps/bench/users/u/sessions", body, 201) < 0)
+			bench_die("setup", "create session");
+		snprintf(path, sizeof(path), "/v1/apps/bench/users/u/sessions/ctx%d/events", i);
+		for (int k = 0; k < CONTEXT_EVENTS; k++)
+			if (bench_call(&h->conns[i], "POST", path, APPEND_BODY, 200) < 0)
+				bench_die("setup", "append");
+		snprintf(body, sizeof(body), "{\"id\":\"app%d\"}", i);
+		if (bench_call(&h->conns[i], "POST", "/v1/apps/bench/users/u/sessions", body, 201) < 0)
+			bench_die("setup", "create session");
+		h->len[i] = (size_t)snprintf(h->req[i], BENCH_REQ_MAX,
+					     "GET /v1/apps/bench/users/u/sessions/ctx%d/context HTTP/1.1\r\n"
+					     "Host: 127.0.0.1\r\n\r\n", i);
+	}
+	h->want = 200;
+	*ret_ctx = bench_run_phase(http_one, h, bench.conns);
+	for (int i = 0; i < bench.conns; i++)
+		h->len[i] = (size_t)snprintf(h->req[i], BENCH_REQ_MAX,
+					     "POST /v1/apps/bench/users/u/sessions/app%d/events HTTP/1.1\r\n"
+					     "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+					     "Content-Length: %zu\r\n\r\n%s", i, strlen(APPEND_BODY), APPEND_BODY);
+	have = store_writes(&h->conns[0], &w0, &g0);
+	*ret_app = bench_run_phase(http_one, h, bench.conns);
+	have = have && store_writes(&h->conns[0], &w1, &g1);
+	*ret_group = have && g1 > g0 ? (double)(w1 - w0) / (double)(g1 - g0) : 0;
+	for (int i = 0; i < bench.conns; i++)
+		if (h->conns[i].fd >= 0)
+			close(h->conns[i].fd);
+	bench_stop_memd();
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
+
+/* A mean commit group as text ("n/a" when unknown). */
+static const char *group_text(double group)
+{
+	static char buf[2][32];
+	static int k;
+
+	k ^= 1;
+	if (group <= 0)
+		return "n/a";
+	snprintf(buf[k], sizeof(buf[k]), "%.1f", group);
+	return buf[k];
+}
 
 static void print_row(const char *op, const char *via, int threads, bench_result r, const char *note)
 {
@@ -181,8 +263,11 @@ int main(int argc, char **argv)
 {
 	http_ctx *h;
 	bench_conn *cs;
-	bench_result ctx_http, ctx_facade, app_http, app_facade, naive;
-	char note[128];
+	bench_result ctx_http, ctx_facade, app_http, app_facade, naive, ctx_base = { 0 },
+		     app_base = { 0 };
+	double group = 0, group_base = 0;
+	const char *base = getenv("MEMD_BENCH_BASE");
+	char note[160];
 
 	bench_init(argc, argv, "http_bench");
 	/* HTTP. */
@@ -191,36 +276,15 @@ int main(int argc, char **argv)
 	if (!h || !cs)
 		bench_die("setup", "out of memory");
 	h->conns = cs;
-	bench_start_memd("http.yaml", "http.db");
-	for (int i = 0; i < bench.conns; i++) {
-		char path[128], body[64];
-		cs[i].fd = -1;
-		snprintf(body, sizeof(body), "{\"id\":\"ctx%d\"}", i);
-		if (bench_call(&cs[i], "POST", "/v1/apps/bench/users/u/sessions", body, 201) < 0)
-			bench_die("setup", "create session");
-		snprintf(path, sizeof(path), "/v1/apps/bench/users/u/sessions/ctx%d/events", i);
-		for (int k = 0; k < CONTEXT_EVENTS; k++)
-			if (bench_call(&cs[i], "POST", path, APPEND_BODY, 200) < 0)
-				bench_die("setup", "append");
-		snprintf(body, sizeof(body), "{\"id\":\"app%d\"}", i);
-		if (bench_call(&cs[i], "POST", "/v1/apps/bench/users/u/sessions", body, 201) < 0)
-			bench_die("setup", "create session");
-		h->len[i] = (size_t)snprintf(h->req[i], BENCH_REQ_MAX,
-					     "GET /v1/apps/bench/users/u/sessions/ctx%d/context HTTP/1.1\r\n"
-					     "Host: 127.0.0.1\r\n\r\n", i);
+	http_phases(h, "http.yaml", "http.db", &ctx_http, &app_http, &group);
+	if (base && *base) {
+		char plugins[sizeof(bench.plugin_dir)];
+		memcpy(plugins, bench.plugin_dir, sizeof(plugins));
+		snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s/host/memd", base);
+		snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s/plugins", base);
+		http_phases(h, "base.yaml", "base.db", &ctx_base, &app_base, &group_base);
+		memcpy(bench.plugin_dir, plugins, sizeof(plugins));
 	}
-	h->want = 200;
-	ctx_http = bench_run_phase(http_one, h, bench.conns);
-	for (int i = 0; i < bench.conns; i++)
-		h->len[i] = (size_t)snprintf(h->req[i], BENCH_REQ_MAX,
-					     "POST /v1/apps/bench/users/u/sessions/app%d/events HTTP/1.1\r\n"
-					     "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
-					     "Content-Length: %zu\r\n\r\n%s", i, strlen(APPEND_BODY), APPEND_BODY);
-	app_http = bench_run_phase(http_one, h, bench.conns);
-	for (int i = 0; i < bench.conns; i++)
-		if (cs[i].fd >= 0)
-			close(cs[i].fd);
-	bench_stop_memd();
 
 	/* The facade, in this process, on its own database. */
 	{
@@ -248,10 +312,21 @@ int main(int argc, char **argv)
 	       "p50 ms", "p99 ms", "srv us", "cli us", "ratio");
 	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade", PERCENT * ctx_http.rate / ctx_facade.rate);
 	print_row("GET context (20 events)", "HTTP", bench.conns, ctx_http, note);
+	if (base && *base) {
+		snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade", PERCENT * ctx_base.rate / ctx_facade.rate);
+		print_row("GET context (20 events)", "HTTP, base", bench.conns, ctx_base, note);
+	}
 	print_row("memd_context", "facade", bench.conns, ctx_facade, "reference");
-	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade, %.1fx naive",
-		 PERCENT * app_http.rate / app_facade.rate, app_http.rate / naive.rate);
+	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade, %.1fx naive, mean group %s",
+		 PERCENT * app_http.rate / app_facade.rate, app_http.rate / naive.rate,
+		 group_text(group));
 	print_row("POST events (1 event)", "HTTP", bench.conns, app_http, note);
+	if (base && *base) {
+		snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade, %.1fx naive, mean group %s",
+			 PERCENT * app_base.rate / app_facade.rate, app_base.rate / naive.rate,
+			 group_text(group_base));
+		print_row("POST events (1 event)", "HTTP, base", bench.conns, app_base, note);
+	}
 	snprintf(note, sizeof(note), "%.1fx naive", app_facade.rate / naive.rate);
 	print_row("memd_events_append (1 event)", "facade", bench.conns, app_facade, note);
 	print_row("INSERT, 1 txn each (naive)", "raw sqlite3", 1, naive, "reference");
@@ -269,8 +344,15 @@ int main(int argc, char **argv)
 		       cpus, http_cpu, http_cpu > 0 ? (double)cpus * BENCH_US_PER_SEC / http_cpu : 0, bench.conns,
 		       bench.conns, bench.conns * naive.rate);
 	}
-	printf("targets: >= 30000 appends/s over HTTP, >= 100000/s through the facade, "
-	       "GET context over HTTP >= 50%% of the facade\n");
+	if (base && *base)
+		printf("against the base (%s) in this run: POST events %.2fx the rate, %.0f%% of the "
+		       "server CPU per request; GET context %.2fx the rate\n", base,
+		       app_base.rate > 0 ? app_http.rate / app_base.rate : 0,
+		       app_base.cpu_server_us > 0 ? PERCENT * app_http.cpu_server_us / app_base.cpu_server_us : 0,
+		       ctx_base.rate > 0 ? ctx_http.rate / ctx_base.rate : 0);
+	printf("targets: server CPU <= 50 us per durable POST, >= 2x the base's append rate, "
+	       "mean commit group >= 8 with 16 connections, GET context over HTTP >= 60%% of the "
+	       "facade\n");
 	bench_cleanup();
 	free(h);
 	free(cs);
