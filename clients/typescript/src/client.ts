@@ -6,7 +6,7 @@
 import { uuidv7 } from './ids.js';
 import { pages } from './pages.js';
 import type {
-  Body, CallOptions, ClientOperation, Options, Params, Result, RouteOf, Schemas,
+  Body, CallOptions, ClientOperation, Options, Params, Result, RouteOf, Schemas, WithContext, WithoutContext,
 } from './types.js';
 import {
   answerError, MemdError, send, type TransportConfig, type TransportResponse,
@@ -255,8 +255,26 @@ export class MemdClient {
    * POST .../sessions/{sid}/events: Append events and a state delta in one
    * atomic transaction. Every event without an `id` gets a UUIDv7 before
    * the first attempt, so a retry after a lost answer is a replay
-   * (`replayed: true`), never a second copy.
+   * (`replayed: true`), never a second copy. With `return: 'context'` the
+   * answer also holds the context right after this append (`format`,
+   * `include_text`, `query` as getContext's), typed by the format: one
+   * round trip per agent step.
    */
+  appendEvents(
+    params: Params<'appendEvents'> & { return: 'context'; format: 'openai' }, body: Body<'appendEvents'>,
+    options?: Options<'appendEvents'>,
+  ): Promise<WithContext<Schemas['AppendResult'], Schemas['OpenAIContext']>>;
+  appendEvents(
+    params: Params<'appendEvents'> & { return: 'context'; format?: undefined }, body: Body<'appendEvents'>,
+    options?: Options<'appendEvents'>,
+  ): Promise<WithContext<Schemas['AppendResult'], Schemas['Context']>>;
+  appendEvents(
+    params: Params<'appendEvents'> & { return?: undefined }, body: Body<'appendEvents'>,
+    options?: Options<'appendEvents'>,
+  ): Promise<WithoutContext<Schemas['AppendResult']>>;
+  appendEvents(
+    params: Params<'appendEvents'>, body: Body<'appendEvents'>, options?: Options<'appendEvents'>,
+  ): Promise<Result<'appendEvents'>>;
   appendEvents(
     params: Params<'appendEvents'>, body: Body<'appendEvents'>, options?: Options<'appendEvents'>,
   ): Promise<Result<'appendEvents'>> {
@@ -267,8 +285,23 @@ export class MemdClient {
   /**
    * POST .../sessions/{sid}/messages: Append OpenAI chat messages. Every
    * message without an `id` gets a UUIDv7 before the first attempt (a
-   * retry is a replay).
+   * retry is a replay). `return: 'context'` as appendEvents'.
    */
+  appendMessages(
+    params: Params<'appendMessages'> & { return: 'context'; format: 'openai' }, body: Body<'appendMessages'>,
+    options?: Options<'appendMessages'>,
+  ): Promise<WithContext<Schemas['AppendResult'], Schemas['OpenAIContext']>>;
+  appendMessages(
+    params: Params<'appendMessages'> & { return: 'context'; format?: undefined }, body: Body<'appendMessages'>,
+    options?: Options<'appendMessages'>,
+  ): Promise<WithContext<Schemas['AppendResult'], Schemas['Context']>>;
+  appendMessages(
+    params: Params<'appendMessages'> & { return?: undefined }, body: Body<'appendMessages'>,
+    options?: Options<'appendMessages'>,
+  ): Promise<WithoutContext<Schemas['AppendResult']>>;
+  appendMessages(
+    params: Params<'appendMessages'>, body: Body<'appendMessages'>, options?: Options<'appendMessages'>,
+  ): Promise<Result<'appendMessages'>>;
   appendMessages(
     params: Params<'appendMessages'>, body: Body<'appendMessages'>, options?: Options<'appendMessages'>,
   ): Promise<Result<'appendMessages'>> {
@@ -553,6 +586,10 @@ export class MemdClient {
   }
 
   /** POST /v1/apps/{app}/lanes:open: Resolve a message source and open its lane, in one call. */
+  openLaneBySource(params: Params<'openLaneBySource'> & { return: 'context'; format: 'openai' }, body: Body<'openLaneBySource'>, options?: Options<'openLaneBySource'>): Promise<WithContext<Schemas['LaneOpenedBySource'], Schemas['OpenAIContext']>>;
+  openLaneBySource(params: Params<'openLaneBySource'> & { return: 'context'; format?: undefined }, body: Body<'openLaneBySource'>, options?: Options<'openLaneBySource'>): Promise<WithContext<Schemas['LaneOpenedBySource'], Schemas['Context']>>;
+  openLaneBySource(params: Params<'openLaneBySource'> & { return?: undefined }, body: Body<'openLaneBySource'>, options?: Options<'openLaneBySource'>): Promise<WithoutContext<Schemas['LaneOpenedBySource']>>;
+  openLaneBySource(params: Params<'openLaneBySource'>, body: Body<'openLaneBySource'>, options?: Options<'openLaneBySource'>): Promise<Result<'openLaneBySource'>>;
   openLaneBySource(params: Params<'openLaneBySource'>, body: Body<'openLaneBySource'>, options?: Options<'openLaneBySource'>): Promise<Result<'openLaneBySource'>> {
     return this.call('openLaneBySource', params, body, options);
   }
@@ -578,6 +615,10 @@ export class MemdClient {
   }
 
   /** POST /v1/apps/{app}/users/{user}/lanes/{key}:open: Get-or-create - the lane and its current session. */
+  openLane(params: Params<'openLane'> & { return: 'context'; format: 'openai' }, body?: Body<'openLane'>, options?: Options<'openLane'>): Promise<WithContext<Schemas['LaneOpened'], Schemas['OpenAIContext']>>;
+  openLane(params: Params<'openLane'> & { return: 'context'; format?: undefined }, body?: Body<'openLane'>, options?: Options<'openLane'>): Promise<WithContext<Schemas['LaneOpened'], Schemas['Context']>>;
+  openLane(params: Params<'openLane'> & { return?: undefined }, body?: Body<'openLane'>, options?: Options<'openLane'>): Promise<WithoutContext<Schemas['LaneOpened']>>;
+  openLane(params: Params<'openLane'>, body?: Body<'openLane'>, options?: Options<'openLane'>): Promise<Result<'openLane'>>;
   openLane(params: Params<'openLane'>, body?: Body<'openLane'>, options?: Options<'openLane'>): Promise<Result<'openLane'>> {
     return this.call('openLane', params, body, options);
   }

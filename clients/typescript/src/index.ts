@@ -9,5 +9,6 @@ export { MemdError, RETRY_AFTER_MAX_MS, type ClientErrorCode } from './transport
 export { uuidv7 } from './ids.js';
 export type { Page } from './pages.js';
 export type {
-  Body, CallOptions, ClientOperation, Options, Params, Result, Schemas, components, operations, paths,
+  Body, CallOptions, ClientOperation, Options, Params, Result, Schemas, WithContext, WithoutContext, components,
+  operations, paths,
 } from './types.js';

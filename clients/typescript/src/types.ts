@@ -41,6 +41,18 @@ export type Result<O extends ClientOperation> = {
   [S in keyof operations[O]['responses']]: S extends SuccessStatus ? ContentOf<operations[O]['responses'][S]> : never;
 }[keyof operations[O]['responses']];
 
+/** A write's answer without the context (no `return: 'context'`). */
+export type WithoutContext<R> = Omit<R, 'context' | 'context_error'>;
+
+/**
+ * A write's answer with `return: 'context'`: `context` (of form C) as it
+ * is right after the write, or `context_error` (why the read failed) when
+ * the write is done but the read is not: the write is durable, do not
+ * send it again.
+ */
+export type WithContext<R, C> = WithoutContext<R> &
+  ({ context: C; context_error?: undefined } | { context?: undefined; context_error: Schemas['ErrorDetail'] });
+
 /** Options every call takes. */
 export interface CallOptions {
   /** Aborts the call (and its retries): MemdError code `aborted`. */

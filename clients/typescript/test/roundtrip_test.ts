@@ -28,6 +28,32 @@ test('service: healthz, readyz, openapi, metrics, listPlugins', async () => {
   assert.ok(plugins.plugins.some((p) => p.name === 'sqlite'));
 });
 
+test('one round trip per step: return: context answers the append and the context right after it', async () => {
+  const app = fresh('app');
+  const user = 'u';
+  const sid = 's';
+  await memd.createSession({ app, user }, { id: sid });
+  const step = await memd.appendMessages({ app, user, sid, return: 'context', format: 'openai' }, {
+    messages: [{ role: 'user', content: 'Hi?' }],
+  });
+  assert.deepEqual(step.seqs, [1]);
+  assert.equal(step.replayed, false);
+  assert.deepEqual(step.context?.messages, [{ role: 'user', content: 'Hi?' }]);
+  await memd.appendMessages({ app, user, sid }, { messages: [{ role: 'assistant', content: 'Hello.' }] });
+  const native = await memd.appendEvents({ app, user, sid, return: 'context', include_text: true }, {
+    events: [{ role: 'user', content: 'Bye.' }],
+  });
+  assert.deepEqual(native.context?.events.map((e) => e.text), ['Hi?', 'Hello.', 'Bye.']);
+  const plain = await memd.appendEvents({ app, user, sid }, { events: [{ role: 'assistant', content: 'Bye.' }] });
+  assert.equal('context' in plain, false);
+  const opened = await memd.openLane({ app, user, key: 'dm', return: 'context' });
+  assert.deepEqual(opened.context?.events, []);
+  const bySource = await memd.openLaneBySource({ app, return: 'context', format: 'openai' }, {
+    platform: 'slack', chat_id: 'c1', user_id: user,
+  });
+  assert.deepEqual(bySource.context?.messages, []);
+});
+
 test('sessions: create, list, patch, delete; deleteUser forgets the user', async () => {
   const app = fresh('app');
   const user = 'u';

@@ -52,6 +52,18 @@ export async function typeChecks(memd: MemdClient): Promise<void> {
   void chat.messages;
   // @ts-expect-error: the OpenAI form has no `events`
   void (await memd.getContext({ ...sid, format: 'openai' })).events;
+  // return: 'context' adds the context right after the write, typed by the format.
+  const step = await memd.appendMessages({ ...sid, return: 'context', format: 'openai' }, { messages: [] });
+  if (step.context) { const next: Schemas['OpenAIContext'] = step.context; void next.messages; }
+  else { const why: Schemas['ErrorDetail'] = step.context_error; void why.code; }
+  const stepNative = await memd.appendEvents({ ...sid, return: 'context' }, { events: [] });
+  if (stepNative.context) void stepNative.context.events;
+  // @ts-expect-error: the context may have failed (context_error): narrow first
+  void stepNative.context.events;
+  // @ts-expect-error: without return: 'context' the answer has no context
+  void (await memd.appendEvents(sid, { events: [] })).context.events;
+  const opened = await memd.openLane({ app: 'a', user: 'u', key: 'k', return: 'context', format: 'openai' });
+  if (opened.context) void opened.context.messages;
   const metrics: string = await memd.metrics();
   void metrics;
 
