@@ -56,6 +56,9 @@ typedef struct cli_opts {
 	/* memories: content, list filters (also --kind, --session, --text,
 	 * --reason, --version above) */
 	const char *kind, *topics, *entities, *topic, *entity, *ttl_seconds;
+	/* a write that answers its context (--return-context [--format openai]) */
+	int return_context;
+	uint32_t context_flags;
 } cli_opts;
 
 typedef struct cli {
@@ -97,6 +100,8 @@ static const char cli_usage_text[] =
 	"                                   [--active-within SECONDS]\n"
 	"  session delete APP USER SID\n"
 	"  events append APP USER SID       body on stdin: {\"events\": [...], ...} or [...]\n"
+	"                                   [--return-context [--format openai]]: with\n"
+	"                                   the context right after the append\n"
 	"  events list APP USER SID [--after-seq N] [--limit N]\n"
 	"  context APP USER SID\n"
 	"  state get APP USER SID\n"
@@ -118,7 +123,8 @@ static const char cli_usage_text[] =
 	"  messages get APP USER SID [--roles user,assistant,...]   the transcript as\n"
 	"                                   OpenAI chat-completions messages\n"
 	"  messages append APP USER SID     OpenAI messages on stdin: {\"messages\":\n"
-	"                                   [...]} or [...]\n"
+	"                                   [...]} or [...]; --return-context [--format\n"
+	"                                   openai] as events append's\n"
 	"  messages put APP USER SID        replace the whole transcript with the\n"
 	"                                   messages on stdin (creates the session)\n"
 	"  state history APP USER SID [--limit N] [--cursor C]   state changes, oldest\n"
@@ -130,7 +136,8 @@ static const char cli_usage_text[] =
 	"  lane resolve APP SOURCE          the lane key and user of a message source\n"
 	"  lane open APP SOURCE             resolve, then open (get-or-create) that lane\n"
 	"  lane open APP USER KEY [SOURCE]  open a lane: its current session, created\n"
-	"                                   or reset as the lane's policy says\n"
+	"                                   or reset as the lane's policy says; both\n"
+	"                                   opens take --return-context [--format openai]\n"
 	"  lane get APP USER KEY\n"
 	"  lane list APP [USER] [--limit N] [--cursor C] [--suspended true|false]\n"
 	"                                   [--resume-pending true|false]\n"
@@ -657,6 +664,26 @@ static int take_common(cli *c, int from, int which)
 	return EXIT_OK;
 }
 
+/* --return-context [--format openai] of a write that may answer its
+ * context (after the command's own options, which clear c->opts). */
+static int take_context_opts(cli *c, int from)
+{
+	int missing = 0;
+	const char *format;
+	cli_opts *o = &c->opts;
+
+	o->return_context = take_flag(c, from, "--return-context");
+	format = take_opt(c, from, "--format", &missing);
+	if (missing)
+		return usage_error("%s", "--format: expected openai");
+	if (format && strcmp(format, "openai") != 0)
+		return usage_error("--format %s: expected openai", format);
+	if (format && !o->return_context)
+		return usage_error("%s", "--format openai: only with --return-context");
+	o->context_flags = format ? MEMD_READ_OPENAI : 0;
+	return EXIT_OK;
+}
+
 /* Turn a memd_* result into the scripting return convention. */
 static int result(int32_t r)
 {
@@ -847,8 +874,10 @@ static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_er
 	char *body;
 	json_t *v;
 
-	if (!m)
-		return take_common(c, from, 0);
+	if (!m) {
+		int rc = take_common(c, from, 0);
+		return rc == EXIT_OK ? take_context_opts(c, from) : rc;
+	}
 	body = read_all(stdin, &len);
 	if (!body) {
 		fprintf(stderr, "memd: cannot read the body from stdin\n");
@@ -863,6 +892,12 @@ static int sc_events_append(cli *c, memd *m, const char **pos, int from, memd_er
 		json_decref(wrapped);
 	}
 	json_decref(v);
+	if (c->opts.return_context) {
+		int32_t r = memd_events_append_context(m, pos[0], pos[1], pos[2], body,
+						       c->opts.context_flags, NULL, ret_json, err);
+		free(body);
+		return result(r);
+	}
 	return call_body(m, memd_events_append, pos, body, err, ret_json);
 }
 
@@ -1243,11 +1278,18 @@ static int open_or_reset(cli *c, memd *m, const char **pos, int reset, memd_erro
 		if (!body)
 			return usage_error("%s", "lane open APP needs a source (--platform P ..., or "
 					   "--source JSON), or give USER and KEY");
-		r = memd_lane_open_source(m, pos[0], body, ret_json, err);
+		r = c->opts.return_context
+			    ? memd_lane_open_source_context(m, pos[0], body, c->opts.context_flags,
+							    NULL, ret_json, err)
+			    : memd_lane_open_source(m, pos[0], body, ret_json, err);
 	} else {
 		body = src ? dump_body(json_pack("{s:o}", "source", src)) : NULL;
-		return call_body(m, reset ? memd_lane_reset : memd_lane_open, pos, body, err,
-				 ret_json);
+		if (!reset && c->opts.return_context)
+			r = memd_lane_open_context(m, pos[0], pos[1], pos[2], body,
+						   c->opts.context_flags, NULL, ret_json, err);
+		else
+			return call_body(m, reset ? memd_lane_reset : memd_lane_open, pos, body,
+					 err, ret_json);
 	}
 	free(body);
 	return result(r);
@@ -1256,8 +1298,10 @@ static int open_or_reset(cli *c, memd *m, const char **pos, int reset, memd_erro
 static int sc_lane_open(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			char **ret_json)
 {
-	if (!m)
-		return take_lane_opts(c, from, LANE_OPT_SOURCE);
+	if (!m) {
+		int rc = take_lane_opts(c, from, LANE_OPT_SOURCE);
+		return rc == EXIT_OK ? take_context_opts(c, from) : rc;
+	}
 	return open_or_reset(c, m, pos, 0, err, ret_json);
 }
 
@@ -1587,6 +1631,12 @@ static int sc_messages_write(cli *c, memd *m, const char **pos, memd_error *err,
 
 	if (!body)
 		return EXIT_FAIL;
+	if (!replace && c->opts.return_context) {
+		int32_t r = memd_messages_append_context(m, pos[0], pos[1], pos[2], body,
+							 c->opts.context_flags, NULL, ret_json, err);
+		free(body);
+		return result(r);
+	}
 	return call_body(m, replace ? memd_messages_put : memd_messages_append, pos, body, err,
 			 ret_json);
 }
@@ -1594,8 +1644,10 @@ static int sc_messages_write(cli *c, memd *m, const char **pos, memd_error *err,
 static int sc_messages_append(cli *c, memd *m, const char **pos, int from, memd_error *err,
 			      char **ret_json)
 {
-	if (!m)
-		return take_tx_opts(c, from, TX_OPT_VERSION);
+	if (!m) {
+		int rc = take_tx_opts(c, from, TX_OPT_VERSION);
+		return rc == EXIT_OK ? take_context_opts(c, from) : rc;
+	}
 	return sc_messages_write(c, m, pos, err, ret_json, 0);
 }
 

@@ -161,6 +161,15 @@ contains "$out" '"version": 1' "append bumped the version"
 expect_in 5 "stale expected_version" '{"expected_version":0,"events":[{"role":"user","content":"x"}]}' -- "$memd" events append demo alice s1
 expect_in 3 "invalid body" '{"events":[{"role":"robot","content":"x"}]}' -- "$memd" events append demo alice s1
 expect_in 3 "not JSON" 'nope' -- "$memd" events append demo alice s1
+expect_in 0 "events append --return-context" '[{"role":"user","content":"And Porto?"}]' -- "$memd" events append demo alice s1 --return-context
+contains "$out" '"version": 2' "append with its context bumped the version"
+contains "$out" '"context": {' "append with its context prints the context"
+contains "$out" "And Porto?" "the context holds the appended event"
+expect_in 0 "messages append --return-context --format openai" '[{"role":"assistant","content":"Yes, Porto too."}]' -- "$memd" messages append demo alice s1 --return-context --format openai
+contains "$out" '"format": "openai"' "messages append prints the OpenAI context"
+contains "$out" "Yes, Porto too." "the OpenAI context holds the appended message"
+expect_in 2 "--format without --return-context" '[{"role":"user","content":"x"}]' -- "$memd" events append demo alice s1 --format openai
+expect_in 2 "--format other than openai" '[{"role":"user","content":"x"}]' -- "$memd" events append demo alice s1 --return-context --format xml
 expect 0 "context" -- "$memd" context demo alice s1
 contains "$out" '"buffer_window"' "default strategy"
 contains "$out" "Plan a trip to Lisbon" "context has the event"
@@ -221,6 +230,10 @@ sid=$(sed -n 's/^    "session_id": "\([^"]*\)".*/\1/p' <<<"$out")
 expect 0 "lane open again" -- "${memd_lanes[@]}" lane open demo telegram:42 telegram:dm:42
 contains "$out" '"created": false' "lane open again keeps the lane"
 contains "$out" "\"session_id\": \"$sid\"" "lane open again keeps the session"
+expect 0 "lane open --return-context" -- "${memd_lanes[@]}" lane open demo telegram:42 telegram:dm:42 --return-context --format openai
+contains "$out" '"messages": [' "lane open prints the session's OpenAI context"
+expect 0 "lane open by source --return-context" -- "${memd_lanes[@]}" lane open demo --platform telegram --chat-id 42 --user-id 42 --return-context
+contains "$out" '"context": {' "lane open by source prints the context"
 expect 4 "lane get unknown" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:7
 expect 0 "lane get" -- "${memd_lanes[@]}" lane get demo telegram:42 telegram:dm:42
 contains "$out" '"inbox_depth": 0' "lane get shows the inbox depth"
