@@ -12,7 +12,8 @@
  *           assistant's answer): 3 requests
  *   after:  POST events?return=context (the user's turn and the context
  *           right after it), POST events (the answer): 2 requests
- * It prints steps/s, requests/s, p50/p99 per step, the server's CPU per
+ * The two phases alternate for ROUNDS rounds. It prints, per round and
+ * as the mean, steps/s, requests/s, p50/p99 per step, the server's CPU per
  * step and what one core of it does (steps and requests per CPU-second
  * of memd serve), and the after/before ratios. It never asserts timing:
  * meson builds it, `meson test` never runs it. From a build directory:
@@ -35,6 +36,9 @@
 	       "Cascais by train.\"}]}"
 #define BEFORE_REQUESTS 3
 #define AFTER_REQUESTS 2
+/* Rounds of (before, after), alternated so that a drift of the machine
+ * (other load, the database growing) falls on both alike. */
+#define ROUNDS 2
 
 typedef struct step_ctx {
 	bench_conn *conns;
@@ -90,10 +94,25 @@ static void print_row(const char *what, bench_result r, int requests)
 	       r.p50_ms, r.p99_ms, r.cpu_server_us, per_core, per_core * requests);
 }
 
+/* The mean of n results (p99: the highest). */
+static bench_result mean(const bench_result *r, int n)
+{
+	bench_result m = { 0 };
+	for (int i = 0; i < n; i++) {
+		m.rate += r[i].rate / n;
+		m.p50_ms += r[i].p50_ms / n;
+		m.p99_ms = r[i].p99_ms > m.p99_ms ? r[i].p99_ms : m.p99_ms;
+		m.cpu_self_us += r[i].cpu_self_us / n;
+		m.cpu_server_us += r[i].cpu_server_us / n;
+	}
+	return m;
+}
+
 int main(int argc, char **argv)
 {
 	step_ctx *x;
-	bench_result before, after;
+	bench_result before, after, b[ROUNDS], a[ROUNDS];
+	char what[64];
 
 	bench_init(argc, argv, "step_bench");
 	x = calloc(1, sizeof(*x));
@@ -101,8 +120,12 @@ int main(int argc, char **argv)
 		bench_die("setup", "out of memory");
 	bench_start_memd("step.yaml", "step.db");
 	setup_sessions(x);
-	before = bench_run_phase(one_before, x, bench.conns);
-	after = bench_run_phase(one_after, x, bench.conns);
+	for (int r = 0; r < ROUNDS; r++) {
+		b[r] = bench_run_phase(one_before, x, bench.conns);
+		a[r] = bench_run_phase(one_after, x, bench.conns);
+	}
+	before = mean(b, ROUNDS);
+	after = mean(a, ROUNDS);
 	for (int i = 0; i < bench.conns; i++)
 		if (x->conns[i].fd >= 0)
 			close(x->conns[i].fd);
@@ -113,10 +136,17 @@ int main(int argc, char **argv)
 	       bench.seconds, bench.server_threads, bench.work_dir);
 	printf("%-44s %9s %9s %9s %9s %9s %10s %10s\n", "agent step", "steps/s", "req/s",
 	       "p50 ms", "p99 ms", "srv us", "steps/core", "req/core");
+	for (int r = 0; r < ROUNDS; r++) {
+		snprintf(what, sizeof(what), "round %d before (3 requests)", r + 1);
+		print_row(what, b[r], BEFORE_REQUESTS);
+		snprintf(what, sizeof(what), "round %d after (2 requests)", r + 1);
+		print_row(what, a[r], AFTER_REQUESTS);
+	}
 	print_row("before: append + GET context + append (3)", before, BEFORE_REQUESTS);
 	print_row("after: append?return=context + append (2)", after, AFTER_REQUESTS);
 	printf("\nsteps/s, req/s: per second of the run; p50/p99: one whole step; srv us: CPU time "
-	       "of memd serve per step; steps/core, req/core: per CPU-second of memd serve.\n");
+	       "of memd serve per step; steps/core, req/core: per CPU-second of memd serve; the "
+	       "last two rows: the mean of the rounds (p99: the highest).\n");
 	printf("after / before: steps/s %.2fx, steps per server core %.2fx, server CPU per step "
 	       "%.2fx, p50 %.2fx\n",
 	       before.rate > 0 ? after.rate / before.rate : 0,
