@@ -16,8 +16,9 @@ test_pkgs=(libcriterion-dev binutils make sqlite3 valgrind python3 curl nodejs p
            python3-setuptools python3-wheel python3-pip # client-python builds the Python client's wheel offline
            # tests/debian/check.sh: build the packages and lint them
            build-essential debhelper dpkg-dev lintian)
-# tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench.
-bench_pkgs=(python3-faiss python3-numpy)
+# tests/bench/filevec_faiss.py: FAISS IndexFlatIP beside filevec_bench;
+# linux-perf: `perf record -g` on memd serve under http_bench.
+bench_pkgs=(python3-faiss python3-numpy linux-perf)
 
 want=("${run_pkgs[@]}")
 case "${1:-run}" in

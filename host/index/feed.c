@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,11 @@ struct feed_tailer {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;     /* CLOCK_MONOTONIC; every state change broadcasts */
 	volatile int32_t cancel; /* set at stop: store calls may give up */
-	int stop, kicked, busy;
+	int stop, busy;
+	/* A pass is wanted (set by kicks and waiters, cleared when a pass
+	 * begins); atomic so that a kick finding it set returns without the
+	 * lock: the pass to come reads what the kicker wrote. */
+	atomic_int kicked;
 	int paused;              /* nesting count */
 	int started;             /* consumer start done */
 	int loaded;              /* position known (loaded or reset) */
@@ -437,9 +442,19 @@ void feed_tailer_stop(feed_tailer *t)
 
 void feed_tailer_kick(feed_tailer *t)
 {
+	/* The writers of one commit group return together and each kicks:
+	 * the first one wakes the tailer, the rest find a pass wanted (one
+	 * that has not begun yet, so it will read their records) and leave
+	 * it at that; a kick during a pass asks for one more after it,
+	 * without waking anyone (the tailer checks when the pass ends). */
+	if (atomic_load(&t->kicked)) /* seq_cst: against the clear at a pass's start */
+		return;
 	pthread_mutex_lock(&t->mu);
-	t->kicked = 1;
-	pthread_cond_broadcast(&t->cond);
+	if (!t->kicked) {
+		t->kicked = 1;
+		if (!t->busy)
+			pthread_cond_broadcast(&t->cond);
+	}
 	pthread_mutex_unlock(&t->mu);
 }
 
