@@ -22,6 +22,7 @@ typedef struct conn_entry {
 	int64_t since_ns;          /* waiting for a head since then */
 	int waiting;               /* listed (waiting for a head) */
 	int expired;               /* its head timed out: 408 sent */
+	int kept;                  /* an earlier request on it completed (keep-alive) */
 	char request_id[HTTP_REQUEST_ID_MAX + 1]; /* of the head being read, or "" */
 	struct conn_entry *prev, *next;
 } conn_entry;
@@ -67,7 +68,12 @@ static void list_now(http_conns *c, conn_entry *e)
 
 /* 408 without waiting (a client that reads nothing gets just the close),
  * then end of input for libmicrohttpd. Nothing else writes to a socket
- * that waits for a request head. */
+ * that waits for a request head. A kept-alive connection whose next
+ * request line has not come is idle, not slow: it is closed without a
+ * 408, which its client would take for the answer to the request it may
+ * be sending right now (a keep-alive pool reusing the socket just as the
+ * deadline passes): a close is what every client expects of an idle
+ * keep-alive connection, and a request caught by it was not read. */
 static void expire(http_conns *c, conn_entry *e)
 {
 	const http_error_kind *k = http_error_lookup(HTTP_E_TIMEOUT, 0);
@@ -76,6 +82,11 @@ static void expire(http_conns *c, conn_entry *e)
 	char *body;
 	int fd = e->fd, n;
 
+	if (e->kept && !id[0]) {
+		shutdown(fd, SHUT_RDWR);
+		http_metrics_idle_close(c->mt);
+		return;
+	}
 	/* Before its request line is in, the answer gets an id of its own. */
 	if (!id[0] && uuid_v7(e->request_id) < 0)
 		snprintf(e->request_id, sizeof(e->request_id), "head-timeout");
@@ -215,6 +226,7 @@ void http_conns_head_next(http_conns *c, struct MHD_Connection *conn)
 		return;
 	pthread_mutex_lock(&c->lock);
 	e->request_id[0] = '\0';
+	e->kept = 1;
 	list_now(c, e);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -39,7 +39,8 @@ void http_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_con
  * request): its deadline no longer applies. */
 void http_conns_head_done(http_conns *c, struct MHD_Connection *conn);
 /* conn's request completed: the connection waits for the next head, with
- * a new deadline from now. */
+ * a new deadline from now; if no request line has come by then, it is
+ * idle and closed without a 408. */
 void http_conns_head_next(http_conns *c, struct MHD_Connection *conn);
 /* The id of the request whose head conn is reading (copied), for the 408
  * a head timeout sends; without one the 408 gets a new UUIDv7. */

@@ -29,6 +29,7 @@ struct http_metrics {
 	_Atomic int64_t in_flight;
 	_Atomic int64_t connections;
 	_Atomic uint64_t head_timeouts;
+	_Atomic uint64_t idle_closes;
 };
 
 http_metrics *http_metrics_new(size_t n_routes, const char *const *methods,
@@ -123,6 +124,11 @@ void http_metrics_head_timeout(http_metrics *mt)
 	atomic_fetch_add_explicit(&mt->head_timeouts, 1, memory_order_relaxed);
 }
 
+void http_metrics_idle_close(http_metrics *mt)
+{
+	atomic_fetch_add_explicit(&mt->idle_closes, 1, memory_order_relaxed);
+}
+
 /* ---- rendering ------------------------------------------------------------- */
 
 static void route_labels(const http_metrics *mt, size_t r, char *buf, size_t cap)
@@ -182,6 +188,12 @@ char *http_metrics_render(http_metrics *mt, const char *version, const char *fac
 			"# TYPE memd_http_header_timeouts_total counter\n");
 	prom_printf(&b, "memd_http_header_timeouts_total %" PRIu64 "\n",
 		    atomic_load_explicit(&mt->head_timeouts, memory_order_relaxed));
+	prom_printf(&b, "# HELP memd_http_idle_closes_total Kept-alive connections closed (without "
+			"an answer) because no next request line arrived within "
+			"server.header_timeout_s.\n"
+			"# TYPE memd_http_idle_closes_total counter\n");
+	prom_printf(&b, "memd_http_idle_closes_total %" PRIu64 "\n",
+		    atomic_load_explicit(&mt->idle_closes, memory_order_relaxed));
 
 	prom_printf(&b, "# HELP memd_op_duration_seconds Time in the libmemd facade call behind a "
 			"request (parsing, strategy, store calls, rendering).\n"

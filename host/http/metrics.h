@@ -7,6 +7,7 @@
  *   memd_http_requests_in_flight                      gauge
  *   memd_http_connections                             gauge
  *   memd_http_header_timeouts_total                   counter
+ *   memd_http_idle_closes_total                       counter
  *   memd_op_duration_seconds{op}                      histogram
  *   memd_op_errors_total{op,code}                     counter
  *   memd_build_info{version}                          gauge (1)
@@ -45,6 +46,8 @@ int64_t http_metrics_in_flight(const http_metrics *mt);
 void http_metrics_connections_add(http_metrics *mt, int64_t delta);
 /* One connection closed for not sending a request head in time. */
 void http_metrics_head_timeout(http_metrics *mt);
+/* One kept-alive connection closed for sending no next request in time. */
+void http_metrics_idle_close(http_metrics *mt);
 
 /* The text exposition (malloc'd, NUL-terminated), with facade_text (the
  * facade's own exposition, or NULL) appended; NULL on ENOMEM. */

@@ -299,3 +299,24 @@ Test(slow, a_head_timeout_after_the_request_line_is_logged_with_its_id)
 	cr_assert(strstr(strstr(log, want), "\"status\":408"), "%.400s", strstr(log, want));
 	free(log);
 }
+
+Test(slow, an_idle_kept_alive_connection_is_closed_without_an_answer)
+{
+	const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	char resp[RESP_MAX], rest[16];
+	int fd;
+
+	hs_start(&H, "  header_timeout_s: 1\n", NULL);
+	fd = hs_raw_connect(&H);
+	hs_raw_send(fd, req, strlen(req));
+	/* The answer, then (the connection idle past the deadline) the close:
+	 * the read ends when memd closes it, bounded far above the deadline. */
+	hs_raw_read(fd, resp, sizeof(resp), SETTLE_MS);
+	cr_assert_eq(recv(fd, rest, sizeof(rest), MSG_DONTWAIT), 0,
+		     "memd did not close the idle connection within %d ms", SETTLE_MS);
+	close(fd);
+	cr_assert_eq(hs_raw_status(resp), 200, "got: %.200s", resp);
+	/* A 408 here would be read by a keep-alive client as the answer to
+	 * the request it sends next on this socket. */
+	cr_assert_null(strstr(resp + 1, "HTTP/1.1 "), "more than one answer: %.600s", resp);
+}
