@@ -1610,6 +1610,9 @@ int main(int argc, char **argv)
 			       secs, (int)bench.memd_pid, run.recovery_health_s, run.recovery_ready_s);
 			cpu0 = cpu_s();
 			t_last = (double)(now_ns() - t0) / NS_PER_SEC;
+			/* The next row covers the time after the restart. */
+			while (next <= now_ns())
+				next += (int64_t)(run.interval * NS_PER_SEC);
 			continue;
 		}
 		if (!memd_alive()) {
