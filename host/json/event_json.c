@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/errname.h"
 #include "util/uuid.h"
 
 #define US_PER_SEC 1000000LL
@@ -424,6 +425,14 @@ json_t *ej_artifact(const memd_artifact *a)
 		return NULL;
 	}
 	return o;
+}
+
+json_t *ej_error(int32_t code, const char *message, uint32_t flags)
+{
+	const char *name = errname(code);
+
+	return json_pack("{s:s,s:s,s:b}", "code", name ? name : ERRNAME_EINTERNAL, "message",
+			 message, "retryable", (flags & MEMD_ERROR_RETRYABLE) != 0);
 }
 
 json_t *ej_operation(const memd_operation *op)

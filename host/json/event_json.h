@@ -62,6 +62,11 @@ json_t *ej_artifact(const memd_artifact *a);
  * "hidden_count", "unhidden_count", "appended": {"first_seq", "last_seq"}
  * | null, "undo_of", "undone_by"}. */
 json_t *ej_operation(const memd_operation *o);
+/* An error body's "error" object for a failure kept inside an answer (a
+ * job's, a recall's, a write's context read): {"code": the name of the
+ * MEMD_E* code (internal for an unknown one), "message", "retryable":
+ * MEMD_ERROR_RETRYABLE in flags}. NULL on ENOMEM. */
+json_t *ej_error(int32_t code, const char *message, uint32_t flags);
 
 /* An event a client sent, validated and completed: owned strings behind
  * ev's pointers. */

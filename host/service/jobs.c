@@ -286,10 +286,7 @@ static json_t *job_json(const job *j)
 			      j->cancel != 0);
 
 	if (o && (j->state == JOB_FAILED || j->state == JOB_CANCELED)) {
-		const char *code = errname(j->err.code);
-		json_t *e = json_pack("{s:s,s:s,s:b}", "code", code ? code : ERRNAME_EINTERNAL, "message",
-				      j->err.msg, "retryable",
-				      (j->err.flags & MEMD_ERROR_RETRYABLE) != 0);
+		json_t *e = ej_error(j->err.code, j->err.msg, j->err.flags);
 		if (!e || json_object_set_new(o, "error", e) < 0) {
 			json_decref(o);
 			return NULL;

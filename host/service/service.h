@@ -61,6 +61,11 @@ int32_t service_context_recall(memd *m, const memd_call *call, const char *app, 
 			       const char *sid, uint32_t flags, const char *query, char **ret_json,
 			       memd_error *err);
 
+/* MEMD_EINVAL if query is longer than a context's recall query may be
+ * (what service_context_recall refuses): checked before a write that
+ * answers its context, so that such a query writes nothing. */
+int32_t service_check_recall_query(const char *query, memd_error *err);
+
 /* service_context_recall over a past view of the session (NULL = as it
  * is now; plugins/strategy.h, strategy_context_view): what an append
  * that answers its context reads. */

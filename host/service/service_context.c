@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "json/event_json.h"
-#include "util/errname.h"
 
 /* The system message of the recalled items (MEMD_READ_OPENAI): this
  * line, then one line per item: "- " and a memory's text, or "- [" an
@@ -246,10 +245,7 @@ static int32_t recall(memd *m, const memd_call *call, const memd_scope *sc, cons
 			*err = serr;
 			return r;
 		}
-		if (r < 0 && !(failure = json_pack("{s:s,s:s,s:b}", "code",
-						   errname(r) ? errname(r) : ERRNAME_EINTERNAL,
-						   "message", serr.msg, "retryable",
-						   (serr.flags & MEMD_ERROR_RETRYABLE) != 0))) {
+		if (r < 0 && !(failure = ej_error(r, serr.msg, serr.flags))) {
 			json_decref(items);
 			return service_oom(err);
 		}
@@ -387,6 +383,13 @@ int32_t service_context_recall(memd *m, const memd_call *call, const char *app, 
 	return service_context_view(m, call, app, user, sid, flags, query, NULL, ret_json, err);
 }
 
+int32_t service_check_recall_query(const char *query, memd_error *err)
+{
+	if (query && strlen(query) > RECALL_QUERY_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0, "query: at most %d bytes", RECALL_QUERY_MAX);
+	return 0;
+}
+
 int32_t service_context_view(memd *m, const memd_call *call, const char *app, const char *user,
 			     const char *sid, uint32_t flags, const char *query,
 			     const strategy_view *view, char **ret_json, memd_error *err)
@@ -407,8 +410,8 @@ int32_t service_context_view(memd *m, const memd_call *call, const char *app, co
 
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0)
 		return r;
-	if (query && strlen(query) > RECALL_QUERY_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "query: at most %d bytes", RECALL_QUERY_MAX);
+	if ((r = service_check_recall_query(query, err)) < 0)
+		return r;
 	st = service_strategy_for(m, app, &app_name);
 	if (!st)
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "no strategy for app '%.64s'", app);

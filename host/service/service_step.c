@@ -22,18 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/errname.h"
-
-/* The longest recall query (as the context read's): checked before the
- * write, so that a query the read would refuse writes nothing. */
-#define STEP_QUERY_MAX 8192
-
-static int32_t check_query(const char *query, memd_error *err)
-{
-	if (query && strlen(query) > STEP_QUERY_MAX)
-		return memd_error_set(err, MEMD_EINVAL, 0, "query: at most %d bytes", STEP_QUERY_MAX);
-	return 0;
-}
 
 void service_set_between_hook(memd *m, service_between_fn fn, void *userdata)
 {
@@ -80,10 +68,8 @@ static int32_t splice(char *result, const char *context, int32_t read_r,
 	const char *member, *value;
 
 	if (read_r < 0) {
-		const char *code = errname(read_r);
-		json_t *e = json_pack("{s:s,s:s,s:b}", "code", code ? code : ERRNAME_EINTERNAL,
-				      "message", read_err->msg[0] ? read_err->msg : "the read failed",
-				      "retryable", (read_err->flags & MEMD_ERROR_RETRYABLE) != 0);
+		json_t *e = ej_error(read_r, read_err->msg[0] ? read_err->msg : "the read failed",
+				     read_err->flags);
 		failure = e ? ej_dump(e) : NULL;
 		json_decref(e);
 		if (!failure) {
@@ -138,7 +124,7 @@ int32_t memd_events_append_context(memd *m, const char *app, const char *user, c
 {
 	strategy_view v = { 0 };
 	json_t *o = NULL;
-	int32_t r = check_query(query, err);
+	int32_t r = service_check_recall_query(query, err);
 
 	if (r == 0)
 		r = service_events_append(m, app, user, sid, body_json, &o, err);
@@ -155,7 +141,7 @@ int32_t memd_messages_append_context(memd *m, const char *app, const char *user,
 {
 	strategy_view v = { 0 };
 	json_t *o = NULL;
-	int32_t r = check_query(query, err);
+	int32_t r = service_check_recall_query(query, err);
 
 	if (r == 0)
 		r = service_messages_append(m, app, user, sid, body_json, &o, err);
@@ -199,7 +185,7 @@ int32_t memd_lane_open_context(memd *m, const char *app, const char *user, const
 			       char **ret_json, memd_error *err)
 {
 	char *text = NULL;
-	int32_t r = check_query(query, err);
+	int32_t r = service_check_recall_query(query, err);
 
 	if (r == 0)
 		r = memd_lane_open(m, app, user, key, body_json, &text, err);
@@ -214,7 +200,7 @@ int32_t memd_lane_open_source_context(memd *m, const char *app, const char *body
 				      memd_error *err)
 {
 	char *text = NULL;
-	int32_t r = check_query(query, err);
+	int32_t r = service_check_recall_query(query, err);
 
 	if (r == 0)
 		r = memd_lane_open_source(m, app, body_json, &text, err);
