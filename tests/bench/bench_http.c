@@ -413,3 +413,20 @@ void bench_cleanup(void)
 	nftw(bench.work_dir, rm_entry, FTW_FDS, FTW_DEPTH | FTW_PHYS);
 }
 
+void bench_encode_segment(const char *s, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (; *s && o + 4 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 0xf];
+		}
+	}
+	out[o] = '\0';
+}

@@ -112,4 +112,8 @@ void bench_start_memd(const char *cfg, const char *db);
 /* Stop memd serve (SIGTERM) and die unless it exits cleanly. */
 void bench_stop_memd(void);
 
+/* s percent-encoded as a path segment into out (cap bytes; cut short,
+ * never split inside an escape, when it does not fit). */
+void bench_encode_segment(const char *s, char *out, size_t cap);
+
 #endif

@@ -47,25 +47,6 @@ typedef struct lane_ctx {
 	char session[BENCH_MAX_CONNS][PATH_LEN];
 } lane_ctx;
 
-/* s percent-encoded as a path segment into out (cap bytes). */
-static void encode(const char *s, char *out, size_t cap)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-	for (; *s && o + 4 < cap; s++) {
-		unsigned char c = (unsigned char)*s;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~') {
-			out[o++] = (char)c;
-		} else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 0xf];
-		}
-	}
-	out[o] = '\0';
-}
-
 /* The JSON body of the response in c (after the head), parsed. */
 static json_t *body_json(const bench_conn *c)
 {
@@ -134,10 +115,12 @@ static void setup_lanes(lane_ctx *x)
 		    !json_is_string(json_object_get(o, "key")) ||
 		    !json_is_string(json_object_get(json_object_get(o, "session"), "id")))
 			bench_die("setup", "lanes:open answered without user, key or session");
-		encode(json_string_value(json_object_get(o, "user")), user, sizeof(user));
-		encode(json_string_value(json_object_get(o, "key")), key, sizeof(key));
-		encode(json_string_value(json_object_get(json_object_get(o, "session"), "id")), sid,
-		       sizeof(sid));
+		bench_encode_segment(json_string_value(json_object_get(o, "user")), user,
+				     sizeof(user));
+		bench_encode_segment(json_string_value(json_object_get(o, "key")), key, sizeof(key));
+		bench_encode_segment(
+			json_string_value(json_object_get(json_object_get(o, "session"), "id")), sid,
+			sizeof(sid));
 		json_decref(o);
 		snprintf(x->lane[i], PATH_LEN, "/v1/apps/bench/users/%s/lanes/%s", user, key);
 		snprintf(x->session[i], PATH_LEN, "/v1/apps/bench/users/%s/sessions/%s", user, sid);

@@ -454,24 +454,6 @@ static char *artifact_body(const chat *c, int name, uint32_t gen)
 
 /* ---- HTTP: keep-alive connections that survive memd's restart ------------------------------ */
 
-static void encode(const char *s, char *out, size_t cap)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-	for (; *s && o + 4 < cap; s++) {
-		unsigned char c = (unsigned char)*s;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~') {
-			out[o++] = (char)c;
-		} else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 0xf];
-		}
-	}
-	out[o] = '\0';
-}
-
 static void conn_close(hconn *c)
 {
 	if (c->fd >= 0)
@@ -707,8 +689,8 @@ static sess *add_sess(chat *c, const char *user, const char *id)
 	sess *x = calloc(1, sizeof(*x));
 	if (!x)
 		bench_die("memory", "out of memory");
-	encode(user, u, sizeof(u));
-	encode(id, s, sizeof(s));
+	bench_encode_segment(user, u, sizeof(u));
+	bench_encode_segment(id, s, sizeof(s));
 	snprintf(c->upath, sizeof(c->upath), "/v1/apps/" APP "/users/%s", u);
 	snprintf(x->id, sizeof(x->id), "%s", id);
 	snprintf(x->path, sizeof(x->path), "%s/sessions/%s", c->upath, s);
