@@ -96,20 +96,17 @@ static int32_t splice(char *result, const char *context, int32_t read_r,
 	return 0;
 }
 
-/* The write's result o (consumed) with the context of the session sid of
- * (app, user) over view (NULL = now) read after it. */
-static int32_t answer(memd *m, json_t *o, const char *app, const char *user, const char *sid,
+/* The write's result text (consumed) with the context of the session sid
+ * of (app, user) over view (NULL = now) read after it. */
+static int32_t answer(memd *m, char *result, const char *app, const char *user, const char *sid,
 		      uint32_t flags, const char *query, const strategy_view *view,
 		      char **ret_json, memd_error *err)
 {
 	memd_call call = service_call_for_request(m);
 	memd_error rerr = { .struct_size = sizeof(rerr) };
-	char *result = ej_dump(o), *context = NULL;
+	char *context = NULL;
 	int32_t r;
 
-	json_decref(o);
-	if (!result)
-		return service_oom(err);
 	if (m->between_fn)
 		m->between_fn(m->between_userdata);
 	r = service_context_view(m, &call, app, user, sid, flags, query, view, &context, &rerr);
@@ -118,11 +115,25 @@ static int32_t answer(memd *m, json_t *o, const char *app, const char *user, con
 	return r;
 }
 
+/* An append's result o (consumed) with its context (answer). */
+static int32_t append_answer(memd *m, json_t *o, const char *app, const char *user,
+			     const char *sid, uint32_t flags, const char *query, char **ret_json,
+			     memd_error *err)
+{
+	strategy_view v = { 0 };
+	int in_view = view_of_append(o, &v);
+	char *result = ej_dump(o);
+
+	json_decref(o);
+	if (!result)
+		return service_oom(err);
+	return answer(m, result, app, user, sid, flags, query, in_view ? &v : NULL, ret_json, err);
+}
+
 int32_t memd_events_append_context(memd *m, const char *app, const char *user, const char *sid,
 				   const char *body_json, uint32_t flags, const char *query,
 				   char **ret_json, memd_error *err)
 {
-	strategy_view v = { 0 };
 	json_t *o = NULL;
 	int32_t r = service_check_recall_query(query, err);
 
@@ -131,15 +142,13 @@ int32_t memd_events_append_context(memd *m, const char *app, const char *user, c
 
 	if (r < 0)
 		return r;
-	return answer(m, o, app, user, sid, flags, query, view_of_append(o, &v) ? &v : NULL,
-		      ret_json, err);
+	return append_answer(m, o, app, user, sid, flags, query, ret_json, err);
 }
 
 int32_t memd_messages_append_context(memd *m, const char *app, const char *user,
 				     const char *sid, const char *body_json, uint32_t flags,
 				     const char *query, char **ret_json, memd_error *err)
 {
-	strategy_view v = { 0 };
 	json_t *o = NULL;
 	int32_t r = service_check_recall_query(query, err);
 
@@ -148,12 +157,12 @@ int32_t memd_messages_append_context(memd *m, const char *app, const char *user,
 
 	if (r < 0)
 		return r;
-	return answer(m, o, app, user, sid, flags, query, view_of_append(o, &v) ? &v : NULL,
-		      ret_json, err);
+	return append_answer(m, o, app, user, sid, flags, query, ret_json, err);
 }
 
 /* A lane open's result text (consumed) with its session's context. user:
- * the lane's user, NULL = the result's ("user", an open by source). */
+ * the lane's user, NULL = the result's ("user", an open by source). The
+ * text is read for the session and its view, and answered as it is. */
 static int32_t open_answer(memd *m, char *text, const char *app, const char *user,
 			   uint32_t flags, const char *query, char **ret_json, memd_error *err)
 {
@@ -162,20 +171,21 @@ static int32_t open_answer(memd *m, char *text, const char *app, const char *use
 	const char *sid;
 	int32_t r;
 
-	free(text);
-	if (!o)
+	if (!o) {
+		free(text);
 		return service_oom(err);
+	}
 	if (!user)
 		user = json_string_value(json_object_get(o, "user"));
 	sid = json_string_value(json_object_get(json_object_get(o, "session"), "id"));
 	if (!user || !sid) {
 		json_decref(o);
+		free(text);
 		return memd_error_set(err, MEMD_EINTERNAL, 0, "the lane open named no session");
 	}
 	view_of_open(o, &v);
-	/* answer() consumes o, which owns user and sid: keep them alive. */
-	json_incref(o);
-	r = answer(m, o, app, user, sid, flags, query, &v, ret_json, err);
+	/* o owns user and sid: it goes after the answer. */
+	r = answer(m, text, app, user, sid, flags, query, &v, ret_json, err);
 	json_decref(o);
 	return r;
 }
