@@ -517,6 +517,15 @@ static void hand_back(http_req *rq)
 	MHD_resume_connection(conn);
 }
 
+/* The reply of a write whose deadline passed while it waited for a
+ * worker: nothing was done, so it may be sent again. */
+static void reply_no_worker(http_req *rq)
+{
+	http_reply_error(rq, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
+			 "no worker was free within %" PRId64 " ms (server.request_timeout_ms); "
+			 "nothing was done", rq->ctx->set->request_timeout_ms);
+}
+
 void http_dispatch_work(void *ud, http_req *rq)
 {
 	(void)ud;
@@ -524,9 +533,7 @@ void http_dispatch_work(void *ud, http_req *rq)
 	 * facade calls have their own). */
 	http_watchdog_remove(rq->ctx->wd, rq);
 	if (http_now_ns() > rq->deadline_ns)
-		http_reply_error(rq, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-				 "no worker was free within %" PRId64 " ms (server.request_timeout_ms); "
-				 "nothing was done", rq->ctx->set->request_timeout_ms);
+		reply_no_worker(rq);
 	else
 		rq->route->handler(rq);
 	hand_back(rq);
@@ -541,9 +548,7 @@ void http_dispatch_drop(void *ud, http_req *rq, int stopping)
 				 "memd is shutting down; nothing was done; retry on another instance");
 	} else {
 		/* From the watchdog, which took rq off its list. */
-		http_reply_error(rq, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
-				 "no worker was free within %" PRId64 " ms (server.request_timeout_ms); "
-				 "nothing was done", rq->ctx->set->request_timeout_ms);
+		reply_no_worker(rq);
 	}
 	hand_back(rq);
 }
