@@ -89,13 +89,16 @@ void http_h_memories_sweep(http_req *rq);
 void http_h_events_query(http_req *rq);
 void http_h_context_read(http_req *rq);
 /* The query of a write that may answer its context (?return=context, with
- * GET context's format, include_text and query): *ret_context 1 when
- * asked, *ret_flags the context read's MEMD_READ_* flags, *ret_query the
- * recall query (borrowed from rq; NULL = none). MEMD_EINVAL naming the
- * parameter: return other than "context", or format, include_text or
- * query without it. */
-int32_t http_query_return_context(const http_req *rq, int *ret_context, uint32_t *ret_flags,
-				  const char **ret_query, memd_error *err);
+ * GET context's format, include_text and query). */
+typedef struct http_return_context {
+	int asked;          /* return=context */
+	uint32_t flags;     /* the context read's MEMD_READ_* flags */
+	const char *query;  /* the recall query (borrowed from rq), NULL = none */
+} http_return_context;
+/* Reads that query into *ret; 0, or, having replied 400 naming the
+ * parameter (return other than "context"; format, include_text or query
+ * without it), MEMD_EINVAL: the handler returns at once. */
+int32_t http_req_return_context(http_req *rq, http_return_context *ret);
 void http_h_session_rewind(http_req *rq);
 void http_h_messages_get(http_req *rq);
 void http_h_messages_append(http_req *rq);

@@ -31,22 +31,18 @@ static void finish(http_req *rq, int64_t t0, int32_t r, char *out, const memd_er
 void http_h_events_append(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
-	const char *query;
+	http_return_context rc;
 	char *out = NULL;
-	uint32_t flags;
-	int context;
 	int64_t t0;
 	int32_t r;
 
-	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
-		http_reply_memd_error(rq, &err);
+	if (http_req_return_context(rq, &rc) < 0)
 		return;
-	}
 	t0 = http_now_ns();
-	r = context ? memd_events_append_context(rq->ctx->m, APP(rq), USER(rq), SID(rq),
-						 json_body(rq), flags, query, &out, &err)
-		    : memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
-					 &err);
+	r = rc.asked ? memd_events_append_context(rq->ctx->m, APP(rq), USER(rq), SID(rq),
+						  json_body(rq), rc.flags, rc.query, &out, &err)
+		     : memd_events_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq), &out,
+					  &err);
 	finish(rq, t0, r, out, &err);
 }
 

@@ -91,21 +91,17 @@ void http_h_lane_resolve(http_req *rq)
 void http_h_lane_open_source(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
-	const char *query;
+	http_return_context rc;
 	char *out = NULL;
-	uint32_t flags;
-	int context;
 	int64_t t0;
 	int32_t r;
 
-	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
-		http_reply_memd_error(rq, &err);
+	if (http_req_return_context(rq, &rc) < 0)
 		return;
-	}
 	t0 = http_now_ns();
-	r = context ? memd_lane_open_source_context(rq->ctx->m, APP(rq), json_body(rq), flags,
-						    query, &out, &err)
-		    : memd_lane_open_source(rq->ctx->m, APP(rq), json_body(rq), &out, &err);
+	r = rc.asked ? memd_lane_open_source_context(rq->ctx->m, APP(rq), json_body(rq), rc.flags,
+						     rc.query, &out, &err)
+		     : memd_lane_open_source(rq->ctx->m, APP(rq), json_body(rq), &out, &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
@@ -141,22 +137,18 @@ void http_h_lane_delete(http_req *rq)
 void http_h_lane_open(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
-	const char *query;
+	http_return_context rc;
 	char *out = NULL;
-	uint32_t flags;
-	int context;
 	int64_t t0;
 	int32_t r;
 
-	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
-		http_reply_memd_error(rq, &err);
+	if (http_req_return_context(rq, &rc) < 0)
 		return;
-	}
 	t0 = http_now_ns();
-	r = context ? memd_lane_open_context(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq),
-					     flags, query, &out, &err)
-		    : memd_lane_open(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq), &out,
-				     &err);
+	r = rc.asked ? memd_lane_open_context(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq),
+					      rc.flags, rc.query, &out, &err)
+		     : memd_lane_open(rq->ctx->m, APP(rq), USER(rq), KEY(rq), json_body(rq), &out,
+				      &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 

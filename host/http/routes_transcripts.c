@@ -99,28 +99,26 @@ void http_h_events_query(http_req *rq)
 /* The one answer a write's return= asks for. */
 #define RETURN_CONTEXT "context"
 
-int32_t http_query_return_context(const http_req *rq, int *ret_context, uint32_t *ret_flags,
-				  const char **ret_query, memd_error *err)
+/* http_req_return_context without the reply. */
+static int32_t return_context(const http_req *rq, http_return_context *ret, memd_error *err)
 {
 	static const char *const needs_it[] = { "format", "include_text", "query", NULL };
-	const char *ret = http_req_query(rq, "return");
+	const char *asked = http_req_query(rq, "return");
 	uint32_t flags = 0;
 	int text, openai;
 	int32_t r;
 
-	if (ret && strcmp(ret, RETURN_CONTEXT) != 0)
+	if (asked && strcmp(asked, RETURN_CONTEXT) != 0)
 		return memd_error_set(err, MEMD_EINVAL, 0,
 				      "query parameter return: must be context (leave it out for "
 				      "the write's result alone)");
-	if (!ret) {
+	if (!asked) {
 		for (const char *const *p = needs_it; *p; p++)
 			if (http_req_query(rq, *p))
 				return memd_error_set(err, MEMD_EINVAL, 0,
 						      "query parameter %s: only with return=context",
 						      *p);
-		*ret_context = 0;
-		*ret_flags = 0;
-		*ret_query = NULL;
+		*ret = (http_return_context){ 0 };
 		return 0;
 	}
 	if ((r = http_req_query_bool(rq, "include_text", 0, &text, err)) < 0 ||
@@ -130,10 +128,18 @@ int32_t http_query_return_context(const http_req *rq, int *ret_context, uint32_t
 		flags |= MEMD_READ_NO_TEXT;
 	if (openai)
 		flags |= MEMD_READ_OPENAI;
-	*ret_context = 1;
-	*ret_flags = flags;
-	*ret_query = http_req_query(rq, "query");
+	*ret = (http_return_context){ 1, flags, http_req_query(rq, "query") };
 	return 0;
+}
+
+int32_t http_req_return_context(http_req *rq, http_return_context *ret)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	int32_t r = return_context(rq, ret, &err);
+
+	if (r < 0)
+		http_reply_memd_error(rq, &err);
+	return r;
 }
 
 void http_h_context_read(http_req *rq)
@@ -192,22 +198,18 @@ void http_h_messages_get(http_req *rq)
 void http_h_messages_append(http_req *rq)
 {
 	memd_error err = { .struct_size = sizeof(err) };
-	const char *query;
+	http_return_context rc;
 	char *out = NULL;
-	uint32_t flags;
-	int context;
 	int64_t t0;
 	int32_t r;
 
-	if (http_query_return_context(rq, &context, &flags, &query, &err) < 0) {
-		http_reply_memd_error(rq, &err);
+	if (http_req_return_context(rq, &rc) < 0)
 		return;
-	}
 	t0 = http_now_ns();
-	r = context ? memd_messages_append_context(rq->ctx->m, APP(rq), USER(rq), SID(rq),
-						   json_body(rq), flags, query, &out, &err)
-		    : memd_messages_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq),
-					   &out, &err);
+	r = rc.asked ? memd_messages_append_context(rq->ctx->m, APP(rq), USER(rq), SID(rq),
+						    json_body(rq), rc.flags, rc.query, &out, &err)
+		     : memd_messages_append(rq->ctx->m, APP(rq), USER(rq), SID(rq), json_body(rq),
+					    &out, &err);
 	http_op_reply(rq, t0, r, &err, 200, out);
 }
 
