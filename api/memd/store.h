@@ -79,6 +79,26 @@
  *    user_delete removes the user's memories and their history (its
  *    DELETE_USER record covers them); session_delete leaves them.
  *
+ *  - Checkpoints (since 1.5; optional ops, a store below 1.5 answers
+ *    MEMD_ENOTSUP): snapshots of a long-running agent run, per session
+ *    (the run's thread) and namespace ("" = the root graph), each with an
+ *    id the runtime chooses (ids order as bytes: newest = greatest),
+ *    opaque payload bytes with a type tag, JSON metadata, a run state
+ *    (MEMD_RUN_*), and pending writes (task id, index, channel, tagged
+ *    bytes). A checkpoint whose expires_us is set and <= a read's now_us
+ *    is invisible to that read; checkpoint_expire deletes such rows with
+ *    their writes. session_delete and user_delete remove the checkpoints
+ *    of what they delete.
+ *
+ *  - Tasks (since 1.5; optional ops): A2A protocol tasks of an app, each a
+ *    row keyed by (app, id) holding the whole task as JSON plus the
+ *    columns reads filter on (context id, state, user), with a version.
+ *    task_put is one conditional write; a task in a terminal state
+ *    (completed, canceled, failed, rejected) keeps that state forever.
+ *    A task with a user is linked to that user's session named by its
+ *    context id: session_delete removes the tasks whose (user,
+ *    context_id) is the session, user_delete every task of the user.
+ *
  * Records and strings passed in are borrowed for the call. Records passed
  * to a sink are borrowed for the sink call: the host copies what it keeps.
  */
@@ -604,6 +624,131 @@ typedef struct memd_lane_query {
 	const char *before_key;          /* since 1.2 */
 } memd_lane_query;
 
+/* ---- checkpoints (since 1.5) ---------------------------------------- */
+
+/* memd_checkpoint.run_state: what a restarting runtime should do with the
+ * run whose newest root checkpoint this is (since 1.5). */
+#define MEMD_RUN_UNSET       0u /* put: RUNNING; checkpoint_put_writes: unchanged */
+#define MEMD_RUN_RUNNING     1u /* the run was going on: resume it automatically */
+#define MEMD_RUN_INTERRUPTED 2u /* the run waits for a human: resume after approval */
+#define MEMD_RUN_DONE        3u /* the run ended: nothing to resume */
+
+/* One checkpoint (since 1.5). On input (put) app, user, session, ns, id,
+ * type, payload and metadata_json are required; parent_id may be NULL. */
+typedef struct memd_checkpoint {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t run_state;              /* since 1.5: MEMD_RUN_* */
+	const char *app;                 /* since 1.5 */
+	const char *user;                /* since 1.5 */
+	const char *session;             /* since 1.5: the run's thread */
+	const char *ns;                  /* since 1.5: namespace, "" = root */
+	const char *id;                  /* since 1.5: 1..MEMD_ID_MAX bytes, ordered as bytes */
+	const char *parent_id;           /* since 1.5: the checkpoint it follows; NULL = none */
+	const char *type;                /* since 1.5: the serializer's tag of payload */
+	const void *payload;             /* since 1.5: opaque bytes (may be 0 bytes) */
+	uint64_t payload_size;           /* since 1.5 */
+	const char *metadata_json;       /* since 1.5: a JSON object */
+	int64_t created_us;              /* since 1.5: output: the first put of this id */
+	int64_t updated_us;              /* since 1.5: output: the last put or run-state change */
+	int64_t expires_us;              /* since 1.5: 0 = never; else invisible once <= now */
+} memd_checkpoint;
+
+/* memd_checkpoint_write.flags */
+#define MEMD_CKW_REPLACE 0x1u /* replace a stored write of the same (task_id, idx) */
+
+/* One pending write of a checkpoint (since 1.5), keyed by (task_id, idx)
+ * within the checkpoint. */
+typedef struct memd_checkpoint_write {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t flags;                  /* since 1.5: MEMD_CKW_* (input only) */
+	const char *task_id;             /* since 1.5 */
+	int64_t idx;                     /* since 1.5: may be negative (special channels) */
+	const char *channel;             /* since 1.5 */
+	const char *type;                /* since 1.5: the serializer's tag of value */
+	const void *value;               /* since 1.5: opaque bytes (may be 0 bytes) */
+	uint64_t value_size;             /* since 1.5 */
+} memd_checkpoint_write;
+
+/* Pending writes for one checkpoint (since 1.5): all or nothing. Without
+ * MEMD_CKW_REPLACE a write whose (task_id, idx) is stored already is
+ * skipped (the stored one stays); with it, it replaces the stored one. */
+typedef struct memd_checkpoint_writes {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t run_state;              /* since 1.5: MEMD_RUN_*; UNSET = unchanged */
+	const char *ns;                  /* since 1.5 */
+	const char *checkpoint_id;       /* since 1.5: must exist, unexpired (else ENOTFOUND) */
+	const memd_checkpoint_write *writes; /* since 1.5 */
+	uint32_t n_writes;               /* since 1.5: may be 0 (a run-state change only) */
+	uint32_t reserved;               /* since 1.5 */
+	int64_t now_us;                  /* since 1.5 */
+} memd_checkpoint_writes;
+
+/* Checkpoints of one (app, user), newest first by (id, session, ns)
+ * descending; keyset paging: only checkpoints strictly before the
+ * (before_id, before_session, before_ns) tuple. Every set filter must
+ * hold (since 1.5). */
+typedef struct memd_checkpoint_query {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t limit;                  /* since 1.5: > 0 */
+	const char *session;             /* since 1.5: NULL = every session of the user */
+	const char *ns;                  /* since 1.5: NULL = every namespace */
+	const char *before_id;           /* since 1.5: NULL = from the newest */
+	const char *before_session;      /* since 1.5: with before_id; NULL = any session */
+	const char *before_ns;           /* since 1.5: with before_session */
+	int64_t now_us;                  /* since 1.5: expired ones are skipped */
+} memd_checkpoint_query;
+
+/* Sessions of one app whose newest root ("" namespace) checkpoint is
+ * unexpired and in one of run_states, ascending by (user, session);
+ * keyset: only sessions strictly after (after_user, after_session)
+ * (since 1.5). The store keeps a session's newest root checkpoint (its
+ * head) so that this does not read every checkpoint. */
+typedef struct memd_resumable_query {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t limit;                  /* since 1.5: > 0 */
+	const char *app;                 /* since 1.5 */
+	uint32_t run_states;             /* since 1.5: mask of (1u << MEMD_RUN_*) */
+	uint32_t reserved;               /* since 1.5 */
+	int64_t now_us;                  /* since 1.5 */
+	const char *after_user;          /* since 1.5: NULL = from the first */
+	const char *after_session;       /* since 1.5: with after_user */
+} memd_resumable_query;
+
+/* ---- tasks (since 1.5) ---------------------------------------------- */
+
+/* One task (since 1.5). On input (put) app, id, context_id, state and
+ * task_json are required; user may be NULL (not linked to a session). */
+typedef struct memd_task {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t reserved;               /* since 1.5 */
+	const char *app;                 /* since 1.5 */
+	const char *id;                  /* since 1.5 */
+	const char *context_id;          /* since 1.5: with user: the session it belongs to */
+	const char *user;                /* since 1.5: NULL = none */
+	const char *state;               /* since 1.5: the task's status.state */
+	const char *task_json;           /* since 1.5: the whole task, a JSON object */
+	int64_t created_us;              /* since 1.5: output: the first put */
+	int64_t updated_us;              /* since 1.5: output: the last put */
+	int64_t version;                 /* since 1.5: output: 1 after the first put, +1 per put */
+} memd_task;
+
+/* task_put flags */
+#define MEMD_TASK_CREATE 0x1u /* the task must not exist (else MEMD_ECONFLICT) */
+
+/* Tasks of one app, most recently updated first by (updated_us, id)
+ * descending; keyset: only tasks strictly before (before_updated_us,
+ * before_id). Every set filter must hold (since 1.5). */
+typedef struct memd_task_query {
+	uint32_t struct_size;            /* since 1.5 */
+	uint32_t limit;                  /* since 1.5: > 0 */
+	const char *app;                 /* since 1.5 */
+	const char *context_id;          /* since 1.5: NULL = any */
+	const char *state;               /* since 1.5: NULL = any */
+	const char *user;                /* since 1.5: NULL = any */
+	int64_t before_updated_us;       /* since 1.5: 0 = from the newest */
+	const char *before_id;           /* since 1.5: with before_updated_us */
+} memd_task_query;
+
 /* A store's write counters (stats op): how its writes shared
  * transactions (group commit), for the host's /metrics. Every field is a
  * total since the store opened. */
@@ -670,6 +815,21 @@ typedef struct memd_memory_change_sink {
 	void *userdata;                  /* since 1.3 */
 	int32_t (*change)(void *userdata, const memd_memory_change *c); /* since 1.3 */
 } memd_memory_change_sink;
+
+typedef struct memd_checkpoint_sink {
+	uint32_t struct_size;            /* since 1.5 */
+	void *userdata;                  /* since 1.5 */
+	int32_t (*checkpoint)(void *userdata, const memd_checkpoint *c); /* since 1.5 */
+	/* since 1.5: NULL = writes not wanted; else each checkpoint's pending
+	 * writes follow it, ascending by (task_id, idx). */
+	int32_t (*write)(void *userdata, const memd_checkpoint_write *w);
+} memd_checkpoint_sink;
+
+typedef struct memd_task_sink {
+	uint32_t struct_size;            /* since 1.5 */
+	void *userdata;                  /* since 1.5 */
+	int32_t (*task)(void *userdata, const memd_task *t); /* since 1.5 */
+} memd_task_sink;
 
 typedef struct memd_feed_sink {
 	uint32_t struct_size;            /* since 1.0 */
@@ -868,6 +1028,78 @@ typedef struct memd_store_ops {
 	 * fill only the fields it covers). Must not wait for a write in
 	 * progress. */
 	int32_t (*stats)(void *inst, memd_store_stats *ret, memd_error *err);
+
+	/* ---- checkpoints (since 1.5, optional as a group) ---- */
+
+	/* since 1.5: stores c (keyed by app, user, session, ns, id) in one
+	 * transaction: a new id is inserted (created_us = updated_us =
+	 * now_us); a stored id is replaced (payload, type, parent, metadata,
+	 * run state, expires_us; created_us kept; its writes kept); run_state
+	 * UNSET stores RUNNING. The session must exist (MEMD_ENOTFOUND) unless
+	 * create_session is set: then a missing session is created in the same
+	 * transaction as session_create would (no title, metadata "{}"), and
+	 * its creation is what *ret_created_session says (may be NULL).
+	 * If the id is the greatest of (session, ns), it becomes the head. */
+	int32_t (*checkpoint_put)(void *inst, const memd_call *call, const memd_checkpoint *c,
+				  int create_session, int64_t now_us, int *ret_created_session,
+				  memd_error *err);
+	/* since 1.5: see memd_checkpoint_writes; scope names the session. */
+	int32_t (*checkpoint_put_writes)(void *inst, const memd_call *call,
+					 const memd_scope *scope, const memd_checkpoint_writes *w,
+					 memd_error *err);
+	/* since 1.5: one checkpoint of (scope, ns): id, or the newest
+	 * unexpired one when id is NULL; delivers it with its payload (and its
+	 * writes when out->write is set). MEMD_ENOTFOUND if absent or expired
+	 * (or, id NULL, the namespace has none). */
+	int32_t (*checkpoint_get)(void *inst, const memd_call *call, const memd_scope *scope,
+				  const char *ns, const char *id, int64_t now_us,
+				  const memd_checkpoint_sink *out, memd_error *err);
+	/* since 1.5: see memd_checkpoint_query; scope names (app, user)
+	 * (session ignored: q->session). Delivers payloads (and writes when
+	 * out->write is set). A session that does not exist lists nothing. */
+	int32_t (*checkpoint_list)(void *inst, const memd_call *call, const memd_scope *scope,
+				   const memd_checkpoint_query *q, const memd_checkpoint_sink *out,
+				   memd_error *err);
+	/* since 1.5: removes the checkpoints and writes of the session in ns
+	 * (NULL = every namespace); writes how many checkpoints went (0 is a
+	 * success). */
+	int32_t (*checkpoint_delete)(void *inst, const memd_call *call, const memd_scope *scope,
+				     const char *ns, uint32_t *ret_count, memd_error *err);
+	/* since 1.5: see memd_resumable_query. Delivers each head without its
+	 * payload (payload NULL, payload_size 0) and without writes. */
+	int32_t (*checkpoint_resumable)(void *inst, const memd_call *call,
+					const memd_resumable_query *q,
+					const memd_checkpoint_sink *out, memd_error *err);
+	/* since 1.5: deletes up to limit checkpoints (with their writes) of
+	 * any app whose 0 < expires_us <= now_us, oldest expiry first; a
+	 * deleted head passes to the newest remaining root checkpoint of its
+	 * session, if any. Writes how many. */
+	int32_t (*checkpoint_expire)(void *inst, const memd_call *call, int64_t now_us,
+				     uint32_t limit, uint32_t *ret_count, memd_error *err);
+
+	/* ---- tasks (since 1.5, optional as a group) ---- */
+
+	/* since 1.5: stores t in one conditional transaction: MEMD_ECONFLICT,
+	 * writing nothing, if flags has MEMD_TASK_CREATE and the task exists,
+	 * if expected_version != 0 and differs from the stored version (or the
+	 * task does not exist), or if the stored state is terminal (completed,
+	 * canceled, failed, rejected) and t->state differs. Else inserts
+	 * (version 1, created_us = updated_us = now_us) or replaces every
+	 * column but created_us (version + 1, updated_us = now_us). Delivers
+	 * the stored task. */
+	int32_t (*task_put)(void *inst, const memd_call *call, const memd_task *t,
+			    uint32_t flags, int64_t expected_version, int64_t now_us,
+			    const memd_task_sink *out, memd_error *err);
+	/* since 1.5: MEMD_ENOTFOUND if absent. */
+	int32_t (*task_get)(void *inst, const memd_call *call, const char *app, const char *id,
+			    const memd_task_sink *out, memd_error *err);
+	/* since 1.5: see memd_task_query. */
+	int32_t (*task_list)(void *inst, const memd_call *call, const memd_task_query *q,
+			     const memd_task_sink *out, memd_error *err);
+	/* since 1.5: expected_version 0 = any; else MEMD_ECONFLICT unless it
+	 * equals the stored version. MEMD_ENOTFOUND if absent. */
+	int32_t (*task_delete)(void *inst, const memd_call *call, const char *app, const char *id,
+			       int64_t expected_version, memd_error *err);
 } memd_store_ops;
 
 #ifdef __cplusplus

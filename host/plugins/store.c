@@ -21,7 +21,10 @@
 	X(lane_get) X(lane_write) X(lane_list) X(lane_delete) X(lane_prune) X(inbox_put) \
 	X(inbox_take) X(inbox_list) X(session_list_ended) X(operation_list)               \
 	X(operation_get) X(state_history) X(memory_commit) X(memory_get) X(memory_list)     \
-	X(memory_history) X(memory_expire) X(session_list_pending)
+	X(memory_history) X(memory_expire) X(session_list_pending) X(checkpoint_put)      \
+	X(checkpoint_put_writes) X(checkpoint_get) X(checkpoint_list) X(checkpoint_delete) \
+	X(checkpoint_resumable) X(checkpoint_expire) X(task_put) X(task_get) X(task_list) \
+	X(task_delete)
 #define STORE_OP_ENUM(op) STORE_OP_##op,
 #define STORE_OP_NAME(op) #op,
 enum { STORE_OPS(STORE_OP_ENUM) STORE_N_OPS };
@@ -85,6 +88,12 @@ static int op_writes(size_t op)
 	case STORE_OP_lane_prune:
 	case STORE_OP_inbox_put:
 	case STORE_OP_inbox_take:
+	case STORE_OP_checkpoint_put:
+	case STORE_OP_checkpoint_put_writes:
+	case STORE_OP_checkpoint_delete:
+	case STORE_OP_checkpoint_expire:
+	case STORE_OP_task_put:
+	case STORE_OP_task_delete:
 		return 1;
 	default:
 		return 0;
@@ -117,7 +126,8 @@ static void count_call(store *s, size_t op, int32_t r, int64_t ns)
  * only their failures, and a success that wrote (count_wrote), count. */
 static int op_may_write_nothing(size_t op)
 {
-	return op == STORE_OP_lane_prune || op == STORE_OP_memory_expire;
+	return op == STORE_OP_lane_prune || op == STORE_OP_memory_expire ||
+	       op == STORE_OP_checkpoint_expire || op == STORE_OP_checkpoint_delete;
 }
 
 static void note_health(store *s, size_t op, int32_t r, const memd_error *err, int64_t now_ns)
@@ -756,4 +766,136 @@ int32_t store_session_list_pending(store *s, const memd_call *call,
 {
 	NORM_SINK(session, norm_session, norm, out);
 	STORE_FORWARD(s, session_list_pending, err, call, q, norm);
+}
+
+/* A checkpoint sink's records, host-sized; its writes go through as they
+ * are (a write record only grows with a later minor, which copies it the
+ * same way). */
+static int32_t norm_checkpoint(void *ud, const memd_checkpoint *rec)
+{
+	const memd_checkpoint_sink *out = ud;
+	memd_checkpoint copy;
+	return out->checkpoint(out->userdata, NORM_COPY(memd_checkpoint, rec, copy));
+}
+
+static int32_t norm_checkpoint_write(void *ud, const memd_checkpoint_write *rec)
+{
+	const memd_checkpoint_sink *out = ud;
+	memd_checkpoint_write copy;
+	return out->write(out->userdata, NORM_COPY(memd_checkpoint_write, rec, copy));
+}
+
+#define NORM_CHECKPOINT_SINK(name, out)                                                   \
+	memd_checkpoint_sink name##_ = { sizeof(name##_), (void *)(out), norm_checkpoint,  \
+					 (out) && (out)->write ? norm_checkpoint_write : NULL }; \
+	const memd_checkpoint_sink *name = (out) ? &name##_ : NULL
+
+static int32_t norm_task(void *ud, const memd_task *rec)
+{
+	const memd_task_sink *out = ud;
+	memd_task copy;
+	return out->task(out->userdata, NORM_COPY(memd_task, rec, copy));
+}
+
+int32_t store_checkpoint_put(store *s, const memd_call *call, const memd_checkpoint *c,
+			     int create_session, int64_t now_us, int *ret_created_session,
+			     memd_error *err)
+{
+	STORE_FORWARD(s, checkpoint_put, err, call, c, create_session, now_us,
+		      ret_created_session);
+}
+
+int32_t store_checkpoint_put_writes(store *s, const memd_call *call, const memd_scope *scope,
+				    const memd_checkpoint_writes *w, memd_error *err)
+{
+	STORE_FORWARD(s, checkpoint_put_writes, err, call, scope, w);
+}
+
+int32_t store_checkpoint_get(store *s, const memd_call *call, const memd_scope *scope,
+			     const char *ns, const char *id, int64_t now_us,
+			     const memd_checkpoint_sink *out, memd_error *err)
+{
+	NORM_CHECKPOINT_SINK(norm, out);
+	STORE_FORWARD(s, checkpoint_get, err, call, scope, ns, id, now_us, norm);
+}
+
+int32_t store_checkpoint_list(store *s, const memd_call *call, const memd_scope *scope,
+			      const memd_checkpoint_query *q, const memd_checkpoint_sink *out,
+			      memd_error *err)
+{
+	NORM_CHECKPOINT_SINK(norm, out);
+	STORE_FORWARD(s, checkpoint_list, err, call, scope, q, norm);
+}
+
+static int32_t checkpoint_delete_forward(store *s, const memd_call *call,
+					 const memd_scope *scope, const char *ns,
+					 uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, checkpoint_delete, err, call, scope, ns, ret_count);
+}
+
+int32_t store_checkpoint_delete(store *s, const memd_call *call, const memd_scope *scope,
+				const char *ns, uint32_t *ret_count, memd_error *err)
+{
+	uint32_t n = 0;
+	int32_t r = checkpoint_delete_forward(s, call, scope, ns, &n, err);
+
+	count_wrote(s, r, n);
+	if (r == 0 && ret_count)
+		*ret_count = n;
+	return r;
+}
+
+int32_t store_checkpoint_resumable(store *s, const memd_call *call,
+				   const memd_resumable_query *q, const memd_checkpoint_sink *out,
+				   memd_error *err)
+{
+	NORM_CHECKPOINT_SINK(norm, out);
+	STORE_FORWARD(s, checkpoint_resumable, err, call, q, norm);
+}
+
+static int32_t checkpoint_expire_forward(store *s, const memd_call *call, int64_t now_us,
+					 uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	STORE_FORWARD(s, checkpoint_expire, err, call, now_us, limit, ret_count);
+}
+
+int32_t store_checkpoint_expire(store *s, const memd_call *call, int64_t now_us,
+				uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	uint32_t n = 0;
+	int32_t r = checkpoint_expire_forward(s, call, now_us, limit, &n, err);
+
+	count_wrote(s, r, n);
+	if (r == 0)
+		*ret_count = n;
+	return r;
+}
+
+int32_t store_task_put(store *s, const memd_call *call, const memd_task *t, uint32_t flags,
+		       int64_t expected_version, int64_t now_us, const memd_task_sink *out,
+		       memd_error *err)
+{
+	NORM_SINK(task, norm_task, norm, out);
+	STORE_FORWARD(s, task_put, err, call, t, flags, expected_version, now_us, norm);
+}
+
+int32_t store_task_get(store *s, const memd_call *call, const char *app, const char *id,
+		       const memd_task_sink *out, memd_error *err)
+{
+	NORM_SINK(task, norm_task, norm, out);
+	STORE_FORWARD(s, task_get, err, call, app, id, norm);
+}
+
+int32_t store_task_list(store *s, const memd_call *call, const memd_task_query *q,
+			const memd_task_sink *out, memd_error *err)
+{
+	NORM_SINK(task, norm_task, norm, out);
+	STORE_FORWARD(s, task_list, err, call, q, norm);
+}
+
+int32_t store_task_delete(store *s, const memd_call *call, const char *app, const char *id,
+			  int64_t expected_version, memd_error *err)
+{
+	STORE_FORWARD(s, task_delete, err, call, app, id, expected_version);
 }

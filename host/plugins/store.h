@@ -150,6 +150,40 @@ int32_t store_session_list_pending(store *s, const memd_call *call,
 				   const memd_pending_query *q, const memd_session_sink *out,
 				   memd_error *err);
 
+/* Checkpoints and tasks (since 1.5; MEMD_ENOTSUP naming the store and op
+ * when the store lacks them, e.g. a 1.4 store). Each forwards to the op
+ * of the same name in store.h; records reach the sinks host-sized. The
+ * puts and deletes count as writes for store_health (checkpoint_delete
+ * and checkpoint_expire only when they removed something or failed).
+ * store_checkpoint_delete's ret_count may be NULL. */
+int32_t store_checkpoint_put(store *s, const memd_call *call, const memd_checkpoint *c,
+			     int create_session, int64_t now_us, int *ret_created_session,
+			     memd_error *err);
+int32_t store_checkpoint_put_writes(store *s, const memd_call *call, const memd_scope *scope,
+				    const memd_checkpoint_writes *w, memd_error *err);
+int32_t store_checkpoint_get(store *s, const memd_call *call, const memd_scope *scope,
+			     const char *ns, const char *id, int64_t now_us,
+			     const memd_checkpoint_sink *out, memd_error *err);
+int32_t store_checkpoint_list(store *s, const memd_call *call, const memd_scope *scope,
+			      const memd_checkpoint_query *q, const memd_checkpoint_sink *out,
+			      memd_error *err);
+int32_t store_checkpoint_delete(store *s, const memd_call *call, const memd_scope *scope,
+				const char *ns, uint32_t *ret_count, memd_error *err);
+int32_t store_checkpoint_resumable(store *s, const memd_call *call,
+				   const memd_resumable_query *q, const memd_checkpoint_sink *out,
+				   memd_error *err);
+int32_t store_checkpoint_expire(store *s, const memd_call *call, int64_t now_us,
+				uint32_t limit, uint32_t *ret_count, memd_error *err);
+int32_t store_task_put(store *s, const memd_call *call, const memd_task *t, uint32_t flags,
+		       int64_t expected_version, int64_t now_us, const memd_task_sink *out,
+		       memd_error *err);
+int32_t store_task_get(store *s, const memd_call *call, const char *app, const char *id,
+		       const memd_task_sink *out, memd_error *err);
+int32_t store_task_list(store *s, const memd_call *call, const memd_task_query *q,
+			const memd_task_sink *out, memd_error *err);
+int32_t store_task_delete(store *s, const memd_call *call, const char *app, const char *id,
+			  int64_t expected_version, memd_error *err);
+
 /* Why the storage of a store is degraded. */
 typedef struct store_health_report {
 	uint32_t flags;                  /* MEMD_ERROR_STORAGE_* */
