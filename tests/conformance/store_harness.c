@@ -1438,3 +1438,336 @@ int32_t conf_session_list_pending(conf_store *st, memd_pending_query *q, conf_se
 	q->struct_size = sizeof(*q);
 	return st->ops->session_list_pending(st->h, &call, q, &sink, &st->err);
 }
+
+/* ---- checkpoints (since 1.5) ------------------------------------------ */
+
+void conf_require_checkpoints(conf_store *st)
+{
+	const memd_store_ops *o = st->ops;
+	int some = o->checkpoint_put || o->checkpoint_put_writes || o->checkpoint_get ||
+		   o->checkpoint_list || o->checkpoint_delete || o->checkpoint_resumable ||
+		   o->checkpoint_expire;
+	int all = o->checkpoint_put && o->checkpoint_put_writes && o->checkpoint_get &&
+		  o->checkpoint_list && o->checkpoint_delete && o->checkpoint_resumable &&
+		  o->checkpoint_expire;
+	const char *required = getenv("MEMD_CONFORMANCE_CHECKPOINTS");
+
+	if (all)
+		return;
+	if (!some && !(required && strcmp(required, "1") == 0))
+		cr_skip_test("the plugin has no checkpoint ops yet");
+	cr_assert_fail("the plugin lacks some checkpoint op (put %p, put_writes %p, get %p, "
+		       "list %p, delete %p, resumable %p, expire %p)",
+		       (void *)o->checkpoint_put, (void *)o->checkpoint_put_writes,
+		       (void *)o->checkpoint_get, (void *)o->checkpoint_list,
+		       (void *)o->checkpoint_delete, (void *)o->checkpoint_resumable,
+		       (void *)o->checkpoint_expire);
+}
+
+/* A malloc'd copy of n bytes plus a NUL (so 0 bytes is a valid pointer). */
+static void *conf_bytes_dup(const void *p, uint64_t n)
+{
+	char *d = malloc((size_t)n + 1);
+
+	cr_assert_not_null(d, "out of memory");
+	if (n) {
+		cr_assert_not_null(p, "%llu bytes delivered through a NULL pointer",
+				   (unsigned long long)n);
+		memcpy(d, p, (size_t)n);
+	}
+	d[n] = '\0';
+	return d;
+}
+
+void conf_checkpoint_clear(conf_checkpoint *c)
+{
+	if (!c)
+		return;
+	free((char *)c->c.app);
+	free((char *)c->c.user);
+	free((char *)c->c.session);
+	free((char *)c->c.ns);
+	free((char *)c->c.id);
+	free((char *)c->c.parent_id);
+	free((char *)c->c.type);
+	free((void *)c->c.payload);
+	free((char *)c->c.metadata_json);
+	for (size_t i = 0; i < c->n_w; i++) {
+		free(c->w[i].task_id);
+		free(c->w[i].channel);
+		free(c->w[i].type);
+		free(c->w[i].value);
+	}
+	free(c->w);
+	memset(c, 0, sizeof(*c));
+}
+
+void conf_checkpoints_clear(conf_checkpoints *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_checkpoint_clear(&l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int32_t conf_checkpoint_many(void *ud, const memd_checkpoint *in)
+{
+	conf_checkpoints *l = ud;
+	conf_checkpoint *d;
+
+	cr_assert_geq(in->struct_size, sizeof(*in), "checkpoint struct_size %u", in->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	d = &l->v[l->n++];
+	memset(d, 0, sizeof(*d));
+	d->c = *in;
+	d->c.app = tc_strdup(in->app);
+	d->c.user = tc_strdup(in->user);
+	d->c.session = tc_strdup(in->session);
+	d->c.ns = tc_strdup(in->ns);
+	d->c.id = tc_strdup(in->id);
+	d->c.parent_id = tc_strdup(in->parent_id);
+	d->c.type = tc_strdup(in->type);
+	d->c.metadata_json = tc_strdup(in->metadata_json);
+	d->c.payload = in->payload ? conf_bytes_dup(in->payload, in->payload_size) : NULL;
+	return 0;
+}
+
+static int32_t conf_checkpoint_write_many(void *ud, const memd_checkpoint_write *in)
+{
+	conf_checkpoints *l = ud;
+	conf_checkpoint *c;
+	conf_ckwrite *d;
+
+	cr_assert_geq(in->struct_size, sizeof(*in), "checkpoint write struct_size %u",
+		      in->struct_size);
+	cr_assert_gt(l->n, 0, "a checkpoint write delivered before any checkpoint");
+	c = &l->v[l->n - 1];
+	c->w = conf_grow(c->w, &c->cap_w, c->n_w + 1, sizeof(*c->w));
+	d = &c->w[c->n_w++];
+	d->task_id = tc_strdup(in->task_id);
+	d->channel = tc_strdup(in->channel);
+	d->type = tc_strdup(in->type);
+	d->idx = in->idx;
+	d->value = conf_bytes_dup(in->value, in->value_size);
+	d->value_size = in->value_size;
+	return 0;
+}
+
+int32_t conf_checkpoint_put(conf_store *st, const memd_checkpoint *c, int create_session,
+			    int64_t now_us, int *ret_created)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_put);
+	return st->ops->checkpoint_put(st->h, &call, c, create_session, now_us, ret_created,
+				       &st->err);
+}
+
+int32_t conf_checkpoint_put_writes(conf_store *st, const memd_scope *sc,
+				   memd_checkpoint_writes *w)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_put_writes);
+	w->struct_size = sizeof(*w);
+	return st->ops->checkpoint_put_writes(st->h, &call, sc, w, &st->err);
+}
+
+int32_t conf_checkpoint_get(conf_store *st, const memd_scope *sc, const char *ns,
+			    const char *id, int64_t now_us, int with_writes, conf_checkpoint *ret)
+{
+	memd_call call = conf_call(st);
+	conf_checkpoints l = { 0 };
+	memd_checkpoint_sink sink = { sizeof(sink), &l, conf_checkpoint_many,
+				      with_writes ? conf_checkpoint_write_many : NULL };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_get);
+	r = st->ops->checkpoint_get(st->h, &call, sc, ns, id, now_us, &sink, &st->err);
+	if (r == 0) {
+		cr_assert_eq(l.n, 1, "checkpoint_get(%s) delivered %zu checkpoints",
+			     id ? id : "(latest)", l.n);
+		if (ret) {
+			conf_checkpoint_clear(ret);
+			*ret = l.v[0];
+			l.n = 0;
+		}
+	}
+	conf_checkpoints_clear(&l);
+	return r;
+}
+
+int32_t conf_checkpoint_list(conf_store *st, const char *app, const char *user,
+			     memd_checkpoint_query *q, int with_writes, conf_checkpoints *out)
+{
+	memd_call call = conf_call(st);
+	memd_scope sc = conf_scope(app, user, NULL);
+	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many,
+				      with_writes ? conf_checkpoint_write_many : NULL };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_list);
+	q->struct_size = sizeof(*q);
+	return st->ops->checkpoint_list(st->h, &call, &sc, q, &sink, &st->err);
+}
+
+int32_t conf_checkpoint_delete(conf_store *st, const memd_scope *sc, const char *ns,
+			       uint32_t *ret_count)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_delete);
+	return st->ops->checkpoint_delete(st->h, &call, sc, ns, ret_count, &st->err);
+}
+
+int32_t conf_checkpoint_resumable(conf_store *st, memd_resumable_query *q,
+				  conf_checkpoints *out)
+{
+	memd_call call = conf_call(st);
+	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many, NULL };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_resumable);
+	q->struct_size = sizeof(*q);
+	return st->ops->checkpoint_resumable(st->h, &call, q, &sink, &st->err);
+}
+
+int32_t conf_checkpoint_expire(conf_store *st, int64_t now_us, uint32_t limit,
+			       uint32_t *ret_count)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, checkpoint_expire);
+	return st->ops->checkpoint_expire(st->h, &call, now_us, limit, ret_count, &st->err);
+}
+
+/* ---- tasks (since 1.5) ------------------------------------------------ */
+
+void conf_require_tasks(conf_store *st)
+{
+	const memd_store_ops *o = st->ops;
+	int some = o->task_put || o->task_get || o->task_list || o->task_delete;
+	int all = o->task_put && o->task_get && o->task_list && o->task_delete;
+	const char *required = getenv("MEMD_CONFORMANCE_TASKS");
+
+	if (all)
+		return;
+	if (!some && !(required && strcmp(required, "1") == 0))
+		cr_skip_test("the plugin has no task ops yet");
+	cr_assert_fail("the plugin lacks some task op (task_put %p, task_get %p, task_list %p, "
+		       "task_delete %p)",
+		       (void *)o->task_put, (void *)o->task_get, (void *)o->task_list,
+		       (void *)o->task_delete);
+}
+
+void conf_task_clear(conf_task *t)
+{
+	if (!t)
+		return;
+	free((char *)t->t.app);
+	free((char *)t->t.id);
+	free((char *)t->t.context_id);
+	free((char *)t->t.user);
+	free((char *)t->t.state);
+	free((char *)t->t.task_json);
+	memset(t, 0, sizeof(*t));
+}
+
+void conf_tasks_clear(conf_tasks *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		conf_task_clear(&l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int32_t conf_task_many(void *ud, const memd_task *in)
+{
+	conf_tasks *l = ud;
+	memd_task *d;
+
+	cr_assert_geq(in->struct_size, sizeof(*in), "task struct_size %u", in->struct_size);
+	l->v = conf_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	d = &l->v[l->n++].t;
+	*d = *in;
+	d->app = tc_strdup(in->app);
+	d->id = tc_strdup(in->id);
+	d->context_id = tc_strdup(in->context_id);
+	d->user = tc_strdup(in->user);
+	d->state = tc_strdup(in->state);
+	d->task_json = tc_strdup(in->task_json);
+	return 0;
+}
+
+/* The one task of l into ret (cleared first; may be NULL); what names the
+ * op for the message. */
+static void conf_task_take_one(conf_tasks *l, conf_task *ret, const char *what)
+{
+	cr_assert_eq(l->n, 1, "%s delivered %zu tasks", what, l->n);
+	if (ret) {
+		conf_task_clear(ret);
+		*ret = l->v[0];
+		l->n = 0;
+	}
+}
+
+int32_t conf_task_put(conf_store *st, const memd_task *t, uint32_t flags,
+		      int64_t expected_version, int64_t now_us, conf_task *ret)
+{
+	memd_call call = conf_call(st);
+	conf_tasks l = { 0 };
+	memd_task_sink sink = { sizeof(sink), &l, conf_task_many };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, task_put);
+	r = st->ops->task_put(st->h, &call, t, flags, expected_version, now_us, &sink, &st->err);
+	if (r == 0)
+		conf_task_take_one(&l, ret, "task_put");
+	else
+		cr_assert_eq(l.n, 0, "a failed task_put delivered %zu tasks", l.n);
+	conf_tasks_clear(&l);
+	return r;
+}
+
+int32_t conf_task_get(conf_store *st, const char *app, const char *id, conf_task *ret)
+{
+	memd_call call = conf_call(st);
+	conf_tasks l = { 0 };
+	memd_task_sink sink = { sizeof(sink), &l, conf_task_many };
+	int32_t r;
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, task_get);
+	r = st->ops->task_get(st->h, &call, app, id, &sink, &st->err);
+	if (r == 0)
+		conf_task_take_one(&l, ret, "task_get");
+	conf_tasks_clear(&l);
+	return r;
+}
+
+int32_t conf_task_list(conf_store *st, memd_task_query *q, conf_tasks *out)
+{
+	memd_call call = conf_call(st);
+	memd_task_sink sink = { sizeof(sink), out, conf_task_many };
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, task_list);
+	q->struct_size = sizeof(*q);
+	return st->ops->task_list(st->h, &call, q, &sink, &st->err);
+}
+
+int32_t conf_task_delete(conf_store *st, const char *app, const char *id,
+			 int64_t expected_version)
+{
+	memd_call call = conf_call(st);
+
+	CONF_ERR_RESET(st);
+	CONF_NEED(st, task_delete);
+	return st->ops->task_delete(st->h, &call, app, id, expected_version, &st->err);
+}

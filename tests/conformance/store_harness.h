@@ -355,6 +355,93 @@ int32_t conf_memory_expire(conf_store *st, int64_t now_us, uint32_t limit,
 /* q->struct_size is set here. */
 int32_t conf_session_list_pending(conf_store *st, memd_pending_query *q, conf_sessions *out);
 
+/* ---- checkpoints (since 1.5): MEMD_ENOTSUP when the plugin lacks the op */
+
+/* Does the plugin provide every checkpoint op (checkpoint_put,
+ * checkpoint_put_writes, checkpoint_get, checkpoint_list,
+ * checkpoint_delete, checkpoint_resumable, checkpoint_expire)? A store
+ * with none of them is skipped unless MEMD_CONFORMANCE_CHECKPOINTS=1 says
+ * it must have them; one with only some of them fails. */
+void conf_require_checkpoints(conf_store *st);
+
+/* A deep copy of memd_checkpoint_write (strings and value owned). */
+typedef struct conf_ckwrite {
+	char *task_id, *channel, *type;
+	int64_t idx;
+	void *value;             /* value_size bytes (+ a NUL), never NULL */
+	uint64_t value_size;
+} conf_ckwrite;
+
+/* A deep copy of memd_checkpoint (strings and payload owned, NULL kept
+ * NULL) with the writes delivered after it. */
+typedef struct conf_checkpoint {
+	memd_checkpoint c;
+	conf_ckwrite *w;
+	size_t n_w, cap_w;
+} conf_checkpoint;
+
+typedef struct conf_checkpoints {
+	conf_checkpoint *v;
+	size_t n, cap;
+} conf_checkpoints;
+
+void conf_checkpoint_clear(conf_checkpoint *c);
+void conf_checkpoints_clear(conf_checkpoints *l);
+
+/* c->struct_size must be set by the caller; ret_created may be NULL. */
+int32_t conf_checkpoint_put(conf_store *st, const memd_checkpoint *c, int create_session,
+			    int64_t now_us, int *ret_created);
+/* w->struct_size is set here. */
+int32_t conf_checkpoint_put_writes(conf_store *st, const memd_scope *sc,
+				   memd_checkpoint_writes *w);
+/* ret (may be NULL) gets the checkpoint (cleared first), with its writes
+ * when with_writes (else the sink's write is NULL and none may come);
+ * exactly one checkpoint must be delivered on success. */
+int32_t conf_checkpoint_get(conf_store *st, const memd_scope *sc, const char *ns,
+			    const char *id, int64_t now_us, int with_writes, conf_checkpoint *ret);
+/* q->struct_size is set here. */
+int32_t conf_checkpoint_list(conf_store *st, const char *app, const char *user,
+			     memd_checkpoint_query *q, int with_writes, conf_checkpoints *out);
+/* ret_count may be NULL (the op then gets NULL). */
+int32_t conf_checkpoint_delete(conf_store *st, const memd_scope *sc, const char *ns,
+			       uint32_t *ret_count);
+/* q->struct_size is set here; the sink's write is NULL. */
+int32_t conf_checkpoint_resumable(conf_store *st, memd_resumable_query *q,
+				  conf_checkpoints *out);
+int32_t conf_checkpoint_expire(conf_store *st, int64_t now_us, uint32_t limit,
+			       uint32_t *ret_count);
+
+/* ---- tasks (since 1.5): MEMD_ENOTSUP when the plugin lacks the op ----- */
+
+/* Does the plugin provide task_put, task_get, task_list and task_delete?
+ * A store with none of them is skipped unless MEMD_CONFORMANCE_TASKS=1
+ * says it must have them; one with only some of them fails. */
+void conf_require_tasks(conf_store *st);
+
+/* A deep copy of memd_task (strings owned, NULL kept NULL). */
+typedef struct conf_task {
+	memd_task t;
+} conf_task;
+
+typedef struct conf_tasks {
+	conf_task *v;
+	size_t n, cap;
+} conf_tasks;
+
+void conf_task_clear(conf_task *t);
+void conf_tasks_clear(conf_tasks *l);
+
+/* t->struct_size must be set by the caller; ret (may be NULL) gets the
+ * task delivered (cleared first); exactly one must come on success. */
+int32_t conf_task_put(conf_store *st, const memd_task *t, uint32_t flags,
+		      int64_t expected_version, int64_t now_us, conf_task *ret);
+/* ret as for conf_task_put. */
+int32_t conf_task_get(conf_store *st, const char *app, const char *id, conf_task *ret);
+/* q->struct_size is set here. */
+int32_t conf_task_list(conf_store *st, memd_task_query *q, conf_tasks *out);
+int32_t conf_task_delete(conf_store *st, const char *app, const char *id,
+			 int64_t expected_version);
+
 /* A text sink that keeps a malloc'd copy of the last text delivered in
  * *dst (freeing the one before); the caller frees *dst. */
 memd_text_sink conf_text_sink(char **dst);
