@@ -311,6 +311,74 @@ static const char SQL_V7[] =
 	");"
 	"CREATE INDEX memory_history_of ON memory_history (app, user, id, at_us);";
 
+/* Version 8 (ABI 1.5): run checkpoints and A2A tasks. A checkpoint is one
+ * row per (app, user, session, ns, id) of checkpoints (ids compare as
+ * bytes: SQLite's BINARY collation); its pending writes are rows of
+ * checkpoint_writes under it, in (task_id, idx) order; a session's head,
+ * its greatest root ("" namespace) checkpoint id with that checkpoint's
+ * run state and expiry, is its row of checkpoint_heads, which the
+ * resumable listing walks in (app, user, session) order. Everything goes
+ * with its session (ON DELETE CASCADE from sessions) and writes with their
+ * checkpoint; an upsert of a checkpoint (never INSERT OR REPLACE) keeps
+ * them. A session's listing walks the primary key (one namespace) or
+ * checkpoints_session_by_id (every namespace), a user's walks
+ * checkpoints_by_id, newest id first; checkpoint_expire walks
+ * checkpoints_expiring (a partial index of the rows with an expiry) from
+ * the oldest expiry.
+ *
+ * A task is one row per (app, id) of tasks: listings walk
+ * tasks_by_updated or, for one context id, tasks_by_context, newest
+ * update first; session and user deletes find a user's tasks through
+ * tasks_by_user. */
+static const char SQL_V8[] =
+	"CREATE TABLE checkpoints ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  ns TEXT NOT NULL, id TEXT NOT NULL,"
+	"  parent_id TEXT, type TEXT NOT NULL, payload BLOB NOT NULL,"
+	"  metadata TEXT NOT NULL DEFAULT '{}',"
+	"  run_state INTEGER NOT NULL,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  expires_us INTEGER NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, session, ns, id),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	");"
+	"CREATE INDEX checkpoints_session_by_id ON checkpoints (app, user, session, id, ns);"
+	"CREATE INDEX checkpoints_by_id ON checkpoints (app, user, id, session, ns);"
+	"CREATE INDEX checkpoints_expiring ON checkpoints (expires_us, app, user, session, ns, id)"
+	"  WHERE expires_us > 0;"
+
+	"CREATE TABLE checkpoint_writes ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,"
+	"  task_id TEXT NOT NULL, idx INTEGER NOT NULL,"
+	"  channel TEXT NOT NULL, type TEXT NOT NULL, value BLOB NOT NULL,"
+	"  PRIMARY KEY (app, user, session, ns, checkpoint_id, task_id, idx),"
+	"  FOREIGN KEY (app, user, session, ns, checkpoint_id)"
+	"    REFERENCES checkpoints (app, user, session, ns, id) ON DELETE CASCADE"
+	");"
+
+	"CREATE TABLE checkpoint_heads ("
+	"  app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+	"  id TEXT NOT NULL, run_state INTEGER NOT NULL,"
+	"  expires_us INTEGER NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, session),"
+	"  FOREIGN KEY (app, user, session) REFERENCES sessions (app, user, id)"
+	"    ON DELETE CASCADE"
+	") WITHOUT ROWID;"
+
+	"CREATE TABLE tasks ("
+	"  app TEXT NOT NULL, id TEXT NOT NULL,"
+	"  context_id TEXT NOT NULL, user TEXT, state TEXT NOT NULL,"
+	"  task TEXT NOT NULL,"
+	"  created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+	"  version INTEGER NOT NULL CHECK (version > 0),"
+	"  PRIMARY KEY (app, id)"
+	");"
+	"CREATE INDEX tasks_by_updated ON tasks (app, updated_us, id);"
+	"CREATE INDEX tasks_by_context ON tasks (app, context_id, updated_us, id);"
+	"CREATE INDEX tasks_by_user ON tasks (app, user, context_id) WHERE user IS NOT NULL;";
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const sq_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
@@ -320,6 +388,7 @@ static const sq_migration migrations[] = {
 	{ 5, "transcripts: hidden events, operations, state history, activity order", SQL_V5 },
 	{ 6, "state_history by seq", SQL_V6 },
 	{ 7, "long-term memories, their history and the sessions' memory cursor", SQL_V7 },
+	{ 8, "run checkpoints, their pending writes and heads; A2A tasks", SQL_V8 },
 };
 #define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)

@@ -10,6 +10,7 @@
 #include "sq_lanes.h"
 #include "sq_memories.h"
 #include "sq_state.h"
+#include "sq_tasks.h"
 
 #define EMPTY_OBJECT "{}"
 
@@ -580,7 +581,11 @@ static int32_t session_delete_once(void *inst, const memd_call *call,
 	if (r < 0)
 		return r;
 	r = sq_session_head_get(c, NULL, scope, &head, err);
-	/* Events, state and artifacts go with the row (ON DELETE CASCADE). */
+	/* The tasks of the session (its user's, with its id as context). */
+	if (r == 0)
+		r = sq_tasks_session_delete(c, scope, err);
+	/* Events, state, artifacts, checkpoints (with their writes) and the
+	 * checkpoint head go with the row (ON DELETE CASCADE). */
 	if (r == 0)
 		r = delete_scoped(c, &SQL_SESSION_DELETE, scope, 1, "session", NULL, err);
 	if (r == 0)
@@ -608,7 +613,7 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 {
 	sq_store *store = inst;
 	memd_scope user;
-	int64_t n_sessions = 0, n_keys = 0, n_lanes = 0, n_memories = 0;
+	int64_t n_sessions = 0, n_keys = 0, n_lanes = 0, n_memories = 0, n_tasks = 0;
 	sq_conn *c = NULL;
 	int32_t r = pu_check_scope(scope, 0, err);
 
@@ -628,8 +633,11 @@ static int32_t user_delete_once(void *inst, const memd_call *call, const memd_sc
 	/* Memories and their history: the DELETE_USER record covers them. */
 	if (r == 0)
 		r = sq_memories_user_delete(c, &user, &n_memories, err);
+	/* Their tasks (their checkpoints went with their sessions). */
+	if (r == 0)
+		r = sq_tasks_user_delete(c, &user, &n_tasks, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
-	if (r == 0 && (n_sessions || n_keys || n_lanes || n_memories))
+	if (r == 0 && (n_sessions || n_keys || n_lanes || n_memories || n_tasks))
 		r = sq_feed_tombstone(c, MEMD_FEED_DELETE_USER, &user, err);
 	return sq_write_end(store, c, r, err);
 }

@@ -11,6 +11,7 @@
 #include <memd/plugin.h>
 
 #include "sq_artifacts.h"
+#include "sq_checkpoints.h"
 #include "sq_db.h"
 #include "sq_events.h"
 #include "sq_feed.h"
@@ -19,6 +20,7 @@
 #include "sq_memories.h"
 #include "sq_sessions.h"
 #include "sq_state.h"
+#include "sq_tasks.h"
 #include "sq_transcripts.h"
 
 #define SQ_PLUGIN_VERSION "1.0.0"
@@ -205,12 +207,23 @@ static const memd_store_ops store_ops = {
 	.memory_expire = sq_memory_expire,
 	.session_list_pending = sq_session_list_pending,
 	.stats = sq_stats,
+	.checkpoint_put = sq_checkpoint_put,
+	.checkpoint_put_writes = sq_checkpoint_put_writes,
+	.checkpoint_get = sq_checkpoint_get,
+	.checkpoint_list = sq_checkpoint_list,
+	.checkpoint_delete = sq_checkpoint_delete,
+	.checkpoint_resumable = sq_checkpoint_resumable,
+	.checkpoint_expire = sq_checkpoint_expire,
+	.task_put = sq_task_put,
+	.task_get = sq_task_get,
+	.task_list = sq_task_list,
+	.task_delete = sq_task_delete,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 3, /* memories */
+	.abi_minor = 5, /* checkpoints and tasks */
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "sqlite",

@@ -7,7 +7,9 @@
  * events_by_seq cover timestamp and role and drops events_by_time;
  * version 4 adds lanes, inboxes and the sessions' lifecycle and usage
  * columns; versions 5 and 6 add transcripts; version 7 adds memories,
- * their history and the sessions' memory cursor. Each test makes a store, writes to it, turns the file back
+ * their history and the sessions' memory cursor; version 8 adds run
+ * checkpoints (their writes and heads) and A2A tasks. Each test makes a
+ * store, writes to it, turns the file back
  * into an older version's shape with a connection of its own, reopens
  * the store and checks the schema, the data and that it keeps working:
  * from version 1, idempotent replays (which look ids up in events_by_id),
@@ -15,7 +17,9 @@
  * version 3, sessions, events and state as they were, with the new
  * members unset, and lanes, inboxes and usage on the old sessions; from
  * version 6, old sessions at memory_seq 0 (their events unread, so
- * pending), memories committed with the cursor, and the old feed records.
+ * pending), memories committed with the cursor, and the old feed records;
+ * from version 7, checkpoints and tasks on an old session, which its
+ * delete then takes.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -36,11 +40,20 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 7
+#define SCHEMA_LATEST 8
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
+
+/* Undo version 8 (checkpoints, their writes and heads; tasks). */
+#define UNDO_V8 \
+	"DROP TABLE checkpoint_writes;" \
+	"DROP TABLE checkpoint_heads;" \
+	"DROP TABLE checkpoints;" \
+	"DROP TABLE tasks;"
+
+static const char SQL_BACK_TO_V7[] = UNDO_V8 "PRAGMA user_version = 7;";
 
 /* Undo version 7 (memories, their history, MEMORY_DELETE records'
  * memory ids, the sessions' memory cursor and its pending index). */
@@ -51,12 +64,13 @@
 	"DROP INDEX sessions_pending;" \
 	"ALTER TABLE sessions DROP COLUMN memory_seq;"
 
-static const char SQL_BACK_TO_V6[] = UNDO_V7 "PRAGMA user_version = 6;";
+static const char SQL_BACK_TO_V6[] = UNDO_V8 UNDO_V7 "PRAGMA user_version = 6;";
 
 /* Undo versions 7, 6 and 5 (transcripts: hidden marks, operations, state
  * history and its index by seq, HIDE records, message_count, the activity
  * index). */
 static const char SQL_BACK_TO_V4[] =
+	UNDO_V8
 	UNDO_V7
 	"DROP INDEX IF EXISTS state_history_by_seq;"
 	"DROP TABLE feed_hides;"
@@ -770,6 +784,96 @@ Test(sqlite_migrate, version_6_database_gains_memories, .init = setup, .fini = t
 		  col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM memory_history"), 1);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM events"), 2 * N_BATCHES);
+	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
+	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	sqlite3_close(db);
+}
+
+static int32_t count_checkpoint(void *userdata, const memd_checkpoint *c)
+{
+	(void)c;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+static int32_t count_task(void *userdata, const memd_task *t)
+{
+	(void)t;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+#define V7_NOW 7 /* the checkpoint's and task's time */
+
+Test(sqlite_migrate, version_7_database_gains_checkpoints_and_tasks, .init = setup,
+     .fini = teardown, .timeout = 30)
+{
+	memd_session_sink sink = { .struct_size = sizeof(sink), .session = ignore_session };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = 1, .updated_us = 1 };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint ck = { .struct_size = sizeof(ck), .app = APP, .user = USER,
+			       .session = SID, .ns = "", .id = "c1", .type = "json",
+			       .payload = "{}", .payload_size = 2, .metadata_json = "{}" };
+	memd_task task = { .struct_size = sizeof(task), .app = APP, .id = "t1",
+			   .context_id = SID, .user = USER, .state = "working",
+			   .task_json = "{\"kind\":\"task\"}" };
+	int n = 0, created = -1;
+	memd_checkpoint_sink cs = { .struct_size = sizeof(cs), .userdata = &n,
+				    .checkpoint = count_checkpoint };
+	memd_task_sink ts = { .struct_size = sizeof(ts), .userdata = &n, .task = count_task };
+	memd_resumable_query rq = { .struct_size = sizeof(rq), .limit = 10, .app = APP,
+				    .run_states = 1u << MEMD_RUN_RUNNING, .now_us = V7_NOW };
+	memd_append_result res;
+	memd_error err = { 0 };
+	int64_t seqs[2];
+	char col[LINE_MAX_LEN];
+	sqlite3 *db = NULL;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, NULL, &sink, &err), 0, "%s",
+		     err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, seqs, &res, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V7, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'checkpoints'"),
+		     0);
+	sqlite3_close(db);
+
+	store_open(&s);
+	/* A checkpoint and a task on the old session. */
+	cr_assert_eq(s.ops->checkpoint_put(s.h, NULL, &ck, 0, V7_NOW, &created, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(created, 0);
+	cr_assert_eq(s.ops->checkpoint_get(s.h, NULL, &sc, "", NULL, V7_NOW, &cs, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(n, 1);
+	n = 0;
+	cr_assert_eq(s.ops->checkpoint_resumable(s.h, NULL, &rq, &cs, &err), 0, "%s", err.msg);
+	cr_assert_eq(n, 1, "the old session's run is not resumable");
+	n = 0;
+	cr_assert_eq(s.ops->task_put(s.h, NULL, &task, MEMD_TASK_CREATE, 0, V7_NOW, &ts, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(n, 1);
+	/* Deleting the old session takes both. */
+	cr_assert_eq(s.ops->session_delete(s.h, NULL, &sc, &err), 0, "%s", err.msg);
+	cr_assert_eq(s.ops->task_get(s.h, NULL, APP, "t1", &ts, &err), MEMD_ENOTFOUND);
+	n = 0;
+	cr_assert_eq(s.ops->checkpoint_resumable(s.h, NULL, &rq, &cs, &err), 0, "%s", err.msg);
+	cr_assert_eq(n, 0, "the deleted session's run is still resumable");
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM checkpoints"), 0);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM checkpoint_heads"), 0);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM tasks"), 0);
 	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
