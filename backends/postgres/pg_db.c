@@ -80,6 +80,23 @@ int32_t pg_check_json_object(const char *what, const char *json, memd_error *err
 	return check_json(what, json, 1, err);
 }
 
+int32_t pg_check_json_text_object(const char *what, const char *json, memd_error *err)
+{
+	json_error_t jerr;
+	json_t *v;
+	int32_t r = 0;
+
+	if (!json)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is missing", what);
+	v = json_loads(json, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+	if (!v)
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s is not JSON: %s", what, jerr.text);
+	if (!json_is_object(v))
+		r = memd_error_set(err, MEMD_EINVAL, 0, "%s must be a JSON object", what);
+	json_decref(v);
+	return r;
+}
+
 int32_t pg_check_json(const char *what, const char *json, memd_error *err)
 {
 	return json ? check_json(what, json, 0, err) : 0;

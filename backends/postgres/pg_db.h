@@ -130,6 +130,44 @@ typedef enum pg_stmt_id {
 	PG_ST_MEMORY_HISTORY,
 	PG_ST_MEMORY_EXPIRE,
 	PG_ST_SESSION_LIST_PENDING,
+	/* checkpoints */
+	PG_ST_CK_SESSION_ENSURE,
+	PG_ST_CK_UPSERT,
+	PG_ST_CK_HEAD_UPSERT,
+	PG_ST_CK_LOCK,
+	PG_ST_CK_RUN_STATE,
+	PG_ST_CK_HEAD_RUN_STATE,
+	PG_ST_CK_WRITE_KEEP,
+	PG_ST_CK_WRITE_REPLACE,
+	PG_ST_CK_GET,
+	PG_ST_CK_GET_LATEST,
+	PG_ST_CK_WRITES,
+	PG_ST_CK_WRITES_LATEST,
+	PG_ST_CK_LIST_USER,
+	PG_ST_CK_LIST_USER_BEFORE,
+	PG_ST_CK_LIST_SESSION,
+	PG_ST_CK_LIST_SESSION_BEFORE,
+	PG_ST_CK_LIST_NS,
+	PG_ST_CK_LIST_NS_BEFORE,
+	PG_ST_CK_LIST_WRITES_USER,
+	PG_ST_CK_LIST_WRITES_USER_BEFORE,
+	PG_ST_CK_LIST_WRITES_SESSION,
+	PG_ST_CK_LIST_WRITES_SESSION_BEFORE,
+	PG_ST_CK_LIST_WRITES_NS,
+	PG_ST_CK_LIST_WRITES_NS_BEFORE,
+	PG_ST_CK_DELETE_ALL,
+	PG_ST_CK_DELETE_NS,
+	PG_ST_CK_HEAD_DELETE,
+	PG_ST_CK_RESUMABLE,
+	PG_ST_CK_EXPIRE,
+	/* tasks */
+	PG_ST_TASK_LOCK,
+	PG_ST_TASK_INSERT,
+	PG_ST_TASK_UPDATE,
+	PG_ST_TASK_GET,
+	PG_ST_TASK_LIST,
+	PG_ST_TASK_LIST_CONTEXT,
+	PG_ST_TASK_DELETE,
 	/* feed and cursors */
 	PG_ST_FEED_ALLOC,
 	PG_ST_FEED_HEAD,
@@ -305,6 +343,10 @@ int32_t pg_check_json_object(const char *what, const char *json, memd_error *err
 /* MEMD_EINVAL unless json (if not NULL) is JSON PostgreSQL's jsonb can
  * hold (no \u0000 in strings). */
 int32_t pg_check_json(const char *what, const char *json, memd_error *err);
+
+/* MEMD_EINVAL unless json is a JSON object (what names it), for JSON the
+ * store keeps as text (as given, so \u0000 is fine). */
+int32_t pg_check_json_text_object(const char *what, const char *json, memd_error *err);
 
 /* True if JSON text json holds the escape \u0000 (which jsonb refuses). */
 int pg_json_has_nul_escape(const char *json);

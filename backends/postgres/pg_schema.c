@@ -332,12 +332,74 @@ static const char *const SQL_V4[] = {
 	NULL,
 };
 
+/* Version 5: run checkpoints and A2A tasks (ABI 1.5). A checkpoint
+ * belongs to its session (deleting the session cascades to it, its
+ * writes and its head); its writes belong to it. Ids and namespaces are
+ * COLLATE "C" (newest = greatest as bytes), payloads bytea, metadata and
+ * task JSON text as given (jsonb would reorder it and refuse \u0000).
+ * checkpoint_heads holds each session's newest root ("" namespace)
+ * checkpoint with its run state and expiry, moved in the transaction of
+ * every put, write, delete and expiry, for the resumable listing.
+ * checkpoints_by_user serves a user's list across sessions. Tasks are an
+ * app's, not a session's: session and user deletes remove them by their
+ * (user, context_id). */
+static const char *const SQL_V5[] = {
+	"CREATE TABLE checkpoints ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL, ns text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  parent_id text COLLATE \"C\","
+	"  type text NOT NULL, payload bytea NOT NULL, metadata text NOT NULL,"
+	"  run_state integer NOT NULL CHECK (run_state BETWEEN 1 AND 3),"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  expires_us bigint NOT NULL DEFAULT 0 CHECK (expires_us >= 0),"
+	"  PRIMARY KEY (app, \"user\", session, ns, id),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+	"CREATE INDEX checkpoints_by_user ON checkpoints (app, \"user\", id, session, ns)",
+	"CREATE INDEX checkpoints_by_expiry ON checkpoints"
+	"  (expires_us, app, \"user\", session, ns, id) WHERE expires_us > 0",
+
+	"CREATE TABLE checkpoint_writes ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL, ns text COLLATE \"C\" NOT NULL,"
+	"  checkpoint_id text COLLATE \"C\" NOT NULL, task_id text COLLATE \"C\" NOT NULL,"
+	"  idx bigint NOT NULL,"
+	"  channel text NOT NULL, type text NOT NULL, value bytea NOT NULL,"
+	"  PRIMARY KEY (app, \"user\", session, ns, checkpoint_id, task_id, idx),"
+	"  FOREIGN KEY (app, \"user\", session, ns, checkpoint_id)"
+	"    REFERENCES checkpoints (app, \"user\", session, ns, id) ON DELETE CASCADE)",
+
+	"CREATE TABLE checkpoint_heads ("
+	"  app text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\" NOT NULL,"
+	"  session text COLLATE \"C\" NOT NULL,"
+	"  id text COLLATE \"C\" NOT NULL,"
+	"  run_state integer NOT NULL,"
+	"  expires_us bigint NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, \"user\", session),"
+	"  FOREIGN KEY (app, \"user\", session) REFERENCES sessions (app, \"user\", id)"
+	"    ON DELETE CASCADE)",
+
+	"CREATE TABLE tasks ("
+	"  app text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
+	"  context_id text COLLATE \"C\" NOT NULL, \"user\" text COLLATE \"C\","
+	"  state text NOT NULL, task text NOT NULL,"
+	"  created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+	"  version bigint NOT NULL CHECK (version > 0),"
+	"  PRIMARY KEY (app, id))",
+	"CREATE INDEX tasks_by_updated ON tasks (app, updated_us, id)",
+	"CREATE INDEX tasks_by_context ON tasks (app, context_id, updated_us, id)",
+	"CREATE INDEX tasks_by_user ON tasks (app, \"user\", context_id)",
+	NULL,
+};
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const pg_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
 	{ 2, "lanes, session lifecycle and usage", SQL_V2 },
 	{ 3, "transcripts: hidden events, operations, state history", SQL_V3 },
 	{ 4, "memories, their history and the sessions' memory cursor", SQL_V4 },
+	{ 5, "run checkpoints, their writes and heads, and tasks", SQL_V5 },
 };
 #define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)

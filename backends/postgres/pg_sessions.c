@@ -119,12 +119,16 @@ static const pg_sql SQL_SESSION_LANE_USAGE = { PG_ST_SESSION_LANE_USAGE, 9,
 	" cache_write_tokens = cache_write_tokens + $7, cost_micro_usd = cost_micro_usd + $8,"
 	" last_prompt_tokens = CASE WHEN $9::bigint > 0 THEN $9 ELSE last_prompt_tokens END"
 	" WHERE app = $1 AND \"user\" = $2 AND session = $3" };
-/* Delete the session (events, state and artifacts cascade) and, only if
- * it existed, add its DELETE record at the next feed position (taking the
- * feed counter's row lock last, as every writer does). */
+/* Delete the session (events, state, artifacts, checkpoints with their
+ * writes and its checkpoint head cascade) and the tasks linked to it
+ * (user and context id), and, only if it existed, add its DELETE record
+ * at the next feed position (taking the feed counter's row lock last, as
+ * every writer does). */
 static const pg_sql SQL_SESSION_DELETE = { PG_ST_SESSION_DELETE, 3,
 	"WITH d AS (DELETE FROM sessions WHERE app = $1 AND \"user\" = $2 AND id = $3"
 	"           RETURNING 1),"
+	" t AS (DELETE FROM tasks WHERE app = $1 AND \"user\" = $2 AND context_id = $3"
+	"       AND EXISTS (SELECT 1 FROM d)),"
 	" c AS (UPDATE feed_counter SET last = last + 1"
 	"       WHERE id = 1 AND EXISTS (SELECT 1 FROM d) RETURNING last)"
 	" INSERT INTO feed_deletes (position, kind, app, \"user\", session)"
@@ -133,11 +137,13 @@ static const pg_sql SQL_SESSION_DELETE = { PG_ST_SESSION_DELETE, 3,
  * feed. */
 static const pg_sql SQL_USER_LANES_DELETE = { PG_ST_USER_LANES_DELETE, 2,
 	"DELETE FROM lanes WHERE app = $1 AND \"user\" = $2" };
-/* Sessions (with what cascades), user: state, memories, their history
- * and their MEMORY_DELETE records; the one DELETE_USER record covers
- * them all, and is added only if there was something to delete. */
+/* Sessions (with what cascades: their checkpoints too), user: state,
+ * memories, their history and their MEMORY_DELETE records, and the
+ * user's tasks; the one DELETE_USER record covers them all, and is added
+ * only if there was something to delete. */
 static const pg_sql SQL_USER_DELETE = { PG_ST_USER_SESSIONS_DELETE, 2,
 	"WITH d AS (DELETE FROM sessions WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
+	" a AS (DELETE FROM tasks WHERE app = $1 AND \"user\" = $2),"
 	" k AS (DELETE FROM state_user WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
 	" m AS (DELETE FROM memories WHERE app = $1 AND \"user\" = $2 RETURNING 1),"
 	" h AS (DELETE FROM memory_history WHERE app = $1 AND \"user\" = $2 RETURNING 1),"

@@ -12,6 +12,7 @@
 #include <memd/plugin.h>
 
 #include "pg_artifacts.h"
+#include "pg_checkpoints.h"
 #include "pg_db.h"
 #include "pg_events.h"
 #include "pg_feed.h"
@@ -19,6 +20,7 @@
 #include "pg_memories.h"
 #include "pg_sessions.h"
 #include "pg_state.h"
+#include "pg_tasks.h"
 #include "pg_transcripts.h"
 
 #define PG_PLUGIN_VERSION "1.0.0"
@@ -234,12 +236,23 @@ static const memd_store_ops store_ops = {
 	.memory_history = pg_memory_history,
 	.memory_expire = pg_memory_expire,
 	.session_list_pending = pg_session_list_pending,
+	.checkpoint_put = pg_checkpoint_put,
+	.checkpoint_put_writes = pg_checkpoint_put_writes,
+	.checkpoint_get = pg_checkpoint_get,
+	.checkpoint_list = pg_checkpoint_list,
+	.checkpoint_delete = pg_checkpoint_delete,
+	.checkpoint_resumable = pg_checkpoint_resumable,
+	.checkpoint_expire = pg_checkpoint_expire,
+	.task_put = pg_task_put,
+	.task_get = pg_task_get,
+	.task_list = pg_task_list,
+	.task_delete = pg_task_delete,
 };
 
 static const memd_plugin descriptor = {
 	.struct_size = sizeof(memd_plugin),
 	.abi_major = MEMD_ABI_MAJOR,
-	.abi_minor = 3,
+	.abi_minor = 5,
 	.kind = MEMD_KIND_STORE,
 	.flags = MEMD_PLUGIN_THREADSAFE,
 	.name = "postgres",

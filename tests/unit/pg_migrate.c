@@ -27,6 +27,12 @@
  * session reads memory_seq 0 and is pending extraction, that a memory
  * commit moves its cursor exactly once, and that memories, their history,
  * their feed records after the old events and the user's delete work.
+ *
+ * Schema version 5 adds the checkpoint, checkpoint write, checkpoint head
+ * and task tables. Every test first turns the schema back from 5 to 4;
+ * the fourth stops there and checks that checkpoints of the old session
+ * (a put, its writes, the latest with them, the resumable listing) and a
+ * task linked to it work, and that the session's delete takes them all.
  * Runs under tests/services/with-services.sh (MEMD_PG_DSN, MEMD_PG_PASSWORD).
  */
 #include <criterion/criterion.h>
@@ -50,12 +56,23 @@
 #define SCHEMA_V1 1
 #define SCHEMA_V2 2
 #define SCHEMA_V3 3
-#define SCHEMA_LATEST 4
+#define SCHEMA_V4 4
+#define SCHEMA_LATEST 5
 #define N_BATCHES 5
 #define T0 1700000000000000LL /* a plausible unix time in us */
 #define USAGE_IN 40
 #define USAGE_COST 1500
 #define USAGE_PROMPT 900
+
+/* Back to version 4: what version 5 added, removed. */
+static const char *const SQL_BACK_TO_V4[] = {
+	"DROP TABLE tasks",
+	"DROP TABLE checkpoint_heads",
+	"DROP TABLE checkpoint_writes",
+	"DROP TABLE checkpoints",
+	"UPDATE memd_meta SET version = 4",
+	NULL,
+};
 
 /* Back to version 3: what version 4 added, removed. */
 static const char *const SQL_BACK_TO_V3[] = {
@@ -337,6 +354,8 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V3[i]);
 	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
@@ -626,6 +645,8 @@ Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini 
 
 	c = connect_schema();
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V3[i]);
 	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
@@ -806,6 +827,8 @@ Test(pg_migrate, version_3_schema_migrates_to_memories, .init = setup, .fini = t
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V3[i]);
 	exec_ok(c, "COMMIT");
@@ -885,5 +908,126 @@ Test(pg_migrate, version_3_schema_migrates_to_memories, .init = setup, .fini = t
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM memories"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM memory_history"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM feed_memory_deletes"), 0);
+	PQfinish(c);
+}
+
+/* What test 4 keeps of delivered checkpoints, writes and tasks. */
+typedef struct seen5 {
+	size_t n_checkpoints, n_writes, n_tasks;
+	char id[ID_MAX];
+	uint32_t run_state;
+	uint64_t payload_size;
+	int64_t version;
+} seen5;
+
+static int32_t keep_checkpoint5(void *userdata, const memd_checkpoint *ck)
+{
+	seen5 *y = userdata;
+
+	snprintf(y->id, sizeof(y->id), "%s", ck->id);
+	y->run_state = ck->run_state;
+	y->payload_size = ck->payload_size;
+	y->n_checkpoints++;
+	return 0;
+}
+
+static int32_t keep_write5(void *userdata, const memd_checkpoint_write *w)
+{
+	(void)w;
+	((seen5 *)userdata)->n_writes++;
+	return 0;
+}
+
+static int32_t keep_task5(void *userdata, const memd_task *t)
+{
+	seen5 *y = userdata;
+
+	y->version = t->version;
+	y->n_tasks++;
+	return 0;
+}
+
+Test(pg_migrate, version_4_schema_migrates_to_checkpoints, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	seen x = { 0 };
+	seen5 y = { 0 };
+	memd_session_sink ssink = { .struct_size = sizeof(ssink), .session = keep_session,
+				    .userdata = &x };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = T0, .updated_us = T0 };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint ck = { .struct_size = sizeof(ck), .run_state = MEMD_RUN_INTERRUPTED,
+			       .app = APP, .user = USER, .session = SID, .ns = "", .id = "c1",
+			       .type = "json", .payload = "{\"v\":1}", .payload_size = 7,
+			       .metadata_json = "{\"step\": 1}" };
+	memd_checkpoint_write wr = { .struct_size = sizeof(wr), .task_id = "t", .idx = 0,
+				     .channel = "messages", .type = "json", .value = "[]",
+				     .value_size = 2 };
+	memd_checkpoint_writes ws = { .struct_size = sizeof(ws), .ns = "", .checkpoint_id = "c1",
+				      .writes = &wr, .n_writes = 1, .now_us = T0 + 1 };
+	memd_checkpoint_sink csink = { .struct_size = sizeof(csink), .userdata = &y,
+				       .checkpoint = keep_checkpoint5, .write = keep_write5 };
+	memd_resumable_query rq = { .struct_size = sizeof(rq), .limit = N_BATCHES, .app = APP,
+				    .run_states = 1u << MEMD_RUN_INTERRUPTED, .now_us = T0 + 1 };
+	memd_task task = { .struct_size = sizeof(task), .app = APP, .id = "task1",
+			   .context_id = SID, .user = USER, .state = "working",
+			   .task_json = "{\"kind\": \"task\", \"id\": \"task1\"}" };
+	memd_task_sink tsink = { .struct_size = sizeof(tsink), .task = keep_task5, .userdata = &y };
+	memd_append_result res;
+	memd_error err = { 0 };
+	int created = -1;
+	PGconn *c;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, NULL, &ssink, &err), 0, "%s",
+		     err.msg);
+	for (int i = 0; i < N_BATCHES; i++)
+		cr_assert_eq(append(&s, i, NULL, &res, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V4[i]);
+	exec_ok(c, "COMMIT");
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V4);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_class"
+				  " WHERE relname IN ('checkpoints', 'tasks')"
+				  " AND relnamespace = pg_catalog.current_schema()::regnamespace"),
+		     0, "the schema is not back at version 4");
+	PQfinish(c);
+
+	store_open(&s);
+	/* A checkpoint of the old session (not created again), its write,
+	 * the latest with it, and the session among the resumable ones. */
+	cr_assert_eq(s.ops->checkpoint_put(s.h, NULL, &ck, 1, T0 + 1, &created, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(created, 0, "the old session exists");
+	cr_assert_eq(s.ops->checkpoint_put_writes(s.h, NULL, &sc, &ws, &err), 0, "%s", err.msg);
+	cr_assert_eq(s.ops->checkpoint_get(s.h, NULL, &sc, "", NULL, T0 + 1, &csink, &err), 0,
+		     "%s", err.msg);
+	cr_assert(y.n_checkpoints == 1 && y.n_writes == 1 && strcmp(y.id, "c1") == 0);
+	cr_assert_eq(y.payload_size, ck.payload_size);
+	csink.write = NULL;
+	y.n_checkpoints = 0;
+	cr_assert_eq(s.ops->checkpoint_resumable(s.h, NULL, &rq, &csink, &err), 0, "%s", err.msg);
+	cr_assert_eq(y.n_checkpoints, 1, "%zu resumable", y.n_checkpoints);
+	cr_assert_eq(y.run_state, MEMD_RUN_INTERRUPTED);
+	/* A task linked to the old session. */
+	cr_assert_eq(s.ops->task_put(s.h, NULL, &task, MEMD_TASK_CREATE, 0, T0 + 1, &tsink, &err),
+		     0, "%s", err.msg);
+	cr_assert(y.n_tasks == 1 && y.version == 1);
+	/* The session's delete takes them all. */
+	cr_assert_eq(s.ops->session_delete(s.h, NULL, &sc, &err), 0, "%s", err.msg);
+	store_close(&s);
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoints"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoint_writes"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoint_heads"), 0);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM tasks"), 0);
 	PQfinish(c);
 }
