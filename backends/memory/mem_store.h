@@ -5,7 +5,7 @@
  * mem_lanes.c: lanes, their inboxes and the session lifecycle;
  * mem_transcripts.c: hidden events, transcript operations, state history
  * and the sessions' activity order; mem_memories.c: long-term memories,
- * their history and the extraction cursor).
+ * their history and the extraction cursor; mem_tasks.c: A2A tasks).
  *
  * Every function here expects the store's lock to be held by the caller
  * unless it says otherwise, and follows the store's two-phase rule: a
@@ -242,6 +242,12 @@ typedef struct mem_store {
 	struct mem_memory **expiring;
 	size_t n_expiring;
 	size_t cap_expiring;
+	/* A2A tasks (mem_tasks.c): app\0id -> mem_task*, and the same in
+	 * ascending (app, updated_us, id) order. */
+	hmap tasks;
+	struct mem_task **task_order;
+	size_t n_tasks;
+	size_t cap_tasks;
 } mem_store;
 
 /* ---- small helpers (memory.c; no lock needed) ------------------------- */

@@ -20,7 +20,8 @@
  *  - transcript operations, state history and the activity order:
  *    mem_transcripts.c;
  *  - long-term memories, their history and the expiry order:
- *    mem_memories.c.
+ *    mem_memories.c;
+ *  - A2A tasks: mem_tasks.c.
  *
  * Writes are transactions in two phases: every check and allocation
  * first (a failure there changes nothing visible), then a commit phase
@@ -37,6 +38,7 @@
 #include "mem_lanes.h"
 #include "mem_memories.h"
 #include "mem_store.h"
+#include "mem_tasks.h"
 #include "mem_transcripts.h"
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -712,6 +714,7 @@ static void mem_fini(void *instance)
 		return;
 	mem_lanes_fini(st);
 	mem_memories_fini(st);
+	mem_tasks_fini(st);
 	while ((n = hmap_next(&st->sessions, &it)))
 		mem_session_free(n->value);
 	hmap_clear(&st->sessions, NULL);
@@ -745,6 +748,7 @@ static int32_t mem_init(const memd_host *host, void **ret_instance, memd_error *
 	hmap_init(&st->apps);
 	hmap_init(&st->cursors);
 	hmap_init(&st->lanes);
+	hmap_init(&st->tasks);
 	*ret_instance = st;
 	return 0;
 }
@@ -1079,6 +1083,7 @@ static int32_t mem_session_delete(void *inst, const memd_call *call, const memd_
 	u = s->owner;
 	pu_rows_read(call, 1 + s->n_events);
 	mem_session_destroy(st, s);
+	mem_tasks_forget(st, scope->app, scope->user, scope->session);
 	mem_feed_push(st, del);
 	mem_feed_compact(st);
 	mem_user_drop_if_empty(st, u);
@@ -1787,9 +1792,10 @@ static int32_t mem_user_delete(void *inst, const memd_call *call, const memd_sco
 	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 0, err)) < 0)
 		return r;
 	pthread_mutex_lock(&st->lock);
+	examined += mem_tasks_forget(st, scope->app, scope->user, NULL);
 	u = mem_user_find(st, scope->app, scope->user);
 	if (!u)
-		goto out; /* nothing of theirs is stored: nothing to forget */
+		goto out; /* nothing else of theirs is stored: nothing more to forget */
 	if ((r = mem_feed_prepare_scoped(st, MEMD_FEED_DELETE_USER, u->app, u->user, NULL, &del,
 					 err)) < 0)
 		goto out;
@@ -1988,6 +1994,10 @@ static const memd_store_ops mem_ops = {
 	.memory_history = mem_memory_history,
 	.memory_expire = mem_memory_expire,
 	.session_list_pending = mem_session_list_pending,
+	.task_put = mem_task_put,
+	.task_get = mem_task_get,
+	.task_list = mem_task_list,
+	.task_delete = mem_task_delete,
 };
 
 static const memd_plugin mem_plugin = {
