@@ -774,6 +774,63 @@ MEMD_API int32_t memd_memory_extract(memd *m, const char *app, const char *user,
  * "memories_expired"}: counts of this pass. */
 MEMD_API int32_t memd_memories_sweep(memd *m, char **ret_json, memd_error *err);
 
+/* ---- A2A tasks ------------------------------------------------------------ */
+
+/* A task: an A2A protocol Task object an agent server keeps between
+ * requests (its status, history and artifacts), stored whole per (app,
+ * task id) with a version (1 after the first save, + 1 per save). The
+ * record memd answers with: {"task": Task, "version", "user": str |
+ * null, "created", "updated"} (RFC 3339 UTC with microseconds). A task
+ * saved with a user belongs to that user's session named by its
+ * contextId: deleting the session or the user deletes it. A task in a
+ * terminal state (completed, canceled, failed, rejected) keeps it:
+ * saving it with another state is MEMD_ECONFLICT naming both. A store
+ * without tasks (ABI below 1.5) answers MEMD_ENOTSUP naming it. */
+
+/* Save task id of app. body_json: the A2A Task ({"kind"?: "task", "id"
+ * (= id), "contextId", "status": {"state", "message"?, "timestamp"?},
+ * "history"?, "artifacts"?, "metadata"?}; state one of submitted,
+ * working, input-required, auth-required, completed, canceled, failed,
+ * rejected, unknown; members memd does not know are kept as given;
+ * "kind" is added when absent). MEMD_EINVAL naming the member that is
+ * wrong. user: NULL, or the owner, and then contextId must be a valid
+ * session id (the session need not exist yet); a save without a user
+ * links the task to no user. expected_version > 0:
+ * save only over that version (MEMD_ECONFLICT if the task is at
+ * another, MEMD_ENOTFOUND if there is none); create_only: only if the
+ * task does not exist (MEMD_ECONFLICT if it does); neither: create or
+ * replace. Result: the record; *ret_created (may be NULL) 1 when the
+ * task was created now. */
+MEMD_API int32_t memd_task_put(memd *m, const char *app, const char *id, const char *user,
+			       const char *body_json, int64_t expected_version, int create_only,
+			       char **ret_json, int *ret_created, memd_error *err);
+
+/* Result: the record, its task's "history" cut to the history_length
+ * most recent messages (< 0 = all, 0 = none). MEMD_ENOTFOUND if absent. */
+MEMD_API int32_t memd_task_get(memd *m, const char *app, const char *id,
+			       int64_t history_length, char **ret_json, memd_error *err);
+
+typedef struct memd_task_list_options {
+	uint32_t struct_size;     /* sizeof(memd_task_list_options) */
+	uint32_t limit;           /* 0 = MEMD_LIST_LIMIT_DEFAULT; at most MEMD_LIST_LIMIT_MAX */
+	const char *cursor;       /* NULL or the next_cursor of the previous page */
+	const char *context_id;   /* tasks of this context; NULL = any */
+	const char *state;        /* tasks in this state; NULL = any */
+	const char *user;         /* tasks saved with this user; NULL = any */
+} memd_task_list_options;
+
+/* The tasks of app, most recently saved first. opts NULL = no filter,
+ * default limit. Result: {"tasks": [record...], "next_cursor": str |
+ * null}. MEMD_ETOOBIG when the page is longer than
+ * server.max_response_bytes (ask for a smaller limit). */
+MEMD_API int32_t memd_task_list(memd *m, const char *app, const memd_task_list_options *opts,
+				char **ret_json, memd_error *err);
+
+/* Delete a task. expected_version 0 = any; else MEMD_ECONFLICT unless it
+ * is the task's version. MEMD_ENOTFOUND if absent. */
+MEMD_API int32_t memd_task_delete(memd *m, const char *app, const char *id,
+				  int64_t expected_version, memd_error *err);
+
 /* ---- users and plugins -------------------------------------------------- */
 
 /* Forget everything of (app, user). */

@@ -23,6 +23,7 @@
  *   service_memory_extract.c  memories extracted from sessions
  *                           (memd_memory_extract), the memory worker and
  *                           memd_memories_sweep
+ *   service_tasks.c         A2A tasks: put (conditional), get, list, delete
  *   service_context.c       working memory (memd_context)
  *   service_step.c          writes that answer the context after them
  *                           (one round trip per agent step)
