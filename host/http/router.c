@@ -22,6 +22,8 @@
 #define LANE_PATH LANES_PATH "/{key}"
 #define MEMORIES_PATH USER_PATH "/memories"
 #define MEMORY_PATH MEMORIES_PATH "/{mid}"
+#define TASKS_PATH "/v1/apps/{app}/tasks"
+#define TASK_PATH TASKS_PATH "/{tid}"
 #define MAX_SEGMENTS 16
 
 #define R SETTINGS_SCOPE_READ
@@ -44,6 +46,9 @@ static const char *const q_artifact[] = { "version", NULL };
 static const char *const q_memories[] = { "kind", "topic", "entity", "session_id", "limit",
 					  "cursor", NULL };
 static const char *const q_memory_delete[] = { "version", NULL };
+static const char *const q_task_put[] = { "user", NULL };
+static const char *const q_task_get[] = { "history_length", NULL };
+static const char *const q_tasks[] = { "context_id", "state", "user", "limit", "cursor", NULL };
 static const char *const q_lanes[] = { "limit", "cursor", "suspended", "resume_pending",
 				       "active_within", "in_turn", NULL };
 
@@ -147,6 +152,10 @@ static const http_route routes[] = {
 	  http_h_memory_extract },
 	{ "POST", "/v1/memories:sweep", A, HTTP_BODY_NONE, NULL, HTTP_OP_MEMORIES_SWEEP,
 	  http_h_memories_sweep },
+	{ "PUT", TASK_PATH, W, HTTP_BODY_JSON, q_task_put, HTTP_OP_TASK_PUT, http_h_task_put },
+	{ "GET", TASK_PATH, R, HTTP_BODY_NONE, q_task_get, HTTP_OP_TASK_GET, http_h_task_get },
+	{ "GET", TASKS_PATH, R, HTTP_BODY_NONE, q_tasks, HTTP_OP_TASK_LIST, http_h_task_list },
+	{ "DELETE", TASK_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_TASK_DELETE, http_h_task_delete },
 };
 
 static const char *const op_names[HTTP_OP_COUNT] = {
@@ -207,6 +216,10 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_MCP] = "mcp",
 	[HTTP_OP_MEMORY_EXTRACT] = "memory_extract",
 	[HTTP_OP_MEMORIES_SWEEP] = "memories_sweep",
+	[HTTP_OP_TASK_PUT] = "task_put",
+	[HTTP_OP_TASK_GET] = "task_get",
+	[HTTP_OP_TASK_LIST] = "task_list",
+	[HTTP_OP_TASK_DELETE] = "task_delete",
 };
 
 const http_route *http_routes(size_t *ret_n)

@@ -82,6 +82,11 @@ void http_h_memory_history(http_req *rq);
  * memory worker's sweep */
 void http_h_memory_extract(http_req *rq);
 void http_h_memories_sweep(http_req *rq);
+/* routes_tasks.c: A2A tasks of an app (save, get, list, delete) */
+void http_h_task_put(http_req *rq);
+void http_h_task_get(http_req *rq);
+void http_h_task_list(http_req *rq);
+void http_h_task_delete(http_req *rq);
 
 /* routes_transcripts.c: event pages (roles, hidden events), the context
  * (OpenAI format), rewind, messages, clear, undo, operations and the

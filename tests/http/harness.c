@@ -82,6 +82,12 @@ static void write_config(hs *h)
 {
 	FILE *f = fopen(h->config, "w");
 	cr_assert(f, "cannot write %s", h->config);
+	if (h->store_plugin[0]) {
+		fprintf(f, "server:\n  listen: 127.0.0.1:%d\n%s\nstores:\n  main: {plugin: %s%s}\n%s\n",
+			h->port, h->server_yaml, h->store_plugin, h->store_extra, h->extra_yaml);
+		fclose(f);
+		return;
+	}
 	fprintf(f, "server:\n  listen: 127.0.0.1:%d\n%s\nstores:\n  main: {plugin: sqlite, path: %s%s%s}\n%s\n",
 		h->port, h->server_yaml, h->db_path[0] ? h->db_path : h->dir,
 		h->db_path[0] ? "" : "/memd.db", h->store_extra, h->extra_yaml);

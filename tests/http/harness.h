@@ -27,6 +27,7 @@ typedef struct hs {
 	char server_yaml[4096]; /* extra lines under server: */
 	char extra_yaml[4096];  /* extra top-level YAML */
 	char store_extra[512];  /* extra keys of the sqlite store, ", k: v" */
+	char store_plugin[64];  /* the main store's plugin instead of sqlite ("memory"); "" = sqlite */
 	char db_path[PATH_MAX / 2]; /* the sqlite database; "" = DIR/memd.db */
 	CURL *curl;             /* keep-alive client of the calling thread */
 } hs;
