@@ -83,8 +83,13 @@ int32_t http_workers_submit(http_workers *w, http_req *rq)
 	else
 		w->head = rq;
 	w->tail = rq;
-	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);
+	/* Signalled after the unlock: a worker woken under the lock would
+	 * find it taken and sleep again on it at once (a second futex wait
+	 * and wake-up per request). A worker that takes rq meanwhile makes
+	 * this wake-up spurious, which the wait loop tolerates; the pool
+	 * (and the condition) outlives every submit. */
+	pthread_cond_signal(&w->work);
 	return 0;
 }
 
