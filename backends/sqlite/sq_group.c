@@ -2,6 +2,7 @@
 #include "sq_group.h"
 
 #include <errno.h>
+#include <semaphore.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,8 +12,9 @@
 #define REQ_RUNNING 2u /* taken into the group being written */
 #define REQ_DONE    3u /* out of the queue; result and err are final */
 
-/* sq_group_req.wake, under the request's own mutex: what its thread is
- * woken for. */
+/* sq_group_req.wake, written by the waker before it posts the request's
+ * semaphore, read by the request's thread after its wait: what the thread
+ * is woken for. */
 #define WAKE_NONE 0u
 #define WAKE_DONE 1u /* the group holding it is over */
 #define WAKE_LEAD 2u /* it heads the queue now: lead the next group */
@@ -25,10 +27,16 @@ static const sq_sql SQL_RELEASE = { SQ_ST_RELEASE, "RELEASE sq_group_req" };
 static const sq_sql SQL_ROLLBACK_TO = { SQ_ST_ROLLBACK_TO, "ROLLBACK TO sq_group_req" };
 
 /* One queued request; lives on its submitter's stack. The leader reads and
- * writes it (apply, result, err) only while it is REQ_RUNNING. Wake-ups
- * are sent under the request's own mutex (not the queue's), so many
- * members can be woken without holding up the queue, and the submitter
- * cannot return (and free the request) before its waker is done with it. */
+ * writes it (apply, result, err) only while it is REQ_RUNNING. A wake-up
+ * is one post of the request's own semaphore (not under the queue's
+ * lock), so many members can be woken without holding up the queue. A
+ * semaphore rather than a mutex and condition: the woken thread needs no
+ * lock its waker may still hold (which cost a second futex sleep and
+ * wake-up per member), and a semaphore may be destroyed as soon as its
+ * wait returned (glibc's sem_post reads nothing of it after the increment
+ * that lets the waiter go; at most a futex wake-up on its address
+ * follows, which is harmless once the memory is reused), so the waker
+ * needs no lock to keep the request alive either. */
 typedef struct sq_group_req {
 	const memd_call *call;
 	sq_group_apply_fn apply;
@@ -39,8 +47,7 @@ typedef struct sq_group_req {
 	memd_error *err;
 	memd_error own_err;         /* err when the submitter gave none */
 	struct sq_group_req *next;  /* under group_lock */
-	pthread_mutex_t mutex;      /* guards wake */
-	pthread_cond_t cond;        /* CLOCK_MONOTONIC; signalled when wake is set */
+	sem_t woken;                /* posted once, after wake is set */
 	uint32_t wake;              /* WAKE_* */
 } sq_group_req;
 
@@ -137,13 +144,12 @@ static void run_group(sq_store *s, sq_conn *c, sq_group_req *const *m, uint32_t 
 }
 
 /* Wake req's thread for why (WAKE_*). The caller must not touch req
- * afterwards: its thread may return at once. */
+ * afterwards: its thread may return at once. sem_post orders the write of
+ * wake before the waiter's read. */
 static void wake(sq_group_req *req, uint32_t why)
 {
-	pthread_mutex_lock(&req->mutex);
 	req->wake = why;
-	pthread_cond_signal(&req->cond);
-	pthread_mutex_unlock(&req->mutex);
+	sem_post(&req->woken);
 }
 
 /* self heads the queue: take the writer, then everything queued by then
@@ -223,22 +229,21 @@ static int32_t wait_wake(sq_store *s, sq_group_req *req, uint32_t *ret_why)
 {
 	int64_t deadline = req->call ? req->call->deadline_us : 0;
 
-	pthread_mutex_lock(&req->mutex);
-	while (req->wake == WAKE_NONE) {
+	for (;;) {
 		struct timespec ts;
 		int gone = 0;
 
 		if (!deadline) {
-			pthread_cond_wait(&req->cond, &req->mutex);
-			continue;
+			if (sem_wait(&req->woken) == 0)
+				break;
+			continue; /* EINTR */
 		}
 		ts.tv_sec = deadline / US_PER_SEC;
 		ts.tv_nsec = (deadline % US_PER_SEC) * NS_PER_US;
-		if (pthread_cond_timedwait(&req->cond, &req->mutex, &ts) != ETIMEDOUT ||
-		    req->wake != WAKE_NONE)
-			continue;
-		/* Never hold the request's mutex and the queue's at once. */
-		pthread_mutex_unlock(&req->mutex);
+		if (sem_clockwait(&req->woken, CLOCK_MONOTONIC, &ts) == 0)
+			break;
+		if (errno != ETIMEDOUT)
+			continue; /* EINTR */
 		pthread_mutex_lock(&s->group_lock);
 		if (req->state == REQ_QUEUED) {
 			unlink_req(s, req);
@@ -248,11 +253,11 @@ static int32_t wait_wake(sq_store *s, sq_group_req *req, uint32_t *ret_why)
 		if (gone)
 			return memd_error_set(req->err, MEMD_ETIMEDOUT, MEMD_ERROR_RETRYABLE,
 					      "sqlite: deadline passed waiting for the writer");
+		/* Taken into a group or made the head just then: its wake-up
+		 * comes (or came: the semaphore keeps the post). */
 		deadline = 0;
-		pthread_mutex_lock(&req->mutex);
 	}
 	*ret_why = req->wake;
-	pthread_mutex_unlock(&req->mutex);
 	return 0;
 }
 
@@ -261,7 +266,6 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 {
 	sq_group_req req = { .call = call, .apply = apply, .ctx = ctx,
 			     .weight = weight ? weight : 1, .state = REQ_QUEUED };
-	pthread_condattr_t cattr;
 	uint32_t why = WAKE_LEAD;
 	int alone;
 	int32_t r;
@@ -270,11 +274,7 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 	r = sq_call_check(s, call, req.err);
 	if (r < 0)
 		return r;
-	pthread_mutex_init(&req.mutex, NULL);
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	pthread_cond_init(&req.cond, &cattr);
-	pthread_condattr_destroy(&cattr);
+	sem_init(&req.woken, 0, 0);
 
 	pthread_mutex_lock(&s->group_lock);
 	if (s->group_tail)
@@ -295,8 +295,7 @@ int32_t sq_group_write(sq_store *s, const memd_call *call, sq_group_apply_fn app
 		lead(s, &req);
 	if (r == 0)
 		r = req.result;
-	pthread_cond_destroy(&req.cond);
-	pthread_mutex_destroy(&req.mutex);
+	sem_destroy(&req.woken);
 	return r;
 }
 
