@@ -447,15 +447,21 @@ void feed_tailer_kick(feed_tailer *t)
 	 * that has not begun yet, so it will read their records) and leave
 	 * it at that; a kick during a pass asks for one more after it,
 	 * without waking anyone (the tailer checks when the pass ends). */
+	int wake = 0;
+
 	if (atomic_load(&t->kicked)) /* seq_cst: against the clear at a pass's start */
 		return;
 	pthread_mutex_lock(&t->mu);
 	if (!t->kicked) {
 		t->kicked = 1;
-		if (!t->busy)
-			pthread_cond_broadcast(&t->cond);
+		wake = !t->busy;
 	}
 	pthread_mutex_unlock(&t->mu);
+	/* Broadcast after the unlock: woken under it, the tailer would find
+	 * the lock taken and sleep once more on it. Every waiter rechecks its
+	 * condition, and the tailer outlives its kickers (index_close). */
+	if (wake)
+		pthread_cond_broadcast(&t->cond);
 }
 
 int32_t feed_tailer_wait(feed_tailer *t, int64_t head, int64_t deadline_us, memd_error *err)
