@@ -158,6 +158,8 @@ static const http_route routes[] = {
 	{ "DELETE", TASK_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_TASK_DELETE, http_h_task_delete },
 };
 
+#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
+
 static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_SESSION_CREATE] = "session_create",
 	[HTTP_OP_SESSION_LIST] = "session_list",
@@ -285,33 +287,47 @@ static int seg_match(const segment *t, const segment *s, segment *ret_value, int
 
 /* Does route r match the raw segments s? *ret_n gets the number of
  * parameters, *ret_actions the number of them matched by a pattern
- * segment with a suffix (see http_router_match). */
+ * segment with a suffix (see http_router_match). The pattern is walked a
+ * segment at a time beside the path and left at the first segment that
+ * differs: every request tries every route, and most differ early, so
+ * splitting each pattern whole first cost more than the match itself. */
 static int route_matches(const http_route *r, const segment *s, int ns, segment *values,
 			 char names[][32], size_t *ret_n, int *ret_actions)
 {
-	segment t[MAX_SEGMENTS];
-	int nt = split(r->pattern, t);
+	const char *p = r->pattern;
 	size_t n = 0;
 	int actions = 0;
 
-	if (nt != ns)
+	if (p[0] != '/')
 		return 0;
-	for (int i = 0; i < nt; i++) {
+	p++;
+	for (int i = 0; i < ns; i++) {
+		const char *slash;
+		segment t;
 		int param;
-		if (!seg_match(&t[i], &s[i], &values[n], &param))
+
+		if (!p)
+			return 0; /* the pattern has fewer segments */
+		slash = strchr(p, '/');
+		t.p = p;
+		t.len = slash ? (size_t)(slash - p) : strlen(p);
+		p = slash ? slash + 1 : NULL;
+		if (!seg_match(&t, &s[i], &values[n], &param))
 			return 0;
 		if (param) {
 			actions += param == 2;
 			if (n == HTTP_MAX_PARAMS)
 				return 0;
 			if (names) {
-				const char *close = memchr(t[i].p, '}', t[i].len);
-				size_t len = (size_t)(close - t[i].p - 1);
-				snprintf(names[n], sizeof(names[n]), "%.*s", (int)len, t[i].p + 1);
+				const char *close = memchr(t.p, '}', t.len);
+				size_t len = (size_t)(close - t.p - 1);
+				snprintf(names[n], sizeof(names[n]), "%.*s", (int)len, t.p + 1);
 			}
 			n++;
 		}
 	}
+	if (p)
+		return 0; /* the pattern has more segments */
 	*ret_n = n;
 	*ret_actions = actions;
 	return 1;
@@ -358,6 +374,8 @@ int32_t http_router_match(const char *method, const char *raw_path, http_match *
 	char names[HTTP_MAX_PARAMS][32];
 	int ns = split(raw_path, s);
 	const http_route *found = NULL;
+	size_t matched[N_ROUTES], n_matched = 0;
+	int matched_actions[N_ROUTES];
 	size_t found_index = 0, n = 0;
 	http_match m = { 0 };
 	int most_actions = 0, actions;
@@ -365,17 +383,20 @@ int32_t http_router_match(const char *method, const char *raw_path, http_match *
 	if (ns < 0)
 		return memd_error_set(err, HTTP_E_NOROUTE, 0, "no such path");
 	/* An action suffix wins over a bare parameter: the path's routes are
-	 * those that match with the most suffixes. */
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+	 * those that match with the most suffixes. One pass over the table
+	 * notes the routes that match (a handful), the choice is among them. */
+	for (size_t i = 0; i < N_ROUTES; i++) {
 		size_t np;
-		if (route_matches(&routes[i], s, ns, values, NULL, &np, &actions) &&
-		    actions > most_actions)
+		if (!route_matches(&routes[i], s, ns, values, NULL, &np, &actions))
+			continue;
+		matched[n_matched] = i;
+		matched_actions[n_matched++] = actions;
+		if (actions > most_actions)
 			most_actions = actions;
 	}
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		size_t np;
-		if (!route_matches(&routes[i], s, ns, values, NULL, &np, &actions) ||
-		    actions != most_actions)
+	for (size_t k = 0; k < n_matched; k++) {
+		size_t i = matched[k];
+		if (matched_actions[k] != most_actions)
 			continue;
 		if (strcmp(routes[i].method, method) == 0) {
 			found = &routes[i];
