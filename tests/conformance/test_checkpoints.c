@@ -12,6 +12,7 @@
  * through checkpoint_resumable, so the head tests read it there.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1163,4 +1164,98 @@ Test(checkpoints, durable_across_reopen)
 		snprintf(want, sizeof(want), "%s/s1=c1:%u", USER, MEMD_RUN_INTERRUPTED);
 		assert_resumable(APP, RUN_MASK_ALL, NULL, NULL, 0, NOW, want, "after reopen");
 	}
+}
+
+/* ---- races and cost ----------------------------------------------------- */
+
+#define RACE_THREADS 4
+#define RACE_ROUNDS 8
+#define RACE_ID_LEN 32
+
+/* Each racer of a round puts a root checkpoint "r<round>-t<thread>" of
+ * session "race": every id of a round is greater than the ids before it. */
+static void *race_put(void *p)
+{
+	conf_racer *a = p;
+	char id[RACE_ID_LEN];
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_checkpoint c;
+
+	snprintf(id, sizeof(id), "r%02d-t%d", a->round, a->thread);
+	c = ck(APP, USER, "race", "", id);
+	a->err.struct_size = sizeof(a->err);
+	pthread_barrier_wait(a->start);
+	a->result = a->ops->checkpoint_put(a->h, &call, &c, 1, T0 + a->round, NULL, &a->err);
+	return NULL;
+}
+
+Test(checkpoints, racing_puts_leave_the_greatest_id_as_head)
+{
+	void *twin = NULL, *h[2];
+
+	put_simple("race", "", "r");
+	conf_race_instances(st, &twin, h);
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		conf_racer args[RACE_THREADS];
+		char want[KEYS_MAX];
+
+		conf_race_round(st, h, round, race_put, args, RACE_THREADS);
+		for (int i = 0; i < RACE_THREADS; i++)
+			cr_assert_eq(args[i].result, 0, "round %d thread %d: %s", round, i,
+				     args[i].err.msg);
+		snprintf(want, sizeof(want), "%s/race=r%02d-t%d:1", USER, round, RACE_THREADS - 1);
+		assert_resumable(APP, RUN_MASK_ALL, NULL, NULL, 0, NOW, want, "after a round");
+	}
+	conf_twin_close(twin);
+}
+
+#define BIG_SESSIONS 3
+#define BIG_IDS 40            /* per session and namespace */
+#define BIG_PAGE 5
+/* Rows a store may examine beyond the page (its own bookkeeping). */
+#define ROWS_SLACK 8
+
+static void assert_list_cheap(memd_checkpoint_query *q, const char *what)
+{
+	conf_checkpoints l = { 0 };
+
+	q->limit = BIG_PAGE;
+	q->now_us = NOW;
+	st->rows_read = 0;
+	cr_assert_eq(conf_checkpoint_list(st, APP, USER, q, 0, &l), 0, "%s: %s", what,
+		     st->err.msg);
+	cr_assert_eq(l.n, BIG_PAGE, "%s: %zu checkpoints", what, l.n);
+	cr_assert_geq(st->rows_read, BIG_PAGE, "%s: rows_read %llu: the store does not count rows",
+		      what, (unsigned long long)st->rows_read);
+	cr_assert_leq(st->rows_read, BIG_PAGE + ROWS_SLACK, "%s examined %llu rows of %d", what,
+		      (unsigned long long)st->rows_read, BIG_SESSIONS * 2 * BIG_IDS);
+	conf_checkpoints_clear(&l);
+}
+
+/* A session's listing reads through an index: its cost is the page, not
+ * the user's checkpoints. */
+Test(checkpoints, session_list_rows_read_bounded)
+{
+	static const char *const sessions[BIG_SESSIONS] = { "sa", "sb", "sc" };
+	static const char *const namespaces[2] = { "", "sub" };
+	memd_checkpoint_query q;
+
+	for (int k = 0; k < BIG_IDS; k++) {
+		for (int s = 0; s < BIG_SESSIONS; s++) {
+			for (int n = 0; n < 2; n++) {
+				char id[RACE_ID_LEN];
+				snprintf(id, sizeof(id), "c%03d", k);
+				put_simple(sessions[s], namespaces[n], id);
+			}
+		}
+	}
+	q = (memd_checkpoint_query){ .session = "sb", .ns = "" };
+	assert_list_cheap(&q, "one namespace of a session");
+	q = (memd_checkpoint_query){ .session = "sb", .ns = "", .before_id = "c020" };
+	assert_list_cheap(&q, "a page in the middle of a namespace");
+	q = (memd_checkpoint_query){ .session = "sb" };
+	assert_list_cheap(&q, "every namespace of a session");
+	q = (memd_checkpoint_query){ .session = "sb", .before_id = "c020", .before_session = "sb",
+				     .before_ns = "sub" };
+	assert_list_cheap(&q, "a page in the middle of a session");
 }
