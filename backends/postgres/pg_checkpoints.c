@@ -189,10 +189,13 @@ static const pg_sql SQL_CK_RESUMABLE = { PG_ST_CK_RESUMABLE, 6,
  * lock re-checks the expiry on the newest version). Their writes go with
  * them (foreign key). A deleted head passes to the greatest root
  * checkpoint of its session that this statement leaves (its snapshot
- * still holds the deleted rows: d excludes them), or goes; both only if
- * the head is still the one deleted (re-checked on the newest version of
- * the head row: a put that moved it meanwhile wins). The result is the
- * count. */
+ * still holds the deleted rows: d excludes them) and that no other
+ * transaction is deleting (only a delete's lock conflicts with FOR KEY
+ * SHARE: of two sweeps of one session, neither passes the head to a
+ * checkpoint the other removes; the one it takes stays until this
+ * commits), or goes; both only if the head is still the one deleted
+ * (re-checked on the newest version of the head row: a put that moved it
+ * meanwhile wins). The result is the count. */
 #define SAME_SESSION(a, b) \
 	a ".app = " b ".app AND " a ".\"user\" = " b ".\"user\" AND " a ".session = " b ".session"
 static const pg_sql SQL_CK_EXPIRE = { PG_ST_CK_EXPIRE, 2,
@@ -206,7 +209,7 @@ static const pg_sql SQL_CK_EXPIRE = { PG_ST_CK_EXPIRE, 2,
 	"   (SELECT r.id FROM checkpoints r WHERE " SAME_SESSION("r", "h") " AND r.ns = ''"
 	"     AND NOT EXISTS (SELECT 1 FROM d x WHERE " SAME_SESSION("x", "r")
 	"       AND x.ns = '' AND x.id = r.id)"
-	"     ORDER BY r.id DESC LIMIT 1) AS new_id"
+	"     ORDER BY r.id DESC LIMIT 1 FOR KEY SHARE SKIP LOCKED) AS new_id"
 	"   FROM checkpoint_heads h JOIN d ON " SAME_SESSION("d", "h")
 	"   AND d.ns = '' AND d.id = h.id),"
 	" u AS (UPDATE checkpoint_heads t SET id = r.id, run_state = r.run_state,"
