@@ -117,6 +117,10 @@ const ROUTES: { readonly [O in ClientOperation]: RouteOf<O> } = {
   sweepLanes: ['post', '/v1/lanes:sweep'],
   extractMemories: ['post', '/v1/apps/{app}/users/{user}/sessions/{sid}/memories:extract'],
   sweepMemories: ['post', '/v1/memories:sweep'],
+  listTasks: ['get', '/v1/apps/{app}/tasks'],
+  getTask: ['get', '/v1/apps/{app}/tasks/{tid}'],
+  putTask: ['put', '/v1/apps/{app}/tasks/{tid}'],
+  deleteTask: ['delete', '/v1/apps/{app}/tasks/{tid}'],
 };
 
 /** The operations MemdClient has a method for, in the spec's order. */
@@ -131,10 +135,14 @@ const IDEMPOTENT_WRITES: ReadonlySet<ClientOperation> = new Set<ClientOperation>
 /* DELETEs answered 204: a 404 on a retry after an attempt whose answer was
  * lost means that attempt deleted it, so the call is done. */
 const GONE_IS_DONE: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
-  'deleteUser', 'deleteSession', 'deleteArtifact', 'deleteMemory', 'deleteLane',
+  'deleteUser', 'deleteSession', 'deleteArtifact', 'deleteMemory', 'deleteLane', 'deleteTask',
 ]);
 
-type AnyOptions = CallOptions & { ifMatch?: string | number };
+/* PUTs that save the whole resource: repeating one unconditional save
+ * after a lost answer saves the same content again. */
+const IDEMPOTENT_PUTS: ReadonlySet<ClientOperation> = new Set<ClientOperation>(['putTask']);
+
+type AnyOptions = CallOptions & { ifMatch?: string | number; ifNoneMatch?: '*' };
 
 /**
  * A client of one memd server. Every method resolves to memd's parsed
@@ -194,12 +202,14 @@ export class MemdClient {
     if (options?.ifMatch !== undefined) {
       headers['If-Match'] = typeof options.ifMatch === 'number' ? `"${options.ifMatch}"` : options.ifMatch;
     }
+    if (options?.ifNoneMatch !== undefined) headers['If-None-Match'] = options.ifNoneMatch;
     return send(this.#config, {
       method: method.toUpperCase(),
       target: this.#target(op, params),
       headers,
       body,
-      repeatable: method === 'get' || method === 'delete' || IDEMPOTENT_WRITES.has(op),
+      repeatable: method === 'get' || method === 'delete' || IDEMPOTENT_WRITES.has(op) ||
+        (IDEMPOTENT_PUTS.has(op) && options?.ifMatch === undefined && options?.ifNoneMatch === undefined),
       signal: options?.signal,
       timeoutMs: options?.timeoutMs,
     });
@@ -405,6 +415,11 @@ export class MemdClient {
     return pages(params, (p) => this.listMemories(p, options), (page) => ({ items: page.memories, next: page.next_cursor }), 'cursor');
   }
 
+  /** Every A2A task of an app (listTasks' filters apply), following next_cursor. */
+  tasks(params: Omit<Params<'listTasks'>, 'cursor'>, options?: CallOptions): AsyncIterable<Schemas['TaskRecord']> {
+    return pages(params, (p) => this.listTasks(p, options), (page) => ({ items: page.tasks, next: page.next_cursor }), 'cursor');
+  }
+
   // ---- One method per operation ----------------------------------------------
 
   /** GET /healthz: Liveness - the process is up and serving. */
@@ -563,6 +578,32 @@ export class MemdClient {
   /** GET /v1/apps/{app}/users/{user}/memories/{mid}/history: Every change of a memory, oldest first (also after it was deleted). */
   getMemoryHistory(params: Params<'getMemoryHistory'>, options?: Options<'getMemoryHistory'>): Promise<Result<'getMemoryHistory'>> {
     return this.call('getMemoryHistory', params, undefined, options);
+  }
+
+  /** GET /v1/apps/{app}/tasks: List the app's A2A tasks, most recently saved first, a page at a time. */
+  listTasks(params: Params<'listTasks'>, options?: Options<'listTasks'>): Promise<Result<'listTasks'>> {
+    return this.call('listTasks', params, undefined, options);
+  }
+
+  /** GET /v1/apps/{app}/tasks/{tid}: One A2A task (`history_length`: only its most recent history messages). */
+  getTask(params: Params<'getTask'>, options?: Options<'getTask'>): Promise<Result<'getTask'>> {
+    return this.call('getTask', params, undefined, options);
+  }
+
+  /**
+   * PUT /v1/apps/{app}/tasks/{tid}: Save an A2A task (create it or replace
+   * it whole). `ifMatch` saves only over that version, `ifNoneMatch: '*'`
+   * only creates; a 409 answers another version, an existing task or a
+   * terminal state left. An unconditional save is retried after a lost
+   * answer (it saves the same task again).
+   */
+  putTask(params: Params<'putTask'>, body: Body<'putTask'>, options?: Options<'putTask'>): Promise<Result<'putTask'>> {
+    return this.call('putTask', params, body, options);
+  }
+
+  /** DELETE /v1/apps/{app}/tasks/{tid}: Delete an A2A task (`ifMatch`: only that version). */
+  deleteTask(params: Params<'deleteTask'>, options?: Options<'deleteTask'>): Promise<Result<'deleteTask'>> {
+    return this.call('deleteTask', params, undefined, options);
   }
 
   /** GET /v1/apps/{app}/jobs: The app's background jobs, newest first. */

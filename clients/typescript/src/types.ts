@@ -63,9 +63,14 @@ export interface CallOptions {
   headers?: Record<string, string>;
 }
 
-/** Options of a call; `ifMatch` where the operation takes If-Match (a memory's version, the ETag). */
+/**
+ * Options of a call; `ifMatch` where the operation takes If-Match (a
+ * memory's or a task's version, the ETag), `ifNoneMatch: '*'` where it
+ * takes If-None-Match (create only).
+ */
 export type Options<O extends ClientOperation> = CallOptions &
-  ('If-Match' extends keyof ParamsIn<O, 'header'> ? { ifMatch?: string | number } : {});
+  ('If-Match' extends keyof ParamsIn<O, 'header'> ? { ifMatch?: string | number } : {}) &
+  ('If-None-Match' extends keyof ParamsIn<O, 'header'> ? { ifNoneMatch?: '*' } : {});
 
 /** An HTTP method as the generated `paths` spell them. */
 type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';

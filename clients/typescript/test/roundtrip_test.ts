@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Round trips through every part of memd's API with the typed methods,
 // against a real memd: sessions, events, state, context, transcripts,
-// artifacts (bytes in and out), search, memories, jobs, lanes (turns and
-// the inbox) and the service routes.
+// artifacts (bytes in and out), search, memories, A2A tasks, jobs, lanes
+// (turns and the inbox) and the service routes.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -223,6 +223,39 @@ test('memories: create, get, update and delete with If-Match, history, extract',
   assert.equal(x.to_seq, 1);
   const swept = await memd.sweepMemories();
   assert.equal(typeof swept.memories_expired, 'number');
+});
+
+test('A2A tasks: save with If-None-Match and If-Match, a terminal state kept, get, list, delete', async () => {
+  const app = fresh('app');
+  const user = 'u';
+  const task = (state: Schemas['TaskState']) => ({
+    kind: 'task' as const, id: 't1', contextId: 'ctx1', status: { state },
+    history: [
+      { kind: 'message' as const, messageId: 'm1', role: 'user' as const, parts: [{ kind: 'text' as const, text: 'hi' }] },
+      { kind: 'message' as const, messageId: 'm2', role: 'agent' as const, parts: [{ kind: 'text' as const, text: 'on it' }] },
+    ],
+  });
+  const created = await memd.putTask({ app, tid: 't1', user }, task('submitted'), { ifNoneMatch: '*' });
+  assert.equal(created.version, 1);
+  assert.equal(created.user, user);
+  await assert.rejects(memd.putTask({ app, tid: 't1' }, task('working'), { ifNoneMatch: '*' }), rejectsWith('conflict', 409));
+  const working = await memd.putTask({ app, tid: 't1', user }, task('working'), { ifMatch: created.version });
+  assert.equal(working.version, 2);
+  await assert.rejects(memd.putTask({ app, tid: 't1', user }, task('working'), { ifMatch: 1 }), rejectsWith('conflict', 409));
+  await memd.putTask({ app, tid: 't1', user }, task('completed'));
+  await assert.rejects(memd.putTask({ app, tid: 't1', user }, task('working')), rejectsWith('conflict', 409));
+  const got = await memd.getTask({ app, tid: 't1', history_length: 1 });
+  assert.equal(got.task.status.state, 'completed');
+  assert.deepEqual(got.task.history?.map((m) => m.messageId), ['m2']);
+  await assert.rejects(memd.putTask({ app, tid: 't1' }, { ...task('completed'), id: 'other' }), rejectsWith('invalid_request', 400));
+  await memd.putTask({ app, tid: 't2' }, { ...task('working'), id: 't2', contextId: 'ctx2' });
+  const page = await memd.listTasks({ app, state: 'completed' });
+  assert.deepEqual(page.tasks.map((r) => r.task.id), ['t1']);
+  const all: string[] = [];
+  for await (const r of memd.tasks({ app, limit: 1 })) all.push(r.task.id);
+  assert.deepEqual(all, ['t2', 't1']);
+  assert.equal(await memd.deleteTask({ app, tid: 't1' }, { ifMatch: 3 }), undefined);
+  await assert.rejects(memd.getTask({ app, tid: 't1' }), rejectsWith('not_found', 404));
 });
 
 test('jobs: an index rebuild, its job, the app\'s jobs, cancel', async () => {
