@@ -67,6 +67,23 @@ def _if_match(value: Optional[Union[str, int]]) -> Optional[Dict[str, str]]:
     return {"If-Match": f'"{value}"' if isinstance(value, int) else value}
 
 
+def _if_none_match(value: Optional[str]) -> Optional[Dict[str, str]]:
+    """The If-None-Match header: only "*" (create only)."""
+    if value is None:
+        return None
+    if value != "*":
+        raise ValueError('if_none_match must be "*"')
+    return {"If-None-Match": value}
+
+
+def _merge(*headers: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+    out: Dict[str, str] = {}
+    for h in headers:
+        if h:
+            out.update(h)
+    return out or None
+
+
 class Client:
     """A client of one memd server.
 
@@ -1018,6 +1035,98 @@ class Client:
             None, None, safe=True, timeout=timeout, headers=headers,
         )
 
+    def list_tasks(
+        self,
+        app: str,
+        *,
+        context_id: Optional[str] = None,
+        state: Optional[str] = None,
+        user: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """List the app's A2A tasks, most recently saved first, a page at a time.
+
+        GET /v1/apps/{app}/tasks
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/tasks", app),
+            {
+                "context_id": context_id,
+                "state": state,
+                "user": user,
+                "limit": limit,
+                "cursor": cursor,
+            },
+            None, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def put_task(
+        self,
+        app: str,
+        tid: str,
+        body: JSONObject,
+        *,
+        user: Optional[str] = None,
+        if_match: Optional[Union[str, int]] = None,
+        if_none_match: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """Save an A2A task (create it or replace it whole); with if_match=
+        (a version number or the ETag) only over that version, with
+        if_none_match="*" only if it does not exist. An unconditional save
+        is repeated after a lost answer (it saves the same task again).
+
+        PUT /v1/apps/{app}/tasks/{tid}
+        """
+        return self._json(
+            "PUT", _path("/v1/apps/{}/tasks/{}", app, tid),
+            {"user": user}, body, safe=if_match is None and if_none_match is None,
+            timeout=timeout, headers=headers,
+            extra_headers=_merge(_if_match(if_match), _if_none_match(if_none_match)),
+        )
+
+    def get_task(
+        self,
+        app: str,
+        tid: str,
+        *,
+        history_length: Optional[int] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """One A2A task (history_length=: only its most recent history messages).
+
+        GET /v1/apps/{app}/tasks/{tid}
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/tasks/{}", app, tid),
+            {"history_length": history_length}, None, safe=True, timeout=timeout,
+            headers=headers,
+        )
+
+    def delete_task(
+        self,
+        app: str,
+        tid: str,
+        *,
+        if_match: Optional[Union[str, int]] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> None:
+        """Delete an A2A task; with if_match= (a version number or the
+        ETag) only that version.
+
+        DELETE /v1/apps/{app}/tasks/{tid}
+        """
+        self._delete(
+            _path("/v1/apps/{}/tasks/{}", app, tid), None,
+            timeout=timeout, headers=headers, extra_headers=_if_match(if_match),
+        )
+
     def list_jobs(
         self,
         app: str,
@@ -1579,6 +1688,25 @@ class Client:
             active_within=active_within, in_turn=in_turn, timeout=timeout, headers=headers,
         )
         return self._pages(self.list_app_lanes, (app,), "lanes", query, "next_cursor", "cursor")
+
+    def iter_tasks(
+        self,
+        app: str,
+        *,
+        context_id: Optional[str] = None,
+        state: Optional[str] = None,
+        user: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Iterator[JSONObject]:
+        """Every task of list_tasks, page after page."""
+        query = dict(
+            context_id=context_id, state=state, user=user, limit=limit, cursor=cursor,
+            timeout=timeout, headers=headers,
+        )
+        return self._pages(self.list_tasks, (app,), "tasks", query, "next_cursor", "cursor")
 
     def iter_memories(
         self,

@@ -21,7 +21,8 @@ from memd_client import Client
 from standins import StandIn, memd_client
 
 MCP_OPERATIONS = {"mcpMessage", "mcpEndSession"}  # MCP clients speak MCP
-ITERATORS = {"iter_sessions", "iter_events", "iter_lanes", "iter_app_lanes", "iter_memories"}
+ITERATORS = {"iter_sessions", "iter_events", "iter_lanes", "iter_app_lanes", "iter_memories",
+             "iter_tasks"}
 METHODS = ("get", "put", "post", "delete", "patch")
 
 
@@ -118,6 +119,8 @@ class Coverage(unittest.TestCase):
                 want = {py_name(n) for n in op.query} | {"timeout", "headers"}
                 if "If-Match" in op.header_params:
                     want.add("if_match")
+                if "If-None-Match" in op.header_params:
+                    want.add("if_none_match")
                 if op.id == "putArtifact":
                     want.add("content_type")
                 self.assertEqual(keywords, want)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 import unittest
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
 from memd_client import Client, Conflict, Forbidden, MemdError, NotFound, Unauthorized
 from standins import fresh, memd_client, memd_url
@@ -200,6 +200,40 @@ class SearchAndMemories(Base):
         m.delete_memory(app, user, mem["id"], if_match=2)
         with self.assertRaises(NotFound):
             m.get_memory(app, user, mem["id"])
+
+
+class Tasks(Base):
+    def test_task_round_trip(self) -> None:
+        m, app, user = self.memd, self.app, self.user
+
+        def task(state: str, tid: str = "t1") -> Dict[str, Any]:
+            return {"kind": "task", "id": tid, "contextId": "ctx1", "status": {"state": state},
+                    "history": [{"kind": "message", "messageId": "m1", "role": "user",
+                                 "parts": [{"kind": "text", "text": "hi"}]},
+                                {"kind": "message", "messageId": "m2", "role": "agent",
+                                 "parts": [{"kind": "text", "text": "on it"}]}]}
+
+        made = m.put_task(app, "t1", task("submitted"), user=user, if_none_match="*")
+        self.assertEqual((made["version"], made["user"]), (1, user))
+        with self.assertRaises(Conflict):
+            m.put_task(app, "t1", task("working"), if_none_match="*")
+        self.assertEqual(m.put_task(app, "t1", task("working"), user=user, if_match=1)["version"], 2)
+        with self.assertRaises(Conflict):
+            m.put_task(app, "t1", task("working"), user=user, if_match=1)
+        m.put_task(app, "t1", task("completed"), user=user)
+        with self.assertRaises(Conflict) as cm:
+            m.put_task(app, "t1", task("working"), user=user)
+        self.assertIn("completed", str(cm.exception))
+        got = m.get_task(app, "t1", history_length=1)
+        self.assertEqual(got["task"]["status"]["state"], "completed")
+        self.assertEqual([h["messageId"] for h in got["task"]["history"]], ["m2"])
+        m.put_task(app, "t2", task("working", "t2"))
+        self.assertEqual([r["task"]["id"] for r in m.list_tasks(app, state="completed")["tasks"]],
+                         ["t1"])
+        self.assertEqual([r["task"]["id"] for r in m.iter_tasks(app, limit=1)], ["t2", "t1"])
+        m.delete_task(app, "t1", if_match=3)
+        with self.assertRaises(NotFound):
+            m.get_task(app, "t1")
 
 
 class Lanes(Base):
