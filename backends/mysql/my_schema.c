@@ -57,7 +57,22 @@
  * listing, by position for the feed and by (expires_us, ...) for expiry;
  * memd_memory_history one row per change, numbered by hseq (the order of
  * writes, which breaks ties of (at_us, version, op)); memd_feed_deletes
- * gains memory_id for the MEMORY_DELETE records. */
+ * gains memory_id for the MEMORY_DELETE records.
+ *
+ * Version 5 adds run checkpoints and A2A tasks (my_checkpoints.h,
+ * my_tasks.h). memd_checkpoints has one row per (app, user, session, ns,
+ * id): the namespace is VARBINARY(255) NOT NULL ("" is the root graph,
+ * never NULL) and ids order as bytes, so the key takes 1275 bytes; the
+ * payload is a LONGBLOB. It is indexed by (app, user, session, id, ns)
+ * for one session's list across namespaces, by (app, user, id, session,
+ * ns) for a user's list (both in list order) and by (expires_us, ...) for
+ * expiry. memd_checkpoint_writes holds the pending writes under their
+ * checkpoint's key and (task_id, idx): 1538 bytes. memd_checkpoint_heads
+ * names each session's greatest root checkpoint id (what the resumable
+ * listing reads; run state and expiry are the checkpoint's own).
+ * memd_tasks has one row per (app, id), indexed by (app, updated_us, id)
+ * for listing, (app, context_id, updated_us, id) for a context's tasks and
+ * (app, user, context_id) for the session and user deletes. */
 #define MY_TABLE_OPTIONS \
 	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
 
@@ -300,6 +315,50 @@ static const char *const SQL_V4[] = {
 	NULL,
 };
 
+static const char *const SQL_V5[] = {
+	"CREATE TABLE IF NOT EXISTS memd_checkpoints ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, ns VARBINARY(255) NOT NULL,"
+	"  id VARBINARY(255) NOT NULL, parent_id VARBINARY(255) NULL,"
+	"  type LONGTEXT NOT NULL, payload LONGBLOB NOT NULL, metadata LONGTEXT NOT NULL,"
+	"  run_state INT UNSIGNED NOT NULL,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL,"
+	"  expires_us BIGINT NOT NULL DEFAULT 0,"
+	"  PRIMARY KEY (app, user, session, ns, id),"
+	"  KEY memd_checkpoints_session_by_id (app, user, session, id, ns),"
+	"  KEY memd_checkpoints_by_id (app, user, id, session, ns),"
+	"  KEY memd_checkpoints_by_expiry (expires_us, app, user, session, ns, id)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_checkpoint_writes ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, ns VARBINARY(255) NOT NULL,"
+	"  checkpoint_id VARBINARY(255) NOT NULL, task_id VARBINARY(255) NOT NULL,"
+	"  idx BIGINT NOT NULL, channel LONGTEXT NOT NULL, type LONGTEXT NOT NULL,"
+	"  value LONGBLOB NOT NULL,"
+	"  PRIMARY KEY (app, user, session, ns, checkpoint_id, task_id, idx)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_checkpoint_heads ("
+	"  app VARBINARY(255) NOT NULL, user VARBINARY(255) NOT NULL,"
+	"  session VARBINARY(255) NOT NULL, id VARBINARY(255) NOT NULL,"
+	"  PRIMARY KEY (app, user, session)"
+	")" MY_TABLE_OPTIONS,
+
+	"CREATE TABLE IF NOT EXISTS memd_tasks ("
+	"  app VARBINARY(255) NOT NULL, id VARBINARY(255) NOT NULL,"
+	"  context_id VARBINARY(255) NOT NULL, user VARBINARY(255) NULL,"
+	"  state VARBINARY(255) NOT NULL, task LONGTEXT NOT NULL,"
+	"  created_us BIGINT NOT NULL, updated_us BIGINT NOT NULL, version BIGINT NOT NULL,"
+	"  PRIMARY KEY (app, id),"
+	"  KEY memd_tasks_by_updated (app, updated_us, id),"
+	"  KEY memd_tasks_by_context (app, context_id, updated_us, id),"
+	"  KEY memd_tasks_by_user (app, user, context_id),"
+	"  CONSTRAINT memd_tasks_version CHECK (version > 0)"
+	")" MY_TABLE_OPTIONS,
+	NULL,
+};
+
 /* Every table with every column the plugin uses, read once after the
  * migrations (no rows), so a table of the same name that is not memd's is
  * refused at start, not at the first call. */
@@ -340,6 +399,13 @@ static const char *const SQL_PROBES[] = {
 	"SELECT hseq, app, user, id, version, op, text, kind, topics, entities, source_session,"
 	" source, created_us, updated_us, expires_us, tokens, actor, reason, at_us"
 	" FROM memd_memory_history WHERE 1 = 0",
+	"SELECT app, user, session, ns, id, parent_id, type, payload, metadata, run_state,"
+	" created_us, updated_us, expires_us FROM memd_checkpoints WHERE 1 = 0",
+	"SELECT app, user, session, ns, checkpoint_id, task_id, idx, channel, type, value"
+	" FROM memd_checkpoint_writes WHERE 1 = 0",
+	"SELECT app, user, session, id FROM memd_checkpoint_heads WHERE 1 = 0",
+	"SELECT app, id, context_id, user, state, task, created_us, updated_us, version"
+	" FROM memd_tasks WHERE 1 = 0",
 	NULL,
 };
 
@@ -356,10 +422,12 @@ static const my_migration migrations[] = {
 	{ 2, "session lanes: lifecycle and usage of sessions, lanes, inboxes", SQL_V2 },
 	{ 3, "transcripts: hidden events, operations, state history, activity order", SQL_V3 },
 	{ 4, "memories: memories and their history, sessions' memory cursor", SQL_V4 },
+	{ 5, "checkpoints and tasks: run checkpoints, pending writes, heads, A2A tasks",
+	  SQL_V5 },
 };
 #define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-_Static_assert(MY_SCHEMA_LATEST == 4, "update migrations[] with MY_SCHEMA_LATEST");
+_Static_assert(MY_SCHEMA_LATEST == 5, "update migrations[] with MY_SCHEMA_LATEST");
 
 static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
 	"CREATE TABLE IF NOT EXISTS memd_schema ("

@@ -8,10 +8,12 @@
 #include <mysqld_error.h>
 
 #include "plugin_util.h"
+#include "my_checkpoints.h"
 #include "my_feed.h"
 #include "my_lanes.h"
 #include "my_memories.h"
 #include "my_state.h"
+#include "my_tasks.h"
 
 #define EMPTY_OBJECT "{}"
 /* A session_list without a bound reads everything it is allowed. */
@@ -735,6 +737,11 @@ static int32_t session_delete_body(my_conn *c, void *arg, memd_error *err)
 		r = delete_scoped(c, &SQL_SESSION_HISTORY_DELETE, scope, 1, NULL, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_SESSION_MARKS_DELETE, scope, 1, NULL, err);
+	/* Its checkpoints and the tasks of its context (since 1.5). */
+	if (r == 0)
+		r = my_checkpoints_session_delete(c, scope, err);
+	if (r == 0)
+		r = my_tasks_session_delete(c, scope, err);
 	if (r == 0)
 		r = delete_scoped(c, &SQL_SESSION_DELETE, scope, 1, NULL, err);
 	if (r == 0)
@@ -755,7 +762,7 @@ int32_t my_session_delete(void *inst, const memd_call *call, const memd_scope *s
 static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 {
 	const memd_scope *user = arg;
-	uint64_t n_sessions = 0, n_keys = 0, n_memories = 0;
+	uint64_t n_sessions = 0, n_keys = 0, n_memories = 0, n_checkpoints = 0, n_tasks = 0;
 	/* The session rows first: their locks keep appends out. */
 	int32_t r = delete_scoped(c, &SQL_USER_SESSIONS_DELETE, user, 0, &n_sessions, err);
 
@@ -781,8 +788,13 @@ static int32_t user_delete_body(my_conn *c, void *arg, memd_error *err)
 	 * them (no MEMORY_DELETE records). */
 	if (r == 0)
 		r = my_memories_user_delete(c, user, &n_memories, err);
+	/* Checkpoints (of sessions gone above) and tasks: not in the feed. */
+	if (r == 0)
+		r = my_checkpoints_user_delete(c, user, &n_checkpoints, err);
+	if (r == 0)
+		r = my_tasks_user_delete(c, user, &n_tasks, err);
 	/* Nothing of theirs was stored: nothing to forget, no record. */
-	if (r == 0 && (n_sessions || n_keys || n_memories))
+	if (r == 0 && (n_sessions || n_keys || n_memories || n_checkpoints || n_tasks))
 		r = my_feed_tombstone(c, MEMD_FEED_DELETE_USER, user, err);
 	return r;
 }

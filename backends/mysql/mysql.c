@@ -12,6 +12,7 @@
 #include <memd/plugin.h>
 
 #include "my_artifacts.h"
+#include "my_checkpoints.h"
 #include "my_config.h"
 #include "my_db.h"
 #include "my_events.h"
@@ -20,12 +21,14 @@
 #include "my_memories.h"
 #include "my_sessions.h"
 #include "my_state.h"
+#include "my_tasks.h"
 #include "my_transcripts.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
-/* The memory ops and a session's memory_seq are 1.3's (the lanes, a
- * session's lifecycle members and append usage 1.2's). */
-#define MY_ABI_MINOR_NEEDED 3
+/* The checkpoint and task ops are 1.5's (the memory ops and a session's
+ * memory_seq 1.3's; the lanes, a session's lifecycle members and append
+ * usage 1.2's). */
+#define MY_ABI_MINOR_NEEDED 5
 #define MY_WHERE_MAX 320 /* host:port or socket path, for the log */
 
 /* Live instances of this plugin in the process. The client library's
@@ -121,6 +124,17 @@ static const memd_store_ops store_ops = {
 	.memory_history = my_memory_history,
 	.memory_expire = my_memory_expire,
 	.session_list_pending = my_session_list_pending,
+	.checkpoint_put = my_checkpoint_put,
+	.checkpoint_put_writes = my_checkpoint_put_writes,
+	.checkpoint_get = my_checkpoint_get,
+	.checkpoint_list = my_checkpoint_list,
+	.checkpoint_delete = my_checkpoint_delete,
+	.checkpoint_resumable = my_checkpoint_resumable,
+	.checkpoint_expire = my_checkpoint_expire,
+	.task_put = my_task_put,
+	.task_get = my_task_get,
+	.task_list = my_task_list,
+	.task_delete = my_task_delete,
 };
 
 static const memd_plugin descriptor = {

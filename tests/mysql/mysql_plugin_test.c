@@ -736,6 +736,18 @@ Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
 #define INBOX_ITEMS 40    /* items the racing takers share */
 #define LEASE_US (3600LL * US_PER_SEC)
 
+/* The statements that take a version 5 database back to version 4, as a
+ * memd before checkpoints and tasks left it (the reverse of the plugin's
+ * step 5). */
+static const char *const DOWNGRADE_TO_4[] = {
+	"DROP TABLE memd_checkpoints",
+	"DROP TABLE memd_checkpoint_writes",
+	"DROP TABLE memd_checkpoint_heads",
+	"DROP TABLE memd_tasks",
+	"DELETE FROM memd_schema WHERE version > 4",
+	NULL,
+};
+
 /* The statements that take a version 4 database back to version 3, as a
  * memd before memories left it (the reverse of the plugin's step 4). */
 static const char *const DOWNGRADE_TO_3[] = {
@@ -873,6 +885,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_3[i]);
 	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
@@ -886,7 +900,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert(log_has(&in, "schema migrated to version 2"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
+	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
 	/* The old session reads as open, made by no lane, with no usage. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1027,6 +1042,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_3[i]);
 	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
@@ -1037,7 +1054,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert_eq(r, 0, "opening a version 2 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
+	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
 	/* The old events are visible, the messages counted. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1204,6 +1222,8 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_3[i]);
 	mysql_close(m);
@@ -1211,7 +1231,8 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	r = open_yaml(&in, yaml);
 	cr_assert_eq(r, 0, "opening a version 3 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 4,"), "the store does not say it is at version 4");
+	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
 	/* The old session has read nothing yet: memory_seq 0, pending. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1261,6 +1282,174 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	cr_assert_eq(k.s.memory_seq, 3, "the second run lost the cursor");
 	cr_assert_eq(count_pending(&in), 0);
+	close_inst(&in);
+}
+
+/* ---- checkpoints and tasks: the schema migration ------------------------------ */
+
+#define CKPT_TTL_US (3600LL * US_PER_SEC)
+
+typedef struct kept_checkpoints {
+	int n, n_writes;
+	char id[TEXT_MAX];
+	char payload[TEXT_MAX];
+	uint32_t run_state;
+	int64_t idx;
+} kept_checkpoints;
+
+typedef struct kept_tasks {
+	int n;
+	int64_t version;
+} kept_tasks;
+
+static int32_t keep_task(void *ud, const memd_task *t)
+{
+	kept_tasks *k = ud;
+	k->version = t->version;
+	k->n++;
+	return 0;
+}
+
+static int32_t keep_checkpoint(void *ud, const memd_checkpoint *c)
+{
+	kept_checkpoints *k = ud;
+	snprintf(k->id, sizeof(k->id), "%s", c->id);
+	snprintf(k->payload, sizeof(k->payload), "%.*s", (int)c->payload_size,
+		 (const char *)c->payload);
+	k->run_state = c->run_state;
+	k->n++;
+	return 0;
+}
+
+static int32_t keep_checkpoint_write(void *ud, const memd_checkpoint_write *w)
+{
+	kept_checkpoints *k = ud;
+	k->idx = w->idx;
+	k->n_writes++;
+	return 0;
+}
+
+/* A root checkpoint of (a, u, session) with id and a payload naming it. */
+static int32_t put_checkpoint(inst *in, memd_error *err, const char *session, const char *id,
+			      int create, int *ret_created)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_checkpoint c = { .struct_size = sizeof(c), .app = "a", .user = "u",
+			      .session = session, .ns = "", .id = id, .type = "json",
+			      .payload = id, .payload_size = strlen(id), .metadata_json = "{}",
+			      .expires_us = T0 + CKPT_TTL_US };
+	return in->ops->checkpoint_put(in->h, &call, &c, create, T0, ret_created, err);
+}
+
+static int32_t get_latest(inst *in, const char *session, kept_checkpoints *k)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = session };
+	memd_checkpoint_sink sink = { .struct_size = sizeof(sink), .userdata = k,
+				      .checkpoint = keep_checkpoint,
+				      .write = keep_checkpoint_write };
+	memset(k, 0, sizeof(*k));
+	return in->ops->checkpoint_get(in->h, &call, &sc, "", NULL, T0, &sink, &in->err);
+}
+
+/* A task of app a, user u, in context ctx, at state. */
+static int32_t put_task(inst *in, memd_error *err, const char *id, const char *ctx,
+			const char *state, uint32_t flags, int64_t expected, int64_t *ret_version)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_task t = { .struct_size = sizeof(t), .app = "a", .id = id, .context_id = ctx,
+			.user = "u", .state = state, .task_json = "{\"kind\":\"task\"}" };
+	kept_tasks k = { 0 };
+	memd_task_sink sink = { .struct_size = sizeof(sink), .userdata = &k, .task = keep_task };
+	int32_t r = in->ops->task_put(in->h, &call, &t, flags, expected, T0, &sink, err);
+	if (r == 0 && ret_version)
+		*ret_version = k.version;
+	return r;
+}
+
+Test(mysql, schema_4_database_migrates_to_checkpoints)
+{
+	char yaml[TEXT_MAX];
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_checkpoint_write w = { .struct_size = sizeof(w), .task_id = "t", .idx = -1,
+				    .channel = "__interrupt__", .type = "json", .value = "v",
+				    .value_size = 1 };
+	memd_checkpoint_writes ws = { .struct_size = sizeof(ws), .run_state = MEMD_RUN_INTERRUPTED,
+				      .ns = "", .checkpoint_id = "0002", .writes = &w,
+				      .n_writes = 1, .now_us = T0 };
+	kept_checkpoints k;
+	int64_t version = 0;
+	int created = -1;
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	/* A database of schema version 4 with a session in it. */
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_4[i]);
+	mysql_close(m);
+
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "opening a version 4 database: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
+	/* Checkpoints of the old session, the head the greater id, writes
+	 * that mark the run interrupted. */
+	cr_assert_not_null(in.ops->checkpoint_put);
+	r = put_checkpoint(&in, &in.err, "old", "0002", 0, &created);
+	cr_assert_eq(r, 0, "checkpoint_put: %s", in.err.msg);
+	cr_assert_eq(created, 0, "an existing session was created");
+	r = put_checkpoint(&in, &in.err, "old", "0001", 0, NULL);
+	cr_assert_eq(r, 0, "checkpoint_put: %s", in.err.msg);
+	r = in.ops->checkpoint_put_writes(in.h, &call, &sc, &ws, &in.err);
+	cr_assert_eq(r, 0, "checkpoint_put_writes: %s", in.err.msg);
+	r = get_latest(&in, "old", &k);
+	cr_assert_eq(r, 0, "checkpoint_get: %s", in.err.msg);
+	cr_assert_str_eq(k.id, "0002");
+	cr_assert_str_eq(k.payload, "0002");
+	cr_assert_eq(k.run_state, MEMD_RUN_INTERRUPTED);
+	cr_assert_eq(k.n_writes, 1);
+	cr_assert_eq(k.idx, -1);
+	/* A new session is made by its first checkpoint; tasks of both. */
+	r = put_checkpoint(&in, &in.err, "new", "0001", 1, &created);
+	cr_assert_eq(r, 0, "checkpoint_put creating its session: %s", in.err.msg);
+	cr_assert_eq(created, 1, "the session was not created");
+	r = put_task(&in, &in.err, "task-old", "old", "working", MEMD_TASK_CREATE, 0, &version);
+	cr_assert_eq(r, 0, "task_put: %s", in.err.msg);
+	cr_assert_eq(version, 1);
+	r = put_task(&in, &in.err, "task-new", "new", "working", MEMD_TASK_CREATE, 0, NULL);
+	cr_assert_eq(r, 0, "task_put: %s", in.err.msg);
+	/* Deleting the old session takes its checkpoints and its task. */
+	r = in.ops->session_delete(in.h, &call, &sc, &in.err);
+	cr_assert_eq(r, 0, "session_delete: %s", in.err.msg);
+	r = get_latest(&in, "old", &k);
+	cr_assert_eq(r, MEMD_ENOTFOUND, "a deleted session's checkpoint is there: %d", r);
+	/* (its task gone, creating it again works) */
+	r = put_task(&in, &in.err, "task-old", "old", "working", MEMD_TASK_CREATE, 0, NULL);
+	cr_assert_eq(r, 0, "the deleted session's task is still there: %s", in.err.msg);
+	close_inst(&in);
+
+	/* A step cut off before it was recorded runs again over what it
+	 * already did and keeps the checkpoints and the tasks. */
+	m = raw_connect(dbname);
+	raw_sql(m, "DELETE FROM memd_schema WHERE version > 4");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "the step again over its own work: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 5"));
+	r = get_latest(&in, "new", &k);
+	cr_assert_eq(r, 0, "the second run lost the checkpoint: %s", in.err.msg);
+	cr_assert_str_eq(k.id, "0001");
+	r = put_task(&in, &in.err, "task-new", "new", "working", 0, 1, &version);
+	cr_assert_eq(r, 0, "the second run lost the task: %s", in.err.msg);
+	cr_assert_eq(version, 2);
 	close_inst(&in);
 }
 
