@@ -1693,3 +1693,96 @@ Test(mysql, racing_inbox_takers_get_each_item_once_in_order)
 		cr_assert_eq(seen[i], 1, "item %d was taken %d times", i, seen[i]);
 	close_inst(&in);
 }
+
+/* ---- checkpoint heads and task versions under racing writers ------------------ */
+
+#define HEAD_ROUNDS 6 /* root checkpoints each racer puts */
+
+/* Racer i puts ids i, i + RACERS, ... of session "h", the greatest first,
+ * so that commits of smaller ids keep following greater ones. */
+static void *head_racer(void *arg)
+{
+	racer *a = arg;
+
+	pthread_barrier_wait(&a->r->start);
+	for (int round = HEAD_ROUNDS - 1; round >= 0 && a->r->rc[a->i] == 0; round--) {
+		char id[16];
+		snprintf(id, sizeof(id), "c%04d", round * RACERS + a->i);
+		a->r->rc[a->i] = put_checkpoint(a->r->in, &a->r->err[a->i], "h", id, 1, NULL);
+	}
+	return NULL;
+}
+
+Test(mysql, racing_checkpoint_puts_leave_the_greatest_head)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_resumable_query q = { .struct_size = sizeof(q), .limit = 10, .app = "a",
+				   .run_states = 1u << MEMD_RUN_RUNNING, .now_us = T0 };
+	kept_checkpoints k = { 0 };
+	memd_checkpoint_sink sink = { .struct_size = sizeof(sink), .userdata = &k,
+				      .checkpoint = keep_checkpoint };
+	char greatest[16];
+	race rc = { 0 };
+	inst in;
+	int32_t r;
+
+	open_racing(&in);
+	cr_assert_not_null(in.ops->checkpoint_put, "the store has no checkpoints");
+	rc.in = &in;
+	/* Every racer also creates the session on its first put. */
+	run_racers(&rc, head_racer);
+	for (int i = 0; i < RACERS; i++)
+		cr_assert_eq(rc.rc[i], 0, "racer %d: %s", i, rc.err[i].msg);
+	snprintf(greatest, sizeof(greatest), "c%04d", HEAD_ROUNDS * RACERS - 1);
+	r = in.ops->checkpoint_resumable(in.h, &call, &q, &sink, &in.err);
+	cr_assert_eq(r, 0, "checkpoint_resumable: %s", in.err.msg);
+	cr_assert_eq(k.n, 1, "%d heads", k.n);
+	cr_assert_str_eq(k.id, greatest, "the head is %s", k.id);
+	r = get_latest(&in, "h", &k);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_str_eq(k.id, greatest);
+	close_inst(&in);
+}
+
+static void *task_create_racer(void *arg)
+{
+	racer *a = arg;
+
+	pthread_barrier_wait(&a->r->start);
+	a->r->rc[a->i] = put_task(a->r->in, &a->r->err[a->i], "t", "ctx", "submitted",
+				  MEMD_TASK_CREATE, 0, NULL);
+	return NULL;
+}
+
+static void *task_update_racer(void *arg)
+{
+	racer *a = arg;
+
+	pthread_barrier_wait(&a->r->start);
+	a->r->rc[a->i] = put_task(a->r->in, &a->r->err[a->i], "t", "ctx", "working", 0, 1, NULL);
+	return NULL;
+}
+
+Test(mysql, racing_task_puts_have_one_winner)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	kept_tasks k = { 0 };
+	memd_task_sink sink = { .struct_size = sizeof(sink), .userdata = &k, .task = keep_task };
+	race rc = { 0 };
+	inst in;
+	int32_t r;
+
+	open_racing(&in);
+	cr_assert_not_null(in.ops->task_put, "the store has no tasks");
+	rc.in = &in;
+	run_racers(&rc, task_create_racer);
+	assert_one_winner(&rc, "create");
+	memset(&rc, 0, sizeof(rc));
+	rc.in = &in;
+	run_racers(&rc, task_update_racer);
+	assert_one_winner(&rc, "put at version 1");
+	r = in.ops->task_get(in.h, &call, "a", "t", &sink, &in.err);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(k.version, 2, "version %lld after one winning put", (long long)k.version);
+	close_inst(&in);
+}
