@@ -56,6 +56,10 @@ typedef struct cli_opts {
 	/* memories: content, list filters (also --kind, --session, --text,
 	 * --reason, --version above) */
 	const char *kind, *topics, *entities, *topic, *entity, *ttl_seconds;
+	/* A2A tasks: list filters (also --limit, --cursor above) and how
+	 * much history a get shows (-1 = all) */
+	const char *context_id, *state, *user;
+	int64_t history_length;
 	/* a write that answers its context (--return-context [--format openai]) */
 	int return_context;
 	uint32_t context_flags;
@@ -174,6 +178,11 @@ static const char cli_usage_text[] =
 	"                                   memories now (memory.extract config)\n"
 	"  memory sweep                     one pass of the memory worker (idle\n"
 	"                                   sessions, expired memories)\n"
+	"\n"
+	"A2A tasks of an app (written by agent servers over the REST API):\n"
+	"  task get APP ID [--history-length N]   N most recent history messages\n"
+	"  task list APP [--context-id C] [--state S] [--user U] [--limit N]\n"
+	"                                   [--cursor C]   most recently saved first\n"
 	"\n"
 	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -1838,6 +1847,49 @@ static int sc_memory_sweep(cli *c, memd *m, const char **pos, int from, memd_err
 	return result(memd_memories_sweep(m, ret_json, err));
 }
 
+/* ---- A2A tasks ---- */
+
+static int sc_task_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+		       char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	int missing = 0;
+
+	if (!m) {
+		memset(o, 0, sizeof(*o));
+		o->history_length = -1;
+		if (take_i64(c, from, "--history-length", &missing, &o->history_length) != EXIT_OK)
+			return EXIT_USAGE;
+		return missing ? usage_error("%s", "an option is missing its value") : EXIT_OK;
+	}
+	return result(memd_task_get(m, pos[0], pos[1], o->history_length, ret_json, err));
+}
+
+static int sc_task_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_task_list_options lo = { .struct_size = sizeof(lo) };
+	int missing = 0;
+
+	if (!m) {
+		memset(o, 0, sizeof(*o));
+		o->context_id = take_opt(c, from, "--context-id", &missing);
+		o->state = take_opt(c, from, "--state", &missing);
+		o->user = take_opt(c, from, "--user", &missing);
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		if (take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
+			return EXIT_USAGE;
+		return missing ? usage_error("%s", "an option is missing its value") : EXIT_OK;
+	}
+	lo.limit = o->limit;
+	lo.cursor = o->cursor;
+	lo.context_id = o->context_id;
+	lo.state = o->state;
+	lo.user = o->user;
+	return result(memd_task_list(m, pos[0], &lo, ret_json, err));
+}
+
 static const command commands[] = {
 	{ "session", "create", 2, 0, "session create APP USER", .fn = sc_session_create },
 	{ "session", "get", 3, 0, "session get APP USER SID", .fn = sc_session_get },
@@ -1886,6 +1938,8 @@ static const command commands[] = {
 	{ "memory", "history", 3, 0, "memory history APP USER ID", .plain = memd_memory_history },
 	{ "memory", "extract", 3, 0, "memory extract APP USER SID", .plain = memd_memory_extract },
 	{ "memory", "sweep", 0, 0, "memory sweep", .fn = sc_memory_sweep },
+	{ "task", "get", 2, 0, "task get APP ID", .fn = sc_task_get },
+	{ "task", "list", 1, 0, "task list APP", .fn = sc_task_list },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -1952,7 +2006,7 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
  * the session subcommands). */
 static const char *const verb_groups[] = {
 	"config", "plugins", "index", "session", "events", "state", "artifact", "user", "lane",
-	"turn", "inbox", "messages", "memory",
+	"turn", "inbox", "messages", "memory", "task",
 };
 
 int cli_main(int argc, char **argv)

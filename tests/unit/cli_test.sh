@@ -430,6 +430,41 @@ contains "$errout" "./data/vectors is locked by process $serve_pid (./data/vecto
 contains "$errout" "POST /v1/apps/demo/users/bob/index:rebuild" "rebuild points at the server's route"
 expect 6 "index rebuild beside serve" -- "${v[@]}" index rebuild
 contains "$errout" "POST /v1/apps/APP/users/USER/index:rebuild" "rebuild of all points at the route"
+# A2A tasks: saved over REST (raw HTTP on the server's port), read and
+# listed by the CLI on the same database.
+put_task() { # ID BODY [QUERY]: the status line of the answer in $out
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	printf 'PUT /v1/apps/demo/tasks/%s%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+		"$1" "${3:-}" "${#2}" "$2" >&3
+	out=$(head -n 1 <&3)
+	exec 3<&-
+}
+task_body() { # ID CONTEXT STATE
+	printf '{"kind":"task","id":"%s","contextId":"%s","status":{"state":"%s"},"history":[{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]},{"kind":"message","messageId":"m2","role":"agent","parts":[{"kind":"text","text":"on it"}]}]}' "$1" "$2" "$3"
+}
+put_task t1 "$(task_body t1 v1 working)" "?user=bob"
+contains "$out" " 201 " "a task saved over REST beside the CLI"
+put_task t2 "$(task_body t2 other completed)"
+contains "$out" " 201 " "a second task saved"
+expect 0 "task get beside serve" -- "${v[@]}" task get demo t1
+contains "$out" '"state": "working"' "task get shows the task"
+contains "$out" '"user": "bob"' "task get shows its user"
+contains "$out" '"m1"' "task get shows the whole history"
+expect 0 "task get --history-length" -- "${v[@]}" task get demo t1 --history-length 1
+[[ "$out" != *'"m1"'* && "$out" == *'"m2"'* ]] && ok || fail "task get --history-length 1: $out"
+expect 0 "task list beside serve" -- "${v[@]}" task list demo
+contains "$out" '"t1"' "task list lists t1"
+contains "$out" '"t2"' "task list lists t2"
+expect 0 "task list --state" -- "${v[@]}" task list demo --state completed
+[[ "$out" != *'"t1"'* && "$out" == *'"t2"'* ]] && ok || fail "task list --state completed: $out"
+expect 0 "task list --user --context-id" -- "${v[@]}" task list demo --user bob --context-id v1 --limit 1
+[[ "$out" == *'"t1"'* && "$out" != *'"t2"'* ]] && ok || fail "task list --user bob: $out"
+expect 4 "task get of a missing task" -- "${v[@]}" task get demo nope
+expect 3 "task list with a bad state" -- "${v[@]}" task list demo --state done
+contains "$errout" "state" "the bad state is named"
+expect 2 "task get with a bad --history-length" -- "${v[@]}" task get demo t1 --history-length many
+expect 2 "task alone" -- "${v[@]}" task
+contains "$errout" "memd task list APP" "task alone lists task list"
 # memd mcp beside serve: the tools search the keyword index, and say so
 # on stderr only (stdout is the JSON-RPC stream).
 mcp_in='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}
