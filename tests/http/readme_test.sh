@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # README.md's examples as written: every ```sh block of the sections
 # "Running a chat gateway on memd" and "Undo, retry and compress in a chat
-# UI" and of the subsections "Writing and reading memories" and
-# "Extraction", in order, run
+# UI" and "A2A tasks" and of the subsections "Writing and reading
+# memories" and "Extraction", in order, run
 # by bash against a real `memd serve` (SQLite), and what they print
 # checked. A README example that no longer works fails
 # here.
@@ -43,6 +43,8 @@ blocks=$(section "### Writing and reading memories" memories.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's memories subsection has no shell block"
 blocks=$(section "### Extraction" extraction.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's extraction subsection has no shell block"
+blocks=$(section "## A2A tasks" tasks.sh)
+[[ $blocks -ge 1 ]] && ok || fail "the README's A2A tasks section has no shell block"
 
 # memd serve on a free port (a port below the ephemeral range; another
 # taker between the probe and serve's bind is a retry with another port).
@@ -133,6 +135,19 @@ contains "$out" 'User is allergic to peanuts (allergy: peanuts)' "the allergy is
 contains "$out" 'User lives in Oslo (home)' "the home is a memory"
 contains "$out" "User's name is Bob (name)" "the name is a memory"
 contains "$out" '{"from_seq":3,"to_seq":3,"added":0}' "a second extraction found nothing unread"
+
+# A2A tasks: create once, a conditional save, a terminal state kept, the
+# list, and the user's delete taking the task.
+MEMD="http://127.0.0.1:$port" bash -euo pipefail tasks.sh >tasks.txt 2>tasks.err
+rc=$?
+out=$(cat tasks.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's A2A tasks example failed (exit $rc): $(cat tasks.err) after: $out"
+contains "$out" '{"version":1,"user":"ann","state":"submitted"}' "the task was created for ann"
+contains "$out" '{"version":2}' "If-Match with the version saved it"
+contains "$out" "is completed" "leaving the terminal state was refused naming it"
+contains "$out" "working" "the refusal names the state asked for"
+[[ $(sed -n 4p tasks.txt) == book-1 ]] && ok || fail "the state filter listed it: $(sed -n 4p tasks.txt)"
+[[ $(tail -n 1 tasks.txt) == not_found ]] && ok || fail "the user's delete took the task: $(tail -n 1 tasks.txt)"
 
 kill "$serve_pid"
 wait "$serve_pid"
