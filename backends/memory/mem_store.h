@@ -5,7 +5,8 @@
  * mem_lanes.c: lanes, their inboxes and the session lifecycle;
  * mem_transcripts.c: hidden events, transcript operations, state history
  * and the sessions' activity order; mem_memories.c: long-term memories,
- * their history and the extraction cursor; mem_tasks.c: A2A tasks).
+ * their history and the extraction cursor; mem_tasks.c: A2A tasks;
+ * mem_checkpoints.c: run checkpoints and their pending writes).
  *
  * Every function here expects the store's lock to be held by the caller
  * unless it says otherwise, and follows the store's two-phase rule: a
@@ -44,6 +45,7 @@ struct mem_session;
 struct mem_lane;
 struct mem_op;
 struct mem_memory;
+struct mem_ckpt;
 
 typedef struct mem_event {
 	const struct mem_session *owner;
@@ -182,6 +184,9 @@ typedef struct mem_session {
 	hmap event_ids;        /* event id -> mem_event* */
 	hmap state;            /* plain key -> JSON text */
 	hmap artifacts;        /* name -> mem_artset* */
+	struct mem_ckpt **ckpts; /* its checkpoints, ascending (ns, id) (mem_checkpoints.c) */
+	size_t n_ckpts;
+	size_t cap_ckpts;
 } mem_session;
 
 typedef struct mem_user {

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mem_checkpoints.h"
 #include "mem_lanes.h"
 #include "mem_memories.h"
 #include "mem_store.h"
@@ -233,6 +234,7 @@ static void mem_session_free(mem_session *s)
 	hmap_clear(&s->event_ids, NULL);
 	hmap_clear(&s->state, free);
 	hmap_clear(&s->artifacts, mem_artset_free);
+	mem_checkpoints_session_free(s);
 	free(s->app);
 	free(s->user);
 	free(s->id);
@@ -1950,10 +1952,11 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-/* 1.3: the memory ops and the session's memory_seq (1.2: the lane ops,
- * a session's lifecycle members, append usage and transcript operations,
- * which the host passes only to a store of that minor or later). */
-#define MEM_ABI_MINOR_NEEDED 3
+/* 1.5: the checkpoint and task ops (1.3: the memory ops and the
+ * session's memory_seq; 1.2: the lane ops, a session's lifecycle members,
+ * append usage and transcript operations, which the host passes only to a
+ * store of that minor or later). */
+#define MEM_ABI_MINOR_NEEDED 5
 
 static const memd_store_ops mem_ops = {
 	.struct_size = sizeof(memd_store_ops),
@@ -1994,6 +1997,13 @@ static const memd_store_ops mem_ops = {
 	.memory_history = mem_memory_history,
 	.memory_expire = mem_memory_expire,
 	.session_list_pending = mem_session_list_pending,
+	.checkpoint_put = mem_checkpoint_put,
+	.checkpoint_put_writes = mem_checkpoint_put_writes,
+	.checkpoint_get = mem_checkpoint_get,
+	.checkpoint_list = mem_checkpoint_list,
+	.checkpoint_delete = mem_checkpoint_delete,
+	.checkpoint_resumable = mem_checkpoint_resumable,
+	.checkpoint_expire = mem_checkpoint_expire,
 	.task_put = mem_task_put,
 	.task_get = mem_task_get,
 	.task_list = mem_task_list,
