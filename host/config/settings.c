@@ -1383,6 +1383,32 @@ static void load_memory(ctx *c, const config_node *root, settings *s)
 	load_extract(c, get_map(c, m, "memory", "extract"), "memory.extract", NULL, &s->extract);
 }
 
+/* A checkpoints map m at path (the top-level section or an app's) into
+ * *out, over base (NULL: the defaults). */
+static void load_checkpoints_map(ctx *c, const config_node *m, const char *path,
+				 const settings_checkpoints *base, settings_checkpoints *out)
+{
+	get_int(c, m, path, "timeout_s",
+		base ? base->timeout_s : SETTINGS_CHECKPOINTS_TIMEOUT_S_DEFAULT, 0,
+		SETTINGS_INT_MAX, &out->timeout_s);
+	get_bool(c, m, path, "auto_resume", base ? base->auto_resume : 1, &out->auto_resume);
+	get_bool(c, m, path, "auto_resume_hitl", base ? base->auto_resume_hitl : 0,
+		 &out->auto_resume_hitl);
+}
+
+static void load_checkpoints(ctx *c, const config_node *root, settings *s)
+{
+	static const char *const known[] = {"timeout_s", "auto_resume", "auto_resume_hitl",
+					    "sweep_interval_s", NULL};
+	const config_node *m = get_map(c, root, "", "checkpoints");
+
+	check_keys(c, m, "checkpoints", known);
+	get_int(c, m, "checkpoints", "sweep_interval_s",
+		SETTINGS_CHECKPOINTS_SWEEP_INTERVAL_S_DEFAULT, 0, SETTINGS_INT_MAX,
+		&s->checkpoints_sweep_interval_s);
+	load_checkpoints_map(c, m, "checkpoints", NULL, &s->checkpoints);
+}
+
 /* working_memory.recall (rc: the detached node, or NULL) into *out. */
 static void load_recall(ctx *c, const config_node *rc, const char *path, const settings *s,
 			settings_recall *out)
@@ -1460,8 +1486,11 @@ static void recall_clear(settings_recall *r)
 static void load_app(ctx *c, const char *name, const config_node *key_node,
 		     const config_node *v, settings *s)
 {
-	static const char *const known[] = {"working_memory", "lanes", "memory", NULL};
+	static const char *const known[] = {"working_memory", "lanes", "memory", "checkpoints",
+					    NULL};
 	static const char *const memory_known[] = {"extract", NULL};
+	static const char *const checkpoints_known[] = {"timeout_s", "auto_resume",
+							"auto_resume_hitl", NULL};
 	char path[SETTINGS_PATH_MAX];
 	join(path, "apps", name);
 	if (!*name || strlen(name) > MEMD_ID_MAX) {
@@ -1504,6 +1533,13 @@ static void load_app(ctx *c, const char *name, const config_node *key_node,
 		check_keys(c, mem, mem_path, memory_known);
 		load_extract(c, get_map(c, mem, mem_path, "extract"), ex_path, &s->extract,
 			     &app->extract);
+	}
+	{
+		char ck_path[SETTINGS_PATH_MAX];
+		const config_node *ck = get_map(c, v, path, "checkpoints");
+		join(ck_path, path, "checkpoints");
+		check_keys(c, ck, ck_path, checkpoints_known);
+		load_checkpoints_map(c, ck, ck_path, &s->checkpoints, &app->checkpoints);
 	}
 	app->name = dup_or_flag(c, name);
 	app->strategy = dup_or_flag(c, strategy);
@@ -1589,7 +1625,7 @@ int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 {
 	static const char *const known[] = {"server", "plugins", "stores", "sessions", "index",
 					    "summarizer", "tokenizer", "state", "lanes", "memory",
-					    "apps", NULL};
+					    "checkpoints", "apps", NULL};
 	memd_error err = {0};
 	config_node *defaults = NULL;
 	int32_t rc = config_parse_string(settings_defaults_yaml, sizeof(settings_defaults_yaml) - 1,
@@ -1627,6 +1663,7 @@ int32_t settings_load(config_node *root, settings *ret, config_diag *d)
 	load_state(&c, top, &s);
 	load_lanes(&c, top, &s);
 	load_memory(&c, top, &s);
+	load_checkpoints(&c, top, &s);
 	load_apps(&c, top, defaults, &s);
 
 	if (c.nomem || c.errors) {

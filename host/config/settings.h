@@ -108,6 +108,9 @@
 #define SETTINGS_EXTRACT_NEIGHBOURS_MAX 50
 #define SETTINGS_EXTRACT_TIMEOUT_MS_DEFAULT 60000
 #define SETTINGS_EXTRACT_RETRIES_DEFAULT 3
+/* checkpoints: (run checkpoints; api/memd/memd.h "run checkpoints"). */
+#define SETTINGS_CHECKPOINTS_TIMEOUT_S_DEFAULT 86400       /* a checkpoint's life after its put */
+#define SETTINGS_CHECKPOINTS_SWEEP_INTERVAL_S_DEFAULT 60   /* the expiry sweep's pass */
 /* Longest platform name in an override (as lane keys take them). */
 #define SETTINGS_LANES_PLATFORM_MAX 64
 
@@ -208,6 +211,13 @@ typedef struct settings_extract {
 	char *prompt;
 	char *consolidate_prompt;
 } settings_extract;
+/* The run checkpoint settings of an app: checkpoints: with the app's
+ * apps.<name>.checkpoints keys over it. */
+typedef struct settings_checkpoints {
+	int64_t timeout_s;          /* a checkpoint expires this long after its put; 0 = never */
+	int32_t auto_resume;        /* running runs are resumed automatically */
+	int32_t auto_resume_hitl;   /* runs waiting for a human are resumed automatically */
+} settings_checkpoints;
 /* apps.<name>.working_memory.recall: what memd_context recalls into the
  * "memories" section (api/memd/memd.h). The host takes the key out of the
  * working_memory node before the strategy plugin gets it. */
@@ -234,6 +244,7 @@ typedef struct settings_app {
 	settings_recall recall;     /* working_memory.recall */
 	settings_lanes lanes;       /* lanes: with apps.<name>.lanes over it */
 	settings_extract extract;   /* memory.extract with apps.<name>.memory.extract over it */
+	settings_checkpoints checkpoints; /* checkpoints: with apps.<name>.checkpoints over it */
 } settings_app;
 
 typedef struct settings {
@@ -294,6 +305,9 @@ typedef struct settings {
 	/* memory: (the top-level section; each app has its own resolved copy) */
 	int64_t memory_sweep_interval_s; /* 0 = no background pass */
 	settings_extract extract;
+	/* checkpoints: (the top-level section; each app has its own resolved copy) */
+	int64_t checkpoints_sweep_interval_s; /* 0 = no background sweep */
+	settings_checkpoints checkpoints;
 
 	/* apps: ("*" always present after load) */
 	settings_app *apps;

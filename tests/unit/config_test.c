@@ -671,7 +671,7 @@ Test(settings, unknown_keys_at_every_level_in_one_run)
 	assert_line(&d, "t.yaml:13: state.ttl: unknown key (known: temp_ttl_seconds)");
 	assert_line(&d, "t.yaml:14: sessions.stor: unknown key (known: store, retention_days)");
 	assert_line(&d, "t.yaml:15: plugins.paths: unknown key (known: path)");
-	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory, lanes, memory)");
+	assert_line(&d, "t.yaml:17: apps.a.extra: unknown key (known: working_memory, lanes, memory, checkpoints)");
 	cr_assert_eq(d.n, 11);
 	config_diag_clear(&d);
 }
@@ -1417,6 +1417,63 @@ Test(settings, memory_extract_errors)
 	assert_prefix(&d, "t.yaml:6: memory.extract.bogus: unknown key (known: type,");
 	assert_line(&d, "t.yaml:10: apps.a.memory.sweep_interval_s: unknown key (known: extract)");
 	assert_line(&d, "t.yaml:10: apps.a.memory.extract.model: required when type is openai");
+	config_diag_clear(&d);
+}
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+Test(settings, checkpoints_defaults_and_app_overrides)
+{
+	settings s;
+	config_diag d = {0};
+	cr_assert_eq(settings_load(NULL, &s, &d), 0);
+	cr_assert_eq(s.checkpoints_sweep_interval_s, 60);
+	const settings_checkpoints *c = &settings_app_for(&s, "any")->checkpoints;
+	cr_assert_eq(c->timeout_s, 86400);
+	cr_assert_eq(c->auto_resume, 1);
+	cr_assert_eq(c->auto_resume_hitl, 0);
+	settings_clear(&s);
+
+	cr_assert_eq(load("checkpoints: {timeout_s: 600, auto_resume: false, sweep_interval_s: 0}\n"
+			  "apps:\n"
+			  "  a: {working_memory: {strategy: all}, checkpoints: {timeout_s: 0}}\n"
+			  "  b: {working_memory: {strategy: all}, checkpoints: {auto_resume_hitl: true}}\n",
+			  &s, &d),
+		     0);
+	cr_assert_eq(s.checkpoints_sweep_interval_s, 0);
+	c = &settings_app_for(&s, "a")->checkpoints;
+	cr_assert_eq(c->timeout_s, 0);
+	cr_assert_eq(c->auto_resume, 0, "inherited from checkpoints:");
+	c = &settings_app_for(&s, "b")->checkpoints;
+	cr_assert_eq(c->timeout_s, 600);
+	cr_assert_eq(c->auto_resume_hitl, 1);
+	c = &settings_app_for(&s, "other")->checkpoints;
+	cr_assert_eq(c->timeout_s, 600);
+	cr_assert_eq(c->auto_resume_hitl, 0);
+	settings_clear(&s);
+}
+
+Test(settings, checkpoints_errors)
+{
+	settings s;
+	config_diag d = {0};
+	cr_assert_eq(load("checkpoints:\n"                                  /* 1 */
+			  "  timeout_s: -1\n"                              /* 2 */
+			  "  auto_resume: maybe\n"                         /* 3 */
+			  "  sweep_interval_s: x\n"                        /* 4 */
+			  "  ttl: 5\n"                                     /* 5 */
+			  "apps:\n"                                         /* 6 */
+			  "  a:\n"                                          /* 7 */
+			  "    working_memory: {strategy: all}\n"           /* 8 */
+			  "    checkpoints: {sweep_interval_s: 5, auto_resume_hitl: 2}\n", /* 9 */
+			  &s, &d),
+		     MEMD_EINVAL);
+	assert_line(&d, "t.yaml:2: checkpoints.timeout_s: must be between 0 and 2147483647, got -1");
+	assert_prefix(&d, "t.yaml:3: checkpoints.auto_resume: expected true or false");
+	assert_prefix(&d, "t.yaml:4: checkpoints.sweep_interval_s: expected an integer");
+	assert_prefix(&d, "t.yaml:5: checkpoints.ttl: unknown key (known: timeout_s,");
+	assert_prefix(&d, "t.yaml:9: apps.a.checkpoints.sweep_interval_s: unknown key (known: timeout_s,");
+	assert_prefix(&d, "t.yaml:9: apps.a.checkpoints.auto_resume_hitl: expected true or false");
 	config_diag_clear(&d);
 }
 
