@@ -831,6 +831,106 @@ MEMD_API int32_t memd_task_list(memd *m, const char *app, const memd_task_list_o
 MEMD_API int32_t memd_task_delete(memd *m, const char *app, const char *id,
 				  int64_t expected_version, memd_error *err);
 
+/* ---- run checkpoints ----------------------------------------------------- */
+
+/* A checkpoint: the saved state of a long-running agent run (a LangGraph
+ * checkpointer's checkpoint), in a session (the run's thread) and a
+ * namespace ("" = the root graph), under an id the runtime chooses (ids
+ * order as bytes: the newest is the greatest), with opaque payload bytes
+ * and their serializer's type tag, JSON metadata, a run state
+ * ("running" | "interrupted" (waiting for a human) | "done") and pending
+ * writes. Every put sets its expiry to the app's checkpoints.timeout_s
+ * from now (0 = never); an expired checkpoint is gone from every read at
+ * once and deleted by the expiry sweep. Deleting the session or the user
+ * deletes its checkpoints. Namespaces are "" or 1..MEMD_ID_MAX bytes of
+ * UTF-8 as ids are; ns NULL means "" where one namespace is meant.
+ *
+ * Summary JSON: {"session_id", "checkpoint_ns", "checkpoint_id",
+ * "parent_checkpoint_id": str | null, "type", "metadata": {...},
+ * "run_state", "created", "updated", "expires_at" (null = never), "size"
+ * (payload bytes)}. Tuple JSON: the summary plus "checkpoint" (the
+ * payload, base64) and "pending_writes": [{"task_id", "idx", "channel",
+ * "type", "value" (base64)}] ascending by (task_id, idx). Bytes are
+ * base64 in the standard alphabet, padded. A store without checkpoints
+ * (ABI below 1.5) answers MEMD_ENOTSUP naming it. */
+
+/* Store checkpoint checkpoint_id of session sid in namespace ns (a
+ * replace keeps its created time and its pending writes). body:
+ * {"type": str (1..256 bytes), "checkpoint": base64, "parent_checkpoint_id"?:
+ * id | null, "metadata"?: object (default {}), "run_state"?: "running" |
+ * "interrupted" | "done" (default "running")}. Creates the session when
+ * it does not exist. Result: the summary. */
+MEMD_API int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const char *sid,
+				     const char *ns, const char *checkpoint_id,
+				     const char *body_json, char **ret_json, memd_error *err);
+
+/* Add pending writes to a checkpoint, all or none. body: {"task_id": id,
+ * "writes": [{"idx": int, "channel": str, "type": str, "value": base64,
+ * "replace"?: bool (default false: a write whose (task_id, idx) is stored
+ * already is kept; true: replaced)}], "run_state"?: as in put (the
+ * checkpoint's run state changes; absent: unchanged)}. MEMD_ENOTFOUND
+ * when the checkpoint does not exist or expired. */
+MEMD_API int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user,
+					    const char *sid, const char *ns,
+					    const char *checkpoint_id, const char *body_json,
+					    memd_error *err);
+
+/* Result: the tuple of checkpoint_id, or (checkpoint_id NULL) of the
+ * newest checkpoint of (sid, ns). MEMD_ENOTFOUND if there is none. */
+MEMD_API int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const char *sid,
+				     const char *ns, const char *checkpoint_id, char **ret_json,
+				     memd_error *err);
+
+typedef struct memd_checkpoint_list_options {
+	uint32_t struct_size;     /* sizeof(memd_checkpoint_list_options) */
+	uint32_t limit;           /* 0 = MEMD_LIST_LIMIT_DEFAULT; at most MEMD_LIST_LIMIT_MAX */
+	const char *cursor;       /* NULL or the next_cursor of the previous page */
+	const char *session_id;   /* NULL = every session of the user */
+	const char *ns;           /* NULL = every namespace; "" = the root */
+	const char *before;       /* only checkpoint ids below this one; NULL = any */
+	/* A JSON object: only checkpoints whose metadata has each of its
+	 * top-level keys with a JSON-equal value; NULL = any. */
+	const char *metadata_json;
+	int32_t full;             /* nonzero: tuples instead of summaries */
+	int32_t reserved;
+} memd_checkpoint_list_options;
+
+/* Checkpoints of (app, user), newest first by (checkpoint id, session,
+ * namespace). Result: {"checkpoints": [summary or tuple...],
+ * "next_cursor": str | null}. */
+MEMD_API int32_t memd_checkpoint_list(memd *m, const char *app, const char *user,
+				      const memd_checkpoint_list_options *opts, char **ret_json,
+				      memd_error *err);
+
+/* Delete the checkpoints (and their writes) of session sid in namespace
+ * ns (NULL = every namespace). A session without any is a success. */
+MEMD_API int32_t memd_checkpoint_delete(memd *m, const char *app, const char *user,
+					const char *sid, const char *ns, memd_error *err);
+
+typedef struct memd_checkpoint_resumable_options {
+	uint32_t struct_size;     /* sizeof(memd_checkpoint_resumable_options) */
+	uint32_t limit;           /* 0 = MEMD_LIST_LIMIT_DEFAULT; at most MEMD_LIST_LIMIT_MAX */
+	const char *cursor;       /* NULL or the next_cursor of the previous page */
+	const char *resume;       /* "automatic" | "approval"; NULL = both */
+} memd_checkpoint_resumable_options;
+
+/* The runs of app a restarting runtime should resume: each session whose
+ * newest root checkpoint is unexpired and not done, ascending by (user,
+ * session). A running run resumes "automatic" when the app's
+ * checkpoints.auto_resume (default true), else "approval"; an
+ * interrupted one "automatic" when checkpoints.auto_resume_hitl (default
+ * false), else "approval". Result: {"sessions": [{"user", "session_id",
+ * "checkpoint_id", "run_state", "resume", "metadata", "updated",
+ * "expires_at"}], "next_cursor": str | null}. */
+MEMD_API int32_t memd_checkpoint_resumable(memd *m, const char *app,
+					   const memd_checkpoint_resumable_options *opts,
+					   char **ret_json, memd_error *err);
+
+/* Run the expiry sweep now (memd serve also runs it every
+ * checkpoints.sweep_interval_s): delete expired checkpoints, in bounded
+ * batches, until none is left. Result: {"checkpoints_expired": n}. */
+MEMD_API int32_t memd_checkpoints_sweep(memd *m, char **ret_json, memd_error *err);
+
 /* ---- users and plugins -------------------------------------------------- */
 
 /* Forget everything of (app, user). */

@@ -294,7 +294,8 @@ int32_t memd_open(const memd_options *opts, memd **ret, memd_error *err)
 		goto fail;
 	if ((r = open_index(m, err)) < 0 || (r = jobs_new(m->svc, &m->jobs, err)) < 0)
 		goto fail;
-	if ((r = service_watch_start(m, err)) < 0 || (r = service_memory_start(m, err)) < 0)
+	if ((r = service_watch_start(m, err)) < 0 || (r = service_memory_start(m, err)) < 0 ||
+	    (r = service_checkpoints_start(m, err)) < 0)
 		goto fail;
 	log_to_svc(m, MEMD_LOG_INFO, "ready: sessions in %s, %zu app strategies",
 		   store_name(m->sessions), m->n_apps);
@@ -309,6 +310,7 @@ void memd_close(memd *m)
 {
 	if (!m)
 		return;
+	service_checkpoints_free(m); /* its passes use the session store */
 	service_memory_free(m); /* its runs use the stores and the index */
 	service_watch_free(m);  /* its passes use the worker, the jobs and the stores */
 	jobs_free(m->jobs);     /* cancels the jobs; waits for the running one */

@@ -23,6 +23,8 @@
  *   service_memory_extract.c  memories extracted from sessions
  *                           (memd_memory_extract), the memory worker and
  *                           memd_memories_sweep
+ *   service_checkpoints.c   run checkpoints: put, writes, get, list, delete,
+ *                           resumable runs; the expiry sweep
  *   service_tasks.c         A2A tasks: put (conditional), get, list, delete
  *   service_context.c       working memory (memd_context)
  *   service_step.c          writes that answer the context after them
@@ -66,6 +68,7 @@
 
 typedef struct lanes_watch lanes_watch;
 typedef struct memory_work memory_work;
+typedef struct checkpoint_sweep checkpoint_sweep;
 
 typedef struct app_strategy {
 	char *app;
@@ -99,6 +102,7 @@ struct memd {
 	jobs *jobs;             /* background jobs (index rebuilds) */
 	lanes_watch *watch;     /* the lane watcher (service_lanes_watch.c) */
 	memory_work *memwork;   /* memory extraction (service_memory_extract.c) */
+	checkpoint_sweep *ckpt_sweep; /* the checkpoint expiry sweep (service_checkpoints.c) */
 	/* memd_set_clock: lane decisions and lane/session times read it */
 	pthread_mutex_t clock_lock;
 	memd_clock_fn clock_fn; /* NULL = the system clock */
@@ -384,6 +388,16 @@ void service_memory_after_append(memd *m, const memd_scope *sc, int64_t first_se
 void service_memory_on_finalize(memd *m, const memd_scope *sc);
 /* The extraction counters (memd_memory_*_total) in Prometheus text. */
 void service_memory_metrics(memd *m, prom_buf *b);
+
+/* ---- service_checkpoints.c: run checkpoints --------------------------------- */
+
+/* memd_open: when checkpoints.sweep_interval_s > 0 and the session store
+ * is of ABI 1.5 or later, the expiry sweep's thread, deleting expired
+ * checkpoints every interval. 0, or the thread's start failure. */
+int32_t service_checkpoints_start(memd *m, memd_error *err);
+/* Stop the sweep's thread (a pass in progress gives up at its next store
+ * call) and free it. Accepts a memd without one. */
+void service_checkpoints_free(memd *m);
 
 /* ---- service_lanes.c: lanes (shared with turns, inbox and the watcher) ---- */
 

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * checkpoint_json: the JSON shapes of run checkpoints (api/memd/memd.h,
+ * "run checkpoints"): a checkpoint's summary and its tuple (the summary
+ * with its payload and pending writes), a pending write, run state names,
+ * and bytes as base64 text (standard alphabet, padded) both ways.
+ */
+#ifndef MEMD_HOST_CHECKPOINT_JSON_H
+#define MEMD_HOST_CHECKPOINT_JSON_H
+
+#include <jansson.h>
+
+#include <memd/plugin.h>
+
+/* The name of a MEMD_RUN_* state ("running", "interrupted", "done"), or
+ * NULL for another value (MEMD_RUN_UNSET included). */
+const char *cj_run_state_name(uint32_t run_state);
+
+/* The MEMD_RUN_* state of name (one of cj_run_state_name's) into *ret.
+ * MEMD_EINVAL naming what and the allowed names for another text or
+ * NULL. */
+int32_t cj_run_state_parse(const char *name, const char *what, uint32_t *ret, memd_error *err);
+
+/* The summary object of c: {"session_id", "checkpoint_ns",
+ * "checkpoint_id", "parent_checkpoint_id" (null when none), "type",
+ * "metadata" (c->metadata_json embedded; {} when it is not an object),
+ * "run_state", "created", "updated", "expires_at" (null when never),
+ * "size" (payload bytes)}. With full, the tuple: also "checkpoint" (the
+ * payload as base64) and "pending_writes": [] for the caller to fill
+ * with cj_write objects. NULL on ENOMEM. */
+json_t *cj_checkpoint(const memd_checkpoint *c, int full);
+
+/* A pending write: {"task_id", "idx", "channel", "type", "value"
+ * (base64)}. NULL on ENOMEM. */
+json_t *cj_write(const memd_checkpoint_write *w);
+
+/* v (a member named what) as the bytes of its base64 text into malloc'd
+ * *ret (*ret_len bytes): MEMD_EINVAL "<what>: must be a base64 string"
+ * when v is not a string of standard, padded base64; MEMD_ENOMEM. */
+int32_t cj_bytes(const json_t *v, const char *what, void **ret, size_t *ret_len,
+		 memd_error *err);
+
+#endif
