@@ -24,6 +24,8 @@
 #define MEMORY_PATH MEMORIES_PATH "/{mid}"
 #define TASKS_PATH "/v1/apps/{app}/tasks"
 #define TASK_PATH TASKS_PATH "/{tid}"
+#define CHECKPOINTS_PATH SESSION_PATH "/checkpoints"
+#define CHECKPOINT_PATH CHECKPOINTS_PATH "/{cid}"
 #define MAX_SEGMENTS 16
 
 #define R SETTINGS_SCOPE_READ
@@ -49,6 +51,12 @@ static const char *const q_memory_delete[] = { "version", NULL };
 static const char *const q_task_put[] = { "user", NULL };
 static const char *const q_task_get[] = { "history_length", NULL };
 static const char *const q_tasks[] = { "context_id", "state", "user", "limit", "cursor", NULL };
+static const char *const q_checkpoint[] = { "checkpoint_ns", NULL };
+static const char *const q_checkpoints[] = { "checkpoint_ns", "before", "limit", "metadata",
+					     "full", "cursor", NULL };
+static const char *const q_user_checkpoints[] = { "session_id", "checkpoint_ns", "before",
+						  "limit", "metadata", "full", "cursor", NULL };
+static const char *const q_resumable[] = { "resume", "limit", "cursor", NULL };
 static const char *const q_lanes[] = { "limit", "cursor", "suspended", "resume_pending",
 				       "active_within", "in_turn", NULL };
 
@@ -156,6 +164,22 @@ static const http_route routes[] = {
 	{ "GET", TASK_PATH, R, HTTP_BODY_NONE, q_task_get, HTTP_OP_TASK_GET, http_h_task_get },
 	{ "GET", TASKS_PATH, R, HTTP_BODY_NONE, q_tasks, HTTP_OP_TASK_LIST, http_h_task_list },
 	{ "DELETE", TASK_PATH, W, HTTP_BODY_NONE, NULL, HTTP_OP_TASK_DELETE, http_h_task_delete },
+	{ "PUT", CHECKPOINT_PATH, W, HTTP_BODY_JSON, q_checkpoint, HTTP_OP_CHECKPOINT_PUT,
+	  http_h_checkpoint_put },
+	{ "POST", CHECKPOINT_PATH "/writes", W, HTTP_BODY_JSON, q_checkpoint,
+	  HTTP_OP_CHECKPOINT_WRITES, http_h_checkpoint_writes },
+	{ "GET", CHECKPOINT_PATH, R, HTTP_BODY_NONE, q_checkpoint, HTTP_OP_CHECKPOINT_GET,
+	  http_h_checkpoint_get },
+	{ "GET", CHECKPOINTS_PATH ":latest", R, HTTP_BODY_NONE, q_checkpoint, HTTP_OP_CHECKPOINT_GET,
+	  http_h_checkpoint_latest },
+	{ "GET", CHECKPOINTS_PATH, R, HTTP_BODY_NONE, q_checkpoints, HTTP_OP_CHECKPOINT_LIST,
+	  http_h_checkpoint_list },
+	{ "DELETE", CHECKPOINTS_PATH, W, HTTP_BODY_NONE, q_checkpoint, HTTP_OP_CHECKPOINT_DELETE,
+	  http_h_checkpoint_delete },
+	{ "GET", USER_PATH "/checkpoints", R, HTTP_BODY_NONE, q_user_checkpoints,
+	  HTTP_OP_CHECKPOINT_LIST, http_h_checkpoint_list_user },
+	{ "GET", "/v1/apps/{app}/checkpoints:resumable", R, HTTP_BODY_NONE, q_resumable,
+	  HTTP_OP_CHECKPOINT_RESUMABLE, http_h_checkpoint_resumable },
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -222,6 +246,12 @@ static const char *const op_names[HTTP_OP_COUNT] = {
 	[HTTP_OP_TASK_GET] = "task_get",
 	[HTTP_OP_TASK_LIST] = "task_list",
 	[HTTP_OP_TASK_DELETE] = "task_delete",
+	[HTTP_OP_CHECKPOINT_PUT] = "checkpoint_put",
+	[HTTP_OP_CHECKPOINT_WRITES] = "checkpoint_writes",
+	[HTTP_OP_CHECKPOINT_GET] = "checkpoint_get",
+	[HTTP_OP_CHECKPOINT_LIST] = "checkpoint_list",
+	[HTTP_OP_CHECKPOINT_DELETE] = "checkpoint_delete",
+	[HTTP_OP_CHECKPOINT_RESUMABLE] = "checkpoint_resumable",
 };
 
 const http_route *http_routes(size_t *ret_n)

@@ -88,6 +88,17 @@ void http_h_task_get(http_req *rq);
 void http_h_task_list(http_req *rq);
 void http_h_task_delete(http_req *rq);
 
+/* routes_checkpoints.c: run checkpoints: put, pending writes, get (by id,
+ * latest), list (a session's, a user's), delete, an app's resumable runs */
+void http_h_checkpoint_put(http_req *rq);
+void http_h_checkpoint_writes(http_req *rq);
+void http_h_checkpoint_get(http_req *rq);
+void http_h_checkpoint_latest(http_req *rq);
+void http_h_checkpoint_list(http_req *rq);
+void http_h_checkpoint_list_user(http_req *rq);
+void http_h_checkpoint_delete(http_req *rq);
+void http_h_checkpoint_resumable(http_req *rq);
+
 /* routes_transcripts.c: event pages (roles, hidden events), the context
  * (OpenAI format), rewind, messages, clear, undo, operations and the
  * state history */

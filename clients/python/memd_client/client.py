@@ -1578,6 +1578,206 @@ class Client:
             None, None, safe=False, timeout=timeout, headers=headers,
         )
 
+    def put_checkpoint(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        cid: str,
+        body: JSONObject,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """Store a checkpoint of a run (the session is its thread, created
+        with its first checkpoint); body: {"type", "checkpoint" (base64),
+        "parent_checkpoint_id"?, "metadata"?, "run_state"?}. A replace keeps
+        the checkpoint's created time and pending writes, so a repeat is
+        harmless.
+
+        PUT /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}
+        """
+        return self._json(
+            "PUT",
+            _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints/{}", app, user, sid, cid),
+            {"checkpoint_ns": checkpoint_ns}, body, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def get_checkpoint(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        cid: str,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """One checkpoint with its payload and pending writes.
+
+        GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}
+        """
+        return self._json(
+            "GET",
+            _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints/{}", app, user, sid, cid),
+            {"checkpoint_ns": checkpoint_ns}, None, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def put_checkpoint_writes(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        cid: str,
+        body: JSONObject,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> None:
+        """Add pending writes of a task to a checkpoint, all or none; body:
+        {"task_id", "writes": [{"idx", "channel", "type", "value" (base64),
+        "replace"?}], "run_state"?}. A repeat stores nothing new.
+
+        POST /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}/writes
+        """
+        self._send(
+            "POST",
+            _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints/{}/writes", app, user, sid, cid),
+            {"checkpoint_ns": checkpoint_ns}, body, safe=True, timeout=timeout, headers=headers,
+        )
+        return None
+
+    def get_latest_checkpoint(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """The newest (greatest id) unexpired checkpoint of the session's
+        namespace.
+
+        GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints:latest
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints:latest", app, user, sid),
+            {"checkpoint_ns": checkpoint_ns}, None, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def list_session_checkpoints(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        before: Optional[str] = None,
+        metadata: Optional[str] = None,
+        full: Optional[bool] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """The session's checkpoints, newest first, a page at a time
+        (metadata: a JSON object's text, e.g. json.dumps({"source": "loop"})).
+
+        GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints", app, user, sid),
+            {
+                "checkpoint_ns": checkpoint_ns,
+                "before": before,
+                "metadata": metadata,
+                "full": full,
+                "limit": limit,
+                "cursor": cursor,
+            },
+            None, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def delete_checkpoints(
+        self,
+        app: str,
+        user: str,
+        sid: str,
+        *,
+        checkpoint_ns: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> None:
+        """Delete the session's checkpoints and their pending writes (of
+        checkpoint_ns only when given).
+
+        DELETE /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints
+        """
+        self._delete(
+            _path("/v1/apps/{}/users/{}/sessions/{}/checkpoints", app, user, sid),
+            {"checkpoint_ns": checkpoint_ns}, timeout=timeout, headers=headers,
+        )
+
+    def list_checkpoints(
+        self,
+        app: str,
+        user: str,
+        *,
+        session_id: Optional[str] = None,
+        checkpoint_ns: Optional[str] = None,
+        before: Optional[str] = None,
+        metadata: Optional[str] = None,
+        full: Optional[bool] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """The user's checkpoints across sessions, newest first, a page at
+        a time.
+
+        GET /v1/apps/{app}/users/{user}/checkpoints
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/users/{}/checkpoints", app, user),
+            {
+                "session_id": session_id,
+                "checkpoint_ns": checkpoint_ns,
+                "before": before,
+                "metadata": metadata,
+                "full": full,
+                "limit": limit,
+                "cursor": cursor,
+            },
+            None, safe=True, timeout=timeout, headers=headers,
+        )
+
+    def list_resumable_runs(
+        self,
+        app: str,
+        *,
+        resume: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Headers] = None,
+    ) -> Any:
+        """The app's runs a restarting runtime should resume (resume:
+        "automatic" or "approval"; both when None).
+
+        GET /v1/apps/{app}/checkpoints:resumable
+        """
+        return self._json(
+            "GET", _path("/v1/apps/{}/checkpoints:resumable", app),
+            {"resume": resume, "limit": limit, "cursor": cursor},
+            None, safe=True, timeout=timeout, headers=headers,
+        )
+
     # Iterators: every item of a listing, page after page, following the
     # cursors memd hands out (next_cursor, or next_after_seq for events).
 

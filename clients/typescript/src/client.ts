@@ -121,6 +121,14 @@ const ROUTES: { readonly [O in ClientOperation]: RouteOf<O> } = {
   getTask: ['get', '/v1/apps/{app}/tasks/{tid}'],
   putTask: ['put', '/v1/apps/{app}/tasks/{tid}'],
   deleteTask: ['delete', '/v1/apps/{app}/tasks/{tid}'],
+  putCheckpoint: ['put', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}'],
+  getCheckpoint: ['get', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}'],
+  putCheckpointWrites: ['post', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}/writes'],
+  getLatestCheckpoint: ['get', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints:latest'],
+  listSessionCheckpoints: ['get', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints'],
+  deleteCheckpoints: ['delete', '/v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints'],
+  listCheckpoints: ['get', '/v1/apps/{app}/users/{user}/checkpoints'],
+  listResumableRuns: ['get', '/v1/apps/{app}/checkpoints:resumable'],
 };
 
 /** The operations MemdClient has a method for, in the spec's order. */
@@ -130,6 +138,7 @@ export const OPERATIONS: readonly ClientOperation[] = Object.keys(ROUTES) as Cli
  * the writes whose ids it fills in, which make a second attempt a replay. */
 const IDEMPOTENT_WRITES: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
   'search', 'resolveLane', 'appendEvents', 'appendMessages', 'createSession', 'createMemory',
+  'putCheckpointWrites',
 ]);
 
 /* DELETEs answered 204: a 404 on a retry after an attempt whose answer was
@@ -418,6 +427,18 @@ export class MemdClient {
   /** Every A2A task of an app (listTasks' filters apply), following next_cursor. */
   tasks(params: Omit<Params<'listTasks'>, 'cursor'>, options?: CallOptions): AsyncIterable<Schemas['TaskRecord']> {
     return pages(params, (p) => this.listTasks(p, options), (page) => ({ items: page.tasks, next: page.next_cursor }), 'cursor');
+  }
+
+  /** Every checkpoint of a user (listCheckpoints' filters apply), following next_cursor. */
+  checkpoints(
+    params: Omit<Params<'listCheckpoints'>, 'cursor'>, options?: CallOptions,
+  ): AsyncIterable<Schemas['CheckpointSummary'] | Schemas['CheckpointTuple']> {
+    return pages(params, (p) => this.listCheckpoints(p, options), (page) => ({ items: page.checkpoints, next: page.next_cursor }), 'cursor');
+  }
+
+  /** Every run of an app to resume (listResumableRuns' filter applies), following next_cursor. */
+  resumableRuns(params: Omit<Params<'listResumableRuns'>, 'cursor'>, options?: CallOptions): AsyncIterable<Schemas['ResumableRun']> {
+    return pages(params, (p) => this.listResumableRuns(p, options), (page) => ({ items: page.sessions, next: page.next_cursor }), 'cursor');
   }
 
   // ---- One method per operation ----------------------------------------------
@@ -722,6 +743,50 @@ export class MemdClient {
   /** POST /v1/memories:sweep: Run one pass of the memory worker now. */
   sweepMemories(params: Params<'sweepMemories'> = {}, options?: Options<'sweepMemories'>): Promise<Result<'sweepMemories'>> {
     return this.call('sweepMemories', params, undefined, options);
+  }
+
+  /** PUT /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}: Store a checkpoint of a run (the session is its thread). */
+  putCheckpoint(params: Params<'putCheckpoint'>, body: Body<'putCheckpoint'>, options?: Options<'putCheckpoint'>): Promise<Result<'putCheckpoint'>> {
+    return this.call('putCheckpoint', params, body, options);
+  }
+
+  /** GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}: One checkpoint with its payload and pending writes. */
+  getCheckpoint(params: Params<'getCheckpoint'>, options?: Options<'getCheckpoint'>): Promise<Result<'getCheckpoint'>> {
+    return this.call('getCheckpoint', params, undefined, options);
+  }
+
+  /** POST /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}/writes: Add pending writes of a task to a checkpoint, all or none. */
+  putCheckpointWrites(
+    params: Params<'putCheckpointWrites'>, body: Body<'putCheckpointWrites'>, options?: Options<'putCheckpointWrites'>,
+  ): Promise<Result<'putCheckpointWrites'>> {
+    return this.call('putCheckpointWrites', params, body, options);
+  }
+
+  /** GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints:latest: The newest (greatest id) unexpired checkpoint of the session's namespace. */
+  getLatestCheckpoint(params: Params<'getLatestCheckpoint'>, options?: Options<'getLatestCheckpoint'>): Promise<Result<'getLatestCheckpoint'>> {
+    return this.call('getLatestCheckpoint', params, undefined, options);
+  }
+
+  /** GET /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints: The session's checkpoints, newest first, a page at a time. */
+  listSessionCheckpoints(
+    params: Params<'listSessionCheckpoints'>, options?: Options<'listSessionCheckpoints'>,
+  ): Promise<Result<'listSessionCheckpoints'>> {
+    return this.call('listSessionCheckpoints', params, undefined, options);
+  }
+
+  /** DELETE /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints: Delete the session's checkpoints and their pending writes. */
+  deleteCheckpoints(params: Params<'deleteCheckpoints'>, options?: Options<'deleteCheckpoints'>): Promise<Result<'deleteCheckpoints'>> {
+    return this.call('deleteCheckpoints', params, undefined, options);
+  }
+
+  /** GET /v1/apps/{app}/users/{user}/checkpoints: The user's checkpoints across sessions, newest first, a page at a time. */
+  listCheckpoints(params: Params<'listCheckpoints'>, options?: Options<'listCheckpoints'>): Promise<Result<'listCheckpoints'>> {
+    return this.call('listCheckpoints', params, undefined, options);
+  }
+
+  /** GET /v1/apps/{app}/checkpoints:resumable: The app's runs a restarting runtime should resume. */
+  listResumableRuns(params: Params<'listResumableRuns'>, options?: Options<'listResumableRuns'>): Promise<Result<'listResumableRuns'>> {
+    return this.call('listResumableRuns', params, undefined, options);
   }
 
 }
