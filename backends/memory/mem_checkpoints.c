@@ -563,32 +563,72 @@ static int mem_ckpt_before(const memd_checkpoint_query *q, const char *session,
 	return strcmp(c->ns, q->before_ns) < 0;
 }
 
-/* Descending (id, session, ns). */
-static int mem_ckref_list_cmp(const void *a, const void *b)
-{
-	const mem_ckref *x = a, *y = b;
-	int d = strcmp(y->c->id, x->c->id);
+/* One namespace of one session in a list: its checkpoints [lo, at) are
+ * still to come, newest (greatest id) at at - 1. */
+typedef struct mem_ckrange {
+	const mem_session *s;
+	size_t lo;
+	size_t at;
+} mem_ckrange;
 
-	if (!d)
-		d = strcmp(y->s->id, x->s->id);
-	return d ? d : strcmp(y->c->ns, x->c->ns);
+typedef struct mem_ckranges {
+	mem_ckrange *v;
+	size_t n;
+	size_t cap;
+} mem_ckranges;
+
+/* Add the range [lo, hi) of s (one namespace) to rs, starting below q's
+ * keyset (within one namespace of one session, "before the keyset" holds
+ * for every id up to some point: a binary search finds it). */
+static int32_t mem_range_add(mem_ckranges *rs, const mem_session *s, size_t lo, size_t hi,
+			     const memd_checkpoint_query *q, memd_error *err)
+{
+	size_t a = lo, b = hi;
+
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+		if (mem_ckpt_before(q, s->id, s->ckpts[mid]))
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	if (a == lo)
+		return 0;
+	if (mem_grow((void **)&rs->v, &rs->cap, rs->n + 1, sizeof(*rs->v)) < 0)
+		return mem_enomem(err);
+	rs->v[rs->n++] = (mem_ckrange){ s, lo, a };
+	return 0;
 }
 
-static int32_t mem_list_gather(const mem_session *s, const memd_checkpoint_query *q,
-			       mem_ckrefs *refs, uint64_t *examined, memd_error *err)
+/* The namespaces of s that q lists, as ranges (found by binary search,
+ * reading no checkpoint). */
+static int32_t mem_ranges_of(mem_ckranges *rs, const mem_session *s,
+			     const memd_checkpoint_query *q, memd_error *err)
 {
-	int32_t r;
+	size_t lo = 0;
+	int32_t r = 0;
 
-	for (size_t i = 0; i < s->n_ckpts; i++) {
-		mem_ckpt *c = s->ckpts[i];
-		(*examined)++;
-		if ((q->ns && strcmp(c->ns, q->ns) != 0) || mem_ckpt_expired(c, q->now_us) ||
-		    !mem_ckpt_before(q, s->id, c))
-			continue;
-		if ((r = mem_refs_add(refs, s, c, err)) < 0)
-			return r;
+	if (q->ns)
+		return mem_range_add(rs, s, mem_ckpt_lower(s, q->ns, ""), mem_ns_upper(s, q->ns), q,
+				     err);
+	while (lo < s->n_ckpts && r == 0) {
+		size_t hi = mem_ns_upper(s, s->ckpts[lo]->ns);
+		r = mem_range_add(rs, s, lo, hi, q, err);
+		lo = hi;
 	}
-	return 0;
+	return r;
+}
+
+/* >0 if a's next checkpoint comes before b's in the list's order,
+ * descending (id, session, ns). */
+static int mem_range_cmp(const mem_ckrange *a, const mem_ckrange *b)
+{
+	const mem_ckpt *x = a->s->ckpts[a->at - 1], *y = b->s->ckpts[b->at - 1];
+	int d = strcmp(x->id, y->id);
+
+	if (!d)
+		d = strcmp(a->s->id, b->s->id);
+	return d ? d : strcmp(x->ns, y->ns);
 }
 
 int32_t mem_checkpoint_list(void *inst, const memd_call *call, const memd_scope *scope,
@@ -597,8 +637,9 @@ int32_t mem_checkpoint_list(void *inst, const memd_call *call, const memd_scope 
 {
 	mem_store *st = inst;
 	const mem_user *u;
-	mem_ckrefs refs = { 0 };
+	mem_ckranges rs = { 0 };
 	uint64_t examined = 0;
+	uint32_t sent = 0;
 	int32_t r;
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 0, err)) < 0)
@@ -620,21 +661,32 @@ int32_t mem_checkpoint_list(void *inst, const memd_call *call, const memd_scope 
 	if (q->session) {
 		const mem_session *s = mem_session_find3(st, scope->app, scope->user, q->session);
 		if (s)
-			r = mem_list_gather(s, q, &refs, &examined, err);
+			r = mem_ranges_of(&rs, s, q, err);
 	} else if ((u = mem_user_find(st, scope->app, scope->user))) {
 		for (size_t i = 0; i < u->n_sessions && r == 0; i++)
-			r = mem_list_gather(u->sessions[i], q, &refs, &examined, err);
+			r = mem_ranges_of(&rs, u->sessions[i], q, err);
 	}
-	if (r == 0 && refs.n) {
-		qsort(refs.v, refs.n, sizeof(*refs.v), mem_ckref_list_cmp);
-		for (size_t i = 0; i < refs.n && i < q->limit && r == 0; i++) {
-			examined += refs.v[i].c->n_writes;
-			r = mem_ckpt_deliver(refs.v[i].s, refs.v[i].c, 1, out, err);
-		}
+	/* Merge the ranges, newest first: each step reads one checkpoint. */
+	while (r == 0 && sent < q->limit) {
+		mem_ckrange *best = NULL;
+		const mem_ckpt *c;
+		for (size_t i = 0; i < rs.n; i++)
+			if (rs.v[i].at > rs.v[i].lo && (!best || mem_range_cmp(&rs.v[i], best) > 0))
+				best = &rs.v[i];
+		if (!best)
+			break;
+		c = best->s->ckpts[--best->at];
+		examined++;
+		if (mem_ckpt_expired(c, q->now_us))
+			continue;
+		sent++;
+		if (out->write)
+			examined += c->n_writes;
+		r = mem_ckpt_deliver(best->s, c, 1, out, err);
 	}
 	pu_rows_read(call, examined);
 	pthread_mutex_unlock(&st->lock);
-	free(refs.v);
+	free(rs.v);
 	return mem_sink_final(r);
 }
 
