@@ -317,24 +317,30 @@ static int seg_match(const segment *t, const segment *s, segment *ret_value, int
 
 /* Does route r match the raw segments s? *ret_n gets the number of
  * parameters, *ret_actions the number of them matched by a pattern
- * segment with a suffix (see http_router_match). The pattern is walked a
- * segment at a time beside the path and left at the first segment that
- * differs: every request tries every route, and most differ early, so
- * splitting each pattern whole first cost more than the match itself. */
+ * segment with a suffix (see http_router_match). Every request tries
+ * every route, and the routes of a path mostly differ in their last
+ * segment ("/events", "/context", "/state"): that one is compared
+ * first, and only a route that passes it is walked a segment at a time
+ * beside the path (splitting each pattern whole first, or counting its
+ * slashes, cost more than the match itself). */
 static int route_matches(const http_route *r, const segment *s, int ns, segment *values,
 			 char names[][32], size_t *ret_n, int *ret_actions)
 {
-	const char *p = r->pattern;
+	const char *p = r->pattern, *last = strrchr(p, '/');
 	size_t n = 0;
-	int actions = 0;
+	int actions = 0, param;
 
-	if (p[0] != '/')
+	if (p[0] != '/' || ns < 1)
 		return 0;
+	{
+		segment t = { last + 1, strlen(last + 1) }, v;
+		if (!seg_match(&t, &s[ns - 1], &v, &param))
+			return 0;
+	}
 	p++;
 	for (int i = 0; i < ns; i++) {
 		const char *slash;
 		segment t;
-		int param;
 
 		if (!p)
 			return 0; /* the pattern has fewer segments */
