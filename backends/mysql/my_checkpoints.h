@@ -24,9 +24,13 @@
  * once leave the greatest as head whatever their order.
  * checkpoint_put_writes locks the checkpoint's row (SELECT ... FOR
  * UPDATE) before it checks and writes. checkpoint_expire locks the rows
- * it removes and, for a removed head, the head row before it reads the
- * greatest remaining root id: a put of a greater id waiting on that lock
- * moves the head again after it.
+ * it removes, walking the expiry index from its start (so sweeps of
+ * several processes run one after another: each waits at the first row
+ * the one before it locked) and, for a removed head, the head row before
+ * it reads the greatest remaining root id: a put of a greater id waiting
+ * on that lock moves the head again after it, and a sweep removing that
+ * root id meanwhile finds it named by the head, under the same lock, and
+ * passes the head on again.
  *
  * Reads are one statement each (one snapshot under READ COMMITTED): a
  * checkpoint and its writes come from one UNION ALL, so a reader never
