@@ -695,22 +695,30 @@ int32_t pg_checkpoint_list(void *inst, const memd_call *call, const memd_scope *
 
 /* ---- delete --------------------------------------------------------- */
 
+/* The head goes first: a put of a root checkpoint that is committing
+ * holds the head's row, so the head's delete waits for it, and the
+ * checkpoints' delete after it (a statement with a newer snapshot) takes
+ * that checkpoint too; a put that comes later waits for this delete on
+ * the head's row and makes its checkpoint the head. Either way no root
+ * checkpoint is left without a head. */
 static int32_t delete_once(pg_conn *c, void *ctx, memd_error *err)
 {
 	ck_ctx *x = ctx;
 	const char *vals[4] = { x->scope->app, x->scope->user, x->scope->session, x->ns };
+	size_t count_at;
 	int32_t r = pg_send(c, &SQL_BEGIN, NULL, err);
 
-	if (r == 0)
-		r = pg_send(c, x->ns ? &SQL_CK_DELETE_NS : &SQL_CK_DELETE_ALL, vals, err);
 	if (r == 0 && (!x->ns || strcmp(x->ns, ROOT_NS) == 0))
 		r = pg_send(c, &SQL_CK_HEAD_DELETE, vals, err);
+	count_at = pg_n_queued(c);
+	if (r == 0)
+		r = pg_send(c, x->ns ? &SQL_CK_DELETE_NS : &SQL_CK_DELETE_ALL, vals, err);
 	if (r == 0)
 		r = pg_send(c, &SQL_COMMIT, NULL, err);
 	if (r == 0)
 		r = pg_run(c, "delete checkpoints", err);
 	if (r == 0)
-		x->count = (uint32_t)pg_get_i64(pg_res(c, 1), 0, 0);
+		x->count = (uint32_t)pg_get_i64(pg_res(c, count_at), 0, 0);
 	return r;
 }
 
