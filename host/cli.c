@@ -60,6 +60,10 @@ typedef struct cli_opts {
 	 * much history a get shows (-1 = all) */
 	const char *context_id, *state, *user;
 	int64_t history_length;
+	/* checkpoints: a namespace, the resumable listing's filter (also
+	 * --limit, --cursor and --metadata above) */
+	const char *ns, *resume, *before;
+	int full;
 	/* a write that answers its context (--return-context [--format openai]) */
 	int return_context;
 	uint32_t context_flags;
@@ -183,6 +187,16 @@ static const char cli_usage_text[] =
 	"  task get APP ID [--history-length N]   N most recent history messages\n"
 	"  task list APP [--context-id C] [--state S] [--user U] [--limit N]\n"
 	"                                   [--cursor C]   most recently saved first\n"
+	"run checkpoints (an agent runtime's saved runs, one thread a session):\n"
+	"  checkpoint list APP USER [SID] [--ns NS] [--before ID] [--metadata JSON]\n"
+	"                                   [--full] [--limit N] [--cursor C]   newest\n"
+	"                                   first; every namespace without --ns\n"
+	"  checkpoint get APP USER SID [ID] [--ns NS]   the latest without ID, with\n"
+	"                                   its payload and pending writes\n"
+	"  checkpoint delete APP USER SID [--ns NS]   every namespace without --ns\n"
+	"  checkpoint resumable APP [--resume automatic|approval] [--limit N]\n"
+	"                                   [--cursor C]   the runs to resume\n"
+	"  checkpoint sweep                 delete expired checkpoints now\n"
 	"\n"
 	"The config is --config, else $MEMD_CONFIG, else zero-config (SQLite in\n"
 	"./data/memd.db). Plugins are searched in $MEMD_PLUGIN_PATH, next to the\n"
@@ -1890,6 +1904,101 @@ static int sc_task_list(cli *c, memd *m, const char **pos, int from, memd_error 
 	return result(memd_task_list(m, pos[0], &lo, ret_json, err));
 }
 
+/* ---- run checkpoints ---- */
+
+/* Options of the checkpoint commands. which: CK_OPT_*. */
+#define CK_OPT_NS 0x1        /* --ns */
+#define CK_OPT_LIST 0x2      /* --before, --metadata, --full, --limit, --cursor */
+#define CK_OPT_RESUME 0x4    /* --resume, --limit, --cursor */
+
+static int take_checkpoint_opts(cli *c, int from, int which)
+{
+	int missing = 0;
+	cli_opts *o = &c->opts;
+
+	memset(o, 0, sizeof(*o));
+	if (which & (CK_OPT_NS | CK_OPT_LIST))
+		o->ns = take_opt(c, from, "--ns", &missing);
+	if (which & CK_OPT_LIST) {
+		o->before = take_opt(c, from, "--before", &missing);
+		o->metadata = take_opt(c, from, "--metadata", &missing);
+		o->full = take_flag(c, from, "--full");
+	}
+	if (which & CK_OPT_RESUME)
+		o->resume = take_opt(c, from, "--resume", &missing);
+	if (which & (CK_OPT_LIST | CK_OPT_RESUME)) {
+		o->cursor = take_opt(c, from, "--cursor", &missing);
+		if (take_u32(c, from, "--limit", &missing, &o->limit) != EXIT_OK)
+			return EXIT_USAGE;
+	}
+	if (missing)
+		return usage_error("%s", "an option is missing its value");
+	return EXIT_OK;
+}
+
+static int sc_checkpoint_list(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			      char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_checkpoint_list_options lo = { .struct_size = sizeof(lo) };
+
+	if (!m)
+		return take_checkpoint_opts(c, from, CK_OPT_LIST);
+	lo.limit = o->limit;
+	lo.cursor = o->cursor;
+	lo.session_id = pos[2];
+	lo.ns = o->ns;
+	lo.before = o->before;
+	lo.metadata_json = o->metadata;
+	lo.full = o->full;
+	return result(memd_checkpoint_list(m, pos[0], pos[1], &lo, ret_json, err));
+}
+
+static int sc_checkpoint_get(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			     char **ret_json)
+{
+	if (!m)
+		return take_checkpoint_opts(c, from, CK_OPT_NS);
+	return result(memd_checkpoint_get(m, pos[0], pos[1], pos[2], c->opts.ns, pos[3], ret_json,
+					  err));
+}
+
+static int sc_checkpoint_delete(cli *c, memd *m, const char **pos, int from, memd_error *err,
+				char **ret_json)
+{
+	if (!m)
+		return take_checkpoint_opts(c, from, CK_OPT_NS);
+	if (memd_checkpoint_delete(m, pos[0], pos[1], pos[2], c->opts.ns, err) < 0)
+		return -1;
+	*ret_json = dump_body(json_pack("{s:b,s:s,s:s?}", "deleted", 1, "session_id", pos[2],
+					"checkpoint_ns", c->opts.ns));
+	return *ret_json ? EXIT_OK : out_of_memory();
+}
+
+static int sc_checkpoint_resumable(cli *c, memd *m, const char **pos, int from, memd_error *err,
+				   char **ret_json)
+{
+	cli_opts *o = &c->opts;
+	memd_checkpoint_resumable_options ro = { .struct_size = sizeof(ro) };
+
+	if (!m)
+		return take_checkpoint_opts(c, from, CK_OPT_RESUME);
+	ro.limit = o->limit;
+	ro.cursor = o->cursor;
+	ro.resume = o->resume;
+	return result(memd_checkpoint_resumable(m, pos[0], &ro, ret_json, err));
+}
+
+/* memd checkpoint sweep: delete the expired checkpoints now. */
+static int sc_checkpoint_sweep(cli *c, memd *m, const char **pos, int from, memd_error *err,
+			       char **ret_json)
+{
+	(void)pos;
+	if (!m)
+		return take_common(c, from, 0);
+	return result(memd_checkpoints_sweep(m, ret_json, err));
+}
+
 static const command commands[] = {
 	{ "session", "create", 2, 0, "session create APP USER", .fn = sc_session_create },
 	{ "session", "get", 3, 0, "session get APP USER SID", .fn = sc_session_get },
@@ -1940,6 +2049,13 @@ static const command commands[] = {
 	{ "memory", "sweep", 0, 0, "memory sweep", .fn = sc_memory_sweep },
 	{ "task", "get", 2, 0, "task get APP ID", .fn = sc_task_get },
 	{ "task", "list", 1, 0, "task list APP", .fn = sc_task_list },
+	{ "checkpoint", "list", 3, 2, "checkpoint list APP USER [SID]", .fn = sc_checkpoint_list },
+	{ "checkpoint", "get", 4, 3, "checkpoint get APP USER SID [ID]", .fn = sc_checkpoint_get },
+	{ "checkpoint", "delete", 3, 0, "checkpoint delete APP USER SID",
+	  .fn = sc_checkpoint_delete },
+	{ "checkpoint", "resumable", 1, 0, "checkpoint resumable APP",
+	  .fn = sc_checkpoint_resumable },
+	{ "checkpoint", "sweep", 0, 0, "checkpoint sweep", .fn = sc_checkpoint_sweep },
 };
 
 /* ../plugins next to the executable, when it exists (build trees). */
@@ -2006,7 +2122,7 @@ static int take_globals(cli *c, int argc, char **argv, int *ret_argc)
  * the session subcommands). */
 static const char *const verb_groups[] = {
 	"config", "plugins", "index", "session", "events", "state", "artifact", "user", "lane",
-	"turn", "inbox", "messages", "memory", "task",
+	"turn", "inbox", "messages", "memory", "task", "checkpoint",
 };
 
 int cli_main(int argc, char **argv)

@@ -465,6 +465,54 @@ contains "$errout" "state" "the bad state is named"
 expect 2 "task get with a bad --history-length" -- "${v[@]}" task get demo t1 --history-length many
 expect 2 "task alone" -- "${v[@]}" task
 contains "$errout" "memd task list APP" "task alone lists task list"
+# Run checkpoints: put over REST (raw HTTP on the server's port), listed,
+# read, found resumable and deleted by the CLI on the same database.
+put_checkpoint() { # SID ID BODY [QUERY]: the status line of the answer in $out
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	printf 'PUT /v1/apps/demo/users/bob/sessions/%s/checkpoints/%s%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+		"$1" "$2" "${4:-}" "${#3}" "$3" >&3
+	out=$(head -n 1 <&3)
+	exec 3<&-
+}
+put_checkpoint run1 0001 '{"type":"json","checkpoint":"aGk=","metadata":{"step":1}}'
+contains "$out" " 200 " "a checkpoint put over REST beside the CLI"
+put_checkpoint run1 0002 '{"type":"json","checkpoint":"aGk=","metadata":{"step":2},"run_state":"interrupted"}'
+put_checkpoint run1 0003 '{"type":"json","checkpoint":"aGk="}' "?checkpoint_ns=sub"
+put_checkpoint run2 0001 '{"type":"json","checkpoint":"aGk=","run_state":"done"}'
+expect 0 "checkpoint list beside serve" -- "${v[@]}" checkpoint list demo bob
+[[ "$out" == *'"0003"'*'"0002"'*'"0001"'* ]] && ok || fail "checkpoint list, newest first: $out"
+expect 0 "checkpoint list of a session's root namespace" -- "${v[@]}" checkpoint list demo bob run1 --ns "" --limit 1
+[[ "$out" == *'"0002"'* && "$out" != *'"0001"'* && "$out" == *'"next_cursor": "'* ]] && ok || fail "checkpoint list --ns '' --limit 1: $out"
+expect 0 "checkpoint list --metadata" -- "${v[@]}" checkpoint list demo bob --metadata '{"step":1}' --full
+[[ "$out" == *'"checkpoint": "aGk="'* && "$out" != *'"0002"'* ]] && ok || fail "checkpoint list --metadata --full: $out"
+expect 0 "checkpoint get latest" -- "${v[@]}" checkpoint get demo bob run1
+contains "$out" '"checkpoint_id": "0002"' "checkpoint get without an id is the latest"
+contains "$out" '"pending_writes": []' "checkpoint get shows the tuple"
+expect 0 "checkpoint get --ns" -- "${v[@]}" checkpoint get demo bob run1 0003 --ns sub
+contains "$out" '"checkpoint_ns": "sub"' "checkpoint get in a namespace"
+expect 0 "checkpoint resumable" -- "${v[@]}" checkpoint resumable demo
+contains "$out" '"session_id": "run1"' "the interrupted run is resumable"
+contains "$out" '"resume": "approval"' "an interrupted run waits for approval"
+[[ "$out" != *'"run2"'* ]] && ok || fail "a done run is not resumable: $out"
+expect 0 "checkpoint resumable --resume automatic" -- "${v[@]}" checkpoint resumable demo --resume automatic
+contains "$out" '"sessions": []' "nothing to resume automatically"
+expect 3 "checkpoint resumable with a bad filter" -- "${v[@]}" checkpoint resumable demo --resume later
+contains "$errout" "resume: must be automatic or approval" "the bad filter is named"
+expect 3 "checkpoint list with a bad metadata filter" -- "${v[@]}" checkpoint list demo bob --metadata '[1]'
+contains "$errout" "metadata: must be a JSON object" "the bad filter is named"
+expect 0 "checkpoint delete of a namespace" -- "${v[@]}" checkpoint delete demo bob run1 --ns sub
+contains "$out" '"deleted": true' "checkpoint delete prints its result"
+expect 4 "deleted checkpoint" -- "${v[@]}" checkpoint get demo bob run1 0003 --ns sub
+expect 0 "checkpoint delete of a session" -- "${v[@]}" checkpoint delete demo bob run1
+expect 4 "no checkpoint left" -- "${v[@]}" checkpoint get demo bob run1
+expect 0 "checkpoint sweep" -- "${v[@]}" checkpoint sweep
+contains "$out" '"checkpoints_expired": 0' "checkpoint sweep counts what it deleted"
+expect 2 "checkpoint get without a session" -- "${v[@]}" checkpoint get demo bob
+expect 2 "checkpoint list --limit without a number" -- "${v[@]}" checkpoint list demo bob --limit many
+expect 2 "checkpoint alone" -- "${v[@]}" checkpoint
+contains "$errout" "memd checkpoint list APP USER [SID]" "checkpoint alone lists checkpoint list"
+expect 0 "help lists the checkpoint commands" -- "$memd" --help
+contains "$out" "checkpoint resumable APP" "help shows checkpoint resumable"
 # memd mcp beside serve: the tools search the keyword index, and say so
 # on stderr only (stdout is the JSON-RPC stream).
 mcp_in='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}
