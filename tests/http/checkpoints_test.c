@@ -9,7 +9,8 @@
  * expiry from the app's timeout, retention through session and user
  * delete; bad input as the API's error object (400 naming what, 404)
  * with nothing changed. Every response is checked against
- * api/openapi.yaml by the harness. Each test runs on the memory store.
+ * api/openapi.yaml by the harness. Each test runs on the memory store and
+ * on SQLite.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -60,17 +61,24 @@ static void setup_memory(void)
 	start("memory");
 }
 
+static void setup_sqlite(void)
+{
+	start(""); /* the harness's sqlite database */
+}
+
 static void teardown(void)
 {
 	hs_finish(&H);
 }
 
 TestSuite(checkpoints_memory, .init = setup_memory, .fini = teardown, .timeout = 60);
+TestSuite(checkpoints_sqlite, .init = setup_sqlite, .fini = teardown, .timeout = 60);
 
 /* Each test body runs on every store listed. */
 #define STORES(name)                                                \
 	static void name(void);                                     \
 	Test(checkpoints_memory, name) { name(); }                  \
+	Test(checkpoints_sqlite, name) { name(); }                  \
 	static void name(void)
 
 static const char *str(json_t *o, const char *key)

@@ -6,7 +6,8 @@
  * memd_checkpoints_sweep in bounded batches, a session's head passing to
  * its newest remaining root checkpoint), the background sweep of memd
  * serve's configuration deleting what expired, and the list options
- * struct read by its struct_size. Each test runs on the memory store.
+ * struct read by its struct_size. Each test runs on the memory store and
+ * on SQLite.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -72,18 +73,31 @@ static void teardown(void)
 	tu_dir_remove(&dir);
 }
 
+static void setup_sqlite(void)
+{
+	open_store("sqlite", 0);
+}
+
 static void setup_memory_sweeping(void)
 {
 	open_store("memory", 1);
 }
 
+static void setup_sqlite_sweeping(void)
+{
+	open_store("sqlite", 1);
+}
+
 TestSuite(facade_checkpoints_memory, .init = setup_memory, .fini = teardown);
+TestSuite(facade_checkpoints_sqlite, .init = setup_sqlite, .fini = teardown);
 TestSuite(facade_checkpoints_sweep_memory, .init = setup_memory_sweeping, .fini = teardown);
+TestSuite(facade_checkpoints_sweep_sqlite, .init = setup_sqlite_sweeping, .fini = teardown);
 
 /* Each test body runs on every store listed. */
 #define STORES(name)                                                \
 	static void name(void);                                     \
 	Test(facade_checkpoints_memory, name) { name(); }           \
+	Test(facade_checkpoints_sqlite, name) { name(); }           \
 	static void name(void)
 
 /* Assert r == 0 and take out's JSON (out cleared). */
@@ -271,7 +285,7 @@ STORES(the_sweep_goes_through_batches)
 }
 
 /* memd serve's sweep: a background pass every sweep_interval_s. */
-Test(facade_checkpoints_sweep_memory, background_sweep)
+static void background_sweep(void)
 {
 	int64_t until;
 
@@ -283,6 +297,16 @@ Test(facade_checkpoints_sweep_memory, background_sweep)
 		nanosleep(&(struct timespec){ 0, 20 * 1000000L }, NULL);
 	cr_assert_eq(stored("a"), 0, "the background sweep deleted the expired checkpoint");
 	cr_assert_eq(stored("keep"), 1);
+}
+
+Test(facade_checkpoints_sweep_memory, background_sweep)
+{
+	background_sweep();
+}
+
+Test(facade_checkpoints_sweep_sqlite, background_sweep)
+{
+	background_sweep();
 }
 
 STORES(list_options_read_by_struct_size)
