@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the tests that run against the TypeScript package @memd/client
-# (clients/typescript): client-typescript (typescript_test.sh) and the ADK
-# services' test. Needs bash with `set -euo pipefail` and
+# (clients/typescript): client-typescript (typescript_test.sh), the ADK
+# services' test and the A2A task store's (adk_test.sh, a2a_test.sh). Needs bash with `set -euo pipefail` and
 # tests/common/npm_serve.sh sourced first.
 #
 # ts_package NAME: builds the package from the source tree into
