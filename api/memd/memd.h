@@ -792,7 +792,7 @@ MEMD_API int32_t memd_memories_sweep(memd *m, char **ret_json, memd_error *err);
  * "history"?, "artifacts"?, "metadata"?}; state one of submitted,
  * working, input-required, auth-required, completed, canceled, failed,
  * rejected, unknown; members memd does not know are kept as given;
- * "kind" is added when absent). MEMD_EINVAL naming the member that is
+ * "kind" is set when absent or null). MEMD_EINVAL naming the member that is
  * wrong. user: NULL, or the owner, and then contextId must be a valid
  * session id (the session need not exist yet); a save without a user
  * links the task to no user. expected_version > 0:

@@ -103,7 +103,8 @@ int32_t memd_task_put(memd *m, const char *app, const char *id, const char *user
 	t.context_id = json_string_value(json_object_get(body, "contextId"));
 	if ((r = check_context_id(t.context_id, user, err)) < 0)
 		goto out;
-	if (!json_object_get(body, "kind") &&
+	/* "kind" absent or null: the Task's own. */
+	if (!json_is_string(json_object_get(body, "kind")) &&
 	    json_object_set_new(body, "kind", json_string("task")) < 0) {
 		r = service_oom(err);
 		goto out;

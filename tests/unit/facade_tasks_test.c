@@ -191,6 +191,24 @@ BOTH(save_create_replace_and_conditions)
 	json_decref(o);
 }
 
+BOTH(a_null_kind_becomes_task)
+{
+	memd_error err = { .struct_size = sizeof(err) };
+	char *out = NULL;
+	json_t *o;
+
+	cr_assert_eq(memd_task_put(m, "app", "k", NULL,
+				   "{\"kind\": null, \"id\": \"k\", \"contextId\": \"c\", "
+				   "\"status\": {\"state\": \"working\"}}",
+				   0, 0, &out, NULL, &err),
+		     0, "%s", err.msg);
+	o = json_loads(out, 0, NULL);
+	memd_free(out);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(o, "task"), "kind")),
+			 "task");
+	json_decref(o);
+}
+
 /* Every page of a list, the ids in order, as one string. */
 static void list_ids(const memd_task_list_options *in, char *ret, size_t cap)
 {
