@@ -1079,11 +1079,12 @@ typedef struct memd_store_ops {
 
 	/* ---- tasks (since 1.5, optional as a group) ---- */
 
-	/* since 1.5: stores t in one conditional transaction: MEMD_ECONFLICT,
-	 * writing nothing, if flags has MEMD_TASK_CREATE and the task exists,
-	 * if expected_version != 0 and differs from the stored version (or the
-	 * task does not exist), or if the stored state is terminal (completed,
-	 * canceled, failed, rejected) and t->state differs. Else inserts
+	/* since 1.5: stores t in one conditional transaction, writing nothing
+	 * on failure: MEMD_ECONFLICT if flags has MEMD_TASK_CREATE and the
+	 * task exists, if expected_version != 0 and differs from the stored
+	 * version, or if the stored state is terminal (completed, canceled,
+	 * failed, rejected) and t->state differs; MEMD_ENOTFOUND if
+	 * expected_version != 0 and the task does not exist. Else inserts
 	 * (version 1, created_us = updated_us = now_us) or replaces every
 	 * column but created_us (version + 1, updated_us = now_us). Delivers
 	 * the stored task. */
