@@ -1166,6 +1166,45 @@ Test(checkpoints, durable_across_reopen)
 	}
 }
 
+/* ---- bad input ---------------------------------------------------------- */
+
+#define RUN_STATE_BAD 9u /* no MEMD_RUN_* */
+
+Test(checkpoints, bad_input_is_refused_and_writes_nothing)
+{
+	memd_checkpoint c = ck(APP, USER, "s1", "", "c1");
+	memd_checkpoint_write w[1] = { ckw("t", 0, "c", "v", 0) };
+	memd_checkpoint_query q = { .limit = 0, .now_us = NOW };
+	memd_resumable_query rq = { .limit = 0, .app = APP, .run_states = RUN_MASK_ALL,
+				    .now_us = NOW };
+	conf_checkpoints l = { 0 };
+	conf_checkpoint g;
+
+	c.run_state = RUN_STATE_BAD;
+	cr_assert_eq(conf_checkpoint_put(st, &c, 1, T0, NULL), MEMD_EINVAL, "a bad run state");
+	c.run_state = MEMD_RUN_UNSET;
+	c.metadata_json = "[1]";
+	cr_assert_eq(conf_checkpoint_put(st, &c, 1, T0, NULL), MEMD_EINVAL, "metadata not an object");
+	c.metadata_json = "{}";
+	c.ns = NULL;
+	cr_assert_eq(conf_checkpoint_put(st, &c, 1, T0, NULL), MEMD_EINVAL, "no namespace");
+	cr_assert_eq(conf_session_get(st, APP, USER, "s1", NULL), MEMD_ENOTFOUND,
+		     "a refused put created the session");
+
+	put_simple("s1", "", "c1");
+	cr_assert_eq(put_writes(APP, USER, "s1", "", "c1", w, 1, RUN_STATE_BAD, T0 + 1),
+		     MEMD_EINVAL, "a bad run state");
+	g = get_ok(APP, USER, "s1", "", "c1", NOW);
+	cr_assert_eq(g.n_w, 0, "a refused put_writes wrote");
+	cr_assert_eq(g.c.run_state, MEMD_RUN_RUNNING);
+	conf_checkpoint_clear(&g);
+
+	cr_assert_eq(conf_checkpoint_list(st, APP, USER, &q, 0, &l), MEMD_EINVAL, "limit 0");
+	cr_assert_eq(l.n, 0);
+	cr_assert_eq(conf_checkpoint_resumable(st, &rq, &l), MEMD_EINVAL, "limit 0");
+	cr_assert_eq(l.n, 0);
+}
+
 /* ---- races and cost ----------------------------------------------------- */
 
 #define RACE_THREADS 4

@@ -466,6 +466,29 @@ Test(tasks, session_and_user_delete_take_their_tasks)
 	assert_absent(APP, "f");
 }
 
+/* ---- bad input ---------------------------------------------------------- */
+
+Test(tasks, bad_input_is_refused_and_writes_nothing)
+{
+	char buf[JSON_MAX];
+	memd_task t = task(APP, "t1", "c1", USER, "working", "", buf);
+	memd_task_query q = { .app = APP, .limit = 0 };
+	conf_tasks l = { 0 };
+
+	t.task_json = "[\"not an object\"]";
+	cr_assert_eq(conf_task_put(st, &t, 0, 0, T0, NULL), MEMD_EINVAL, "task JSON an array");
+	t.task_json = "{";
+	cr_assert_eq(conf_task_put(st, &t, 0, 0, T0, NULL), MEMD_EINVAL, "task JSON cut short");
+	t = task(APP, "t1", "c1", USER, "working", "", buf);
+	t.state = NULL;
+	cr_assert_eq(conf_task_put(st, &t, 0, 0, T0, NULL), MEMD_EINVAL, "no state");
+	t.state = "working";
+	cr_assert_eq(conf_task_put(st, &t, 0, -1, T0, NULL), MEMD_EINVAL, "a negative version");
+	assert_absent(APP, "t1");
+	cr_assert_eq(conf_task_list(st, &q, &l), MEMD_EINVAL, "limit 0");
+	cr_assert_eq(l.n, 0);
+}
+
 /* ---- races -------------------------------------------------------------- */
 
 static int32_t ignore_task(void *ud, const memd_task *t)
