@@ -6,9 +6,11 @@
 // are shared by several servers, and can be listed with memd's other
 // clients. Two servers updating one task never overwrite each other: every
 // save is conditional on the version this store last read or wrote.
+// MemdRequestHandler is the SDK's DefaultRequestHandler with a fix that
+// answers a refused save to a blocking message/send.
 
 import type { Task, TaskState } from '@a2a-js/sdk';
-import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server';
+import { DefaultRequestHandler, type ServerCallContext, type TaskStore } from '@a2a-js/sdk/server';
 import { MemdClient, MemdError, type Body, type Options } from './index.js';
 
 /** MemdTaskStore's options: how to reach memd, and where the tasks go. */
@@ -55,8 +57,9 @@ export type TaskConflictReason = 'terminal' | 'concurrent' | 'exists' | 'deleted
  * A save memd refused (409, or 404 for a task deleted meanwhile): nothing
  * was written. The store keeps the version it had, so every further save
  * of the task fails the same way until the task is loaded again, which
- * the A2A SDK does at its next request for the task. The SDK reports the
- * error to the A2A client (JSON-RPC internal error with this message).
+ * the A2A SDK does at its next request for the task. The request fails
+ * with it: the A2A client gets a JSON-RPC internal error with this message
+ * (for a blocking message/send or a tasks/cancel, with MemdRequestHandler).
  */
 export class MemdTaskConflictError extends Error {
   /** The task's id. */
@@ -258,4 +261,42 @@ export class MemdTaskStore implements TaskStore {
     });
     return result;
   }
+}
+
+/* The method of DefaultRequestHandler that MemdRequestHandler replaces
+ * (private in the SDK's declarations). */
+interface ProcessingErrorHandler {
+  _handleProcessingError(
+    error: unknown, resultManager: unknown, firstResultSent: boolean, taskId: string,
+    firstResultRejector?: (reason: unknown) => void,
+  ): Promise<void>;
+}
+
+/**
+ * The SDK's DefaultRequestHandler, but a task store's error while it
+ * processes the agent's events in a blocking `message/send` (the default)
+ * or a `tasks/cancel` fails that request, with the error's message as its
+ * JSON-RPC error. @a2a-js/sdk 0.3.14 hands that error to an error handler
+ * it does not wait for, which throws it again: the client is answered the
+ * task as the process holds it (with nothing saved), and the error is an
+ * unhandled promise rejection, which ends a Node process by default. A
+ * streaming request and a non-blocking send are handled as the SDK does
+ * (the stream ends with the error). Everything else is
+ * DefaultRequestHandler's.
+ */
+export class MemdRequestHandler extends DefaultRequestHandler {}
+
+const sdkHandler = DefaultRequestHandler.prototype as unknown as Partial<ProcessingErrorHandler>;
+if (typeof sdkHandler._handleProcessingError === 'function') {
+  const handleProcessingError = sdkHandler._handleProcessingError;
+  Object.defineProperty(MemdRequestHandler.prototype, '_handleProcessingError', {
+    configurable: true,
+    writable: true,
+    value: function (this: ProcessingErrorHandler, ...args: Parameters<ProcessingErrorHandler['_handleProcessingError']>) {
+      // Thrown here, synchronously, it leaves the SDK's catch block and
+      // rejects the request that is waiting for the events' end.
+      if (!args[4]) throw args[0];
+      return handleProcessingError.apply(this, args);
+    },
+  });
 }

@@ -7,7 +7,8 @@
 // and started again; memd's own REST view of the tasks agrees; and the
 // store's conditional saves: a terminal state is kept, two stores racing
 // on one task end with one winner and a clear error for the other, also
-// between two A2A servers.
+// between two A2A servers, where MemdRequestHandler answers the refusal to
+// a blocking message/send.
 // Usage: MEMD_URL=... node --test a2a_test.js (tests/clients/a2a_test.sh runs it).
 
 import test from 'node:test';
@@ -58,10 +59,14 @@ test.after(() => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-/** Starts server.ts over memd's APP and waits (bounded) until it listens. */
-async function startServer(): Promise<ServerProcess> {
+/**
+ * Starts server.ts over memd's APP (with MemdRequestHandler for `memd`,
+ * else the SDK's DefaultRequestHandler) and waits (bounded) until it
+ * listens.
+ */
+async function startServer(handler: 'default' | 'memd' = 'default'): Promise<ServerProcess> {
   const script = fileURLToPath(new URL('./server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, baseUrl!, APP], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, baseUrl!, APP, handler], { stdio: ['ignore', 'pipe', 'inherit'] });
   children.add(child);
   child.on('exit', () => children.delete(child));
   const lines = createInterface({ input: child.stdout! });
@@ -339,6 +344,34 @@ test('two A2A servers on one task: a cancel through one, the other cannot comple
   const stored = await memdTask(taskId);
   assert.equal(stored.task.status.state, 'canceled');
   assert.equal(resultText(stored.task as Task), undefined);
+  await kill(runner);
+});
+
+test('MemdRequestHandler: a save refused during a blocking message/send fails that request', async () => {
+  const runner = await startServer('memd');
+  const contextId = uuidv7();
+  const sent = runner.client.sendMessage({ message: userMessage('hold blocking', { contextId }) });
+  sent.catch(() => undefined); // awaited below
+  // The task's id, once the runner has saved it working (bounded).
+  const deadline = Date.now() + WAIT_MS;
+  let taskId: string | undefined;
+  while (!taskId) {
+    const page = await memd.listTasks({ app: APP, context_id: contextId, state: 'working' });
+    taskId = page.tasks[0]?.task.id;
+    if (!taskId) {
+      assert.ok(Date.now() < deadline, `no working task in context ${contextId} within ${WAIT_MS} ms`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+  assert.equal((await server.client.cancelTask({ id: taskId })).status.state, 'canceled');
+  await release(runner, taskId);
+  await assert.rejects(within('the blocking send', sent),
+    /is canceled in memd, a terminal state, and cannot become working: the save was refused/);
+  assert.equal((await memdTask(taskId)).task.status.state, 'canceled');
+  // The runner lives on and serves the next request.
+  assert.equal(runner.child.exitCode, null);
+  const next = await runner.client.sendMessage({ message: userMessage('run still here') }) as Task;
+  assert.equal(resultText(next), 'STILL HERE');
   await kill(runner);
 });
 

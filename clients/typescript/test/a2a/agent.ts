@@ -96,8 +96,13 @@ export interface A2AServer {
   close(): Promise<void>;
 }
 
-/** Serves the scripted agent over store on 127.0.0.1 (a free port). */
-export async function startA2AServer(store: TaskStore): Promise<A2AServer> {
+/**
+ * Serves the scripted agent over store on 127.0.0.1 (a free port), with
+ * the SDK's DefaultRequestHandler or the given subclass of it.
+ */
+export async function startA2AServer(
+  store: TaskStore, Handler: typeof DefaultRequestHandler = DefaultRequestHandler,
+): Promise<A2AServer> {
   const card: AgentCard = {
     name: 'memd a2a test agent',
     description: 'Runs, holds and finishes tasks whose state lives in memd.',
@@ -110,7 +115,7 @@ export async function startA2AServer(store: TaskStore): Promise<A2AServer> {
     skills: [{ id: 'echo', name: 'Echo', description: 'Answers its words in capitals.', tags: ['test'] }],
   };
   const executor = new ScriptedExecutor();
-  const handler = new DefaultRequestHandler(card, store, executor);
+  const handler = new Handler(card, store, executor);
   const app = express();
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler }));
   app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
