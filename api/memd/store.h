@@ -693,8 +693,10 @@ typedef struct memd_checkpoint_query {
 	const char *session;             /* since 1.5: NULL = every session of the user */
 	const char *ns;                  /* since 1.5: NULL = every namespace */
 	const char *before_id;           /* since 1.5: NULL = from the newest */
-	const char *before_session;      /* since 1.5: with before_id; NULL = any session */
-	const char *before_ns;           /* since 1.5: with before_session */
+	/* since 1.5: with before_id (EINVAL without it); NULL = only ids <
+	 * before_id, else strictly before (before_id, before_session[, before_ns]) */
+	const char *before_session;
+	const char *before_ns;           /* since 1.5: with before_session; NULL = any */
 	int64_t now_us;                  /* since 1.5: expired ones are skipped */
 } memd_checkpoint_query;
 
@@ -1039,7 +1041,8 @@ typedef struct memd_store_ops {
 	 * create_session is set: then a missing session is created in the same
 	 * transaction as session_create would (no title, metadata "{}"), and
 	 * its creation is what *ret_created_session says (may be NULL).
-	 * If the id is the greatest of (session, ns), it becomes the head. */
+	 * In the root namespace ("") an id greater than every other of the
+	 * session becomes the session's head (memd_resumable_query). */
 	int32_t (*checkpoint_put)(void *inst, const memd_call *call, const memd_checkpoint *c,
 				  int create_session, int64_t now_us, int *ret_created_session,
 				  memd_error *err);
