@@ -84,10 +84,10 @@ echo 'console.log(JSON.stringify(messages));' >>readme.ts
 "$ts_dir/node_modules/.bin/tsc" "${flags[@]}" readme.ts || { echo "FAIL: tsc: README.md's TypeScript example" >&2; exit 1; }
 node readme.js | grep -q '"content":"Plan a trip to Lisbon in May"' ||
 	{ echo "FAIL: README.md's TypeScript example did not give the message back as context" >&2; exit 1; }
-# The ./adk and ./a2a entry points (their code needs @google/adk and
-# @a2a-js/sdk, which this project does not install) resolve to files the
-# package holds.
-for sub in adk a2a; do
+# The ./adk, ./a2a and ./langgraph entry points (their code needs
+# @google/adk, @a2a-js/sdk and @langchain/langgraph-checkpoint, which this
+# project does not install) resolve to files the package holds.
+for sub in adk a2a langgraph; do
 	entry=$(node --input-type=module -e "console.log(new URL(import.meta.resolve('@memd/client/$sub')).pathname)")
 	test -f "$entry" && test -f "${entry%.js}.d.ts" ||
 		{ echo "FAIL: the packed package's ./$sub entry point names no file: $entry" >&2; exit 1; }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# memd as LangGraph's checkpointer (@memd/client/langgraph,
+# clients/typescript/src/langgraph.ts) against the real LangGraph packages
+# pinned in the package's lock file: builds the package (ts_package.sh;
+# tsc type-checks MemdSaver against BaseCheckpointSaver), starts a real
+# `memd serve` and runs
+#  - LangGraph's checkpointer conformance suite,
+#    @langchain/langgraph-checkpoint-validation, unchanged (its validate()
+#    in a vitest file, test/langgraph/validation.test.ts): every test must
+#    pass and none be skipped;
+#  - test/langgraph/*_test.ts (node:test): a StateGraph with an
+#    interrupt() resumed in a second process, a run killed with SIGKILL in
+#    a step resumed in a new one, memd's resumable listing and finish()
+#    (graph_test.ts); what a checkpoint stores in memd and the run states
+#    (saver_test.ts).
+set -euo pipefail
+
+memd="$MEMD_BUILD_ROOT/host/memd"
+source "$MEMD_SOURCE_ROOT/tests/common/npm_serve.sh"
+source "$MEMD_SOURCE_ROOT/tests/clients/ts_package.sh"
+
+ts_package client-langgraph
+
+work=$(mktemp -d)
+# The server is stopped, and waited for, before its files go.
+trap 'serve_stop; rm -rf "$work"' EXIT
+unset MEMD_CONFIG
+
+# memd serve on a free port, checkpoints on SQLite.
+config() {
+	cat <<YAML
+server: {listen: "127.0.0.1:$1"}
+stores:
+  main: {plugin: sqlite, path: $work/memd.db}
+sessions: {store: main}
+YAML
+}
+serve_start "$work" config
+
+cd "$ts_dir"
+# The conformance suite. vitest's summary line must say that every test
+# passed: "Tests  N passed (N)", with no "failed" or "skipped" part.
+if ! MEMD_URL="http://127.0.0.1:$port" NO_COLOR=1 node_modules/.bin/vitest run --globals \
+	--root "$ts_dir/dist/test/langgraph" validation.test.js >"$work/validation.log" 2>&1; then
+	cat "$work/validation.log" >&2
+	echo "FAIL: @langchain/langgraph-checkpoint-validation against MemdSaver" >&2
+	exit 1
+fi
+summary=$(grep -E '^ *Tests +' "$work/validation.log" || true)
+if ! [[ $summary =~ ^\ *Tests\ +([0-9]+)\ passed\ \(([0-9]+)\)$ ]] || [[ ${BASH_REMATCH[1]} != "${BASH_REMATCH[2]}" ]] ||
+	((BASH_REMATCH[1] == 0)); then
+	cat "$work/validation.log" >&2
+	echo "FAIL: the validation suite did not pass every test (summary: '$summary')" >&2
+	exit 1
+fi
+echo "langgraph_test: @langchain/langgraph-checkpoint-validation: ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} tests passed, none skipped"
+
+MEMD_URL="http://127.0.0.1:$port" node --test --test-reporter=spec dist/test/langgraph/*_test.js
