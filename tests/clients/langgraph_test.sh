@@ -13,7 +13,8 @@
 #    interrupt() resumed in a second process, a run killed with SIGKILL in
 #    a step resumed in a new one, memd's resumable listing and finish()
 #    (graph_test.ts); what a checkpoint stores in memd and the run states
-#    (saver_test.ts).
+#    (saver_test.ts);
+#  - README.md's LangGraph example, as written.
 set -euo pipefail
 
 memd="$MEMD_BUILD_ROOT/host/memd"
@@ -57,3 +58,25 @@ fi
 echo "langgraph_test: @langchain/langgraph-checkpoint-validation: ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} tests passed, none skipped"
 
 MEMD_URL="http://127.0.0.1:$port" node --test --test-reporter=spec dist/test/langgraph/*_test.js
+
+# README.md's LangGraph example ("Use memd from your agent"), as written
+# but for memd's address, compiled against the package's and LangGraph's
+# declarations and run: the thread's last checkpoint holds the plan, and the
+# run is not listed to resume. The package imports itself by name here
+# (its exports), as a project that installed it does.
+source "$MEMD_SOURCE_ROOT/tests/common/readme_blocks.sh"
+readme_blocks "$MEMD_SOURCE_ROOT/README.md" "## Use memd from your agent" ts 3 >readme_langgraph.ts
+grep -q "new MemdSaver({ baseUrl: 'http://127.0.0.1:8700'" readme_langgraph.ts ||
+	{ echo "FAIL: README.md has no LangGraph example (the third TypeScript block of \"Use memd from your agent\")" >&2; exit 1; }
+sed -i "s|http://127.0.0.1:8700|http://127.0.0.1:$port|" readme_langgraph.ts
+cat >>readme_langgraph.ts <<'TS'
+const last = await checkpointer.getTuple(config);
+const listed = await checkpointer.client.listResumableRuns({ app: 'demo' });
+console.log(JSON.stringify({ plan: last?.checkpoint.channel_values.plan, listed: listed.sessions.length }));
+TS
+node_modules/.bin/tsc --strict --skipLibCheck --module NodeNext --moduleResolution NodeNext \
+	--target ES2022 --types node readme_langgraph.ts || { echo "FAIL: tsc: README.md's LangGraph example" >&2; exit 1; }
+node readme_langgraph.js | grep -qx '{"plan":"three days in Lisbon","listed":0}' ||
+	{ echo "FAIL: README.md's LangGraph example did not leave its plan in memd, finished" >&2; exit 1; }
+rm -f readme_langgraph.ts readme_langgraph.js
+echo "langgraph_test: README.md's LangGraph example runs against memd"
