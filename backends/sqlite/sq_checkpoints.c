@@ -785,93 +785,25 @@ int32_t sq_checkpoint_delete(void *inst, const memd_call *call, const memd_scope
 
 /* ---- checkpoint_expire ------------------------------------------------ */
 
-/* The key of one expired checkpoint, copied out of the scan. */
-typedef struct expired_key {
-	char *app, *user, *session, *ns, *id;
-} expired_key;
-
-static void expired_keys_free(expired_key *k, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		free(k[i].app);
-		free(k[i].user);
-		free(k[i].session);
-		free(k[i].ns);
-		free(k[i].id);
-	}
-	free(k);
-}
-
-/* Collect up to limit expired keys first, then delete them: the scan
- * never steps over rows this transaction changes. */
-static int32_t expire_collect(sq_conn *c, const memd_call *call, int64_t now_us, uint32_t limit,
-			      expired_key **ret_keys, uint32_t *ret_n, memd_error *err)
-{
-	sqlite3_stmt *st = NULL;
-	expired_key *keys = NULL;
-	uint32_t n = 0, cap = 0;
-	int32_t r = sq_stmt(c, &SQL_CKPT_EXPIRED, &st, err);
-	int rc;
-
-	if (r < 0)
-		return r;
-	rc = sqlite3_bind_int64(st, 1, now_us);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, limit);
-	while (rc == SQLITE_OK && r == 0) {
-		int failed = 0;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		if (n == cap) {
-			uint32_t nc = cap ? cap * 2 : 16;
-			expired_key *k = realloc(keys, (size_t)nc * sizeof(*k));
-			if (!k) {
-				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-				break;
-			}
-			keys = k;
-			cap = nc;
-		}
-		keys[n].app = pu_strdup_or_null(sq_col_text(st, 0), &failed);
-		keys[n].user = pu_strdup_or_null(sq_col_text(st, 1), &failed);
-		keys[n].session = pu_strdup_or_null(sq_col_text(st, 2), &failed);
-		keys[n].ns = pu_strdup_or_null(sq_col_text(st, 3), &failed);
-		keys[n].id = pu_strdup_or_null(sq_col_text(st, 4), &failed);
-		n++;
-		if (failed)
-			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "find expired checkpoints");
-	sq_count_rows(call, st, n);
-	sq_stmt_done(st);
-	if (r < 0) {
-		expired_keys_free(keys, n);
-		return r;
-	}
-	*ret_keys = keys;
-	*ret_n = n;
-	return 0;
-}
+/* The columns of SQL_CKPT_EXPIRED's key. */
+enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_SESSION, EXPIRED_NS, EXPIRED_ID, EXPIRED_COLS };
 
 /* Delete one expired checkpoint (its writes cascade); a root one hands
  * the head to the greatest root checkpoint left, or drops it. */
-static int32_t expire_one(sq_conn *c, const expired_key *k, memd_error *err)
+static int32_t expire_one(sq_conn *c, char *const *k, memd_error *err)
 {
-	memd_scope sc = { .struct_size = sizeof(sc), .app = k->app, .user = k->user,
-			  .session = k->session };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = k[EXPIRED_APP],
+			  .user = k[EXPIRED_USER], .session = k[EXPIRED_SESSION] };
+	const char *ns = k[EXPIRED_NS], *id = k[EXPIRED_ID];
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, &SQL_CKPT_DELETE_ONE, &st, err);
 	int rc;
 
 	if (r < 0)
 		return r;
-	rc = bind_key(st, &sc, k->ns, k->id);
-	r = run_done(c, st, rc, NULL, "delete expired checkpoint", k->id, err);
-	if (r < 0 || strcmp(k->ns, ROOT_NS) != 0)
+	rc = bind_key(st, &sc, ns, id);
+	r = run_done(c, st, rc, NULL, "delete expired checkpoint", id, err);
+	if (r < 0 || strcmp(ns, ROOT_NS) != 0)
 		return r;
 	r = scoped_run(c, &SQL_CKPT_HEAD_DELETE, &sc, NULL, NULL, "delete the checkpoint head of",
 		       err);
@@ -885,8 +817,8 @@ int32_t sq_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us,
 			     uint32_t limit, uint32_t *ret_count, memd_error *err)
 {
 	sq_store *store = inst;
-	expired_key *keys = NULL;
-	uint32_t n = 0;
+	sq_keys keys = { 0 };
+	uint32_t n;
 	sq_conn *c = NULL;
 	int32_t r;
 
@@ -899,10 +831,12 @@ int32_t sq_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us,
 	r = sq_write_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = expire_collect(c, call, now_us, limit, &keys, &n, err);
-	for (uint32_t i = 0; r == 0 && i < n; i++)
-		r = expire_one(c, &keys[i], err);
-	expired_keys_free(keys, n);
+	r = sq_collect_expired(c, call, &SQL_CKPT_EXPIRED, now_us, limit, EXPIRED_COLS,
+			       "expired checkpoints", &keys, err);
+	for (uint32_t i = 0; r == 0 && i < keys.n; i++)
+		r = expire_one(c, &keys.v[(size_t)i * EXPIRED_COLS], err);
+	n = keys.n;
+	sq_keys_free(&keys);
 	r = sq_write_end(store, c, r, err);
 	if (r == 0)
 		*ret_count = n;

@@ -143,6 +143,68 @@ void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped)
 	pu_rows_read(call, stepped + full);
 }
 
+void sq_keys_free(sq_keys *keys)
+{
+	if (!keys)
+		return;
+	for (size_t i = 0; i < (size_t)keys->n * keys->ncols; i++)
+		free(keys->v[i]);
+	free(keys->v);
+	keys->v = NULL;
+	keys->n = 0;
+}
+
+int32_t sq_collect_expired(sq_conn *c, const memd_call *call, const sq_sql *sql, int64_t now_us,
+			   uint32_t limit, uint32_t ncols, const char *what, sq_keys *ret_keys,
+			   memd_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	sq_keys keys = { .ncols = ncols };
+	uint32_t cap = 0;
+	int32_t r = sq_stmt(c, sql, &st, err);
+	int rc;
+
+	if (r < 0)
+		return r;
+	rc = sqlite3_bind_int64(st, 1, now_us);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, limit);
+	while (rc == SQLITE_OK && r == 0) {
+		int failed = 0;
+
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW)
+			break;
+		rc = SQLITE_OK;
+		if (keys.n == cap) {
+			uint32_t nc = cap ? cap * 2 : 16;
+			char **v = realloc(keys.v, (size_t)nc * ncols * sizeof(*v));
+			if (!v) {
+				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+				break;
+			}
+			keys.v = v;
+			cap = nc;
+		}
+		for (uint32_t j = 0; j < ncols; j++)
+			keys.v[(size_t)keys.n * ncols + j] =
+				pu_strdup_or_null(sq_col_text(st, (int)j), &failed);
+		keys.n++;
+		if (failed)
+			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	}
+	if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
+		r = sq_fail(c, rc, err, "find %s", what);
+	sq_count_rows(call, st, keys.n);
+	sq_stmt_done(st);
+	if (r < 0) {
+		sq_keys_free(&keys);
+		return r;
+	}
+	*ret_keys = keys;
+	return 0;
+}
+
 int32_t sq_sink_result(int32_t r, const char *what, memd_error *err)
 {
 	if (r < 0)

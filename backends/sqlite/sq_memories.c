@@ -707,80 +707,15 @@ out:
 
 /* ---- memory_expire ---------------------------------------------------- */
 
-/* The key of one expired memory, copied out of the scan. */
-typedef struct expired_key {
-	char *app, *user, *id;
-} expired_key;
-
-static void expired_keys_free(expired_key *k, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		free(k[i].app);
-		free(k[i].user);
-		free(k[i].id);
-	}
-	free(k);
-}
-
-/* Collect up to limit expired keys first, then delete them: the scan
- * never steps over rows this transaction changes. */
-static int32_t expire_collect(sq_conn *c, const memd_call *call, int64_t now_us, uint32_t limit,
-			      expired_key **ret_keys, uint32_t *ret_n, memd_error *err)
-{
-	sqlite3_stmt *st = NULL;
-	expired_key *keys = NULL;
-	uint32_t n = 0, cap = 0;
-	int32_t r = sq_stmt(c, &SQL_MEMORY_EXPIRED, &st, err);
-	int rc;
-
-	if (r < 0)
-		return r;
-	rc = sqlite3_bind_int64(st, 1, now_us);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, limit);
-	while (rc == SQLITE_OK && r == 0) {
-		int failed = 0;
-
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW)
-			break;
-		rc = SQLITE_OK;
-		if (n == cap) {
-			uint32_t nc = cap ? cap * 2 : 16;
-			expired_key *k = realloc(keys, (size_t)nc * sizeof(*k));
-			if (!k) {
-				r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-				break;
-			}
-			keys = k;
-			cap = nc;
-		}
-		keys[n].app = pu_strdup_or_null(sq_col_text(st, 0), &failed);
-		keys[n].user = pu_strdup_or_null(sq_col_text(st, 1), &failed);
-		keys[n].id = pu_strdup_or_null(sq_col_text(st, 2), &failed);
-		n++;
-		if (failed)
-			r = memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	}
-	if (r == 0 && rc != SQLITE_OK && rc != SQLITE_DONE)
-		r = sq_fail(c, rc, err, "find expired memories");
-	sq_count_rows(call, st, n);
-	sq_stmt_done(st);
-	if (r < 0) {
-		expired_keys_free(keys, n);
-		return r;
-	}
-	*ret_keys = keys;
-	*ret_n = n;
-	return 0;
-}
+/* The columns of SQL_MEMORY_EXPIRED's key. */
+enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_ID, EXPIRED_COLS };
 
 int32_t sq_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			 uint32_t *ret_count, memd_error *err)
 {
 	sq_store *store = inst;
-	expired_key *keys = NULL;
-	uint32_t n = 0;
+	sq_keys keys = { 0 };
+	uint32_t n;
 	sq_conn *c = NULL;
 	int32_t r;
 
@@ -793,14 +728,17 @@ int32_t sq_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint
 	r = sq_write_begin(store, call, &c, err);
 	if (r < 0)
 		return r;
-	r = expire_collect(c, call, now_us, limit, &keys, &n, err);
-	for (uint32_t i = 0; r == 0 && i < n; i++) {
-		memd_scope sc = { .struct_size = sizeof(sc), .app = keys[i].app,
-				  .user = keys[i].user };
-		r = memory_remove(c, &sc, keys[i].id, MEMD_MEM_EXPIRE, EXPIRE_ACTOR, NULL, now_us,
-				  err);
+	r = sq_collect_expired(c, call, &SQL_MEMORY_EXPIRED, now_us, limit, EXPIRED_COLS,
+			       "expired memories", &keys, err);
+	for (uint32_t i = 0; r == 0 && i < keys.n; i++) {
+		char **k = &keys.v[(size_t)i * EXPIRED_COLS];
+		memd_scope sc = { .struct_size = sizeof(sc), .app = k[EXPIRED_APP],
+				  .user = k[EXPIRED_USER] };
+		r = memory_remove(c, &sc, k[EXPIRED_ID], MEMD_MEM_EXPIRE, EXPIRE_ACTOR, NULL,
+				  now_us, err);
 	}
-	expired_keys_free(keys, n);
+	n = keys.n;
+	sq_keys_free(&keys);
 	r = sq_write_end(store, c, r, err);
 	if (r == 0)
 		*ret_count = n;
