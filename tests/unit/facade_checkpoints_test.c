@@ -30,36 +30,27 @@
 #define MANY 1234
 /* How long a test waits for the background sweep. */
 #define SWEEP_WAIT_MS 10000
+/* Room for the config that follows the store. */
+#define MORE_YAML_MAX 512
 
 static tu_dir dir;
 static memd *m;
 static _Atomic int64_t now_us = T0;
 
-static int64_t test_clock(void *userdata)
-{
-	(void)userdata;
-	return atomic_load(&now_us);
-}
-
 /* Open memd over plugin (sweep every sweep_s seconds; 0 = none). */
 static void open_store(const char *plugin, int sweep_s)
 {
-	char yaml[TU_PATH_MAX + 1024];
+	char yaml[MORE_YAML_MAX];
 
 	atomic_store(&now_us, T0);
-	tu_dir_make(&dir);
 	snprintf(yaml, sizeof(yaml),
-		 "stores:\n  main: {plugin: %s%s%s%s}\n"
 		 "checkpoints: {timeout_s: %d, sweep_interval_s: %d}\n"
 		 "apps:\n"
 		 "  keep:\n"
 		 "    working_memory: {strategy: buffer_window}\n"
 		 "    checkpoints: {timeout_s: 0}\n",
-		 plugin, strcmp(plugin, "sqlite") == 0 ? ", path: " : "",
-		 strcmp(plugin, "sqlite") == 0 ? dir.path : "",
-		 strcmp(plugin, "sqlite") == 0 ? "/memd.db" : "", TIMEOUT_S, sweep_s);
-	m = tu_open(&dir, yaml);
-	memd_set_clock(m, test_clock, NULL);
+		 TIMEOUT_S, sweep_s);
+	m = tu_open_store(&dir, plugin, yaml, &now_us);
 }
 
 static void setup_memory(void)
@@ -69,8 +60,7 @@ static void setup_memory(void)
 
 static void teardown(void)
 {
-	memd_close(m);
-	tu_dir_remove(&dir);
+	tu_close_store(m, &dir);
 }
 
 static void setup_sqlite(void)

@@ -31,43 +31,26 @@ static tu_dir dir;
 static memd *m;
 static _Atomic int64_t now_us = T0;
 
-static int64_t test_clock(void *userdata)
+/* Open memd over plugin in a new directory, the facade clock at T0. */
+static void open_store(const char *plugin)
 {
-	(void)userdata;
-	return atomic_load(&now_us);
-}
-
-/* Open memd over the store of sqlite (else the memory store) in a new
- * directory, the facade clock at T0. */
-static void open_store(int sqlite)
-{
-	char yaml[TU_PATH_MAX + 512];
-
 	atomic_store(&now_us, T0);
-	tu_dir_make(&dir);
-	if (sqlite)
-		snprintf(yaml, sizeof(yaml), "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n",
-			 dir.path);
-	else
-		snprintf(yaml, sizeof(yaml), "stores:\n  main: {plugin: memory}\n");
-	m = tu_open(&dir, yaml);
-	memd_set_clock(m, test_clock, NULL);
+	m = tu_open_store(&dir, plugin, NULL, &now_us);
 }
 
 static void setup_memory(void)
 {
-	open_store(0);
+	open_store("memory");
 }
 
 static void setup_sqlite(void)
 {
-	open_store(1);
+	open_store("sqlite");
 }
 
 static void teardown(void)
 {
-	memd_close(m);
-	tu_dir_remove(&dir);
+	tu_close_store(m, &dir);
 }
 
 TestSuite(facade_memories_memory, .init = setup_memory, .fini = teardown);

@@ -11,6 +11,8 @@
 #include "test_common.h"
 
 #define TU_DIR_PREFIX "memd-test-"
+/* Room in tu_open_store's config for what is not the directory's path. */
+#define TU_YAML_ROOM 2048
 
 void tu_dir_make(tu_dir *d)
 {
@@ -49,6 +51,38 @@ memd *tu_open(const tu_dir *d, const char *yaml)
 	tu_write_file(d, "memd.yaml", yaml, path);
 	cr_assert_eq(memd_open(&o, &m, &err), 0, "memd_open: %s", err.msg);
 	return m;
+}
+
+static int64_t driven_clock(void *userdata)
+{
+	return atomic_load((_Atomic int64_t *)userdata);
+}
+
+memd *tu_open_store(tu_dir *d, const char *plugin, const char *more_yaml,
+		    _Atomic int64_t *now_us)
+{
+	char yaml[TU_PATH_MAX + TU_YAML_ROOM];
+	memd *m;
+	int n;
+
+	tu_dir_make(d);
+	if (strcmp(plugin, "sqlite") == 0)
+		n = snprintf(yaml, sizeof(yaml),
+			     "stores:\n  main: {plugin: sqlite, path: %s/memd.db}\n%s", d->path,
+			     more_yaml ? more_yaml : "");
+	else
+		n = snprintf(yaml, sizeof(yaml), "stores:\n  main: {plugin: %s}\n%s", plugin,
+			     more_yaml ? more_yaml : "");
+	cr_assert(n > 0 && (size_t)n < sizeof(yaml), "config too long");
+	m = tu_open(d, yaml);
+	memd_set_clock(m, driven_clock, now_us);
+	return m;
+}
+
+void tu_close_store(memd *m, tu_dir *d)
+{
+	memd_close(m);
+	tu_dir_remove(d);
 }
 
 json_t *tu_json(char *out)

@@ -4,6 +4,8 @@
 #define MEMD_TEST_UTIL_H
 
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include <memd/memd.h>
 
@@ -21,6 +23,13 @@ void tu_dir_remove(tu_dir *d);
 void tu_write_file(const tu_dir *d, const char *name, const char *content, char *ret_path);
 /* memd_open with yaml written to d/memd.yaml; asserts success. */
 memd *tu_open(const tu_dir *d, const char *yaml);
+/* Make d and memd_open there a config of one store "main" over plugin
+ * ("memory", or "sqlite" on d/memd.db) followed by more_yaml (NULL: none),
+ * the facade clock reading *now_us (the test drives it). Asserts success. */
+memd *tu_open_store(tu_dir *d, const char *plugin, const char *more_yaml,
+		    _Atomic int64_t *now_us);
+/* memd_close(m), then remove d. */
+void tu_close_store(memd *m, tu_dir *d);
 /* Parse out (then memd_free it); asserts it is JSON. */
 json_t *tu_json(char *out);
 /* Assert r == 0 (with err's message), then memd_free(*out) and clear it.
