@@ -12,8 +12,6 @@
 
 #define EMPTY_OBJECT "{}"
 #define ROOT_NS ""
-/* Expired checkpoints an expiry keeps in memory before growing its list. */
-#define MY_EXPIRE_INITIAL 64
 /* A keyset bound above every id: ids are at most MEMD_ID_MAX bytes, and
  * as bytes any of them orders before MEMD_ID_MAX + 1 bytes of 0xff. */
 #define ID_ABOVE_ALL_LEN (MEMD_ID_MAX + 1)
@@ -781,66 +779,20 @@ int32_t my_checkpoint_resumable(void *inst, const memd_call *call,
 
 /* ---- expire ------------------------------------------------------------------------ */
 
+/* A checkpoint's key: the strings of a row of expire_ctx's keys. */
 typedef struct ckpt_key {
-	char *app, *user, *session, *ns, *id; /* one allocation: app's */
+	const char *app, *user, *session, *ns, *id;
 } ckpt_key;
+
+/* The columns of SQL_CKPT_EXPIRED's key. */
+enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_SESSION, EXPIRED_NS, EXPIRED_ID, EXPIRED_COLS };
 
 typedef struct expire_ctx {
 	int64_t now_us;
 	uint32_t limit;
-	ckpt_key *keys;
-	size_t n_keys, cap_keys;
+	my_keys keys;
 	uint32_t count;
 } expire_ctx;
-
-static void expire_keys_clear(expire_ctx *x)
-{
-	for (size_t i = 0; i < x->n_keys; i++)
-		free(x->keys[i].app);
-	x->n_keys = 0;
-}
-
-/* Keep the key of s's current row (app, user, session, ns, id). */
-static int32_t keep_key(expire_ctx *x, const my_stmt *s, memd_error *err)
-{
-	const char *col[5];
-	size_t len[5], total = 0;
-	char **slot[5];
-	ckpt_key *k;
-	char *at;
-
-	if (x->n_keys == x->cap_keys) {
-		size_t ncap = x->cap_keys ? x->cap_keys * 2 : MY_EXPIRE_INITIAL;
-		ckpt_key *grown = realloc(x->keys, ncap * sizeof(*grown));
-		if (!grown)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-		x->keys = grown;
-		x->cap_keys = ncap;
-	}
-	k = &x->keys[x->n_keys];
-	slot[0] = &k->app;
-	slot[1] = &k->user;
-	slot[2] = &k->session;
-	slot[3] = &k->ns;
-	slot[4] = &k->id;
-	for (unsigned i = 0; i < 5; i++) {
-		col[i] = my_col_text(s, i);
-		if (!col[i])
-			col[i] = "";
-		len[i] = strlen(col[i]) + 1;
-		total += len[i];
-	}
-	at = malloc(total);
-	if (!at)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	for (unsigned i = 0; i < 5; i++) {
-		*slot[i] = at;
-		memcpy(at, col[i], len[i]);
-		at += len[i];
-	}
-	x->n_keys++;
-	return 0;
-}
 
 /* Bind k's session (3 parameters). */
 static void param_key_session(my_params *p, const ckpt_key *k)
@@ -905,30 +857,33 @@ static int32_t expire_body(my_conn *c, void *arg, memd_error *err)
 	my_params p;
 	int32_t r;
 
-	expire_keys_clear(x);
+	my_keys_clear(&x->keys);
 	x->count = 0;
 	my_params_init(&p);
 	my_param_i64(&p, x->now_us);
 	my_param_u64(&p, x->limit);
 	r = my_exec(c, &SQL_CKPT_EXPIRED, &p, &s, err);
 	while (r == 0 && (r = my_fetch(c, s, err)) == 1)
-		r = keep_key(x, s, err);
+		r = my_keys_keep(&x->keys, s, err);
 	my_done(s);
-	for (size_t i = 0; r == 0 && i < x->n_keys; i++) {
-		const ckpt_key *k = &x->keys[i];
+	for (size_t i = 0; r == 0 && i < x->keys.n; i++) {
+		char **row = my_keys_row(&x->keys, i);
+		const ckpt_key k = { .app = row[EXPIRED_APP], .user = row[EXPIRED_USER],
+				     .session = row[EXPIRED_SESSION], .ns = row[EXPIRED_NS],
+				     .id = row[EXPIRED_ID] };
 		my_stmt *d = NULL;
 		my_params_init(&p);
-		param_key(&p, k);
+		param_key(&p, &k);
 		my_param_i64(&p, x->now_us);
 		r = my_exec(c, &SQL_CKPT_EXPIRE_ONE, &p, &d, err);
 		if (r < 0 || my_affected(d) == 0)
 			continue; /* failed, or given a new expiry meanwhile */
 		x->count++;
 		my_params_init(&p);
-		param_key(&p, k);
+		param_key(&p, &k);
 		r = my_exec(c, &SQL_CKPT_EXPIRE_WRITES, &p, NULL, err);
-		if (r == 0 && strcmp(k->ns, ROOT_NS) == 0)
-			r = pass_head(c, k, err);
+		if (r == 0 && strcmp(k.ns, ROOT_NS) == 0)
+			r = pass_head(c, &k, err);
 	}
 	return r;
 }
@@ -936,7 +891,7 @@ static int32_t expire_body(my_conn *c, void *arg, memd_error *err)
 int32_t my_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			     uint32_t *ret_count, memd_error *err)
 {
-	expire_ctx x = { .now_us = now_us, .limit = limit };
+	expire_ctx x = { .now_us = now_us, .limit = limit, .keys = { .ncols = EXPIRED_COLS } };
 	int32_t r;
 
 	if (!ret_count)
@@ -944,8 +899,7 @@ int32_t my_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us, 
 	if (limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint expire limit must be > 0");
 	r = my_run(inst, call, MY_TXN, expire_body, &x, err);
-	expire_keys_clear(&x);
-	free(x.keys);
+	my_keys_free(&x.keys);
 	if (r == 0)
 		*ret_count = x.count;
 	return r;

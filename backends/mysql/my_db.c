@@ -523,6 +523,63 @@ const char *my_col_text(const my_stmt *s, unsigned i)
 	return r->buf[i];
 }
 
+/* Rows my_keys_keep makes room for first. */
+#define MY_KEYS_INITIAL 64
+
+int32_t my_keys_keep(my_keys *keys, const my_stmt *s, memd_error *err)
+{
+	size_t total = 0;
+	char **row, *at;
+
+	if (keys->n == keys->cap) {
+		size_t ncap = keys->cap ? keys->cap * 2 : MY_KEYS_INITIAL;
+		char **grown = realloc(keys->v, ncap * keys->ncols * sizeof(*grown));
+		if (!grown)
+			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+		keys->v = grown;
+		keys->cap = ncap;
+	}
+	for (unsigned j = 0; j < keys->ncols; j++) {
+		const char *t = my_col_text(s, j);
+		total += strlen(t ? t : "") + 1;
+	}
+	at = malloc(total);
+	if (!at)
+		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
+	row = my_keys_row(keys, keys->n);
+	for (unsigned j = 0; j < keys->ncols; j++) {
+		const char *t = my_col_text(s, j);
+		size_t len = strlen(t ? t : "") + 1;
+		row[j] = at;
+		memcpy(at, t ? t : "", len);
+		at += len;
+	}
+	keys->n++;
+	return 0;
+}
+
+char **my_keys_row(const my_keys *keys, size_t i)
+{
+	return &keys->v[i * keys->ncols];
+}
+
+void my_keys_clear(my_keys *keys)
+{
+	for (size_t i = 0; i < keys->n; i++)
+		free(my_keys_row(keys, i)[0]);
+	keys->n = 0;
+}
+
+void my_keys_free(my_keys *keys)
+{
+	if (!keys)
+		return;
+	my_keys_clear(keys);
+	free(keys->v);
+	keys->v = NULL;
+	keys->cap = 0;
+}
+
 int64_t my_col_i64(const my_stmt *s, unsigned i)
 {
 	const my_result *r = &s->res;

@@ -420,6 +420,25 @@ int64_t my_col_i64(const my_stmt *s, unsigned i);
 const void *my_col_bytes(const my_stmt *s, unsigned i, size_t *ret_len);
 int my_col_null(const my_stmt *s, unsigned i);
 
+/* Text keys copied out of rows, e.g. what an expiry collects before it
+ * deletes: n rows of ncols strings, row i's column j at
+ * v[i * ncols + j] (SQL NULL copied as ""), each row one allocation. */
+typedef struct my_keys {
+	char **v;
+	size_t n, cap;
+	unsigned ncols;
+} my_keys;
+
+/* Append a copy of the first keys->ncols text columns of s's current row.
+ * MEMD_ENOMEM (keys as they were) on failure. */
+int32_t my_keys_keep(my_keys *keys, const my_stmt *s, memd_error *err);
+/* Row i of keys (its ncols strings). */
+char **my_keys_row(const my_keys *keys, size_t i);
+/* Free the rows, keeping the array for more (n = 0). */
+void my_keys_clear(my_keys *keys);
+/* Free everything; keys is empty after. Accepts NULL. */
+void my_keys_free(my_keys *keys);
+
 /* Rows changed (matched, with CLIENT_FOUND_ROWS) by the last execution,
  * and the value of LAST_INSERT_ID(expr) it set. */
 uint64_t my_affected(const my_stmt *s);

@@ -17,8 +17,6 @@
 #define MATCH_JSON_FLAGS (JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY)
 /* The actor of an expiry's history row (store.h). */
 #define EXPIRE_ACTOR "retention"
-/* Memories an expiry keeps in memory before growing its list. */
-#define MY_EXPIRE_INITIAL 64
 
 /* The kinds a memory may have (store.h). */
 static const char *const MEMORY_KINDS[] = { "fact", "preference", "instruction", "episode" };
@@ -806,58 +804,22 @@ int32_t my_memory_history(void *inst, const memd_call *call, const memd_scope *s
 
 /* ---- memory_expire -------------------------------------------------------- */
 
-typedef struct memory_key {
-	char *app, *user, *id;     /* one allocation: app's */
-} memory_key;
+/* The columns of SQL_MEMORY_EXPIRED's key. */
+enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_ID, EXPIRED_COLS };
 
 typedef struct expire_ctx {
 	int64_t now_us;
 	uint32_t limit;
-	memory_key *keys;
-	size_t n_keys, cap_keys;
+	my_keys keys;
 	uint32_t count;
 } expire_ctx;
 
-static void expire_keys_clear(expire_ctx *x)
-{
-	for (size_t i = 0; i < x->n_keys; i++)
-		free(x->keys[i].app);
-	x->n_keys = 0;
-}
-
-static int32_t keep_key(expire_ctx *x, const my_stmt *s, memd_error *err)
-{
-	const char *app = my_col_text(s, 0), *user = my_col_text(s, 1), *id = my_col_text(s, 2);
-	size_t la = strlen(app) + 1, lu = strlen(user) + 1, li = strlen(id) + 1;
-	memory_key *k;
-
-	if (x->n_keys == x->cap_keys) {
-		size_t ncap = x->cap_keys ? x->cap_keys * 2 : MY_EXPIRE_INITIAL;
-		memory_key *grown = realloc(x->keys, ncap * sizeof(*grown));
-		if (!grown)
-			return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-		x->keys = grown;
-		x->cap_keys = ncap;
-	}
-	k = &x->keys[x->n_keys];
-	k->app = malloc(la + lu + li);
-	if (!k->app)
-		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
-	k->user = k->app + la;
-	k->id = k->user + lu;
-	memcpy(k->app, app, la);
-	memcpy(k->user, user, lu);
-	memcpy(k->id, id, li);
-	x->n_keys++;
-	return 0;
-}
-
 /* Bind memory k's key and the expiry bound. */
-static void param_expired(my_params *p, const memory_key *k, int64_t now_us)
+static void param_expired(my_params *p, char *const *k, int64_t now_us)
 {
-	my_param_text(p, k->app);
-	my_param_text(p, k->user);
-	my_param_text(p, k->id);
+	my_param_text(p, k[EXPIRED_APP]);
+	my_param_text(p, k[EXPIRED_USER]);
+	my_param_text(p, k[EXPIRED_ID]);
 	my_param_i64(p, now_us);
 }
 
@@ -870,17 +832,17 @@ static int32_t expire_body(my_conn *c, void *arg, memd_error *err)
 	my_params p;
 	int32_t r;
 
-	expire_keys_clear(x);
+	my_keys_clear(&x->keys);
 	x->count = 0;
 	my_params_init(&p);
 	my_param_i64(&p, x->now_us);
 	my_param_u64(&p, x->limit);
 	r = my_exec(c, &SQL_MEMORY_EXPIRED, &p, &s, err);
 	while (r == 0 && (r = my_fetch(c, s, err)) == 1)
-		r = keep_key(x, s, err);
+		r = my_keys_keep(&x->keys, s, err);
 	my_done(s);
-	for (size_t i = 0; r == 0 && i < x->n_keys; i++) {
-		memory_key *k = &x->keys[i];
+	for (size_t i = 0; r == 0 && i < x->keys.n; i++) {
+		char **k = my_keys_row(&x->keys, i);
 		my_stmt *d = NULL;
 		my_params_init(&p);
 		my_param_i64(&p, MEMD_MEM_EXPIRE);
@@ -894,18 +856,19 @@ static int32_t expire_body(my_conn *c, void *arg, memd_error *err)
 		param_expired(&p, k, x->now_us);
 		r = my_exec(c, &SQL_MEMORY_EXPIRE_ONE, &p, &d, err);
 		if (r == 0 && my_affected(d) == 0)
-			k->id[0] = '\0'; /* gone meanwhile: no record */
+			k[EXPIRED_ID][0] = '\0'; /* gone meanwhile: no record */
 		else if (r == 0)
 			x->count++;
 	}
 	/* The feed counter's lock last (my_feed.h). */
 	if (r == 0 && x->count > 0)
 		r = my_feed_alloc(c, x->count, &first, err);
-	for (size_t i = 0; r == 0 && i < x->n_keys; i++) {
-		memory_key *k = &x->keys[i];
-		if (!k->id[0])
+	for (size_t i = 0; r == 0 && i < x->keys.n; i++) {
+		char **k = my_keys_row(&x->keys, i);
+		if (!k[EXPIRED_ID][0])
 			continue;
-		r = my_feed_memory_delete(c, first + done, k->app, k->user, k->id, err);
+		r = my_feed_memory_delete(c, first + done, k[EXPIRED_APP], k[EXPIRED_USER],
+					  k[EXPIRED_ID], err);
 		done++;
 	}
 	return r;
@@ -914,7 +877,7 @@ static int32_t expire_body(my_conn *c, void *arg, memd_error *err)
 int32_t my_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			 uint32_t *ret_count, memd_error *err)
 {
-	expire_ctx x = { .now_us = now_us, .limit = limit };
+	expire_ctx x = { .now_us = now_us, .limit = limit, .keys = { .ncols = EXPIRED_COLS } };
 	int32_t r;
 
 	if (!ret_count)
@@ -922,8 +885,7 @@ int32_t my_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint
 	if (limit == 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "memory expire limit must be > 0");
 	r = my_run(inst, call, MY_TXN, expire_body, &x, err);
-	expire_keys_clear(&x);
-	free(x.keys);
+	my_keys_free(&x.keys);
 	if (r == 0)
 		*ret_count = x.count;
 	return r;
