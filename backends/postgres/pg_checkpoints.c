@@ -405,12 +405,11 @@ typedef struct ck_ctx {
 	int created;                       /* put: the session was made */
 	const memd_checkpoint_writes *w;   /* put_writes */
 	const char *ns, *id;               /* get, delete */
-	int64_t now_us;                    /* put, get, expire */
+	int64_t now_us;                    /* put, get */
 	const memd_checkpoint_query *q;    /* list */
 	const memd_resumable_query *rq;    /* resumable */
 	const memd_checkpoint_sink *out;
-	uint32_t limit;                    /* expire */
-	uint32_t count;                    /* delete, expire: how many */
+	uint32_t count;                    /* delete: how many */
 } ck_ctx;
 
 static int32_t put_once(pg_conn *c, void *ctx, memd_error *err)
@@ -784,34 +783,9 @@ int32_t pg_checkpoint_resumable(void *inst, const memd_call *call,
 	return pg_with_conn(inst, call, resumable_once, &x, err);
 }
 
-static int32_t expire_once(pg_conn *c, void *ctx, memd_error *err)
-{
-	ck_ctx *x = ctx;
-	char now[PG_INT_BUF], lim[PG_INT_BUF];
-	const char *vals[2] = { pg_i64(now, x->now_us), pg_i64(lim, x->limit) };
-	int32_t r = pg_send(c, &SQL_CK_EXPIRE, vals, err);
-
-	if (r == 0)
-		r = pg_run(c, "expire checkpoints", err);
-	if (r == 0)
-		x->count = (uint32_t)pg_get_i64(pg_res(c, 0), 0, 0);
-	return r;
-}
-
 int32_t pg_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			     uint32_t *ret_count, memd_error *err)
 {
-	ck_ctx x = { .store = inst, .call = call, .now_us = now_us, .limit = limit };
-	int32_t r;
-
-	if (!ret_count)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
-	if (limit == 0) {
-		*ret_count = 0;
-		return 0;
-	}
-	r = pg_with_conn(inst, call, expire_once, &x, err);
-	if (r == 0)
-		*ret_count = x.count;
-	return r;
+	return pg_expire(inst, call, &SQL_CK_EXPIRE, "expire checkpoints", now_us, limit, ret_count,
+			 err);
 }

@@ -374,6 +374,46 @@ int32_t pg_with_conn(pg_store *s, const memd_call *call, pg_op_fn fn, void *ctx,
 	}
 }
 
+typedef struct expire_ctx {
+	const pg_sql *sql;
+	const char *what;
+	int64_t now_us;
+	uint32_t limit;
+	uint32_t count;
+} expire_ctx;
+
+static int32_t expire_once(pg_conn *c, void *ctx, memd_error *err)
+{
+	expire_ctx *x = ctx;
+	char now[PG_INT_BUF], lim[PG_INT_BUF];
+	const char *vals[2] = { pg_i64(now, x->now_us), pg_i64(lim, x->limit) };
+	int32_t r = pg_send(c, x->sql, vals, err);
+
+	if (r == 0)
+		r = pg_run(c, x->what, err);
+	if (r == 0)
+		x->count = (uint32_t)pg_get_i64(pg_res(c, 0), 0, 0);
+	return r;
+}
+
+int32_t pg_expire(pg_store *s, const memd_call *call, const pg_sql *sql, const char *what,
+		  int64_t now_us, uint32_t limit, uint32_t *ret_count, memd_error *err)
+{
+	expire_ctx x = { .sql = sql, .what = what, .now_us = now_us, .limit = limit };
+	int32_t r;
+
+	if (!ret_count)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
+	if (limit == 0) {
+		*ret_count = 0;
+		return 0;
+	}
+	r = pg_with_conn(s, call, expire_once, &x, err);
+	if (r == 0)
+		*ret_count = x.count;
+	return r;
+}
+
 /* ---- connections ---------------------------------------------------- */
 
 static void ignore_notice(void *arg, const PGresult *res)

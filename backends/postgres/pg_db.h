@@ -317,6 +317,13 @@ typedef int32_t (*pg_op_fn)(pg_conn *c, void *ctx, memd_error *err);
 int32_t pg_with_conn(pg_store *s, const memd_call *call, pg_op_fn fn, void *ctx,
 		     memd_error *err);
 
+/* An expiry that is one statement: sql takes (now_us, limit), deletes up
+ * to limit rows that expired by now_us and answers their count in one row.
+ * Run through pg_with_conn; what ("expire checkpoints") names it in an
+ * error. limit 0 deletes nothing. *ret_count is written on success. */
+int32_t pg_expire(pg_store *s, const memd_call *call, const pg_sql *sql, const char *what,
+		  int64_t now_us, uint32_t limit, uint32_t *ret_count, memd_error *err);
+
 /* Map a SQLSTATE (NULL or not 5 characters = no answer from the server)
  * to a MEMD_E* code, through pu_storage.h for every kind of storage
  * failure: 53100 disk_full -> full; 25006 read_only_sql_transaction (a

@@ -295,12 +295,10 @@ typedef struct mem_ctx {
 	const memd_call *call;
 	const memd_scope *scope;
 	const char *id;                         /* get, history */
-	int64_t now_us;                         /* get, expire */
+	int64_t now_us;                         /* get */
 	const memd_memory_sink *out;
 	const memd_memory_change_sink *changes; /* history */
 	const memd_memory_query *q;             /* list */
-	uint32_t limit;                         /* expire */
-	uint32_t count;                         /* expire: how many */
 	/* commit */
 	const memd_memory_commit *c;
 	int64_t *version_after;                 /* per write: the version it leaves */
@@ -639,34 +637,9 @@ int32_t pg_memory_history(void *inst, const memd_call *call, const memd_scope *s
 
 /* ---- expire ---------------------------------------------------------- */
 
-static int32_t expire_once(pg_conn *c, void *ctx, memd_error *err)
-{
-	mem_ctx *x = ctx;
-	char now[PG_INT_BUF], lim[PG_INT_BUF];
-	const char *vals[2] = { pg_i64(now, x->now_us), pg_i64(lim, x->limit) };
-	int32_t r = pg_send(c, &SQL_MEMORY_EXPIRE, vals, err);
-
-	if (r == 0)
-		r = pg_run(c, "expire memories", err);
-	if (r == 0)
-		x->count = (uint32_t)pg_get_i64(pg_res(c, 0), 0, 0);
-	return r;
-}
-
 int32_t pg_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			 uint32_t *ret_count, memd_error *err)
 {
-	mem_ctx x = { .store = inst, .call = call, .now_us = now_us, .limit = limit };
-	int32_t r;
-
-	if (!ret_count)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
-	if (limit == 0) {
-		*ret_count = 0;
-		return 0;
-	}
-	r = pg_with_conn(inst, call, expire_once, &x, err);
-	if (r == 0)
-		*ret_count = x.count;
-	return r;
+	return pg_expire(inst, call, &SQL_MEMORY_EXPIRE, "expire memories", now_us, limit, ret_count,
+			 err);
 }
