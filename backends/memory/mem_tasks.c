@@ -164,8 +164,9 @@ uint64_t mem_tasks_forget(mem_store *st, const char *app, const char *user, cons
 			st->task_order[keep++] = t;
 		}
 	}
-	memmove(st->task_order + keep, st->task_order + hi,
-		(st->n_tasks - hi) * sizeof(*st->task_order));
+	if (hi < st->n_tasks) /* never memmove from a NULL array, even 0 bytes */
+		memmove(st->task_order + keep, st->task_order + hi,
+			(st->n_tasks - hi) * sizeof(*st->task_order));
 	st->n_tasks -= removed;
 	return removed;
 }
