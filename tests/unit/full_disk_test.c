@@ -8,6 +8,16 @@
  * and checkpoints), appends work again after a delete, readiness reports
  * the full store (memd_ready, memd_ready_json) until a write succeeds, and
  * everything works once space is freed.
+ *
+ * Readiness follows the store's last write, whoever made it, so the
+ * test's own writes must be the only ones: memory extraction is off
+ * (NO_BACKGROUND_WRITES). With it on, the memory worker extracts the
+ * events fill() appended in the background, and its commits (the
+ * session's extraction cursor: a page or two) may still fit on the full
+ * disk where the test's large writes do not: one landing after the
+ * failed writes rightly makes memd ready, and the test would see that at
+ * random. The sweeps and the keyword snapshot write nothing here (nothing
+ * to prune or expire; a snapshot comes after 30 s at the earliest).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -38,6 +48,9 @@
 #define BIG_BYTES (96 * 1024)
 #define BODY_MAX (BIG_BYTES + 256)
 #define ARTIFACT_BYTES (64 * 1024)
+/* Top-level YAML that leaves the test's writes the only writes (see the
+ * top of this file). */
+#define NO_BACKGROUND_WRITES "memory: {extract: {type: none}}\n"
 
 static tu_dir dir;
 static char fs[TU_PATH_MAX + 8];
@@ -56,8 +69,8 @@ static void setup(void)
 		     "fill a real file system", fs, strerror(errno));
 	mounted = 1;
 	snprintf(yaml, sizeof(yaml),
-		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, reserve_kb: %d}\n", fs,
-		 RESERVE_KB);
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, reserve_kb: %d}\n"
+		 NO_BACKGROUND_WRITES, fs, RESERVE_KB);
 	m = tu_open(&dir, yaml);
 }
 
@@ -243,8 +256,8 @@ static void fsize_setup(void)
 
 	tu_dir_make(&fdir);
 	snprintf(yaml, sizeof(yaml),
-		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, reserve_kb: 0}\n",
-		 fdir.path);
+		 "stores:\n  main: {plugin: sqlite, path: %s/memd.db, reserve_kb: 0}\n"
+		 NO_BACKGROUND_WRITES, fdir.path);
 	m = tu_open(&fdir, yaml);
 }
 
