@@ -8,12 +8,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
 #include <memd/plugin.h>
+#include <microhttpd.h>
 
 #include "errors.h"
 
 #define NS_PER_SEC 1000000000LL
 #define ERROR_MSG_MAX 1024
+/* Room for an ETag: a quoted int64. */
+#define ETAG_MAX 32
 
 int64_t http_now_ns(void)
 {
@@ -150,6 +154,51 @@ void http_reply_error(http_req *rq, int32_t code, uint32_t flags, const char *fm
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	reply_error_text(rq, code, flags, msg);
+}
+
+void http_reply_versioned(http_req *rq, unsigned status, char *json, const char *location)
+{
+	json_t *o = json ? json_loads(json, 0, NULL) : NULL;
+	json_t *v = json_object_get(o, "version");
+
+	http_reply_json(rq, status, json);
+	if (json_is_integer(v)) {
+		char etag[ETAG_MAX];
+		snprintf(etag, sizeof(etag), "\"%lld\"", (long long)json_integer_value(v));
+		http_reply_header(rq, "ETag", etag);
+	}
+	if (location)
+		http_reply_header(rq, "Location", location);
+	json_decref(o);
+}
+
+int32_t http_req_if_match(const http_req *rq, const char *what, int64_t *ret,
+			  memd_error *err)
+{
+	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_IF_MATCH);
+	char *end;
+	long long v;
+	size_t n;
+
+	*ret = 0;
+	if (!h || strcmp(h, "*") == 0)
+		return 0;
+	n = strlen(h);
+	if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
+		h++;
+		n -= 2;
+	}
+	if (n == 0 || h[0] < '0' || h[0] > '9')
+		goto bad;
+	v = strtoll(h, &end, 10);
+	if ((size_t)(end - h) != n || v < 1)
+		goto bad;
+	*ret = v;
+	return 0;
+bad:
+	return memd_error_set(err, MEMD_EINVAL, 0,
+			      "If-Match: must be a %s version (the ETag, e.g. \"3\") or *", what);
 }
 
 void http_reply_memd_error(http_req *rq, const memd_error *err)

@@ -115,6 +115,12 @@ int32_t http_req_query_u64(const http_req *rq, const char *name, uint64_t dflt, 
 			   uint64_t *ret, memd_error *err);
 int32_t http_req_query_bool(const http_req *rq, const char *name, int dflt, int *ret,
 			    memd_error *err);
+/* The version an If-Match header names into *ret (0: no header, or
+ * "*"). A version is a quoted ("3", the ETag) or bare (3) integer >= 1;
+ * else MEMD_EINVAL with a message saying it must be a version of what
+ * (e.g. "memory"). */
+int32_t http_req_if_match(const http_req *rq, const char *what, int64_t *ret,
+			  memd_error *err);
 
 /* Does the request's API key also have scope (a scope above its route's,
  * for a query parameter that shows more, e.g. include_hidden)? 0, or
@@ -141,6 +147,10 @@ void http_reply_error(http_req *rq, int32_t code, uint32_t flags, const char *fm
 void http_reply_memd_error(http_req *rq, const memd_error *err);
 /* Add a response header (value copied). Ignored past HTTP_MAX_EXTRA_HEADERS. */
 void http_reply_header(http_req *rq, const char *name, const char *value);
+/* Reply status with a versioned record's JSON text (taken over, as
+ * http_reply_json), its top-level "version" as a quoted ETag, and, when
+ * location is not NULL, a Location header (copied). */
+void http_reply_versioned(http_req *rq, unsigned status, char *json, const char *location);
 
 /* ---- store operation timing -------------------------------------------------- */
 

@@ -24,9 +24,6 @@
 #define USER(rq) http_req_param(rq, 1)
 #define MID(rq) http_req_param(rq, 2)
 
-/* Room for an ETag: a quoted int64. */
-#define ETAG_MAX 32
-
 /* "/v1/apps/{app}/users/{user}/memories/{id}" with each part encoded. */
 static char *memory_location(const char *app, const char *user, const char *id)
 {
@@ -44,52 +41,17 @@ static char *memory_location(const char *app, const char *user, const char *id)
  * with location, its Location. */
 static void reply_memory(http_req *rq, unsigned status, char *out, int location)
 {
-	json_t *o = json_loads(out, 0, NULL);
-	json_t *id = json_object_get(o, "id"), *v = json_object_get(o, "version");
+	char *loc = NULL;
 
-	http_reply_json(rq, status, out);
-	if (json_is_integer(v)) {
-		char etag[ETAG_MAX];
-		snprintf(etag, sizeof(etag), "\"%lld\"", (long long)json_integer_value(v));
-		http_reply_header(rq, "ETag", etag);
+	if (location && out) {
+		json_t *o = json_loads(out, 0, NULL);
+		json_t *id = json_object_get(o, "id");
+		if (json_is_string(id))
+			loc = memory_location(APP(rq), USER(rq), json_string_value(id));
+		json_decref(o);
 	}
-	if (location && json_is_string(id)) {
-		char *loc = memory_location(APP(rq), USER(rq), json_string_value(id));
-		if (loc)
-			http_reply_header(rq, "Location", loc);
-		free(loc);
-	}
-	json_decref(o);
-}
-
-/* The version If-Match names into *ret (0: no header, or "*"). A version
- * is a quoted ("3") or bare (3) integer >= 1; MEMD_EINVAL otherwise. */
-static int32_t if_match(const http_req *rq, int64_t *ret, memd_error *err)
-{
-	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_IF_MATCH);
-	char *end;
-	long long v;
-	size_t n;
-
-	*ret = 0;
-	if (!h || strcmp(h, "*") == 0)
-		return 0;
-	n = strlen(h);
-	if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
-		h++;
-		n -= 2;
-	}
-	if (n == 0 || h[0] < '0' || h[0] > '9')
-		goto bad;
-	v = strtoll(h, &end, 10);
-	if ((size_t)(end - h) != n || v < 1)
-		goto bad;
-	*ret = v;
-	return 0;
-bad:
-	return memd_error_set(err, MEMD_EINVAL, 0,
-			      "If-Match: must be a memory version (the ETag, e.g. \"3\") or *");
+	http_reply_versioned(rq, status, out, loc);
+	free(loc);
 }
 
 void http_h_memory_create(http_req *rq)
@@ -157,7 +119,7 @@ static int32_t patch_body(http_req *rq, char **ret, memd_error *err)
 	int32_t r;
 
 	*ret = NULL;
-	if ((r = if_match(rq, &version, err)) < 0 || !version)
+	if ((r = http_req_if_match(rq, "memory", &version, err)) < 0 || !version)
 		return r;
 	body = rq->body_len ? json_loadb(rq->body, rq->body_len, 0, NULL) : json_object();
 	if (!json_is_object(body)) {
@@ -210,7 +172,7 @@ void http_h_memory_delete(http_req *rq)
 	int32_t r;
 
 	if (http_req_query_u64(rq, "version", 0, INT64_MAX, &version, &err) < 0 ||
-	    if_match(rq, &matched, &err) < 0) {
+	    http_req_if_match(rq, "memory", &matched, &err) < 0) {
 		http_reply_memd_error(rq, &err);
 		return;
 	}

@@ -24,9 +24,6 @@
 #define APP(rq) http_req_param(rq, 0)
 #define TID(rq) http_req_param(rq, 1)
 
-/* Room for an ETag: a quoted int64. */
-#define ETAG_MAX 32
-
 /* "/v1/apps/{app}/tasks/{id}" with each part encoded. */
 static char *task_location(const char *app, const char *id)
 {
@@ -43,52 +40,10 @@ static char *task_location(const char *app, const char *id)
  * and, with location, its Location. */
 static void reply_task(http_req *rq, unsigned status, char *out, int location)
 {
-	json_t *o = json_loads(out, 0, NULL);
-	json_t *v = json_object_get(o, "version");
+	char *loc = location ? task_location(APP(rq), TID(rq)) : NULL;
 
-	http_reply_json(rq, status, out);
-	if (json_is_integer(v)) {
-		char etag[ETAG_MAX];
-		snprintf(etag, sizeof(etag), "\"%lld\"", (long long)json_integer_value(v));
-		http_reply_header(rq, "ETag", etag);
-	}
-	if (location) {
-		char *loc = task_location(APP(rq), TID(rq));
-		if (loc)
-			http_reply_header(rq, "Location", loc);
-		free(loc);
-	}
-	json_decref(o);
-}
-
-/* The version If-Match names into *ret (0: no header, or "*"). A version
- * is a quoted ("3") or bare (3) integer >= 1; MEMD_EINVAL otherwise. */
-static int32_t if_match(const http_req *rq, int64_t *ret, memd_error *err)
-{
-	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_IF_MATCH);
-	char *end;
-	long long v;
-	size_t n;
-
-	*ret = 0;
-	if (!h || strcmp(h, "*") == 0)
-		return 0;
-	n = strlen(h);
-	if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
-		h++;
-		n -= 2;
-	}
-	if (n == 0 || h[0] < '0' || h[0] > '9')
-		goto bad;
-	v = strtoll(h, &end, 10);
-	if ((size_t)(end - h) != n || v < 1)
-		goto bad;
-	*ret = v;
-	return 0;
-bad:
-	return memd_error_set(err, MEMD_EINVAL, 0,
-			      "If-Match: must be a task version (the ETag, e.g. \"3\") or *");
+	http_reply_versioned(rq, status, out, loc);
+	free(loc);
 }
 
 /* *ret = 1 when If-None-Match is *, 0 when absent; MEMD_EINVAL for
@@ -117,7 +72,8 @@ void http_h_task_put(http_req *rq)
 	int create_only, created = 0;
 	int32_t r;
 
-	if (if_match(rq, &version, &err) < 0 || if_none_match(rq, &create_only, &err) < 0) {
+	if (http_req_if_match(rq, "task", &version, &err) < 0 ||
+	    if_none_match(rq, &create_only, &err) < 0) {
 		http_reply_memd_error(rq, &err);
 		return;
 	}
@@ -183,7 +139,7 @@ void http_h_task_delete(http_req *rq)
 	int64_t version, t0;
 	int32_t r;
 
-	if (if_match(rq, &version, &err) < 0) {
+	if (http_req_if_match(rq, "task", &version, &err) < 0) {
 		http_reply_memd_error(rq, &err);
 		return;
 	}
