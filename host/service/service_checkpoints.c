@@ -380,17 +380,24 @@ static int32_t got_tuple(void *ud, const memd_checkpoint *c)
 	return t->one ? 0 : MEMD_ENOMEM;
 }
 
-static int32_t got_write(void *ud, const memd_checkpoint_write *w)
+/* Append w to the pending writes of the checkpoint object cur (NULL: a
+ * checkpoint that was not kept, whose writes are skipped). */
+static int32_t append_write(json_t *cur, const memd_checkpoint_write *w)
 {
-	tuple_sink *t = ud;
 	json_t *o;
 
-	if (!t->cur)
+	if (!cur)
 		return 0;
 	o = cj_write(w);
-	return o && json_array_append_new(json_object_get(t->cur, "pending_writes"), o) == 0
+	return o && json_array_append_new(json_object_get(cur, "pending_writes"), o) == 0
 		       ? 0
 		       : MEMD_ENOMEM;
+}
+
+static int32_t got_write(void *ud, const memd_checkpoint_write *w)
+{
+	const tuple_sink *t = ud;
+	return append_write(t->cur, w);
 }
 
 int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const char *sid,
@@ -482,15 +489,8 @@ static int32_t list_got(void *ud, const memd_checkpoint *c)
 
 static int32_t list_got_write(void *ud, const memd_checkpoint_write *w)
 {
-	list_run *l = ud;
-	json_t *o;
-
-	if (!l->cur)
-		return 0;
-	o = cj_write(w);
-	return o && json_array_append_new(json_object_get(l->cur, "pending_writes"), o) == 0
-		       ? 0
-		       : MEMD_ENOMEM;
+	const list_run *l = ud;
+	return append_write(l->cur, w);
 }
 
 static void list_run_clear(list_run *l)
