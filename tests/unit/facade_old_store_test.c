@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * facade_old_store: a store built before ABI 1.5 (the old_store fixture,
+ * a 1.1 store) still loads, and every run checkpoint and A2A task call
+ * answers MEMD_ENOTSUP naming the store and the op it lacks (an explicit
+ * expiry sweep too; memd serve starts no sweep thread for such a store).
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memd/memd.h>
+
+#include "test_util.h"
+
+#define B64_HELLO "aGVsbG8=" /* "hello" */
+
+static void expect_enotsup(int32_t r, const memd_error *err, const char *op)
+{
+	char want[128];
+
+	snprintf(want, sizeof(want), "stores.main: does not support %s", op);
+	cr_assert_eq(r, MEMD_ENOTSUP, "%s: got %d (%s)", op, (int)r, err->msg);
+	cr_assert_not_null(strstr(err->msg, want), "message '%s' lacks '%s'", err->msg, want);
+}
+
+Test(facade_old_store, checkpoints_and_tasks_answer_enotsup_naming_the_store)
+{
+	char yaml[2 * TU_PATH_MAX];
+	const char *build = getenv("MEMD_BUILD_ROOT");
+	memd_error err = { 0 };
+	char *out = NULL;
+	tu_dir dir;
+	memd *m;
+
+	cr_assert_not_null(build);
+	tu_dir_make(&dir);
+	snprintf(yaml, sizeof(yaml),
+		 "plugins:\n  path: [%s/tests/fixtures]\nstores:\n  main: {plugin: old_store}\n",
+		 build);
+	m = tu_open(&dir, yaml);
+
+	expect_enotsup(memd_checkpoint_put(m, "a", "u", "s", "", "c1",
+					   "{\"type\": \"json\", \"checkpoint\": \"" B64_HELLO "\"}",
+					   &out, &err),
+		       &err, "checkpoint_put");
+	expect_enotsup(memd_checkpoint_put_writes(m, "a", "u", "s", "", "c1",
+						  "{\"task_id\": \"t\", \"writes\": []}", &err),
+		       &err, "checkpoint_put_writes");
+	expect_enotsup(memd_checkpoint_get(m, "a", "u", "s", "", NULL, &out, &err), &err,
+		       "checkpoint_get");
+	expect_enotsup(memd_checkpoint_list(m, "a", "u", NULL, &out, &err), &err,
+		       "checkpoint_list");
+	expect_enotsup(memd_checkpoint_delete(m, "a", "u", "s", NULL, &err), &err,
+		       "checkpoint_delete");
+	expect_enotsup(memd_checkpoint_resumable(m, "a", NULL, &out, &err), &err,
+		       "checkpoint_resumable");
+	expect_enotsup(memd_task_put(m, "a", "t1", NULL,
+				     "{\"id\": \"t1\", \"contextId\": \"c\", "
+				     "\"status\": {\"state\": \"submitted\"}}",
+				     0, 0, &out, NULL, &err),
+		       &err, "task_put");
+	expect_enotsup(memd_task_get(m, "a", "t1", -1, &out, &err), &err, "task_get");
+	expect_enotsup(memd_task_list(m, "a", NULL, &out, &err), &err, "task_list");
+	expect_enotsup(memd_task_delete(m, "a", "t1", 0, &err), &err, "task_delete");
+	expect_enotsup(memd_checkpoints_sweep(m, &out, &err), &err, "checkpoint_expire");
+	cr_assert_null(out);
+	memd_close(m);
+	tu_dir_remove(&dir);
+}
