@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README.md's examples as written: every ```sh block of the sections
 # "Running a chat gateway on memd" and "Undo, retry and compress in a chat
-# UI" and "A2A tasks" and of the subsections "Writing and reading
+# UI" and "Run checkpoints" and "A2A tasks" and of the subsections "Writing and reading
 # memories" and "Extraction", in order, run
 # by bash against a real `memd serve` (SQLite), and what they print
 # checked. A README example that no longer works fails
@@ -43,6 +43,8 @@ blocks=$(section "### Writing and reading memories" memories.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's memories subsection has no shell block"
 blocks=$(section "### Extraction" extraction.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's extraction subsection has no shell block"
+blocks=$(section "## Run checkpoints" checkpoints.sh)
+[[ $blocks -ge 1 ]] && ok || fail "the README's run checkpoints section has no shell block"
 blocks=$(section "## A2A tasks" tasks.sh)
 [[ $blocks -ge 1 ]] && ok || fail "the README's A2A tasks section has no shell block"
 
@@ -135,6 +137,19 @@ contains "$out" 'User is allergic to peanuts (allergy: peanuts)' "the allergy is
 contains "$out" 'User lives in Oslo (home)' "the home is a memory"
 contains "$out" "User's name is Bob (name)" "the name is a memory"
 contains "$out" '{"from_seq":3,"to_seq":3,"added":0}' "a second extraction found nothing unread"
+
+# Run checkpoints: a put, its pending write, the latest tuple, and the
+# thread listed for an automatic resume.
+MEMD="http://127.0.0.1:$port" bash -euo pipefail checkpoints.sh >ckpt.txt 2>ckpt.err
+rc=$?
+out=$(cat ckpt.txt)
+[[ $rc -eq 0 ]] && ok || fail "the README's checkpoints example failed (exit $rc): $(cat ckpt.err) after: $out"
+[[ $(sed -n 1p ckpt.txt) == '{"checkpoint_id":"0001","run_state":"running"}' ]] && ok ||
+	fail "the put answered its summary: $(sed -n 1p ckpt.txt)"
+[[ $(sed -n 2p ckpt.txt) == '{"checkpoint_id":"0001","writes":1}' ]] && ok ||
+	fail "the latest tuple has the pending write: $(sed -n 2p ckpt.txt)"
+[[ $(sed -n 3p ckpt.txt) == '"trip-42"' ]] && ok ||
+	fail "the running thread is listed for an automatic resume: $(sed -n 3p ckpt.txt)"
 
 # A2A tasks: create once, a conditional save, a terminal state kept, the
 # list, and the user's delete taking the task.
