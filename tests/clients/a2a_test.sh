@@ -15,21 +15,8 @@ source "$MEMD_SOURCE_ROOT/tests/clients/ts_package.sh"
 
 ts_package client-a2a
 
-work=$(mktemp -d)
-# The server is stopped, and waited for, before its files go.
-trap 'serve_stop; rm -rf "$work"' EXIT
-unset MEMD_CONFIG
-
 # memd serve on a free port.
-config() {
-	cat <<YAML
-server: {listen: "127.0.0.1:$1"}
-stores:
-  main: {plugin: sqlite, path: $work/memd.db}
-sessions: {store: main}
-YAML
-}
-serve_start "$work" config
+serve_sqlite
 
 cd "$ts_dir"
 MEMD_URL="http://127.0.0.1:$port" node --test --test-reporter=spec dist/test/a2a/*_test.js

@@ -23,21 +23,8 @@ source "$MEMD_SOURCE_ROOT/tests/clients/ts_package.sh"
 
 ts_package client-langgraph
 
-work=$(mktemp -d)
-# The server is stopped, and waited for, before its files go.
-trap 'serve_stop; rm -rf "$work"' EXIT
-unset MEMD_CONFIG
-
 # memd serve on a free port, checkpoints on SQLite.
-config() {
-	cat <<YAML
-server: {listen: "127.0.0.1:$1"}
-stores:
-  main: {plugin: sqlite, path: $work/memd.db}
-sessions: {store: main}
-YAML
-}
-serve_start "$work" config
+serve_sqlite
 
 cd "$ts_dir"
 # The conformance suite. vitest's summary line must say that every test

@@ -14,23 +14,9 @@ source "$MEMD_SOURCE_ROOT/tests/clients/ts_package.sh"
 
 ts_package client-typescript
 
-work=$(mktemp -d)
-# The server is stopped, and waited for, before its files go.
-trap 'serve_stop; rm -rf "$work"' EXIT
-unset MEMD_CONFIG
-
 # memd serve on a free port.
-config() {
-	cat <<YAML
-server: {listen: "127.0.0.1:$1"}
-stores:
-  main: {plugin: sqlite, path: $work/memd.db}
-sessions: {store: main}
-apps:
-  '*': {working_memory: {strategy: all}}
-YAML
-}
-serve_start "$work" config
+serve_sqlite "apps:
+  '*': {working_memory: {strategy: all}}"
 
 cd "$ts_dir"
 MEMD_URL="http://127.0.0.1:$port" MEMD_OPENAPI="$ts_dir/openapi.yaml" \

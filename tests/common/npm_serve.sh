@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the tests that check memd against an npm package (tests/mcp,
-# tests/openai): node and npm, the pinned packages, and a real `memd
+# tests/openai, tests/clients): node and npm, the pinned packages, and a real `memd
 # serve` on a free port. Needs bash with `set -euo pipefail`; every
 # failure prints "FAIL: ..." and exits 1.
 
@@ -58,6 +58,31 @@ serve_start() {
 		grep -q "Address already in use" "$work/serve.err" || break
 	done
 	grep -q '"listening"' "$work/serve.err" || { echo "FAIL: serve did not start: $(cat "$work/serve.err")" >&2; exit 1; }
+}
+
+# serve_sqlite [YAML]: make the work directory $work (removed at exit,
+# after serve_stop), then serve_start `memd serve` there on a free port
+# with one store, SQLite at $work/memd.db, holding the sessions, and YAML
+# (more top-level configuration, e.g. apps:) after it. Sets work, port
+# and serve_pid.
+serve_sqlite() {
+	serve_more_yaml=${1:-}
+	work=$(mktemp -d)
+	# The server is stopped, and waited for, before its files go.
+	trap 'serve_stop; rm -rf "$work"' EXIT
+	unset MEMD_CONFIG
+	serve_start "$work" serve_sqlite_config
+}
+
+# serve_sqlite's configuration for PORT.
+serve_sqlite_config() {
+	cat <<YAML
+server: {listen: "127.0.0.1:$1"}
+stores:
+  main: {plugin: sqlite, path: $work/memd.db}
+sessions: {store: main}
+$serve_more_yaml
+YAML
 }
 
 # Stop the server serve_start started, and wait for it: it writes (a

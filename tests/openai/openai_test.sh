@@ -26,23 +26,9 @@ npm_install openai_test "$dir" "$src" package.json package-lock.json tsconfig.js
 rm -rf "$dir/out"
 (cd "$dir" && "$tsc" -p tsconfig.json) || { echo "FAIL: tsc: the fixtures or the test" >&2; exit 1; }
 
-work=$(mktemp -d)
-# The server is stopped, and waited for, before its files go.
-trap 'serve_stop; rm -rf "$work"' EXIT
-unset MEMD_CONFIG
-
 # memd serve on a free port.
-config() {
-	cat <<YAML
-server: {listen: "127.0.0.1:$1"}
-stores:
-  main: {plugin: sqlite, path: $work/memd.db}
-sessions: {store: main}
-apps:
-  '*': {working_memory: {strategy: all}}
-YAML
-}
-serve_start "$work" config
+serve_sqlite "apps:
+  '*': {working_memory: {strategy: all}}"
 
 node "$dir/out/messages_test.js" "http://127.0.0.1:$port" "$dir/answers.ts"
 
