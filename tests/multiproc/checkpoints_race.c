@@ -161,7 +161,7 @@ static int child_round(stress_store *st, int c, int round, FILE *f)
 }
 
 /* A child: on each byte from go_fd, one round, then a byte on ready_fd. */
-static int child_main(const char *name, int c, int go_fd, int ready_fd, const char *out_path)
+static int child_main(void *name, int c, int go_fd, int ready_fd, const char *out_path)
 {
 	memd_error err = { 0 };
 	stress_store *st = stress_open(NULL, name, NULL, &err);
@@ -355,22 +355,12 @@ static void prepare(stress_store *st)
 	}
 }
 
-/* Wait for both children's ready bytes of a round. */
-static void wait_ready(int ready_fd)
-{
-	for (int got = 0; got < N_PROCS; got++) {
-		char r;
-		cr_assert_eq(read(ready_fd, &r, 1), 1, "a child died: see its stderr");
-	}
-}
-
 Test(checkpoints_race, two_processes_put_heads_and_tasks, .timeout = 150)
 {
 	static results res;
 	char *name = stress_unique_name("ck");
 	char dir[] = "/tmp/memd-ck-race-XXXXXX";
-	int go[N_PROCS][2], ready[2];
-	pid_t pids[N_PROCS];
+	stress_crew crew;
 	memd_error err = { 0 };
 	stress_store *st;
 
@@ -382,40 +372,18 @@ Test(checkpoints_race, two_processes_put_heads_and_tasks, .timeout = 150)
 	cr_assert_not_null(st->ops->task_put, "the store has no task ops");
 	prepare(st);
 
-	cr_assert_eq(pipe(ready), 0);
-	for (int p = 0; p < N_PROCS; p++) {
-		char out[96];
-		cr_assert_eq(pipe(go[p]), 0);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		pids[p] = fork();
-		cr_assert_geq(pids[p], 0, "fork failed");
-		if (pids[p] == 0) {
-			close(go[p][1]);
-			close(ready[0]);
-			int rc = child_main(name, p, go[p][0], ready[1], out);
-			free(name);
-			_exit(rc); /* the parent's store is the parent's to close */
-		}
-		close(go[p][0]);
-	}
-	close(ready[1]);
+	/* The children open stores of their own; the parent's is the
+	 * parent's to close. */
+	cr_assert_eq(stress_crew_start(&crew, N_PROCS, dir, child_main, name), 0, "fork failed");
 	for (int round = 0; round < ROUNDS; round++) {
-		for (int p = 0; p < N_PROCS; p++)
-			cr_assert_eq(write(go[p][1], "g", 1), 1);
-		wait_ready(ready[0]);
+		cr_assert_eq(stress_crew_go(&crew), 0);
+		cr_assert_eq(stress_crew_wait(&crew), 0, "a child died: see its stderr");
 		check_round(st, round);
 	}
 	for (int p = 0; p < N_PROCS; p++) {
-		int status = 0, round, kind, i, code;
-		char out[96];
-		FILE *f;
-		close(go[p][1]);
-		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
-		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			  "child %d failed (status 0x%x): see its stderr", p, status);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		f = fopen(out, "r");
-		cr_assert_not_null(f);
+		int round, kind, i, code;
+		FILE *f = stress_crew_reap(&crew, p);
+		cr_assert_not_null(f, "child %d failed", p);
 		while (fscanf(f, "%d %d %d %d", &round, &kind, &i, &code) == 4) {
 			cr_assert(round >= 0 && round < ROUNDS);
 			if (kind == KIND_TASK)
@@ -426,9 +394,8 @@ Test(checkpoints_race, two_processes_put_heads_and_tasks, .timeout = 150)
 				res.sessions_created[i]++;
 		}
 		fclose(f);
-		unlink(out);
 	}
-	close(ready[0]);
+	stress_crew_close(&crew);
 	check_results(st, &res);
 	stress_close(st);
 	rmdir(dir);

@@ -104,7 +104,7 @@ static int32_t commit_batch(stress_store *st, int c, int s, int round, memd_erro
 /* A child: on each byte from go_fd, one round (every session); its result
  * codes ("<round> <session> <code>" lines in out), then a byte on
  * ready_fd. */
-static int child_main(const char *name, int c, int go_fd, int ready_fd, const char *out_path)
+static int child_main(void *name, int c, int go_fd, int ready_fd, const char *out_path)
 {
 	memd_error err = { 0 };
 	stress_store *st = stress_open(NULL, name, NULL, &err);
@@ -339,8 +339,7 @@ Test(memories_race, two_processes_commit_the_same_batches, .timeout = 150)
 	static tail t;
 	char *name = stress_unique_name("mem");
 	char dir[] = "/tmp/memd-mem-race-XXXXXX";
-	int go[N_PROCS][2], ready[2];
-	pid_t pids[N_PROCS];
+	stress_crew crew;
 	memd_error err = { 0 };
 	stress_store *st;
 
@@ -350,48 +349,25 @@ Test(memories_race, two_processes_commit_the_same_batches, .timeout = 150)
 	cr_assert_not_null(st, "%s", err.msg);
 	prepare(st, &t.after);
 
-	cr_assert_eq(pipe(ready), 0);
-	for (int p = 0; p < N_PROCS; p++) {
-		char out[96];
-		cr_assert_eq(pipe(go[p]), 0);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		pids[p] = fork();
-		cr_assert_geq(pids[p], 0, "fork failed");
-		if (pids[p] == 0) {
-			close(go[p][1]);
-			close(ready[0]);
-			int rc = child_main(name, p, go[p][0], ready[1], out);
-			free(name);
-			_exit(rc); /* the parent's store is the parent's to close */
-		}
-		close(go[p][0]);
-	}
-	close(ready[1]);
+	/* The children open stores of their own; the parent's is the
+	 * parent's to close. */
+	cr_assert_eq(stress_crew_start(&crew, N_PROCS, dir, child_main, name), 0, "fork failed");
 	/* Round by round: both start at once; the parent tails the feed
 	 * until both are done. */
 	for (int round = 0; round < ROUNDS; round++) {
-		for (int p = 0; p < N_PROCS; p++)
-			cr_assert_eq(write(go[p][1], "g", 1), 1);
-		tail_until_ready(st, &t, ready[0]);
+		cr_assert_eq(stress_crew_go(&crew), 0);
+		tail_until_ready(st, &t, crew.ready);
 	}
 	tail_read(st, &t);
 	for (int p = 0; p < N_PROCS; p++) {
-		int status = 0, round, s, code;
-		char out[96];
-		FILE *f;
-		close(go[p][1]);
-		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
-		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			  "child %d failed (status 0x%x): see its stderr", p, status);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		f = fopen(out, "r");
-		cr_assert_not_null(f);
+		int round, s, code;
+		FILE *f = stress_crew_reap(&crew, p);
+		cr_assert_not_null(f, "child %d failed", p);
 		while (fscanf(f, "%d %d %d", &round, &s, &code) == 3)
 			codes[round][s][p] = code;
 		fclose(f);
-		unlink(out);
 	}
-	close(ready[0]);
+	stress_crew_close(&crew);
 	check(st, codes, &t);
 	stress_close(st);
 	rmdir(dir);

@@ -357,3 +357,88 @@ void stress_sleep_ms(int ms)
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * NS_PER_MS };
 	nanosleep(&ts, NULL);
 }
+
+/* ---- child processes in rounds -------------------------------------- */
+
+/* A child's results: its crew's dir, "/codes." and its number. */
+#define CREW_OUT_MAX (STRESS_PATH_MAX + 24)
+
+static void crew_out_path(const stress_crew *c, int p, char out[CREW_OUT_MAX])
+{
+	snprintf(out, CREW_OUT_MAX, "%s/codes.%d", c->dir, p);
+}
+
+int stress_crew_start(stress_crew *c, int n, const char *dir, stress_child_fn fn, void *arg)
+{
+	int ready[2];
+
+	if (n < 1 || n > STRESS_CREW_MAX || strlen(dir) + 1 > sizeof(c->dir) ||
+	    pipe(ready) != 0)
+		return -1;
+	c->n = n;
+	c->ready = ready[0];
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	for (int p = 0; p < n; p++) {
+		char out[CREW_OUT_MAX];
+		int go[2];
+
+		if (pipe(go) != 0)
+			return -1;
+		crew_out_path(c, p, out);
+		c->pids[p] = fork();
+		if (c->pids[p] < 0)
+			return -1;
+		if (c->pids[p] == 0) {
+			close(go[1]);
+			close(ready[0]);
+			_exit(fn(arg, p, go[0], ready[1], out));
+		}
+		close(go[0]);
+		c->go[p] = go[1];
+	}
+	close(ready[1]);
+	return 0;
+}
+
+int stress_crew_go(stress_crew *c)
+{
+	for (int p = 0; p < c->n; p++)
+		if (write(c->go[p], "g", 1) != 1)
+			return -1;
+	return 0;
+}
+
+int stress_crew_wait(stress_crew *c)
+{
+	for (int got = 0; got < c->n; got++) {
+		char r;
+		if (read(c->ready, &r, 1) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+FILE *stress_crew_reap(stress_crew *c, int p)
+{
+	char out[CREW_OUT_MAX];
+	int status = 0;
+	FILE *f;
+
+	close(c->go[p]);
+	if (waitpid(c->pids[p], &status, 0) != c->pids[p] || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "child %d failed (status 0x%x): see its stderr\n", p, status);
+		return NULL;
+	}
+	crew_out_path(c, p, out);
+	f = fopen(out, "r");
+	if (!f)
+		fprintf(stderr, "child %d: no results in %s\n", p, out);
+	unlink(out);
+	return f;
+}
+
+void stress_crew_close(stress_crew *c)
+{
+	close(c->ready);
+}

@@ -18,6 +18,9 @@
 #ifndef MEMD_TESTS_STRESS_UTIL_H
 #define MEMD_TESTS_STRESS_UTIL_H
 
+#include <stdio.h>
+#include <sys/types.h>
+
 #include <memd/plugin.h>
 
 #include "config/config.h"
@@ -91,6 +94,36 @@ void stress_recs_clear(stress_recs *l);
 int stress_service(const char *service, const char *verb, const char *dir);
 /* setenv every "export K=V" / "export K='V'" line of file. */
 int stress_load_env(const char *file);
+
+/* Child processes that race in rounds. Child p starts a round on a byte
+ * from its go pipe and writes a byte to the pipe all share when it is
+ * done; it writes its results to <dir>/codes.<p>. */
+#define STRESS_CREW_MAX 8
+#define STRESS_PATH_MAX 96
+typedef struct stress_crew {
+	int n;
+	pid_t pids[STRESS_CREW_MAX];
+	int go[STRESS_CREW_MAX];     /* the parent's write ends */
+	int ready;                   /* the parent's read end */
+	char dir[STRESS_PATH_MAX];
+} stress_crew;
+/* One child's body: its rounds, reading go_fd and writing ready_fd, its
+ * results in out_path; returns its exit status. */
+typedef int (*stress_child_fn)(void *arg, int p, int go_fd, int ready_fd, const char *out_path);
+/* Fork n (at most STRESS_CREW_MAX) children, each running fn(arg, p, ...)
+ * then _exit with what it returns. The caller must hold no threads (a
+ * child could inherit a held lock). 0, or -1 when a pipe or fork failed. */
+int stress_crew_start(stress_crew *c, int n, const char *dir, stress_child_fn fn, void *arg);
+/* Start a round: a byte to each child. 0, or -1 when a write failed. */
+int stress_crew_go(stress_crew *c);
+/* Wait for every child's byte of a round. 0, or -1 when one died. */
+int stress_crew_wait(stress_crew *c);
+/* Close child p's go pipe, wait for it and, when it exited with 0, open
+ * its results (unlinked: gone once closed). NULL (and a message on
+ * stderr) when it failed or its results cannot be read. */
+FILE *stress_crew_reap(stress_crew *c, int p);
+/* Close the shared pipe. */
+void stress_crew_close(stress_crew *c);
 
 /* Monotonic time in microseconds. */
 int64_t stress_now_us(void);

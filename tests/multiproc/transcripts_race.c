@@ -54,7 +54,7 @@ static void session_id(char *buf, size_t cap, int phase, int round)
 /* A child: p 0 rewinds, p 1 appends; a round starts on a byte from go_fd
  * and its result code ("<round> <code>" lines in out) is followed by a
  * byte on ready_fd. */
-static int child_main(const char *yaml_path, int p, int go_fd, int ready_fd, const char *out_path)
+static int child_main(void *yaml_path, int p, int go_fd, int ready_fd, const char *out_path)
 {
 	memd *m = open_memd(yaml_path);
 	FILE *f = fopen(out_path, "w");
@@ -206,8 +206,8 @@ Test(transcripts_race, a_rewind_racing_an_append_on_another_memd, .timeout = 150
 	char *name = stress_unique_name("tx");
 	char dir[] = "/tmp/memd-tx-race-XXXXXX", yaml_path[64], *yaml = NULL, *map;
 	const char *tmpl = getenv("MEMD_STRESS_CONFIG");
-	int go[N_PROCS][2], ready[2], codes[N_PHASES][ROUNDS][N_PROCS];
-	pid_t pids[N_PROCS];
+	int codes[N_PHASES][ROUNDS][N_PROCS];
+	stress_crew crew;
 	memd *m;
 	FILE *f;
 
@@ -245,45 +245,22 @@ Test(transcripts_race, a_rewind_racing_an_append_on_another_memd, .timeout = 150
 	 * for it forever. The parent opens a new one to check. */
 	memd_close(m);
 
-	cr_assert_eq(pipe(ready), 0);
-	for (int p = 0; p < N_PROCS; p++) {
-		char out[96];
-		cr_assert_eq(pipe(go[p]), 0);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		pids[p] = fork();
-		cr_assert_geq(pids[p], 0, "fork failed");
-		if (pids[p] == 0) {
-			close(go[p][1]);
-			close(ready[0]);
-			_exit(child_main(yaml_path, p, go[p][0], ready[1], out));
-		}
-		close(go[p][0]);
-	}
-	close(ready[1]);
+	cr_assert_eq(stress_crew_start(&crew, N_PROCS, dir, child_main, yaml_path), 0,
+		     "fork failed");
 	/* Round by round: both start at once; the next once both are done. */
 	for (int i = 0; i < N_PHASES * ROUNDS; i++) {
-		char r;
-		for (int p = 0; p < N_PROCS; p++)
-			cr_assert_eq(write(go[p][1], "g", 1), 1);
-		for (int p = 0; p < N_PROCS; p++)
-			cr_assert_eq(read(ready[0], &r, 1), 1, "a child died: see its stderr");
+		cr_assert_eq(stress_crew_go(&crew), 0);
+		cr_assert_eq(stress_crew_wait(&crew), 0, "a child died: see its stderr");
 	}
 	for (int p = 0; p < N_PROCS; p++) {
-		int status = 0, phase, round, code;
-		char out[96];
-		close(go[p][1]);
-		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
-		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			  "child %d failed (status 0x%x): see its stderr", p, status);
-		snprintf(out, sizeof(out), "%s/codes.%d", dir, p);
-		f = fopen(out, "r");
-		cr_assert_not_null(f);
+		int phase, round, code;
+		f = stress_crew_reap(&crew, p);
+		cr_assert_not_null(f, "child %d failed", p);
 		while (fscanf(f, "%d %d %d", &phase, &round, &code) == 3)
 			codes[phase][round][p] = code;
 		fclose(f);
-		unlink(out);
 	}
-	close(ready[0]);
+	stress_crew_close(&crew);
 	m = open_memd(yaml_path);
 	cr_assert_not_null(m);
 	for (int phase = 0; phase < N_PHASES; phase++)
