@@ -1,30 +1,39 @@
 // SPDX-License-Identifier: MIT
 // LangGraph checkpointing on memd (MemdSaver over HTTP) beside LangGraph's
 // SqliteSaver (@langchain/langgraph-checkpoint-sqlite) on a file, in the
-// same run: the same chain graph run N times on fresh threads (graph
-// runs/s), then raw loops of put (a chain of checkpoints) and getTuple
+// same run: the same chain graph run N times on fresh threads, C runs at
+// a time on distinct threads for each C asked for (graph runs/s, steps/s,
+// the ratios; every thread's final state then read back through a new
+// saver and checked against an uninterrupted run's), then raw loops of put (a chain of checkpoints) and getTuple
 // (latest) with their latencies, and where MemdSaver's time goes (the
 // serializer, an HTTP round trip that does no work, the rest in memd).
 // Not a pass/fail test (checkpoint_bench.sh runs it).
 //
-// usage: node checkpoint_bench.mjs MEMD_SAVER_JS GRAPHS_JS SQLITE_DIR RUNS STEPS OPS NAME=URL...
-//   each NAME=URL is a memd serve to measure (e.g. full=http://127.0.0.1:8700)
+// usage: node checkpoint_bench.mjs MEMD_SAVER_JS GRAPHS_JS SQLITE_DIR RUNS STEPS OPS CONC NAME=URL...
+//   CONC: the concurrencies, comma-separated (e.g. 1,4,16,64); each
+//   NAME=URL is a memd serve to measure (e.g. full=http://127.0.0.1:8700)
 
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
-import { emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
+import { MemorySaver, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
+import { isDeepStrictEqual } from 'node:util';
 
-const [saverJs, graphsJs, sqliteDir, runsArg, stepsArg, opsArg, ...servers] = process.argv.slice(2);
-if (!saverJs || !graphsJs || !sqliteDir || !opsArg || servers.length === 0) {
-  console.error('usage: checkpoint_bench.mjs MEMD_SAVER_JS GRAPHS_JS SQLITE_DIR RUNS STEPS OPS NAME=URL...');
+const [saverJs, graphsJs, sqliteDir, runsArg, stepsArg, opsArg, concArg, ...servers] = process.argv.slice(2);
+const CONC = (concArg ?? '').split(',').map(Number);
+if (!saverJs || !graphsJs || !sqliteDir || !opsArg || servers.length === 0 ||
+    !CONC.every((c) => Number.isInteger(c) && c > 0)) {
+  console.error('usage: checkpoint_bench.mjs MEMD_SAVER_JS GRAPHS_JS SQLITE_DIR RUNS STEPS OPS CONC NAME=URL...');
   process.exit(2);
 }
 const RUNS = Number(runsArg);
 const STEPS = Number(stepsArg);
 const OPS = Number(opsArg);
+/* Each of C concurrent runners does at least this many runs, so that the
+ * timed runs are not one start-up wave at large C. */
+const RUNS_PER_RUNNER_MIN = 2;
 /* Graph runs before the timed ones (JIT, connections, caches). */
 const WARMUP_RUNS = 2;
 /* The state a benchmark checkpoint carries besides LangGraph's own: a
@@ -39,7 +48,16 @@ for (const spec of servers) {
   const eq = spec.indexOf('=');
   const name = spec.slice(0, eq);
   const url = spec.slice(eq + 1);
-  savers.push({ name: `MemdSaver (memd ${name})`, make: () => new MemdSaver({ baseUrl: url, app: 'bench', user: `b-${uuid6(0)}` }), url });
+  /* reopen: a new saver on the same user, to read back what one put. */
+  savers.push({
+    name: `MemdSaver (memd ${name})`, url,
+    make: () => {
+      const user = `b-${uuid6(0)}`;
+      const saver = new MemdSaver({ baseUrl: url, app: 'bench', user });
+      saver.reopen = () => new MemdSaver({ baseUrl: url, app: 'bench', user });
+      return saver;
+    },
+  });
 }
 /* SqliteSaver as LangGraph sets it up (journal_mode=WAL, synchronous as
  * better-sqlite3 leaves it), and the same with synchronous=FULL: the
@@ -51,9 +69,10 @@ function sqliteSaver(full) {
   const saver = new SqliteSaver(db);
   saver.setup();
   if (full) db.pragma('synchronous = FULL');
+  saver.reopen = () => new SqliteSaver(new Database(file));
   return saver;
 }
-savers.push({ name: 'SqliteSaver (as set up)', make: () => sqliteSaver(false) });
+savers.push({ name: 'SqliteSaver (as set up)', make: () => sqliteSaver(false), base: true });
 savers.push({ name: 'SqliteSaver (synchronous=FULL)', make: () => sqliteSaver(true) });
 
 function pct(sorted, p) {
@@ -79,20 +98,54 @@ function counted(saver) {
   return n;
 }
 
-async function graphRuns(entry) {
+/* The state and next nodes of an uninterrupted run of the graph (on
+ * LangGraph's MemorySaver): what every benchmark thread must end with. */
+async function expectedFinal() {
+  const g = chainGraph(new MemorySaver(), STEPS);
+  const config = { configurable: { thread_id: 'expected' } };
+  await g.invoke({ log: [] }, config);
+  const s = await g.getState(config);
+  return { values: s.values, next: s.next };
+}
+
+/** C graph runs at a time, each on its own new thread, max(RUNS,
+ * RUNS_PER_RUNNER_MIN * C) in all: runs/s, steps/s, the saver's calls per
+ * run; then every thread's final state read back through a new saver
+ * (not this one's caches) and checked against an uninterrupted run's. */
+async function graphRuns(entry, C, expected) {
   const saver = entry.make();
   const n = counted(saver);
   const g = chainGraph(saver, STEPS);
   for (let i = 0; i < WARMUP_RUNS; i++) await g.invoke({ log: [] }, { configurable: { thread_id: `warm-${uuid6(0)}` } });
   for (const k of Object.keys(n)) n[k] = 0;
+  const total = Math.max(RUNS, RUNS_PER_RUNNER_MIN * C);
+  const threads = [];
+  let next = 0;
+  const runner = async () => {
+    while (next < total) {
+      next++;
+      const thread = `run-c${C}-${uuid6(0)}`;
+      threads.push(thread);
+      const out = await g.invoke({ log: [] }, { configurable: { thread_id: thread } });
+      if (out.n !== STEPS) throw new Error(`${entry.name}: a run ended with n=${out.n}, not ${STEPS}`);
+    }
+  };
   const t0 = performance.now();
-  for (let i = 0; i < RUNS; i++) {
-    const out = await g.invoke({ log: [] }, { configurable: { thread_id: `run-${uuid6(0)}` } });
-    if (out.n !== STEPS) throw new Error(`${entry.name}: a run ended with n=${out.n}, not ${STEPS}`);
-  }
+  await Promise.all(Array.from({ length: C }, runner));
   const ms = performance.now() - t0;
+  const check = chainGraph(saver.reopen(), STEPS);
+  for (const thread of threads) {
+    const s = await check.getState({ configurable: { thread_id: thread } });
+    if (!isDeepStrictEqual(s.values, expected.values) || !isDeepStrictEqual(s.next, expected.next)) {
+      throw new Error(`${entry.name}: thread ${thread} (C=${C}) ended with ${JSON.stringify({ values: s.values, next: s.next })}, ` +
+        `not an uninterrupted run's ${JSON.stringify(expected)}`);
+    }
+  }
   const ops = n.put + n.putWrites + n.getTuple;
-  return { runsPerS: (RUNS * 1000) / ms, msPerRun: ms / RUNS, perRun: { put: n.put / RUNS, putWrites: n.putWrites / RUNS, getTuple: n.getTuple / RUNS }, opsPerS: (ops * 1000) / ms };
+  return {
+    runs: total, checked: threads.length, runsPerS: (total * 1000) / ms, stepsPerS: (total * STEPS * 1000) / ms, msPerRun: ms / total,
+    perRun: { put: n.put / total, putWrites: n.putWrites / total, getTuple: n.getTuple / total }, opsPerS: (ops * 1000) / ms,
+  };
 }
 
 /** A checkpoint like the graph's, with PAYLOAD_TEXT in a channel. */
@@ -171,13 +224,42 @@ console.log(`  SqliteSaver as set up: journal_mode=${pragmas.journal_mode}, sync
 console.log('  SqliteSaver synchronous=FULL: fsync per commit, as memd FULL');
 console.log('');
 
+/* The graph runs first, every saver at each C in turn (so that a change
+ * of load on the machine touches all of a C's figures alike), then each
+ * saver's raw loops. */
+const expected = await expectedFinal();
+const graph = new Map(savers.map((e) => [e, new Map()]));
+for (const C of CONC) {
+  for (const entry of savers) graph.get(entry).set(C, await graphRuns(entry, C, expected));
+}
+console.log(`Graph runs, C at a time on distinct threads (runs/s; steps/s = runs/s x ${STEPS}); every thread's final state checked:`);
+console.log(['C', ...savers.map((e) => e.name)].join(' | '));
+for (const C of CONC) {
+  console.log([String(C), ...savers.map((e) => {
+    const g = graph.get(e).get(C);
+    return `${fmt(g.runsPerS, 2)} runs/s, ${fmt(g.stepsPerS, 0)} steps/s (${g.runs} runs, ${g.checked} checked)`;
+  })].join(' | '));
+}
+const base = savers.find((e) => e.base);
+const fullSqlite = savers.find((e) => e.name === 'SqliteSaver (synchronous=FULL)');
+console.log('Ratios of graph runs/s (above 1 = memd faster):');
+for (const C of CONC) {
+  const parts = [];
+  for (const e of savers.filter((x) => x.url)) {
+    const r = graph.get(e).get(C).runsPerS;
+    parts.push(`${e.name} / SqliteSaver as set up ${fmt(r / graph.get(base).get(C).runsPerS, 3)}, / SqliteSaver FULL ${fmt(r / graph.get(fullSqlite).get(C).runsPerS, 3)}`);
+  }
+  console.log(`  C=${C}: ${parts.join('; ')}`);
+}
+console.log('');
+
 const rows = [];
 for (const entry of savers) {
-  const g = await graphRuns(entry);
+  const g = graph.get(entry).get(CONC[0]);
   const r = await rawLoops(entry);
   rows.push({ entry, g, r });
   console.log(`${entry.name}`);
-  console.log(`  graph: ${fmt(g.runsPerS, 2)} runs/s (${fmt(g.msPerRun)} ms a run; per run ${g.perRun.put} put, ${g.perRun.putWrites} putWrites, ${g.perRun.getTuple} getTuple: ${fmt(g.opsPerS, 0)} saver ops/s)`);
+  console.log(`  graph (C=${CONC[0]}): ${fmt(g.runsPerS, 2)} runs/s (${fmt(g.msPerRun)} ms a run; per run ${g.perRun.put} put, ${g.perRun.putWrites} putWrites, ${g.perRun.getTuple} getTuple: ${fmt(g.opsPerS, 0)} saver ops/s)`);
   console.log(`  put:      ${fmt(r.put.rate, 0)} ops/s, p50 ${fmt(r.put.p50, 2)} ms, p99 ${fmt(r.put.p99, 2)} ms`);
   console.log(`  getTuple: ${fmt(r.get.rate, 0)} ops/s, p50 ${fmt(r.get.p50, 2)} ms, p99 ${fmt(r.get.p99, 2)} ms`);
   if (entry.url) {
@@ -186,10 +268,10 @@ for (const entry of savers) {
       `memd's work (the rest of the mean) ${fmt(Math.max(0, r.put.mean - p.serde.mean - p.http.mean), 3)} ms`);
   }
 }
-const base = rows.find((x) => x.entry.name === 'SqliteSaver (as set up)');
+const baseRow = rows.find((x) => x.entry === base);
 console.log('');
-console.log('Ratios (MemdSaver / SqliteSaver as set up; above 1 = memd faster):');
+console.log(`Ratios (MemdSaver / SqliteSaver as set up; above 1 = memd faster; graph runs at C=${CONC[0]}):`);
 for (const x of rows) {
-  if (x === base) continue;
-  console.log(`  ${x.entry.name}: graph runs ${fmt(x.g.runsPerS / base.g.runsPerS, 3)}, put ${fmt(x.r.put.rate / base.r.put.rate, 3)}, getTuple ${fmt(x.r.get.rate / base.r.get.rate, 3)}`);
+  if (x === baseRow) continue;
+  console.log(`  ${x.entry.name}: graph runs ${fmt(x.g.runsPerS / baseRow.g.runsPerS, 3)}, put ${fmt(x.r.put.rate / baseRow.r.put.rate, 3)}, getTuple ${fmt(x.r.get.rate / baseRow.r.get.rate, 3)}`);
 }
