@@ -148,8 +148,11 @@ const GONE_IS_DONE: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
 ]);
 
 /* PUTs that save the whole resource: repeating one unconditional save
- * after a lost answer saves the same content again. */
-const IDEMPOTENT_PUTS: ReadonlySet<ClientOperation> = new Set<ClientOperation>(['putTask']);
+ * after a lost answer saves the same content again (a checkpoint put
+ * again keeps its created time and pending writes). */
+const IDEMPOTENT_PUTS: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
+  'putTask', 'putCheckpoint',
+]);
 
 type AnyOptions = CallOptions & { ifMatch?: string | number; ifNoneMatch?: '*' };
 

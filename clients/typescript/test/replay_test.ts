@@ -108,6 +108,21 @@ test('createMemory after a lost answer: the retry answers the stored memory, sto
   assert.deepEqual(all.memories.map((x) => x.id), [m.id]);
 });
 
+test('putCheckpoint after a lost answer: the retry saves the same checkpoint again, stored once', async () => {
+  const app = fresh('app');
+  const user = 'u';
+  const lossy = losing('PUT');
+  const memd = client({ fetch: lossy.fetch, retryBaseMs: 1, retryMaxMs: 1 });
+  const put = await memd.putCheckpoint({ app, user, sid: 't', cid: '0001' },
+    { type: 'json', checkpoint: 'e30=', metadata: { step: 1 } });
+  assert.equal(lossy.state.lost, 1);
+  assert.equal(lossy.state.sent, 2);
+  assert.equal(put.checkpoint_id, '0001');
+  const all = await client().listCheckpoints({ app, user });
+  assert.deepEqual(all.checkpoints.map((c) => c.checkpoint_id), ['0001']);
+  assert.equal(all.checkpoints[0]?.created, put.created);
+});
+
 test('deleteSession after a lost answer: the retry\'s 404 means the lost attempt deleted it', async () => {
   const app = fresh('app');
   const user = 'u';
