@@ -789,8 +789,9 @@ int32_t sq_checkpoint_delete(void *inst, const memd_call *call, const memd_scope
 enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_SESSION, EXPIRED_NS, EXPIRED_ID, EXPIRED_COLS };
 
 /* Delete one expired checkpoint (its writes cascade); a root one hands
- * the head to the greatest root checkpoint left, or drops it. */
-static int32_t expire_one(sq_conn *c, char *const *k, memd_error *err)
+ * the head to the greatest root checkpoint left, or drops it
+ * (sq_expire_fn). */
+static int32_t expire_one(sq_conn *c, char *const *k, int64_t now_us, memd_error *err)
 {
 	memd_scope sc = { .struct_size = sizeof(sc), .app = k[EXPIRED_APP],
 			  .user = k[EXPIRED_USER], .session = k[EXPIRED_SESSION] };
@@ -816,29 +817,6 @@ static int32_t expire_one(sq_conn *c, char *const *k, memd_error *err)
 int32_t sq_checkpoint_expire(void *inst, const memd_call *call, int64_t now_us,
 			     uint32_t limit, uint32_t *ret_count, memd_error *err)
 {
-	sq_store *store = inst;
-	sq_keys keys = { 0 };
-	uint32_t n;
-	sq_conn *c = NULL;
-	int32_t r;
-
-	if (!ret_count)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
-	if (limit == 0) {
-		*ret_count = 0;
-		return 0;
-	}
-	r = sq_write_begin(store, call, &c, err);
-	if (r < 0)
-		return r;
-	r = sq_collect_expired(c, call, &SQL_CKPT_EXPIRED, now_us, limit, EXPIRED_COLS,
-			       "expired checkpoints", &keys, err);
-	for (uint32_t i = 0; r == 0 && i < keys.n; i++)
-		r = expire_one(c, &keys.v[(size_t)i * EXPIRED_COLS], err);
-	n = keys.n;
-	sq_keys_free(&keys);
-	r = sq_write_end(store, c, r, err);
-	if (r == 0)
-		*ret_count = n;
-	return r;
+	return sq_expire(inst, call, &SQL_CKPT_EXPIRED, EXPIRED_COLS, "expired checkpoints", now_us,
+			 limit, expire_one, ret_count, err);
 }

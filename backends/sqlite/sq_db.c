@@ -143,10 +143,15 @@ void sq_count_rows(const memd_call *call, sqlite3_stmt *st, uint64_t stepped)
 	pu_rows_read(call, stepped + full);
 }
 
-void sq_keys_free(sq_keys *keys)
+/* Text keys copied out of a scan: n rows of ncols strings each, row i's
+ * column j at v[i * ncols + j] (NULL for SQL NULL). */
+typedef struct sq_keys {
+	char **v;
+	uint32_t n, ncols;
+} sq_keys;
+
+static void keys_free(sq_keys *keys)
 {
-	if (!keys)
-		return;
 	for (size_t i = 0; i < (size_t)keys->n * keys->ncols; i++)
 		free(keys->v[i]);
 	free(keys->v);
@@ -154,9 +159,11 @@ void sq_keys_free(sq_keys *keys)
 	keys->n = 0;
 }
 
-int32_t sq_collect_expired(sq_conn *c, const memd_call *call, const sq_sql *sql, int64_t now_us,
-			   uint32_t limit, uint32_t ncols, const char *what, sq_keys *ret_keys,
-			   memd_error *err)
+/* sq_expire's scan: the keys into *ret_keys (the caller's to free with
+ * keys_free), or an error and nothing. */
+static int32_t collect_expired(sq_conn *c, const memd_call *call, const sq_sql *sql,
+			       int64_t now_us, uint32_t limit, uint32_t ncols, const char *what,
+			       sq_keys *ret_keys, memd_error *err)
 {
 	sqlite3_stmt *st = NULL;
 	sq_keys keys = { .ncols = ncols };
@@ -198,11 +205,40 @@ int32_t sq_collect_expired(sq_conn *c, const memd_call *call, const sq_sql *sql,
 	sq_count_rows(call, st, keys.n);
 	sq_stmt_done(st);
 	if (r < 0) {
-		sq_keys_free(&keys);
+		keys_free(&keys);
 		return r;
 	}
 	*ret_keys = keys;
 	return 0;
+}
+
+int32_t sq_expire(sq_store *s, const memd_call *call, const sq_sql *sql, uint32_t ncols,
+		  const char *what, int64_t now_us, uint32_t limit, sq_expire_fn del,
+		  uint32_t *ret_count, memd_error *err)
+{
+	sq_keys keys = { 0 };
+	sq_conn *c = NULL;
+	uint32_t n;
+	int32_t r;
+
+	if (!ret_count)
+		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
+	if (limit == 0) {
+		*ret_count = 0;
+		return 0;
+	}
+	r = sq_write_begin(s, call, &c, err);
+	if (r < 0)
+		return r;
+	r = collect_expired(c, call, sql, now_us, limit, ncols, what, &keys, err);
+	for (uint32_t i = 0; r == 0 && i < keys.n; i++)
+		r = del(c, &keys.v[(size_t)i * ncols], now_us, err);
+	n = keys.n;
+	keys_free(&keys);
+	r = sq_write_end(s, c, r, err);
+	if (r == 0)
+		*ret_count = n;
+	return r;
 }
 
 int32_t sq_sink_result(int32_t r, const char *what, memd_error *err)

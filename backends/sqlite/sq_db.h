@@ -382,25 +382,20 @@ int sq_bind_scope(sqlite3_stmt *st, const memd_scope *scope, int with_session);
  * step or reset of st. */
 const char *sq_col_text(sqlite3_stmt *st, int col);
 
-/* Text keys copied out of a scan: n rows of ncols strings each, row i's
- * column j at v[i * ncols + j] (NULL for SQL NULL). */
-typedef struct sq_keys {
-	char **v;
-	uint32_t n, ncols;
-} sq_keys;
+/* Delete one expired row of sq_expire, given its key's columns (valid
+ * during the call); 0 or an error with err filled. */
+typedef int32_t (*sq_expire_fn)(sq_conn *c, char *const *key, int64_t now_us, memd_error *err);
 
-/* Collect the keys an expiry statement finds (parameter 1 now_us,
- * parameter 2 limit; its first ncols columns are the key) into
- * *ret_keys, so that the caller deletes them after the scan and the scan
- * never steps over rows the same transaction changes. Adds the rows
- * stepped to call->rows_read. On failure (sq_fail's error described by
- * "find <what>", or MEMD_ENOMEM) nothing is returned. The caller frees
- * the keys with sq_keys_free. */
-int32_t sq_collect_expired(sq_conn *c, const memd_call *call, const sq_sql *sql, int64_t now_us,
-			   uint32_t limit, uint32_t ncols, const char *what, sq_keys *ret_keys,
-			   memd_error *err);
-/* Free the keys (and NULL-safe: keys may be zeroed or NULL). */
-void sq_keys_free(sq_keys *keys);
+/* An expiry in one write transaction: collect the keys (the first ncols
+ * columns) of up to limit rows the statement sql finds (parameter 1 now_us,
+ * parameter 2 limit) first, so that the scan never steps over rows the
+ * transaction changes, then hand each key to del. what ("expired
+ * checkpoints") names the scan in an error. limit 0 expires nothing.
+ * *ret_count (the keys found) is written on success; on failure nothing
+ * is committed. */
+int32_t sq_expire(sq_store *s, const memd_call *call, const sq_sql *sql, uint32_t ncols,
+		  const char *what, int64_t now_us, uint32_t limit, sq_expire_fn del,
+		  uint32_t *ret_count, memd_error *err);
 
 /* Deliver-loop result of a sink: 0 = go on, > 0 = the caller asked to
  * stop (not an error), < 0 = error (err filled, "what" names the sink). */

@@ -710,39 +710,21 @@ out:
 /* The columns of SQL_MEMORY_EXPIRED's key. */
 enum { EXPIRED_APP, EXPIRED_USER, EXPIRED_ID, EXPIRED_COLS };
 
+/* Remove one expired memory (sq_expire_fn). */
+static int32_t expire_one(sq_conn *c, char *const *k, int64_t now_us, memd_error *err)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = k[EXPIRED_APP],
+			  .user = k[EXPIRED_USER] };
+
+	return memory_remove(c, &sc, k[EXPIRED_ID], MEMD_MEM_EXPIRE, EXPIRE_ACTOR, NULL, now_us,
+			     err);
+}
+
 int32_t sq_memory_expire(void *inst, const memd_call *call, int64_t now_us, uint32_t limit,
 			 uint32_t *ret_count, memd_error *err)
 {
-	sq_store *store = inst;
-	sq_keys keys = { 0 };
-	uint32_t n;
-	sq_conn *c = NULL;
-	int32_t r;
-
-	if (!ret_count)
-		return memd_error_set(err, MEMD_EINVAL, 0, "no output count");
-	if (limit == 0) {
-		*ret_count = 0;
-		return 0;
-	}
-	r = sq_write_begin(store, call, &c, err);
-	if (r < 0)
-		return r;
-	r = sq_collect_expired(c, call, &SQL_MEMORY_EXPIRED, now_us, limit, EXPIRED_COLS,
-			       "expired memories", &keys, err);
-	for (uint32_t i = 0; r == 0 && i < keys.n; i++) {
-		char **k = &keys.v[(size_t)i * EXPIRED_COLS];
-		memd_scope sc = { .struct_size = sizeof(sc), .app = k[EXPIRED_APP],
-				  .user = k[EXPIRED_USER] };
-		r = memory_remove(c, &sc, k[EXPIRED_ID], MEMD_MEM_EXPIRE, EXPIRE_ACTOR, NULL,
-				  now_us, err);
-	}
-	n = keys.n;
-	sq_keys_free(&keys);
-	r = sq_write_end(store, c, r, err);
-	if (r == 0)
-		*ret_count = n;
-	return r;
+	return sq_expire(inst, call, &SQL_MEMORY_EXPIRED, EXPIRED_COLS, "expired memories", now_us,
+			 limit, expire_one, ret_count, err);
 }
 
 /* ---- user_delete ------------------------------------------------------ */
