@@ -31,6 +31,7 @@
 #define P50 0.50
 #define P99 0.99
 #define BUSY_TIMEOUT_MS 10000
+#define HTTP_NO_CONTENT 204
 
 bench_run bench = { .conns = DEFAULT_CONNS, .seconds = DEFAULT_SECONDS };
 
@@ -215,9 +216,15 @@ int bench_http_call(bench_conn *c, const char *req, size_t len)
 		if (!need && (end = strstr(c->buf, "\r\n\r\n"))) {
 			char *cl = strcasestr(c->buf, "\r\nContent-Length:");
 			size_t head = (size_t)(end + 4 - c->buf);
-			if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1 || !cl || cl > end)
+			if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1)
 				goto reset;
-			need = head + strtoul(cl + strlen("\r\nContent-Length:"), NULL, 10);
+			/* A 204 has no body and no Content-Length. */
+			if (status == HTTP_NO_CONTENT && (!cl || cl > end))
+				need = head;
+			else if (!cl || cl > end)
+				goto reset;
+			else
+				need = head + strtoul(cl + strlen("\r\nContent-Length:"), NULL, 10);
 			if (need >= sizeof(c->buf))
 				goto reset;
 		}
