@@ -20,8 +20,12 @@
 #define CKPT_COLS \
 	"app, user, session, ns, id, parent_id, type, payload, metadata, run_state, " \
 	"created_us, updated_us, expires_us"
-/* A checkpoint row visible at ?8 (list) / ?6 (get). */
-#define CKPT_LIVE(now) " AND (expires_us = 0 OR expires_us > " now ")"
+/* A checkpoint row visible at ?8 (list) / ?6 (get). The unary plus keeps
+ * the planner from comparing the parameter with checkpoints_expiring's
+ * "expires_us > 0" (to see whether that partial index applies): such a
+ * comparison ties the plan to the bound value, and SQLite then prepares
+ * the statement again at every step with a new "now". */
+#define CKPT_LIVE(now) " AND (expires_us = 0 OR expires_us > +" now ")"
 
 static const sq_sql SQL_CKPT_PUT = { SQ_ST_CKPT_PUT,
 	"INSERT INTO checkpoints (" CKPT_COLS ")"
