@@ -84,6 +84,100 @@ json_t *cj_write(const memd_checkpoint_write *w)
 			 w->type ? w->type : "", "value", bytes_json(w->value, w->value_size));
 }
 
+/* ---- the direct writer ---------------------------------------------------- */
+
+#define KEY(k) "\"" k "\":"
+
+static int32_t out_fail(json_out *jo, int32_t code)
+{
+	if (!jo->error)
+		jo->error = code;
+	return jo->error;
+}
+
+/* bytes as a base64 JSON string (its characters need no escape). */
+static int32_t out_bytes(json_out *jo, const void *p, uint64_t n)
+{
+	size_t len = 0;
+	char *text = n <= SIZE_MAX ? b64_encode(p, (size_t)n, B64_STD, &len) : NULL;
+
+	if (!text)
+		return out_fail(jo, MEMD_ENOMEM);
+	jo_lit(jo, "\"");
+	jo_raw(jo, text, len);
+	free(text);
+	return jo_lit(jo, "\"");
+}
+
+/* A stored metadata text as cj_checkpoint embeds it: the object, or {}. */
+static int32_t out_metadata(json_out *jo, const char *text)
+{
+	const char *p = text;
+	size_t n;
+
+	if (!p)
+		return jo_lit(jo, "{}");
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	n = strlen(text);
+	if (*p != '{' || !jo_valid(text, n))
+		return jo_lit(jo, "{}");
+	return jo_raw(jo, text, n);
+}
+
+int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full)
+{
+	const char *state = cj_run_state_name(c->run_state);
+
+	jo_lit(jo, "{" KEY("session_id"));
+	jo_string(jo, c->session);
+	jo_lit(jo, "," KEY("checkpoint_ns"));
+	jo_string(jo, c->ns ? c->ns : "");
+	jo_lit(jo, "," KEY("checkpoint_id"));
+	jo_string(jo, c->id);
+	jo_lit(jo, "," KEY("parent_checkpoint_id"));
+	jo_string(jo, c->parent_id);
+	jo_lit(jo, "," KEY("type"));
+	jo_string(jo, c->type ? c->type : "");
+	jo_lit(jo, "," KEY("metadata"));
+	out_metadata(jo, c->metadata_json);
+	jo_lit(jo, "," KEY("run_state"));
+	jo_string(jo, state ? state : "running");
+	jo_lit(jo, "," KEY("created"));
+	jo_time(jo, c->created_us);
+	jo_lit(jo, "," KEY("updated"));
+	jo_time(jo, c->updated_us);
+	jo_lit(jo, "," KEY("expires_at"));
+	if (c->expires_us)
+		jo_time(jo, c->expires_us);
+	else
+		jo_lit(jo, "null");
+	jo_lit(jo, "," KEY("size"));
+	jo_int(jo, (int64_t)c->payload_size);
+	if (!full)
+		return jo_lit(jo, "}");
+	jo_lit(jo, "," KEY("checkpoint"));
+	out_bytes(jo, c->payload, c->payload_size);
+	return jo_lit(jo, "," KEY("pending_writes") "[");
+}
+
+int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w)
+{
+	jo_lit(jo, "{" KEY("task_id"));
+	jo_string(jo, w->task_id);
+	jo_lit(jo, "," KEY("idx"));
+	jo_int(jo, w->idx);
+	jo_lit(jo, "," KEY("channel"));
+	jo_string(jo, w->channel ? w->channel : "");
+	jo_lit(jo, "," KEY("type"));
+	jo_string(jo, w->type ? w->type : "");
+	jo_lit(jo, "," KEY("value"));
+	out_bytes(jo, w->value, w->value_size);
+	return jo_lit(jo, "}");
+}
+
+/* ---- parsing ----------------------------------------------------------------- */
+
 int32_t cj_bytes(const json_t *v, const char *what, void **ret, size_t *ret_len,
 		 memd_error *err)
 {

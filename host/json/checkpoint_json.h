@@ -12,6 +12,8 @@
 
 #include <memd/plugin.h>
 
+#include "json/json_out.h"
+
 /* The name of a MEMD_RUN_* state ("running", "interrupted", "done"), or
  * NULL for another value (MEMD_RUN_UNSET included). */
 const char *cj_run_state_name(uint32_t run_state);
@@ -33,6 +35,18 @@ json_t *cj_checkpoint(const memd_checkpoint *c, int full);
 /* A pending write: {"task_id", "idx", "channel", "type", "value"
  * (base64)}. NULL on ENOMEM. */
 json_t *cj_write(const memd_checkpoint_write *w);
+
+/* cj_checkpoint's object written by jo (the same keys in the same order,
+ * as json_dumps(JSON_COMPACT) gives them), without a jansson tree: the
+ * metadata is c->metadata_json as stored when jo_valid accepts it as an
+ * object (memd stores it as jansson dumps it), else {}. With
+ * full, the object is left open after "pending_writes":[ for the caller
+ * to add cj_write_out objects (separated by ',') and close with "]}".
+ * Returns jo's sticky error (json_out.h). */
+int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full);
+
+/* cj_write's object written by jo; returns jo's sticky error. */
+int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w);
 
 /* v (a member named what) as the bytes of its base64 text into malloc'd
  * *ret (*ret_len bytes): MEMD_EINVAL "<what>: must be a base64 string"

@@ -157,14 +157,14 @@ bad:
 static const char *const put_fields[] = { "parent_checkpoint_id", "type", "checkpoint",
 					  "metadata", "run_state", NULL };
 
-/* Copies a delivered checkpoint's summary into *(json_t **)ud. */
+/* Writes a delivered checkpoint's summary into the json_out ud (a second
+ * delivery replaces the first). */
 static int32_t got_summary(void *ud, const memd_checkpoint *c)
 {
-	json_t **slot = ud;
+	json_out *jo = ud;
 
-	json_decref(*slot);
-	*slot = cj_checkpoint(c, 0);
-	return *slot ? 0 : MEMD_ENOMEM;
+	jo_truncate(jo, 0);
+	return cj_checkpoint_out(jo, c, 0);
 }
 
 int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const char *sid,
@@ -176,13 +176,15 @@ int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const ch
 	memd_checkpoint c = { .struct_size = sizeof(c), .run_state = MEMD_RUN_RUNNING };
 	const settings_checkpoints *cfg;
 	memd_checkpoint_sink sink = { sizeof(sink), NULL, got_summary, NULL };
-	json_t *body = NULL, *v, *out = NULL;
+	json_out out;
+	json_t *body = NULL, *v;
 	void *payload = NULL;
 	size_t payload_len = 0;
 	char *meta = NULL;
 	int64_t now = service_clock_us(m);
 	int32_t r;
 
+	jo_init(&out);
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
 	    (r = check_ns(ns, err)) < 0 ||
 	    (r = ej_check_id(checkpoint_id, "checkpoint_id", err)) < 0 ||
@@ -227,17 +229,17 @@ int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const ch
 	/* The answer is the stored row (its created time is the first put's). */
 	sink.userdata = &out;
 	r = store_checkpoint_get(m->sessions, &call, &sc, c.ns, c.id, now, &sink, err);
-	if (r == 0 && !out)
+	if (r == 0 && out.len == 0 && !out.error)
 		r = memd_error_set(err, MEMD_EINTERNAL, 0, "%s: checkpoint_get delivered nothing",
 				   store_name(m->sessions));
-	if (r < 0) {
-		r = store_failed(r, err);
+	if (r < 0 || out.error) {
+		r = out.error ? service_read_failed(m, &out, r, NULL, err) : store_failed(r, err);
 		goto out;
 	}
-	r = service_finish(out, ret_json, err);
-	out = NULL;
+	if (jo_finish(&out, ret_json, NULL) < 0)
+		r = service_oom(err);
 out:
-	json_decref(out);
+	jo_clear(&out);
 	json_decref(body);
 	free(payload);
 	free(meta);
@@ -364,20 +366,22 @@ out:
 
 /* ---- get ----------------------------------------------------------------------- */
 
-/* Builds tuples: each checkpoint appended to arr (or, arr NULL, kept in
- * one), its writes to its pending_writes. */
+/* Writes the tuple of a get: the checkpoint (a second delivery replaces
+ * the first), then its writes into its open pending_writes. */
 typedef struct tuple_sink {
-	json_t *one;           /* get: the tuple */
-	json_t *cur;           /* the tuple the writes that come belong to; NULL = none */
+	json_out out;
+	int has;               /* a checkpoint was written */
+	uint32_t n_writes;     /* writes written after it */
 } tuple_sink;
 
 static int32_t got_tuple(void *ud, const memd_checkpoint *c)
 {
 	tuple_sink *t = ud;
 
-	json_decref(t->one);
-	t->cur = t->one = cj_checkpoint(c, 1);
-	return t->one ? 0 : MEMD_ENOMEM;
+	jo_truncate(&t->out, 0);
+	t->has = 1;
+	t->n_writes = 0;
+	return cj_checkpoint_out(&t->out, c, 1);
 }
 
 /* Append w to the pending writes of the checkpoint object cur (NULL: a
@@ -396,8 +400,13 @@ static int32_t append_write(json_t *cur, const memd_checkpoint_write *w)
 
 static int32_t got_write(void *ud, const memd_checkpoint_write *w)
 {
-	const tuple_sink *t = ud;
-	return append_write(t->cur, w);
+	tuple_sink *t = ud;
+
+	if (!t->has)
+		return 0;
+	if (t->n_writes++)
+		jo_lit(&t->out, ",");
+	return cj_write_out(&t->out, w);
 }
 
 int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const char *sid,
@@ -414,16 +423,21 @@ int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const ch
 	    (r = check_ns(ns, err)) < 0 ||
 	    (checkpoint_id && (r = ej_check_id(checkpoint_id, "checkpoint_id", err)) < 0))
 		return r;
+	jo_init(&t.out);
 	r = store_checkpoint_get(m->sessions, &call, &sc, ns ? ns : "", checkpoint_id,
 				 service_clock_us(m), &sink, err);
-	if (r == 0 && !t.one)
+	if (r == 0 && !t.has)
 		r = memd_error_set(err, MEMD_EINTERNAL, 0, "%s: checkpoint_get delivered nothing",
 				   store_name(m->sessions));
-	if (r < 0) {
-		json_decref(t.one);
-		return store_failed(r, err);
+	if (r < 0 || t.out.error) {
+		r = t.out.error ? service_read_failed(m, &t.out, r, NULL, err) : store_failed(r, err);
+		jo_clear(&t.out);
+		return r;
 	}
-	return service_finish(t.one, ret_json, err);
+	jo_lit(&t.out, "]}");
+	if (jo_finish(&t.out, ret_json, NULL) < 0)
+		return service_oom(err);
+	return 0;
 }
 
 /* ---- list ---------------------------------------------------------------------- */

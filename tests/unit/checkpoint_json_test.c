@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * checkpoint_json's direct writer (cj_checkpoint_out, cj_write_out) against
+ * the jansson objects it replaces on the get and put answers (cj_checkpoint,
+ * cj_write, json_dumps(JSON_COMPACT)): byte for byte when the stored
+ * metadata is jansson's own compact dump (what memd stores) or not an
+ * object, json_equal for any other object text; a string that is not
+ * UTF-8 is refused.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json/checkpoint_json.h"
+
+#define PAYLOAD_MAX 300
+#define WRITES_MAX 3
+
+/* The tuple (full) or summary as the facade built it with jansson. */
+static char *with_jansson(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws,
+			  size_t n)
+{
+	json_t *o = cj_checkpoint(c, full);
+	char *text;
+
+	cr_assert_not_null(o);
+	for (size_t i = 0; full && i < n; i++)
+		cr_assert_eq(json_array_append_new(json_object_get(o, "pending_writes"), cj_write(&ws[i])),
+			     0);
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_not_null(text);
+	return text;
+}
+
+/* The same through the direct writer. */
+static char *direct(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws, size_t n)
+{
+	json_out jo;
+	char *text = NULL;
+
+	jo_init(&jo);
+	cj_checkpoint_out(&jo, c, full);
+	for (size_t i = 0; full && i < n; i++) {
+		if (i)
+			jo_lit(&jo, ",");
+		cj_write_out(&jo, &ws[i]);
+	}
+	if (full)
+		jo_lit(&jo, "]}");
+	cr_assert_eq(jo_finish(&jo, &text, NULL), 0);
+	return text;
+}
+
+static void same(const memd_checkpoint *c, const memd_checkpoint_write *ws, size_t n, int bytes)
+{
+	for (int full = 0; full <= 1; full++) {
+		char *a = with_jansson(c, full, ws, n), *b = direct(c, full, ws, n);
+		json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+		cr_assert_not_null(jb, "not JSON: %s", b);
+		cr_assert(json_equal(ja, jb), "%s\n!=\n%s", a, b);
+		if (bytes)
+			cr_assert_str_eq(b, a);
+		json_decref(ja);
+		json_decref(jb);
+		free(a);
+		free(b);
+	}
+}
+
+Test(checkpoint_json, direct_writer_matches_jansson)
+{
+	static const struct {
+		const char *metadata;
+		int bytes; /* the jansson answer is byte for byte the same */
+	} metas[] = {
+		{ NULL, 1 },
+		{ "{}", 1 },
+		{ "{\"source\":\"loop\",\"step\":3,\"parents\":{},\"w\":[1,2.5,null,true]}", 1 },
+		{ "{\"t\":\"\\u00e9\\n\\\"x\\\"\",\"u\":\"\xc3\xa9\"}", 0 },
+		{ " { \"a\" : 1 } ", 0 },
+		{ "[1,2]", 1 },
+		{ "\"text\"", 1 },
+		{ "not json", 1 },
+		{ "{\"a\":", 1 },
+	};
+	unsigned char payload[PAYLOAD_MAX];
+	memd_checkpoint_write ws[WRITES_MAX] = {
+		{ .struct_size = sizeof(ws[0]), .task_id = "t1", .idx = 0, .channel = "messages",
+		  .type = "json", .value = "{\"a\":1}", .value_size = 7 },
+		{ .struct_size = sizeof(ws[0]), .task_id = "t1", .idx = -1, .channel = NULL,
+		  .type = NULL, .value = "", .value_size = 0 },
+		{ .struct_size = sizeof(ws[0]), .task_id = "t\xc3\xa9\"2", .idx = 7,
+		  .channel = "branch:to:\n", .type = "msgpack", .value = "\0\1\2", .value_size = 3 },
+	};
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (unsigned char)(i * 7 + 3);
+	for (size_t k = 0; k < sizeof(metas) / sizeof(metas[0]); k++) {
+		for (size_t size = 0; size <= 4; size++) {
+			memd_checkpoint c = {
+				.struct_size = sizeof(c), .app = "a", .user = "u", .session = "s\"1",
+				.ns = k % 2 ? "" : "sub:graph", .id = "1ef4f797-8335-6428-8001-8a1503f9b875",
+				.parent_id = k % 3 ? "1ef4f797-8335-6428-8000-8a1503f9b875" : NULL,
+				.type = k % 4 ? "json" : NULL, .payload = payload,
+				.payload_size = size == 4 ? PAYLOAD_MAX : size,
+				.metadata_json = metas[k].metadata, .run_state = (uint32_t)(k % 5),
+				.created_us = 1700000000123456LL, .updated_us = 1700000001000001LL,
+				.expires_us = k % 2 ? 0 : 1800000000000000LL,
+			};
+			same(&c, ws, size % (WRITES_MAX + 1), metas[k].bytes);
+		}
+	}
+}
+
+Test(checkpoint_json, refuses_a_string_that_is_not_utf8)
+{
+	memd_checkpoint c = { .struct_size = sizeof(c), .session = "s", .ns = "", .id = "bad\xff",
+			      .type = "json", .payload = "", .metadata_json = "{}" };
+	json_out jo;
+	char *text = NULL;
+
+	jo_init(&jo);
+	cr_assert_eq(cj_checkpoint_out(&jo, &c, 0), MEMD_EINVAL);
+	cr_assert_eq(jo_finish(&jo, &text, NULL), MEMD_EINVAL);
+	cr_assert_null(text);
+}
