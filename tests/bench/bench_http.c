@@ -3,9 +3,11 @@
 #include "bench_http.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -109,6 +111,45 @@ static double cpu_server_s(void)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Voluntary context switches of this process's threads so far. */
+static double switches_self(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_nvcsw;
+}
+
+/* Voluntary context switches of the running memd serve's threads so far
+ * (0 when none runs): voluntary_ctxt_switches of each /proc/<pid>/task/
+ * <tid>/status (the process's own status counts its first thread only). */
+static double switches_server(void)
+{
+	char path[PATH_MAX], line[256];
+	unsigned long long sum = 0, n;
+	struct dirent *d;
+	DIR *dir;
+
+	if (bench.memd_pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)bench.memd_pid);
+	if (!(dir = opendir(path)))
+		return 0;
+	while ((d = readdir(dir))) {
+		FILE *f;
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)bench.memd_pid, d->d_name);
+		if (!(f = fopen(path, "r")))
+			continue; /* the thread ended */
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1)
+				sum += n;
+		fclose(f);
+	}
+	closedir(dir);
+	return (double)sum;
+}
+
 /* ---- running C workers for the bench time --------------------------------------- */
 
 typedef struct warg {
@@ -139,7 +180,7 @@ bench_result bench_run_phase(bench_one_fn one, void *ctx, int threads)
 	warg args[BENCH_MAX_CONNS];
 	struct bench_samples all = { 0 };
 	int64_t t0, t1;
-	double self0, server0;
+	double self0, server0, sw_self0, sw_server0;
 	bench_result r;
 
 	memset(&p, 0, sizeof(p));
@@ -155,6 +196,8 @@ bench_result bench_run_phase(bench_one_fn one, void *ctx, int threads)
 	t0 = now_ns();
 	self0 = cpu_self_s();
 	server0 = cpu_server_s();
+	sw_self0 = switches_self();
+	sw_server0 = switches_server();
 	atomic_store(&p.go, 1);
 	usleep((useconds_t)(bench.seconds * 1e6));
 	atomic_store(&p.stop, 1);
@@ -163,6 +206,8 @@ bench_result bench_run_phase(bench_one_fn one, void *ctx, int threads)
 	t1 = now_ns();
 	r.cpu_self_us = (cpu_self_s() - self0) * BENCH_US_PER_SEC;
 	r.cpu_server_us = (cpu_server_s() - server0) * BENCH_US_PER_SEC;
+	r.sw_self = switches_self() - sw_self0;
+	r.sw_server = switches_server() - sw_server0;
 	for (int i = 0; i < threads; i++) {
 		for (size_t k = 0; k < p.lat[i].n; k++)
 			add_sample(&all, p.lat[i].v[k]);
@@ -172,6 +217,8 @@ bench_result bench_run_phase(bench_one_fn one, void *ctx, int threads)
 	r.rate = (double)all.n / ((double)(t1 - t0) / NS_PER_SEC);
 	r.cpu_self_us /= all.n ? (double)all.n : 1;
 	r.cpu_server_us /= all.n ? (double)all.n : 1;
+	r.sw_self /= all.n ? (double)all.n : 1;
+	r.sw_server /= all.n ? (double)all.n : 1;
 	r.p50_ms = all.n ? (double)all.v[(size_t)((double)(all.n - 1) * P50)] / NS_PER_MS : 0;
 	r.p99_ms = all.n ? (double)all.v[(size_t)((double)(all.n - 1) * P99)] / NS_PER_MS : 0;
 	free(all.v);

@@ -41,6 +41,10 @@ extern bench_run bench;
 typedef struct bench_result {
 	double rate, p50_ms, p99_ms;
 	double cpu_self_us, cpu_server_us; /* CPU per request: this process, memd serve */
+	/* Voluntary context switches per request (a thread going to sleep:
+	 * each is a wake-up to come), memd serve's and this process's; less
+	 * sensitive to a busy machine than CPU time. */
+	double sw_server, sw_self;
 } bench_result;
 
 typedef struct bench_phase bench_phase;

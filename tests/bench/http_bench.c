@@ -255,8 +255,9 @@ static const char *group_text(double group)
 
 static void print_row(const char *op, const char *via, int threads, bench_result r, const char *note)
 {
-	printf("%-30s %-16s %5d %12.0f %9.3f %9.3f %9.1f %9.1f  %s\n", op, via, threads, r.rate,
-	       r.p50_ms, r.p99_ms, r.cpu_server_us, r.cpu_self_us, note);
+	printf("%-30s %-16s %5d %12.0f %9.3f %9.3f %9.1f %9.1f %7.2f  %s\n", op, via, threads, r.rate,
+	       r.p50_ms, r.p99_ms, r.cpu_server_us, r.cpu_self_us,
+	       r.cpu_server_us > 0 ? r.sw_server : r.sw_self, note);
 }
 
 int main(int argc, char **argv)
@@ -308,8 +309,8 @@ int main(int argc, char **argv)
 	printf("memd http_bench: %d connections/threads, %.1f s per run, server.threads %d, "
 	       "SQLite WAL synchronous=FULL, in %s\n\n", bench.conns, bench.seconds,
 	       bench.server_threads, bench.work_dir);
-	printf("%-30s %-16s %5s %12s %9s %9s %9s %9s  %s\n", "operation", "via", "conns", "req/s",
-	       "p50 ms", "p99 ms", "srv us", "cli us", "ratio");
+	printf("%-30s %-16s %5s %12s %9s %9s %9s %9s %7s  %s\n", "operation", "via", "conns", "req/s",
+	       "p50 ms", "p99 ms", "srv us", "cli us", "sleeps", "ratio");
 	snprintf(note, sizeof(note), "HTTP = %.0f%% of the facade", PERCENT * ctx_http.rate / ctx_facade.rate);
 	print_row("GET context (20 events)", "HTTP", bench.conns, ctx_http, note);
 	if (base && *base) {
@@ -331,7 +332,9 @@ int main(int argc, char **argv)
 	print_row("memd_events_append (1 event)", "facade", bench.conns, app_facade, note);
 	print_row("INSERT, 1 txn each (naive)", "raw sqlite3", 1, naive, "reference");
 	printf("\nsrv us / cli us: CPU time (user + system, all threads) per request of memd serve "
-	       "and of this process (the load generator, or the facade in-process).\n");
+	       "and of this process (the load generator, or the facade in-process); sleeps: "
+	       "voluntary context switches per request (each a wake-up) of memd serve's threads, "
+	       "or of this process's for the in-process rows.\n");
 	{
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		double http_cpu = app_http.cpu_server_us + app_http.cpu_self_us;
