@@ -178,14 +178,150 @@ int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w)
 
 /* ---- parsing ----------------------------------------------------------------- */
 
+/* The deepest metadata cj_put_scan reads itself (deeper: jansson's path,
+ * which counts the depth as it always did). */
+#define SCAN_DEPTH_MAX 64
+
+typedef struct scan {
+	const char *p;
+} scan;
+
+static void scan_ws(scan *sc)
+{
+	while (*sc->p == ' ' || *sc->p == '\t' || *sc->p == '\n' || *sc->p == '\r')
+		sc->p++;
+}
+
+/* A string without escapes or control characters, valid UTF-8, at sc->p
+ * (its opening quote): its characters into *ret; 0 for another. */
+static int scan_string(scan *sc, cj_span *ret)
+{
+	const char *start;
+
+	if (*sc->p != '"')
+		return 0;
+	start = ++sc->p;
+	while (*sc->p != '"') {
+		unsigned char c = (unsigned char)*sc->p;
+		if (c < ' ' || c == '\\')
+			return 0; /* a control character, an escape, or the end */
+		sc->p++;
+	}
+	ret->p = start;
+	ret->len = (size_t)(sc->p - start);
+	sc->p++;
+	return ej_utf8_valid(ret->p, ret->len);
+}
+
+static int scan_null(scan *sc)
+{
+	if (strncmp(sc->p, "null", 4) != 0)
+		return 0;
+	sc->p += 4;
+	return 1;
+}
+
+/* An object's text at sc->p, its end found by nesting outside strings
+ * (jansson checks the text itself); 0 past SCAN_DEPTH_MAX or the end. */
+static int scan_object(scan *sc, cj_span *ret)
+{
+	const char *start = sc->p;
+	int depth = 0, in_string = 0;
+
+	if (*sc->p != '{')
+		return 0;
+	for (; *sc->p; sc->p++) {
+		char c = *sc->p;
+		if (in_string) {
+			if (c == '\\' && sc->p[1])
+				sc->p++;
+			else if (c == '"')
+				in_string = 0;
+		} else if (c == '"') {
+			in_string = 1;
+		} else if (c == '{' || c == '[') {
+			if (++depth > SCAN_DEPTH_MAX)
+				return 0;
+		} else if ((c == '}' || c == ']') && --depth == 0) {
+			sc->p++;
+			ret->p = start;
+			ret->len = (size_t)(sc->p - start);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int cj_put_scan(const char *body, cj_put_body *ret)
+{
+	static const char *const names[] = { "parent_checkpoint_id", "type", "checkpoint",
+					     "metadata", "run_state" };
+	enum { PARENT, TYPE, CHECKPOINT, METADATA, RUN_STATE, N_MEMBERS };
+	cj_put_body b = { 0 };
+	cj_span *slot[N_MEMBERS] = { &b.parent_checkpoint_id, &b.type, &b.checkpoint,
+				     &b.metadata, &b.run_state };
+	int seen[N_MEMBERS] = { 0 };
+	scan sc = { body };
+
+	if (!body)
+		return 0;
+	scan_ws(&sc);
+	if (*sc.p != '{')
+		return 0;
+	sc.p++;
+	scan_ws(&sc);
+	while (*sc.p != '}') {
+		cj_span key;
+		int k;
+
+		if (!scan_string(&sc, &key))
+			return 0;
+		for (k = 0; k < N_MEMBERS; k++)
+			if (strlen(names[k]) == key.len && memcmp(names[k], key.p, key.len) == 0)
+				break;
+		if (k == N_MEMBERS || seen[k]++)
+			return 0; /* another member, or one again */
+		scan_ws(&sc);
+		if (*sc.p != ':')
+			return 0;
+		sc.p++;
+		scan_ws(&sc);
+		if (*sc.p == 'n') {
+			if ((k == TYPE || k == CHECKPOINT) || !scan_null(&sc))
+				return 0; /* null type or checkpoint: jansson's path says why */
+		} else if (k == METADATA ? !scan_object(&sc, slot[k]) : !scan_string(&sc, slot[k])) {
+			return 0;
+		}
+		scan_ws(&sc);
+		if (*sc.p == ',') {
+			sc.p++;
+			scan_ws(&sc);
+			if (*sc.p == '}')
+				return 0; /* a trailing comma */
+		} else if (*sc.p != '}') {
+			return 0;
+		}
+	}
+	sc.p++;
+	scan_ws(&sc);
+	if (*sc.p || !seen[TYPE] || !seen[CHECKPOINT])
+		return 0;
+	*ret = b;
+	return 1;
+}
+
 int32_t cj_bytes(const json_t *v, const char *what, void **ret, size_t *ret_len,
 		 memd_error *err)
 {
-	int r;
-
 	if (!json_is_string(v))
 		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be a base64 string", what);
-	r = b64_decode(json_string_value(v), json_string_length(v), B64_STD, ret, ret_len);
+	return cj_bytes_text(json_string_value(v), json_string_length(v), what, ret, ret_len, err);
+}
+
+int32_t cj_bytes_text(const char *text, size_t len, const char *what, void **ret,
+		      size_t *ret_len, memd_error *err)
+{
+	int r = b64_decode(text, len, B64_STD, ret, ret_len);
 	if (r == -2)
 		return memd_error_set(err, MEMD_ENOMEM, 0, "out of memory");
 	if (r < 0)

@@ -48,6 +48,38 @@ int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full);
 /* cj_write's object written by jo; returns jo's sticky error. */
 int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w);
 
+/* A part of a text (not NUL-terminated); p NULL: none. */
+typedef struct cj_span {
+	const char *p;
+	size_t len;
+} cj_span;
+
+/* The members of a checkpoint put's body (PUT .../checkpoints/{id}) as
+ * parts of its text: strings without their quotes, metadata as its
+ * object's text; a member absent or null has p NULL. */
+typedef struct cj_put_body {
+	cj_span parent_checkpoint_id;
+	cj_span type;
+	cj_span checkpoint;
+	cj_span metadata;
+	cj_span run_state;
+} cj_put_body;
+
+/* Read body as a put's body without building a tree: 1 and *ret when it
+ * is a JSON object of only those members, each at most once, "type" and
+ * "checkpoint" strings, "parent_checkpoint_id" and "run_state" strings or
+ * null, "metadata" an object or null, every string valid UTF-8 without
+ * escapes or control characters (base64, ids, names); then json_loads
+ * (JSON_REJECT_DUPLICATES) of body gives the same members, but for the
+ * metadata object, which the caller parses (it may still be refused).
+ * 0 for any other body, which the caller parses with jansson (and reports
+ * its faults as it always did). Allocates nothing. */
+int cj_put_scan(const char *body, cj_put_body *ret);
+
+/* cj_bytes of the len characters of a JSON string's value at text. */
+int32_t cj_bytes_text(const char *text, size_t len, const char *what, void **ret,
+		      size_t *ret_len, memd_error *err);
+
 /* v (a member named what) as the bytes of its base64 text into malloc'd
  * *ret (*ret_len bytes): MEMD_EINVAL "<what>: must be a base64 string"
  * when v is not a string of standard, padded base64; MEMD_ENOMEM. */

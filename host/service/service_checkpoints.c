@@ -52,17 +52,23 @@ static int32_t check_ns(const char *ns, memd_error *err)
 	return ns && *ns ? ej_check_id(ns, "checkpoint_ns", err) : 0;
 }
 
+/* A type tag: the n bytes at s (NUL-terminated after them). */
+static int32_t check_type_text(const char *s, size_t n, const char *what, memd_error *err)
+{
+	if (n == 0 || n > CHECKPOINT_TYPE_MAX || strlen(s) != n || !ej_utf8_valid(s, n))
+		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be 1..%d bytes of UTF-8", what,
+				      CHECKPOINT_TYPE_MAX);
+	return 0;
+}
+
 static int32_t check_type(json_t *v, const char *what, const char **ret, memd_error *err)
 {
-	size_t n;
+	int32_t r;
 
 	if (!json_is_string(v))
 		return memd_error_set(err, MEMD_EINVAL, 0, "%s: required, a string", what);
-	n = json_string_length(v);
-	if (n == 0 || n > CHECKPOINT_TYPE_MAX || strlen(json_string_value(v)) != n ||
-	    !ej_utf8_valid(json_string_value(v), n))
-		return memd_error_set(err, MEMD_EINVAL, 0, "%s: must be 1..%d bytes of UTF-8", what,
-				      CHECKPOINT_TYPE_MAX);
+	if ((r = check_type_text(json_string_value(v), json_string_length(v), what, err)) < 0)
+		return r;
 	*ret = json_string_value(v);
 	return 0;
 }
@@ -157,6 +163,121 @@ bad:
 static const char *const put_fields[] = { "parent_checkpoint_id", "type", "checkpoint",
 					  "metadata", "run_state", NULL };
 
+/* What a put's body gives the checkpoint: the type, parent and run state
+ * (strings in strs), the payload and the metadata text. */
+typedef struct put_body {
+	char *strs;        /* malloc'd: c's type and parent when read by put_scanned */
+	void *payload;     /* malloc'd */
+	size_t payload_len;
+	char *meta;        /* malloc'd: jansson's compact dump */
+} put_body;
+
+static void put_body_clear(put_body *f)
+{
+	free(f->strs);
+	free(f->payload);
+	free(f->meta);
+	memset(f, 0, sizeof(*f));
+}
+
+/* span's characters NUL-terminated at *at (advanced past them); NULL for
+ * an absent span. */
+static const char *span_copy(const cj_span *span, char **at)
+{
+	char *s = *at;
+
+	if (!span->p)
+		return NULL;
+	memcpy(s, span->p, span->len);
+	s[span->len] = '\0';
+	*at = s + span->len + 1;
+	return s;
+}
+
+/* A put's body read without a tree (cj_put_scan) into c and f, checked
+ * as the jansson path checks it, in the same order: 1 when read so, 0
+ * when the body takes the jansson path (nothing kept), or a MEMD_E*
+ * code. */
+static int32_t put_scanned(const char *body_json, memd_checkpoint *c, put_body *f,
+			   memd_error *err)
+{
+	cj_put_body b;
+	json_t *meta = NULL;
+	char *at;
+	char state[CHECKPOINT_TYPE_MAX + 1];
+	int32_t r;
+
+	if (!cj_put_scan(body_json, &b))
+		return 0;
+	/* Metadata jansson refuses (duplicate keys, numbers out of range...)
+	 * is told as a body that is not valid JSON: the jansson path does. */
+	if (b.metadata.p &&
+	    !(meta = json_loadb(b.metadata.p, b.metadata.len, JSON_REJECT_DUPLICATES, NULL)))
+		return 0;
+	if (!(f->strs = malloc(b.type.len + b.parent_checkpoint_id.len + 2))) {
+		r = service_oom(err);
+		goto fail;
+	}
+	at = f->strs;
+	c->type = span_copy(&b.type, &at);
+	c->parent_id = span_copy(&b.parent_checkpoint_id, &at);
+	if ((r = check_type_text(c->type, b.type.len, "type", err)) < 0 ||
+	    (c->parent_id && (r = ej_check_id(c->parent_id, "parent_checkpoint_id", err)) < 0))
+		goto fail;
+	if (b.run_state.p) {
+		/* Longer than any state's name: refused as another name. */
+		size_t n = b.run_state.len < sizeof(state) ? b.run_state.len : sizeof(state) - 1;
+		memcpy(state, b.run_state.p, n);
+		state[n] = '\0';
+		if (n < b.run_state.len)
+			state[0] = '\0';
+		if ((r = cj_run_state_parse(state, "run_state", &c->run_state, err)) < 0)
+			goto fail;
+	}
+	if ((r = cj_bytes_text(b.checkpoint.p, b.checkpoint.len, "checkpoint", &f->payload,
+			       &f->payload_len, err)) < 0)
+		goto fail;
+	if (!(f->meta = meta ? ej_dump(meta) : strdup("{}"))) {
+		r = service_oom(err);
+		goto fail;
+	}
+	json_decref(meta);
+	return 1;
+fail:
+	json_decref(meta);
+	put_body_clear(f);
+	return r;
+}
+
+/* The same from the body's jansson tree (kept in *body: c's strings point
+ * into it). */
+static int32_t put_parsed(const char *body_json, json_t **body, memd_checkpoint *c,
+			  put_body *f, memd_error *err)
+{
+	json_t *v;
+	int32_t r;
+
+	if ((r = service_parse_body(body_json, body, err)) < 0)
+		return r;
+	if ((r = service_check_fields(*body, put_fields, err)) < 0 ||
+	    (r = check_type(json_object_get(*body, "type"), "type", &c->type, err)) < 0 ||
+	    (r = service_opt_string_field(*body, "parent_checkpoint_id", &c->parent_id, err)) < 0 ||
+	    (c->parent_id &&
+	     (r = ej_check_id(c->parent_id, "parent_checkpoint_id", err)) < 0) ||
+	    (r = opt_run_state(*body, &c->run_state, err)) < 0)
+		return r;
+	if (!(v = json_object_get(*body, "checkpoint")))
+		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint: required, a base64 string");
+	if ((r = cj_bytes(v, "checkpoint", &f->payload, &f->payload_len, err)) < 0)
+		return r;
+	v = json_object_get(*body, "metadata");
+	if (v && !json_is_null(v) && !json_is_object(v))
+		return memd_error_set(err, MEMD_EINVAL, 0, "metadata: must be a JSON object");
+	if (!(f->meta = v && !json_is_null(v) ? ej_dump(v) : strdup("{}")))
+		return service_oom(err);
+	return 0;
+}
+
 /* Writes a delivered checkpoint's summary into the json_out ud (a second
  * delivery replaces the first). */
 static int32_t got_summary(void *ud, const memd_checkpoint *c)
@@ -177,50 +298,32 @@ int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const ch
 	const settings_checkpoints *cfg;
 	memd_checkpoint_sink sink = { sizeof(sink), NULL, got_summary, NULL };
 	json_out out;
-	json_t *body = NULL, *v;
-	void *payload = NULL;
-	size_t payload_len = 0;
-	char *meta = NULL;
+	json_t *body = NULL;
+	put_body f = { 0 };
 	int64_t now = service_clock_us(m);
 	int32_t r;
 
-	jo_init(&out);
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
 	    (r = check_ns(ns, err)) < 0 ||
-	    (r = ej_check_id(checkpoint_id, "checkpoint_id", err)) < 0 ||
-	    (r = service_parse_body(body_json, &body, err)) < 0)
+	    (r = ej_check_id(checkpoint_id, "checkpoint_id", err)) < 0)
 		return r;
-	if ((r = service_check_fields(body, put_fields, err)) < 0 ||
-	    (r = check_type(json_object_get(body, "type"), "type", &c.type, err)) < 0 ||
-	    (r = service_opt_string_field(body, "parent_checkpoint_id", &c.parent_id, err)) < 0 ||
-	    (c.parent_id &&
-	     (r = ej_check_id(c.parent_id, "parent_checkpoint_id", err)) < 0) ||
-	    (r = opt_run_state(body, &c.run_state, err)) < 0)
+	jo_init(&out);
+	/* The usual body (ids, a type, base64, a small metadata object) is
+	 * read without jansson's tree of the whole body; any other, and any
+	 * fault, goes the jansson way. */
+	if ((r = put_scanned(body_json, &c, &f, err)) == 0)
+		r = put_parsed(body_json, &body, &c, &f, err);
+	if (r < 0)
 		goto out;
-	if (!(v = json_object_get(body, "checkpoint"))) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "checkpoint: required, a base64 string");
-		goto out;
-	}
-	if ((r = cj_bytes(v, "checkpoint", &payload, &payload_len, err)) < 0)
-		goto out;
-	v = json_object_get(body, "metadata");
-	if (v && !json_is_null(v) && !json_is_object(v)) {
-		r = memd_error_set(err, MEMD_EINVAL, 0, "metadata: must be a JSON object");
-		goto out;
-	}
-	if (!(meta = v && !json_is_null(v) ? ej_dump(v) : strdup("{}"))) {
-		r = service_oom(err);
-		goto out;
-	}
 	cfg = &settings_app_for(&m->set, app)->checkpoints;
 	c.app = app;
 	c.user = user;
 	c.session = sid;
 	c.ns = ns ? ns : "";
 	c.id = checkpoint_id;
-	c.payload = payload;
-	c.payload_size = payload_len;
-	c.metadata_json = meta;
+	c.payload = f.payload;
+	c.payload_size = f.payload_len;
+	c.metadata_json = f.meta;
 	c.expires_us = cfg->timeout_s ? now + cfg->timeout_s * US_PER_SEC : 0;
 	if ((r = store_checkpoint_put(m->sessions, &call, &c, 1, now, NULL, err)) < 0) {
 		r = store_failed(r, err);
@@ -236,13 +339,11 @@ int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const ch
 		r = out.error ? service_read_failed(m, &out, r, NULL, err) : store_failed(r, err);
 		goto out;
 	}
-	if (jo_finish(&out, ret_json, NULL) < 0)
-		r = service_oom(err);
+	r = jo_finish(&out, ret_json, NULL) < 0 ? service_oom(err) : 0;
 out:
 	jo_clear(&out);
 	json_decref(body);
-	free(payload);
-	free(meta);
+	put_body_clear(&f);
 	return r;
 }
 

@@ -596,6 +596,19 @@ STORES(bad_input_is_a_clear_400_and_changes_nothing)
 	expect_error("PUT", CKS "/0002",
 		     "{\"type\": \"json\", \"checkpoint\": \"" B64_HELLO "\", \"run_state\": \"paused\"}",
 		     400, "invalid_request", "run_state: must be running, interrupted or done");
+	/* Faults the put's scan leaves to jansson, or finds itself, told alike. */
+	expect_error("PUT", CKS "/0002",
+		     "{\"type\":\"json\",\"checkpoint\":\"" B64_HELLO "\",\"metadata\":{\"a\":1,\"a\":2}}",
+		     400, "invalid_request", "body is not valid JSON");
+	expect_error("PUT", CKS "/0002",
+		     "{\"type\":\"json\",\"checkpoint\":\"" B64_HELLO "\",\"checkpoint\":\"" B64_HELLO "\"}",
+		     400, "invalid_request", "body is not valid JSON");
+	expect_error("PUT", CKS "/0002",
+		     "{\"type\":\"\",\"checkpoint\":\"" B64_HELLO "\"}", 400, "invalid_request",
+		     "type: must be 1..256 bytes of UTF-8");
+	expect_error("PUT", CKS "/0002",
+		     "{\"type\":\"json\",\"checkpoint\":\"" B64_HELLO "\",\"parent_checkpoint_id\":\"a/b\"}",
+		     400, "invalid_request", "parent_checkpoint_id: contains '/'");
 	expect_error("PUT", CKS "/0002",
 		     "{\"type\": \"json\", \"checkpoint\": \"" B64_HELLO "\", \"colour\": 1}", 400,
 		     "invalid_request", "colour");

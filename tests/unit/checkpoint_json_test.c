@@ -16,6 +16,7 @@
 
 #define PAYLOAD_MAX 300
 #define WRITES_MAX 3
+#define DEEP 70 /* metadata nesting past the scan's own limit */
 
 /* The tuple (full) or summary as the facade built it with jansson. */
 static char *with_jansson(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws,
@@ -125,4 +126,109 @@ Test(checkpoint_json, refuses_a_string_that_is_not_utf8)
 	cr_assert_eq(cj_checkpoint_out(&jo, &c, 0), MEMD_EINVAL);
 	cr_assert_eq(jo_finish(&jo, &text, NULL), MEMD_EINVAL);
 	cr_assert_null(text);
+}
+
+/* span equals the JSON member key of o (a string, or an object's compact
+ * dump for metadata); absent or null: p NULL. */
+static void span_is(const cj_span *span, json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v || json_is_null(v)) {
+		cr_assert_null(span->p, "%s: not absent", key);
+		return;
+	}
+	cr_assert_not_null(span->p, "%s: absent", key);
+	if (json_is_string(v)) {
+		cr_assert_eq(span->len, json_string_length(v), "%s", key);
+		cr_assert(memcmp(span->p, json_string_value(v), span->len) == 0, "%s", key);
+	} else {
+		json_t *w = json_loadb(span->p, span->len, 0, NULL);
+		cr_assert(json_equal(v, w), "%s: %.*s", key, (int)span->len, span->p);
+		json_decref(w);
+	}
+}
+
+Test(checkpoint_json, put_scan_reads_the_usual_bodies_as_jansson_does)
+{
+	static const char *const bodies[] = {
+		"{\"type\":\"json\",\"checkpoint\":\"eyJhIjoxfQ==\"}",
+		" {\n\t\"parent_checkpoint_id\" : \"1ef-1\" , \"type\":\"json\",\"checkpoint\":\"\","
+		"\"metadata\":{\"source\":\"loop\",\"step\":-1,\"parents\":{},\"x\":[1,{\"y\":null}]},"
+		"\"run_state\":\"interrupted\"}\r\n",
+		"{\"checkpoint\":\"QQ==\",\"metadata\":null,\"run_state\":null,"
+		"\"parent_checkpoint_id\":null,\"type\":\"t\xc3\xa9\"}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"metadata\":{\"a\":\"}\\\"{[\",\"b\":\"\\\\\"}}",
+		"{\"type\":\"not base64!\",\"checkpoint\":\"%%%\",\"run_state\":\"sleeping\"}",
+	};
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		cj_put_body b;
+		json_t *o = json_loads(bodies[i], JSON_REJECT_DUPLICATES, NULL);
+		cr_assert_not_null(o, "%s", bodies[i]);
+		cr_assert_eq(cj_put_scan(bodies[i], &b), 1, "%s", bodies[i]);
+		span_is(&b.parent_checkpoint_id, o, "parent_checkpoint_id");
+		span_is(&b.type, o, "type");
+		span_is(&b.checkpoint, o, "checkpoint");
+		span_is(&b.metadata, o, "metadata");
+		span_is(&b.run_state, o, "run_state");
+		json_decref(o);
+	}
+}
+
+Test(checkpoint_json, put_scan_leaves_every_other_body_to_jansson)
+{
+	static const char *const bodies[] = {
+		NULL, "", "   ", "{", "{}", "[]", "null",
+		"{\"type\":\"json\"}",                                   /* no checkpoint */
+		"{\"checkpoint\":\"QQ==\"}",                             /* no type */
+		"{\"type\":null,\"checkpoint\":\"QQ==\"}",
+		"{\"type\":\"json\",\"checkpoint\":null}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\"} x",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\"}{}",
+		"{\"type\":\"json\",\"type\":\"json\",\"checkpoint\":\"QQ==\"}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"extra\":1}",
+		"{\"type\":\"js\\u006fn\",\"checkpoint\":\"QQ==\"}",       /* an escape */
+		"{\"type\":\"js\\non\",\"checkpoint\":\"QQ==\"}",
+		"{\"type\":\"js\ton\",\"checkpoint\":\"QQ==\"}",          /* a control character */
+		"{\"type\":\"\xff\",\"checkpoint\":\"QQ==\"}",            /* not UTF-8 */
+		"{\"type\":\"\xff\"null,\"checkpoint\":\"QQ==\"}",
+		"{\"parent_checkpoint_id\":\"\xff\"null,\"type\":\"j\",\"checkpoint\":\"QQ==\"}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"parent_checkpoint_id\":7}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"parent_checkpoint_id\":nul}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"run_state\":true}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"metadata\":[1]}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"metadata\":\"{}\"}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"metadata\":{\"a\":1}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==\",\"metadata\":{\"a\":\"\\",
+		"{\"type\":\"json\" \"checkpoint\":\"QQ==\"}",
+		"{\"type\" \"json\",\"checkpoint\":\"QQ==\"}",
+		"{type:\"json\",\"checkpoint\":\"QQ==\"}",
+		"{\"type\":\"json\",\"checkpoint\":\"QQ==",
+	};
+	char deep[1024];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		cj_put_body b;
+		cr_assert_eq(cj_put_scan(bodies[i], &b), 0, "%s", bodies[i] ? bodies[i] : "(null)");
+	}
+	/* Metadata nested deeper than the scan reads itself. */
+	n += (size_t)snprintf(deep, sizeof(deep), "{\"type\":\"j\",\"checkpoint\":\"\",\"metadata\":");
+	for (int d = 0; d < DEEP; d++)
+		n += (size_t)snprintf(deep + n, sizeof(deep) - n, "{\"a\":");
+	deep[n++] = '1';
+	for (int d = 0; d <= DEEP; d++)
+		deep[n++] = '}';
+	deep[n] = '\0';
+	{
+		json_t *o = json_loads(deep, 0, NULL);
+		cr_assert_not_null(o);
+		json_decref(o);
+	}
+	{
+		cj_put_body b;
+		cr_assert_eq(cj_put_scan(deep, &b), 0);
+	}
 }
