@@ -2,7 +2,8 @@
 // @memd/client: a typed client of memd's REST API.
 
 export {
-  MemdClient, OPERATIONS, DEFAULT_RETRIES, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS, DEFAULT_TIMEOUT_MS,
+  MemdClient, OPERATIONS, DEFAULT_MAX_CONNECTIONS, DEFAULT_RETRIES, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS,
+  DEFAULT_TIMEOUT_MS,
   type ArtifactData, type ArtifactInput, type MemdClientOptions, type PutArtifactOptions,
 } from './client.js';
 export { MemdError, RETRY_AFTER_MAX_MS, type ClientErrorCode } from './transport.js';

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The HTTP transport under MemdClient: one request, with a timeout per
 // attempt, the caller's AbortSignal, retries with backoff (Retry-After
-// wins), and every failure as a MemdError. Web APIs only (fetch,
-// AbortController, setTimeout): runs in browsers and Node 18+.
+// wins), and every failure as a MemdError. Each attempt is an Exchange:
+// fetch (browsers, and wherever fetch is asked for), or node:http under
+// Node (node_transport.ts). Web APIs only here (AbortController,
+// setTimeout): runs in browsers and Node 18+.
 
 import { uuidv7 } from './ids.js';
 
@@ -54,15 +56,66 @@ export class MemdError extends Error {
   }
 }
 
+/** An answer's headers as the client reads them (fetch's Headers is one). */
+export interface AnswerHeaders {
+  /** The header's value (repeats joined with ", "), or null. */
+  get(name: string): string | null;
+}
+
+/** A request body as an exchange sends it. */
+export type ExchangeBody = Uint8Array | string | undefined;
+
+/** One attempt's answer, read whole. */
+export interface ExchangeAnswer {
+  status: number;
+  headers: AnswerHeaders;
+  bytes: Uint8Array;
+}
+
+/** One attempt on its way: its answer, and a way to stop it (the answer then rejects). */
+export interface Pending {
+  answer: Promise<ExchangeAnswer>;
+  cancel(reason?: unknown): void;
+}
+
+/**
+ * Sends one request (target: path and query, appended to the base URL's
+ * path) and reads its answer whole; the answer rejects on a network error
+ * or a cancel. May set headers it needs on `headers` (the same each
+ * attempt).
+ */
+export type Exchange = (
+  method: string, target: string, headers: Record<string, string>, body: ExchangeBody,
+) => Pending;
+
+/** The Exchange over fetch f, to baseUrl (trailing slashes dropped). */
+export function fetchExchange(f: typeof fetch, baseUrl: string): Exchange {
+  const base = baseUrl.replace(/\/+$/, '');
+  return (method, target, headers, body) => {
+    const controller = new AbortController();
+    const answer = (async (): Promise<ExchangeAnswer> => {
+      const res = await f(base + target, {
+        method,
+        headers,
+        body: body as BodyInit | undefined, /* Uint8Array<ArrayBufferLike>: every fetch takes it */
+        signal: controller.signal,
+      });
+      /* The timeout covers the body too: a server that stalls mid-answer times out. */
+      return { status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) };
+    })();
+    return { answer, cancel: (reason) => controller.abort(reason) };
+  };
+}
+
 /** The transport's settings (MemdClient's constructor options, resolved). */
 export interface TransportConfig {
-  baseUrl: string;
   apiKey?: string;
   timeoutMs: number;
   retries: number;
   retryBaseMs: number;
   retryMaxMs: number;
-  fetch: typeof fetch;
+  /** How each attempt goes (fetchExchange, or NodeExchange's). */
+  exchange: Exchange;
   headers: Record<string, string>;
 }
 
@@ -87,7 +140,7 @@ export interface TransportRequest {
 /** An answer (2xx or not) read whole. */
 export interface TransportResponse {
   status: number;
-  headers: Headers;
+  headers: AnswerHeaders;
   bytes: Uint8Array;
   requestId: string;
   /** True when an earlier attempt may have reached memd and done its work. */
@@ -228,32 +281,28 @@ export async function send(config: TransportConfig, req: TransportRequest): Prom
     requestId = uuidv7();
     headers['X-Request-Id'] = requestId;
   }
-  const url = config.baseUrl.replace(/\/+$/, '') + req.target;
   const timeoutMs = req.timeoutMs ?? config.timeoutMs;
   const userSignal = req.signal;
   let earlierAttemptUnknown = false;
+  /* A Blob is read once, not once an attempt. */
+  const body: ExchangeBody = typeof Blob !== 'undefined' && req.body instanceof Blob
+    ? new Uint8Array(await req.body.arrayBuffer())
+    : req.body as ExchangeBody;
 
   for (let attempt = 0; ; attempt++) {
     if (userSignal?.aborted) throw abortedError(requestId, userSignal);
-    const controller = new AbortController();
     let timedOut = false;
-    const onAbort = () => controller.abort(userSignal!.reason);
+    const pending = config.exchange(req.method, req.target, headers, body);
+    const onAbort = () => pending.cancel(userSignal!.reason);
     userSignal?.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort();
+      pending.cancel();
     }, timeoutMs);
-    let res: Response;
-    let bytes: Uint8Array;
+    let res: ExchangeAnswer;
     try {
-      res = await config.fetch(url, {
-        method: req.method,
-        headers,
-        body: req.body as BodyInit | undefined, /* Uint8Array<ArrayBufferLike>: every fetch takes it */
-        signal: controller.signal,
-      });
       /* The timeout covers the body too: a server that stalls mid-answer times out. */
-      bytes = new Uint8Array(await res.arrayBuffer());
+      res = await pending.answer;
     } catch (cause) {
       if (userSignal?.aborted) throw abortedError(requestId, userSignal);
       const error = new MemdError({
@@ -277,7 +326,7 @@ export async function send(config: TransportConfig, req: TransportRequest): Prom
     const answer: TransportResponse = {
       status: res.status,
       headers: res.headers,
-      bytes,
+      bytes: res.bytes,
       requestId: res.headers.get('x-request-id') ?? requestId,
       earlierAttemptUnknown,
     };

@@ -35,12 +35,18 @@ test('every operationId of api/openapi.yaml but the MCP ones has a method', () =
   assert.deepEqual([...OPERATIONS].sort(), [...wanted].sort());
 });
 
-test('src imports no node: module (browsers and Node 18+)', () => {
+test('src imports no node: module but node_transport.js\'s, on demand (browsers and Node 18+)', () => {
   const dir = path.join(packageRoot, 'dist/src');
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.js'));
   assert.ok(files.includes('client.js'));
   for (const f of files) {
     const text = fs.readFileSync(path.join(dir, f), 'utf8');
     assert.doesNotMatch(text, /from\s+['"]node:|require\(|\bBuffer\b|\bprocess\./, `${f} uses a Node API`);
+    /* The node transport loads node:http and node:https on its first
+     * request, by a dynamic import a bundler leaves alone. */
+    const dynamic = [...text.matchAll(/import\(([^)]*)\)/g)].map((m) => m[1]);
+    assert.deepEqual(dynamic, f === 'node_transport.js'
+      ? ["/* webpackIgnore: true */ /* @vite-ignore */ 'node:https'", "/* webpackIgnore: true */ /* @vite-ignore */ 'node:http'"]
+      : [], `${f}'s dynamic imports`);
   }
 });
