@@ -333,11 +333,16 @@ static int32_t exec_const(sq_conn *c, const char *sql, char *ret_text, size_t te
 	return 0;
 }
 
-static void conn_close(sq_conn *c)
+/* Close c; *reprepared (may be NULL) grows by the times SQLite prepared its cached
+ * statements again (a schema change, or a plan tied to a bound value). */
+static void conn_close(sq_conn *c, uint64_t *reprepared)
 {
 	if (!c->db)
 		return;
 	for (size_t i = 0; i < SQ_ST_COUNT; i++) {
+		if (reprepared && c->stmts[i])
+			*reprepared += (uint64_t)sqlite3_stmt_status(
+				c->stmts[i], SQLITE_STMTSTATUS_REPREPARE, 0);
 		sqlite3_finalize(c->stmts[i]);
 		c->stmts[i] = NULL;
 	}
@@ -376,14 +381,14 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 		r = memd_error_set(err, sq_map_code(rc, c->db ? sqlite3_system_errno(c->db) : 0, NULL),
 				   0, "sqlite %s: cannot open '%s': %s",
 				   c->role, path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-		conn_close(c);
+		conn_close(c, NULL);
 		return r;
 	}
 	sqlite3_extended_result_codes(c->db, 1);
 	rc = sqlite3_busy_timeout(c->db, o->busy_timeout_ms);
 	if (rc != SQLITE_OK) {
 		r = sq_fail(c, rc, err, "set busy_timeout");
-		conn_close(c);
+		conn_close(c, NULL);
 		return r;
 	}
 	r = exec_const(c, "PRAGMA foreign_keys = ON", NULL, 0, err);
@@ -405,7 +410,7 @@ static int32_t conn_open(sq_conn *c, const char *path, int writer, const sq_opti
 			r = sq_fail(c, SQLITE_ERROR, err, "set wal_autocheckpoint");
 	}
 	if (r < 0)
-		conn_close(c);
+		conn_close(c, NULL);
 	return r;
 }
 
@@ -433,7 +438,7 @@ static int32_t open_writer(sq_store *s, const sq_options *o, const memd_host *ho
 			r = sq_schema_migrate(&s->writer, host, &s->schema_version, err);
 		if (r == 0)
 			return 0;
-		conn_close(&s->writer);
+		conn_close(&s->writer, NULL);
 		if (r == MEMD_EIO && ++io_retries > SQ_OPEN_IO_RETRIES)
 			return r;
 		if ((r != MEMD_EUNAVAIL && r != MEMD_EIO) || open_clock_us() >= give_up)
@@ -671,10 +676,12 @@ int32_t sq_store_open(const memd_host *host, const sq_options *o, sq_store **ret
 
 void sq_store_close(sq_store *s)
 {
+	uint64_t reprepared = 0;
+
 	if (!s)
 		return;
 	for (uint32_t i = 0; i < s->n_readers; i++)
-		conn_close(&s->readers[i]);
+		conn_close(&s->readers[i], &reprepared);
 	if (s->writer.db) {
 		/* Closing checkpoints too, but says nothing when it fails: a WAL
 		 * left behind (disk full, I/O error, another process reading) is
@@ -689,7 +696,13 @@ void sq_store_close(sq_store *s)
 				  "complete (%s): the WAL is kept", s->path,
 				  "another connection reads an older snapshot");
 	}
-	conn_close(&s->writer);
+	if (s->writer.db) {
+		conn_close(&s->writer, &reprepared);
+		/* A statement prepared again at every step costs a parse and a
+		 * plan each time: say how often it happened. */
+		store_log(s, MEMD_LOG_INFO, "%s: statements prepared again: %llu",
+			  s->path ? s->path : "sqlite", (unsigned long long)reprepared);
+	}
 	pthread_cond_destroy(&s->pool_cond);
 	pthread_mutex_destroy(&s->pool_lock);
 	pthread_mutex_destroy(&s->group_lock);

@@ -16,6 +16,11 @@
  * time: the leader sleeping in SQLite's busy handler, the others blocked
  * in the queue's wait (tc_thread_syscall reads what a thread is blocked
  * in).
+ *
+ * The same harness checks that the store's checkpoint reads keep their
+ * prepared statements: the plugin logs at close how often SQLite prepared
+ * its statements again, which a plan tied to a bound value does at every
+ * step.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -96,14 +101,21 @@ static char *search_buf;
 static const char *search_dirs[MAX_SEARCH_DIRS + 1];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char stats_line[LINE_MAX_LEN];
+static char reprepare_line[LINE_MAX_LEN];
 
 static void keep_stats(void *userdata, int32_t level, const char *component, const char *line)
 {
 	const char *p = strstr(line, "group commit:");
+	const char *q = strstr(line, "statements prepared again:");
 
 	(void)userdata;
 	(void)level;
 	(void)component;
+	if (q) {
+		pthread_mutex_lock(&log_lock);
+		snprintf(reprepare_line, sizeof(reprepare_line), "%s", q);
+		pthread_mutex_unlock(&log_lock);
+	}
 	if (!p)
 		return;
 	pthread_mutex_lock(&log_lock);
@@ -173,6 +185,7 @@ static gc_stats store_close(gc_store *s)
 	gc_stats st = { 0 };
 
 	stats_line[0] = '\0';
+	reprepare_line[0] = '\0';
 	loader_instance_destroy(s->inst);
 	loader_close(s->plugin);
 	config_free(s->cfg);
@@ -1096,4 +1109,65 @@ Test(sqlite_group_commit, lone_appends_commit_one_by_one, .init = setup, .fini =
 	cr_assert_eq(st.groups, (unsigned long long)n);
 	cr_assert_eq(st.largest, 1u);
 	cr_assert_eq(st.commits, (unsigned long long)n + 1); /* + the session create */
+}
+
+/* ---- prepared statements ------------------------------------------------- */
+
+#define CKPT_READS 20
+#define CKPT_NOW_US 1700000000000000LL
+
+static int32_t count_checkpoint(void *userdata, const memd_checkpoint *c)
+{
+	(void)c;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+static int32_t ignore_write(void *userdata, const memd_checkpoint_write *w)
+{
+	(void)userdata;
+	(void)w;
+	return 0;
+}
+
+Test(sqlite_statements, checkpoint_reads_are_not_prepared_again, .init = setup,
+     .fini = teardown)
+{
+	gc_store s;
+	memd_scope sc = scope_of("ck");
+	memd_checkpoint c = { .struct_size = sizeof(c), .app = APP, .user = USER, .session = "ck",
+			      .ns = "", .id = "0001", .type = "json", .payload = "{}",
+			      .payload_size = 2, .metadata_json = "{}",
+			      .run_state = MEMD_RUN_RUNNING, .expires_us = CKPT_NOW_US * 2 };
+	memd_checkpoint_query q = { .struct_size = sizeof(q), .session = "ck", .ns = "",
+				    .limit = 10 };
+	memd_error err = { 0 };
+	unsigned long long again = 1;
+	int seen = 0;
+	memd_checkpoint_sink sink = { .struct_size = sizeof(sink), .userdata = &seen,
+				      .checkpoint = count_checkpoint, .write = ignore_write };
+
+	store_open(&s);
+	create_session(&s, "ck");
+	cr_assert_eq(s.ops->checkpoint_put(s.h, NULL, &c, 0, CKPT_NOW_US, NULL, &err), 0, "%s",
+		     err.msg);
+	/* Every read at another "now", as the facade's clock gives them. */
+	for (int i = 0; i < CKPT_READS; i++) {
+		cr_assert_eq(s.ops->checkpoint_get(s.h, NULL, &sc, "", "0001", CKPT_NOW_US + i,
+						   &sink, &err),
+			     0, "%s", err.msg);
+		cr_assert_eq(s.ops->checkpoint_get(s.h, NULL, &sc, "", NULL, CKPT_NOW_US + i,
+						   &sink, &err),
+			     0, "%s", err.msg);
+		q.now_us = CKPT_NOW_US + i;
+		cr_assert_eq(s.ops->checkpoint_list(s.h, NULL, &sc, &q, &sink, &err), 0, "%s",
+			     err.msg);
+	}
+	cr_assert_eq(seen, 3 * CKPT_READS);
+	store_close(&s);
+	cr_assert_eq(sscanf(reprepare_line, "statements prepared again: %llu", &again), 1,
+		     "no count of statements prepared again in the plugin's log: '%s'",
+		     reprepare_line);
+	cr_assert_eq(again, 0, "SQLite prepared the store's statements again %llu times in %d "
+		     "checkpoint reads", again, 3 * CKPT_READS);
 }
