@@ -2,8 +2,10 @@
 /*
  * checkpoint_json: the JSON shapes of run checkpoints (api/memd/memd.h,
  * "run checkpoints"): a checkpoint's summary and its tuple (the summary
- * with its payload and pending writes), a pending write, run state names,
- * and bytes as base64 text (standard alphabet, padded) both ways.
+ * with its payload and pending writes) as jansson objects or written by
+ * json_out, a pending write, run state names, bytes as base64 text
+ * (standard alphabet, padded) both ways, and a put's usual body read
+ * without a tree.
  */
 #ifndef MEMD_HOST_CHECKPOINT_JSON_H
 #define MEMD_HOST_CHECKPOINT_JSON_H
