@@ -10,7 +10,7 @@ import type {
 } from './types.js';
 import { isNode, NodeExchange } from './node_transport.js';
 import {
-  answerError, fetchExchange, MemdError, send, type TransportConfig, type TransportResponse,
+  answerError, fetchExchange, MemdError, send, UTF8, type TransportConfig, type TransportResponse,
 } from './transport.js';
 
 /** MemdClient's constructor options. */
@@ -149,6 +149,23 @@ const ROUTES: { readonly [O in ClientOperation]: RouteOf<O> } = {
 /** The operations MemdClient has a method for, in the spec's order. */
 export const OPERATIONS: readonly ClientOperation[] = Object.keys(ROUTES) as ClientOperation[];
 
+/* An operation's path template split once: the text around its
+ * parameters (parts, one more than names) and the parameters' names. */
+interface PathTemplate {
+  parts: string[];
+  names: string[];
+}
+const PATHS = new Map<ClientOperation, PathTemplate>();
+function pathOf(op: ClientOperation): PathTemplate {
+  let t = PATHS.get(op);
+  if (!t) {
+    const pieces = ROUTES[op][1].split(/\{([^}]+)\}/);
+    t = { parts: pieces.filter((_, i) => i % 2 === 0), names: pieces.filter((_, i) => i % 2 === 1) };
+    PATHS.set(op, t);
+  }
+  return t;
+}
+
 /* POSTs the client may repeat after a lost answer: the read-only ones, and
  * the writes whose ids it fills in, which make a second attempt a replay. */
 const IDEMPOTENT_WRITES: ReadonlySet<ClientOperation> = new Set<ClientOperation>([
@@ -233,22 +250,23 @@ export class MemdClient {
   /* The request target of op: path parameters substituted (percent-encoded),
    * every other defined parameter in the query. */
   #target(op: ClientOperation, params: object | undefined): string {
-    const [, template] = ROUTES[op];
-    const rest: Record<string, unknown> = { ...(params as Record<string, unknown> | undefined) };
-    const path = template.replace(/\{([^}]+)\}/g, (_, name: string) => {
-      const value = rest[name];
+    const route = pathOf(op);
+    const p = (params ?? {}) as Record<string, unknown>;
+    let path = route.parts[0];
+    for (let i = 0; i < route.names.length; i++) {
+      const value = p[route.names[i]];
       if (value === undefined || value === null || value === '') {
-        throw new TypeError(`${op}: the path parameter ${name} is required`);
+        throw new TypeError(`${op}: the path parameter ${route.names[i]} is required`);
       }
-      delete rest[name];
-      return encodeURIComponent(String(value));
-    });
-    const query: string[] = [];
-    for (const [k, v] of Object.entries(rest)) {
-      if (v === undefined || v === null) continue;
-      query.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+      path += encodeURIComponent(String(value)) + route.parts[i + 1];
     }
-    return query.length ? `${path}?${query.join('&')}` : path;
+    let query = '';
+    for (const k of Object.keys(p)) {
+      const v = p[k];
+      if (v === undefined || v === null || route.names.includes(k)) continue;
+      query += `${query ? '&' : '?'}${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`;
+    }
+    return path + query;
   }
 
   /* Sends op and resolves to the answer, 2xx or not. */
@@ -445,7 +463,7 @@ export class MemdClient {
       ...options, headers: { Accept: 'text/plain', ...options?.headers },
     });
     if (res.status >= 300) throw answerError(res);
-    return new TextDecoder().decode(res.bytes);
+    return UTF8.decode(res.bytes);
   }
 
   // ---- Pages: every item, following cursors ---------------------------------
@@ -848,7 +866,7 @@ type BodyInitish = Uint8Array | Blob | string;
 function decode(res: TransportResponse): unknown {
   if (res.status === 204 || res.bytes.length === 0) return undefined;
   const type = res.headers.get('content-type') ?? '';
-  const text = new TextDecoder().decode(res.bytes);
+  const text = UTF8.decode(res.bytes);
   if (!/[/+]json\b/i.test(type)) return text;
   try {
     return JSON.parse(text);

@@ -5,6 +5,23 @@
 
 const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+/* Random bytes are drawn this many at a time (one getRandomValues call
+ * per 256 ids, not one per id: the call costs more than the 16 bytes). */
+const POOL_BYTES = 4096;
+let pool = new Uint8Array(0);
+let poolAt = 0;
+
+/* 16 fresh random bytes, the caller's to overwrite. */
+function random16(): Uint8Array {
+  if (poolAt + 16 > pool.length) {
+    pool = new Uint8Array(POOL_BYTES);
+    globalThis.crypto.getRandomValues(pool);
+    poolAt = 0;
+  }
+  poolAt += 16;
+  return pool.subarray(poolAt - 16, poolAt);
+}
+
 /* The last timestamp and counter handed out, so that ids made in one
  * millisecond still sort in the order they were made (RFC 9562 §6.2,
  * method 1: a 12-bit counter in rand_a, seeded randomly each ms). */
@@ -17,8 +34,7 @@ let counter = 0;
  * millisecond ascending, variant 10 and 62 random bits.
  */
 export function uuidv7(): string {
-  const bytes = new Uint8Array(16);
-  globalThis.crypto.getRandomValues(bytes);
+  const bytes = random16();
   let ms = Date.now();
   if (ms > lastMs) {
     lastMs = ms;

@@ -147,6 +147,9 @@ export interface TransportResponse {
   earlierAttemptUnknown: boolean;
 }
 
+/** A UTF-8 decoder for every answer (decode() without stream keeps no state between calls). */
+export const UTF8 = new TextDecoder();
+
 /** Retry-After is honoured up to this long, so a wrong header cannot park a caller for hours. */
 export const RETRY_AFTER_MAX_MS = 60_000;
 
@@ -234,7 +237,7 @@ export function answerError(res: TransportResponse): MemdError {
   let body: unknown;
   let text = '';
   try {
-    text = new TextDecoder().decode(res.bytes);
+    text = UTF8.decode(res.bytes);
     body = text.length > 0 ? JSON.parse(text) : undefined;
   } catch {
     body = undefined;
