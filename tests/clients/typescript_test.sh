@@ -5,7 +5,9 @@
 # ts_package.sh), starts a real `memd serve` and runs the compiled node:test
 # tests against it (test/*_test.ts; the transport's retry, timeout and
 # abort tests also start a small local HTTP server of their own for what
-# memd cannot be made to do on demand).
+# memd cannot be made to do on demand, HTTPS with a certificate openssl
+# makes, and child node processes: one that must exit by itself, one
+# without process, as in a browser).
 set -euo pipefail
 
 memd="$MEMD_BUILD_ROOT/host/memd"
