@@ -40,10 +40,11 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 unset MEMD_CONFIG
-# No per-address connection limit: node's fetch opens a connection for
-# every request in flight, and at C=64 the benchmark's one process holds
-# more than memd's default 256 (memd then closes the new ones and a put
-# fails with "other side closed").
+# No per-address connection limit: through fetch, a client opens a
+# connection for every request in flight, and at C=64 the benchmark's one
+# process held more than memd's default 256 (memd then closes the new ones
+# and a put fails with "other side closed"); the node transport, the
+# default under Node, holds at most maxConnections (64) per client.
 servers=()
 for sync in full normal; do
 	mkdir -p "$work/$sync"

@@ -3,8 +3,9 @@
 // SqliteSaver (@langchain/langgraph-checkpoint-sqlite) on a file, in the
 // same run: the same chain graph run N times on fresh threads, C runs at
 // a time on distinct threads for each C asked for (graph runs/s, steps/s,
-// the ratios; every thread's final state then read back through a new
-// saver and checked against an uninterrupted run's), then raw loops of put (a chain of checkpoints) and getTuple
+// this process's CPU per run, the ratios; every thread's final state then
+// read back through a new saver and checked against an uninterrupted
+// run's), then raw loops of put (a chain of checkpoints) and getTuple
 // (latest) with their latencies, and where MemdSaver's time goes (the
 // serializer, an HTTP round trip that does no work, the rest in memd).
 // Not a pass/fail test (checkpoint_bench.sh runs it).
@@ -131,7 +132,9 @@ async function graphRuns(entry, C, expected) {
     }
   };
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   await Promise.all(Array.from({ length: C }, runner));
+  const cpu = process.cpuUsage(cpu0);
   const ms = performance.now() - t0;
   const check = chainGraph(saver.reopen(), STEPS);
   for (const thread of threads) {
@@ -144,6 +147,7 @@ async function graphRuns(entry, C, expected) {
   const ops = n.put + n.putWrites + n.getTuple;
   return {
     runs: total, checked: threads.length, runsPerS: (total * 1000) / ms, stepsPerS: (total * STEPS * 1000) / ms, msPerRun: ms / total,
+    cpuMsPerRun: (cpu.user + cpu.system) / 1000 / total,
     perRun: { put: n.put / total, putWrites: n.putWrites / total, getTuple: n.getTuple / total }, opsPerS: (ops * 1000) / ms,
   };
 }
@@ -232,12 +236,13 @@ const graph = new Map(savers.map((e) => [e, new Map()]));
 for (const C of CONC) {
   for (const entry of savers) graph.get(entry).set(C, await graphRuns(entry, C, expected));
 }
-console.log(`Graph runs, C at a time on distinct threads (runs/s; steps/s = runs/s x ${STEPS}); every thread's final state checked:`);
+console.log(`Graph runs, C at a time on distinct threads (runs/s; steps/s = runs/s x ${STEPS}; this process's CPU per run: the graph's and the saver's`);
+console.log('work, which for MemdSaver includes its HTTP client); every thread\'s final state checked:');
 console.log(['C', ...savers.map((e) => e.name)].join(' | '));
 for (const C of CONC) {
   console.log([String(C), ...savers.map((e) => {
     const g = graph.get(e).get(C);
-    return `${fmt(g.runsPerS, 2)} runs/s, ${fmt(g.stepsPerS, 0)} steps/s (${g.runs} runs, ${g.checked} checked)`;
+    return `${fmt(g.runsPerS, 2)} runs/s, ${fmt(g.stepsPerS, 0)} steps/s, node CPU ${fmt(g.cpuMsPerRun)} ms a run (${g.runs} runs, ${g.checked} checked)`;
   })].join(' | '));
 }
 const base = savers.find((e) => e.base);
