@@ -81,8 +81,8 @@ export interface Pending {
 /**
  * Sends one request (target: path and query, appended to the base URL's
  * path) and reads its answer whole; the answer rejects on a network error
- * or a cancel. May set headers it needs on `headers` (the same each
- * attempt).
+ * or a cancel. `headers` and `body` are the same object for every attempt
+ * of a call: an exchange does not change them.
  */
 export type Exchange = (
   method: string, target: string, headers: Record<string, string>, body: ExchangeBody,
