@@ -35,8 +35,15 @@ const OPS = Number(opsArg);
 /* Each of C concurrent runners does at least this many runs, so that the
  * timed runs are not one start-up wave at large C. */
 const RUNS_PER_RUNNER_MIN = 2;
-/* Graph runs before the timed ones (JIT, connections, caches). */
-const WARMUP_RUNS = 2;
+/* Warm-up before the timed runs (JIT, connections, caches): batches of
+ * WARMUP_BATCH runs until a batch's CPU per run is within
+ * WARMUP_STEADY of the one before, at most WARMUP_MAX_RUNS runs. Two runs
+ * were not enough: V8 was still compiling the HTTP client's path, and the
+ * first concurrency measured took about twice the CPU per run of the
+ * next ones. */
+const WARMUP_BATCH = 4;
+const WARMUP_STEADY = 0.15;
+const WARMUP_MAX_RUNS = 64;
 /* The state a benchmark checkpoint carries besides LangGraph's own: a
  * chat's worth of text, so that serialization is not free. */
 const PAYLOAD_TEXT = 'x'.repeat(2048);
@@ -109,6 +116,19 @@ async function expectedFinal() {
   return { values: s.values, next: s.next };
 }
 
+/** Runs g in batches until its CPU per run is steady (see WARMUP_BATCH). */
+async function warmUp(g) {
+  let before = Infinity;
+  for (let done = 0; done < WARMUP_MAX_RUNS; done += WARMUP_BATCH) {
+    const cpu0 = process.cpuUsage();
+    for (let i = 0; i < WARMUP_BATCH; i++) await g.invoke({ log: [] }, { configurable: { thread_id: `warm-${uuid6(0)}` } });
+    const cpu = process.cpuUsage(cpu0);
+    const perRun = (cpu.user + cpu.system) / WARMUP_BATCH;
+    if (Math.abs(perRun - before) <= WARMUP_STEADY * before) return;
+    before = perRun;
+  }
+}
+
 /** C graph runs at a time, each on its own new thread, max(RUNS,
  * RUNS_PER_RUNNER_MIN * C) in all: runs/s, steps/s, the saver's calls per
  * run; then every thread's final state read back through a new saver
@@ -117,7 +137,7 @@ async function graphRuns(entry, C, expected) {
   const saver = entry.make();
   const n = counted(saver);
   const g = chainGraph(saver, STEPS);
-  for (let i = 0; i < WARMUP_RUNS; i++) await g.invoke({ log: [] }, { configurable: { thread_id: `warm-${uuid6(0)}` } });
+  await warmUp(g);
   for (const k of Object.keys(n)) n[k] = 0;
   const total = Math.max(RUNS, RUNS_PER_RUNNER_MIN * C);
   const threads = [];
@@ -218,7 +238,7 @@ function sqlitePragmas() {
 fs.mkdirSync(sqliteDir, { recursive: true });
 const pragmas = sqlitePragmas();
 const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
-console.log(`checkpoint_bench: a chain graph of ${STEPS} steps run ${RUNS} times (after ${WARMUP_RUNS}), each on a new thread;`);
+console.log(`checkpoint_bench: a chain graph of ${STEPS} steps run ${RUNS} times (after a warm-up until the CPU per run is steady), each on a new thread;`);
 console.log(`raw loops of ${OPS} puts (one thread, ~${PAYLOAD_TEXT.length} B of state) and ${OPS} getTuple (latest), one at a time.`);
 console.log('Durability:');
 console.log('  memd: SQLite store, WAL, synchronous as its config says (FULL by default: an acknowledged put');
