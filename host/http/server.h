@@ -15,14 +15,10 @@
 #include "config/config.h"
 
 /* Threads of the pool when server.threads is 0: this many per online CPU,
- * at least HTTP_THREADS_MIN. Writes run on the workers, so these threads
- * run only reads and the connections' input and output: a few more than
- * the CPUs keep a read that waits on storage from holding up the others,
- * while each thread still serves several connections per wake-up (one
- * epoll wait, one resume wake for all the writes its connections got
- * back), which a thread per connection cannot. */
-#define HTTP_THREADS_PER_CPU 2
-#define HTTP_THREADS_MIN 4
+ * at least HTTP_THREADS_MIN (handlers block on storage, so a pool larger
+ * than the CPU count keeps clients from waiting behind each other). */
+#define HTTP_THREADS_PER_CPU 8
+#define HTTP_THREADS_MIN 16
 /* Workers when server.workers is 0 (workers.h): the writes that may wait
  * for a commit at once; each is in the store's queue, so up to this many
  * share one commit group. */
