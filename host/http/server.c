@@ -36,12 +36,9 @@
 #define DRAIN_POLL_NS (10 * NS_PER_MS)
 /* Per-connection memory (libmicrohttpd's pool) over the header limit: the
  * request line and headers must fit with room to spare, so that memd's own
- * 414 and 431 answer a head somewhat over the limit before libmicrohttpd's
- * (a head far over it gets libmicrohttpd's 431, logged). No more than
- * that: libmicrohttpd zeroes the whole pool after every request, so each
- * byte here costs every request on a kept-alive connection. */
-#define CONN_MEMORY_FACTOR 1
-#define CONN_MEMORY_EXTRA (16 * 1024)
+ * 431 answers before libmicrohttpd's. */
+#define CONN_MEMORY_FACTOR 2
+#define CONN_MEMORY_EXTRA (32 * 1024)
 #define LISTEN_NAME_MAX 128
 /* How libmicrohttpd's log says it answered a request by itself. */
 #define MHD_ANSWER_TEXT "HTTP response code is "
