@@ -414,6 +414,19 @@ static void find_build_paths(void)
 		snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s/../../plugins", exe);
 	if (access(bench.memd_exe, X_OK) != 0)
 		bench_die(bench.memd_exe, "not found: run the bench from its place in the build tree");
+	memcpy(bench.own_exe, bench.memd_exe, sizeof(bench.own_exe));
+	memcpy(bench.own_plugin_dir, bench.plugin_dir, sizeof(bench.own_plugin_dir));
+}
+
+void bench_use_build(const char *dir)
+{
+	if (!dir) {
+		memcpy(bench.memd_exe, bench.own_exe, sizeof(bench.memd_exe));
+		memcpy(bench.plugin_dir, bench.own_plugin_dir, sizeof(bench.plugin_dir));
+		return;
+	}
+	snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s/host/memd", dir);
+	snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s/plugins", dir);
 }
 
 void bench_setup(const char *name, const char *dir)

@@ -29,13 +29,20 @@ typedef struct bench_run {
 	int server_threads; /* -t: server.threads; 0 = memd's default */
 	double seconds;     /* -s: the time each phase runs */
 	char work_dir[PATH_MAX];
-	char memd_exe[PATH_MAX];
+	char memd_exe[PATH_MAX];   /* the memd serve started, and its plugins */
 	char plugin_dir[PATH_MAX];
+	char own_exe[PATH_MAX];    /* this build's (bench_use_build(NULL)) */
+	char own_plugin_dir[PATH_MAX];
 	int port;
 	pid_t memd_pid; /* 0 when no memd serve runs */
 } bench_run;
 
 extern bench_run bench;
+
+/* The memd serve that bench_start_memd starts from now on: build
+ * directory dir's (<dir>/host/memd and <dir>/plugins, as
+ * MEMD_BENCH_BASE names one), or this build's when dir is NULL. */
+void bench_use_build(const char *dir);
 
 /* What one phase measured. */
 typedef struct bench_result {

@@ -271,7 +271,7 @@ int main(int argc, char **argv)
 	int have_base = base && *base;
 	int rounds = env_rounds ? atoi(env_rounds) : have_base ? DEFAULT_ROUNDS : 1;
 	bench_result now[PHASES] = { 0 }, was[PHASES] = { 0 }, r[PHASES];
-	char this_exe[PATH_MAX], this_plugins[PATH_MAX], note[160];
+	char note[160];
 	ckpt_ctx *x;
 
 	bench_init(argc, argv, "checkpoint_http_bench");
@@ -284,20 +284,12 @@ int main(int argc, char **argv)
 	fill_b64(x->payload, PAYLOAD_BYTES, 1);
 	fill_b64(x->value, WRITE_BYTES, 2);
 	fill_b64(x->branch, BRANCH_BYTES, 3);
-	snprintf(this_exe, sizeof(this_exe), "%s", bench.memd_exe);
-	snprintf(this_plugins, sizeof(this_plugins), "%s", bench.plugin_dir);
 	for (int round = 0; round < rounds; round++) {
 		char cfg[32], db[32];
 		/* Take turns, each first in every other round. */
 		for (int turn = 0; turn < (have_base ? 2 : 1); turn++) {
 			int is_base = have_base && (turn ^ (round & 1));
-			if (is_base) {
-				snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s/host/memd", base);
-				snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s/plugins", base);
-			} else {
-				snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s", this_exe);
-				snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s", this_plugins);
-			}
+			bench_use_build(is_base ? base : NULL);
 			snprintf(cfg, sizeof(cfg), "%s%d.yaml", is_base ? "base" : "this", round);
 			snprintf(db, sizeof(db), "%s%d.db", is_base ? "base" : "this", round);
 			run_phases(x, cfg, db, r);

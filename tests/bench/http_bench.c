@@ -279,12 +279,9 @@ int main(int argc, char **argv)
 	h->conns = cs;
 	http_phases(h, "http.yaml", "http.db", &ctx_http, &app_http, &group);
 	if (base && *base) {
-		char plugins[sizeof(bench.plugin_dir)];
-		memcpy(plugins, bench.plugin_dir, sizeof(plugins));
-		snprintf(bench.memd_exe, sizeof(bench.memd_exe), "%s/host/memd", base);
-		snprintf(bench.plugin_dir, sizeof(bench.plugin_dir), "%s/plugins", base);
+		bench_use_build(base);
 		http_phases(h, "base.yaml", "base.db", &ctx_base, &app_base, &group_base);
-		memcpy(bench.plugin_dir, plugins, sizeof(plugins));
+		bench_use_build(NULL);
 	}
 
 	/* The facade, in this process, on its own database. */
