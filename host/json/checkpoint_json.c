@@ -113,16 +113,10 @@ static int32_t out_bytes(json_out *jo, const void *p, uint64_t n)
 static int32_t out_metadata(json_out *jo, const char *text)
 {
 	const char *p = text;
-	size_t n;
 
-	if (!p)
-		return jo_lit(jo, "{}");
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+	while (p && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
-	n = strlen(text);
-	if (*p != '{' || !jo_valid(text, n))
-		return jo_lit(jo, "{}");
-	return jo_raw(jo, text, n);
+	return jo_json_text(jo, p && *p == '{' ? text : NULL, "{}");
 }
 
 int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full)
