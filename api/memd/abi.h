@@ -24,7 +24,7 @@ extern "C" {
  * *minimum* host minor it needs; the host accepts it iff the majors are
  * equal and the plugin's minor is <= the host's. */
 #define MEMD_ABI_MAJOR 1
-#define MEMD_ABI_MINOR 5
+#define MEMD_ABI_MINOR 6
 
 /* Name of the one symbol a plugin exports. */
 #define MEMD_PLUGIN_ENTRY_SYMBOL "memd_plugin_entry_v1"

@@ -657,7 +657,9 @@ typedef struct memd_checkpoint {
 #define MEMD_CKW_REPLACE 0x1u /* replace a stored write of the same (task_id, idx) */
 
 /* One pending write of a checkpoint (since 1.5), keyed by (task_id, idx)
- * within the checkpoint. */
+ * within the checkpoint. It is an element of arrays
+ * (memd_checkpoint_writes.writes), so it never grows: what more a write
+ * carries goes beside it (task_paths; memd_checkpoint_sink.task_write). */
 typedef struct memd_checkpoint_write {
 	uint32_t struct_size;            /* since 1.5 */
 	uint32_t flags;                  /* since 1.5: MEMD_CKW_* (input only) */
@@ -671,7 +673,9 @@ typedef struct memd_checkpoint_write {
 
 /* Pending writes for one checkpoint (since 1.5): all or nothing. Without
  * MEMD_CKW_REPLACE a write whose (task_id, idx) is stored already is
- * skipped (the stored one stays); with it, it replaces the stored one. */
+ * skipped (the stored one stays); with it, it replaces the stored one,
+ * task path included. A store keeps each write's task path (since 1.6;
+ * a 1.5 store keeps none, which reads back as ""). */
 typedef struct memd_checkpoint_writes {
 	uint32_t struct_size;            /* since 1.5 */
 	uint32_t run_state;              /* since 1.5: MEMD_RUN_*; UNSET = unchanged */
@@ -681,6 +685,12 @@ typedef struct memd_checkpoint_writes {
 	uint32_t n_writes;               /* since 1.5: may be 0 (a run-state change only) */
 	uint32_t reserved;               /* since 1.5 */
 	int64_t now_us;                  /* since 1.5 */
+	/* since 1.6: NULL, or n_writes entries: the path of the task that
+	 * made each write (LangGraph's taskPath, which orders a step's
+	 * writes); an entry NULL or "" = none. A parallel array, because
+	 * memd_checkpoint_write never grows (an array's stride is the
+	 * reader's sizeof). */
+	const char *const *task_paths;
 } memd_checkpoint_writes;
 
 /* Checkpoints of one (app, user), newest first by (id, session, ns)
@@ -823,8 +833,15 @@ typedef struct memd_checkpoint_sink {
 	void *userdata;                  /* since 1.5 */
 	int32_t (*checkpoint)(void *userdata, const memd_checkpoint *c); /* since 1.5 */
 	/* since 1.5: NULL = writes not wanted; else each checkpoint's pending
-	 * writes follow it, ascending by (task_id, idx). */
+	 * writes follow it, ascending by (task_path, task_id, idx), strings
+	 * compared as bytes (a 1.5 store: by (task_id, idx), its paths all
+	 * ""). A 1.6 store delivers them through task_write instead when the
+	 * sink has it (set both: a 1.5 store calls write). */
 	int32_t (*write)(void *userdata, const memd_checkpoint_write *w);
+	/* since 1.6: optional: a pending write with the path of the task
+	 * that made it ("" = none, never NULL). */
+	int32_t (*task_write)(void *userdata, const memd_checkpoint_write *w,
+			      const char *task_path);
 } memd_checkpoint_sink;
 
 typedef struct memd_task_sink {

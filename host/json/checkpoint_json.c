@@ -32,58 +32,6 @@ int32_t cj_run_state_parse(const char *name, const char *what, uint32_t *ret, me
 			      what);
 }
 
-static json_t *time_json(int64_t us)
-{
-	char buf[EJ_TIME_LEN];
-
-	ej_format_time(us, buf);
-	return json_string(buf);
-}
-
-/* bytes as a base64 JSON string; NULL on ENOMEM. */
-static json_t *bytes_json(const void *p, uint64_t n)
-{
-	size_t len = 0;
-	char *text = n <= SIZE_MAX ? b64_encode(p, (size_t)n, B64_STD, &len) : NULL;
-	json_t *v = text ? json_stringn(text, len) : NULL;
-
-	free(text);
-	return v;
-}
-
-json_t *cj_checkpoint(const memd_checkpoint *c, int full)
-{
-	json_t *meta = c->metadata_json ? ej_load(c->metadata_json) : NULL;
-	const char *state = cj_run_state_name(c->run_state);
-	json_t *o;
-
-	if (!meta || !json_is_object(meta)) {
-		json_decref(meta);
-		meta = json_object();
-	}
-	o = json_pack("{s:s,s:s,s:s,s:s?,s:s,s:o,s:s,s:o,s:o,s:o,s:I}", "session_id", c->session,
-		      "checkpoint_ns", c->ns ? c->ns : "", "checkpoint_id", c->id,
-		      "parent_checkpoint_id", c->parent_id, "type", c->type ? c->type : "",
-		      "metadata", meta, "run_state", state ? state : "running", "created",
-		      time_json(c->created_us), "updated", time_json(c->updated_us), "expires_at",
-		      c->expires_us ? time_json(c->expires_us) : json_null(), "size",
-		      (json_int_t)c->payload_size);
-	if (o && full &&
-	    (json_object_set_new(o, "checkpoint", bytes_json(c->payload, c->payload_size)) < 0 ||
-	     json_object_set_new(o, "pending_writes", json_array()) < 0)) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-json_t *cj_write(const memd_checkpoint_write *w)
-{
-	return json_pack("{s:s,s:I,s:s,s:s,s:o}", "task_id", w->task_id, "idx",
-			 (json_int_t)w->idx, "channel", w->channel ? w->channel : "", "type",
-			 w->type ? w->type : "", "value", bytes_json(w->value, w->value_size));
-}
-
 /* ---- the direct writer ---------------------------------------------------- */
 
 #define KEY(k) "\"" k "\":"
@@ -109,7 +57,7 @@ static int32_t out_bytes(json_out *jo, const void *p, uint64_t n)
 	return jo_lit(jo, "\"");
 }
 
-/* A stored metadata text as cj_checkpoint embeds it: the object, or {}. */
+/* A stored metadata text: the object, or {}. */
 static int32_t out_metadata(json_out *jo, const char *text)
 {
 	const char *p = text;
@@ -155,10 +103,12 @@ int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full)
 	return jo_lit(jo, "," KEY("pending_writes") "[");
 }
 
-int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w)
+int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w, const char *task_path)
 {
 	jo_lit(jo, "{" KEY("task_id"));
 	jo_string(jo, w->task_id);
+	jo_lit(jo, "," KEY("task_path"));
+	jo_string(jo, task_path ? task_path : "");
 	jo_lit(jo, "," KEY("idx"));
 	jo_int(jo, w->idx);
 	jo_lit(jo, "," KEY("channel"));

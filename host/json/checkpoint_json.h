@@ -2,8 +2,8 @@
 /*
  * checkpoint_json: the JSON shapes of run checkpoints (api/memd/memd.h,
  * "run checkpoints"): a checkpoint's summary and its tuple (the summary
- * with its payload and pending writes) as jansson objects or written by
- * json_out, a pending write, run state names, bytes as base64 text
+ * with its payload and pending writes) and a pending write, written by
+ * json_out; run state names, bytes as base64 text
  * (standard alphabet, padded) both ways, and a put's usual body read
  * without a tree.
  */
@@ -25,30 +25,21 @@ const char *cj_run_state_name(uint32_t run_state);
  * NULL. */
 int32_t cj_run_state_parse(const char *name, const char *what, uint32_t *ret, memd_error *err);
 
-/* The summary object of c: {"session_id", "checkpoint_ns",
+/* The summary object of c, written by jo: {"session_id", "checkpoint_ns",
  * "checkpoint_id", "parent_checkpoint_id" (null when none), "type",
- * "metadata" (c->metadata_json embedded; {} when it is not an object),
- * "run_state", "created", "updated", "expires_at" (null when never),
- * "size" (payload bytes)}. With full, the tuple: also "checkpoint" (the
- * payload as base64) and "pending_writes": [] for the caller to fill
- * with cj_write objects. NULL on ENOMEM. */
-json_t *cj_checkpoint(const memd_checkpoint *c, int full);
-
-/* A pending write: {"task_id", "idx", "channel", "type", "value"
- * (base64)}. NULL on ENOMEM. */
-json_t *cj_write(const memd_checkpoint_write *w);
-
-/* cj_checkpoint's object written by jo (the same keys in the same order,
- * as json_dumps(JSON_COMPACT) gives them), without a jansson tree: the
- * metadata is c->metadata_json as stored when jo_valid accepts it as an
- * object (memd stores it as jansson dumps it), else {}. With
- * full, the object is left open after "pending_writes":[ for the caller
- * to add cj_write_out objects (separated by ',') and close with "]}".
- * Returns jo's sticky error (json_out.h). */
+ * "metadata" (c->metadata_json as stored when jo_valid accepts it as an
+ * object, else {}), "run_state", "created", "updated", "expires_at" (null
+ * when never), "size" (payload bytes)}, no whitespace. With full, the
+ * tuple: also "checkpoint" (the payload as base64), and the object is
+ * left open after "pending_writes":[ for the caller to add cj_write_out
+ * objects (separated by ',') and close with "]}". Returns jo's sticky
+ * error (json_out.h). */
 int32_t cj_checkpoint_out(json_out *jo, const memd_checkpoint *c, int full);
 
-/* cj_write's object written by jo; returns jo's sticky error. */
-int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w);
+/* A pending write, written by jo: {"task_id", "task_path" (task_path;
+ * NULL as ""), "idx", "channel", "type", "value" (base64)}. Returns jo's
+ * sticky error. */
+int32_t cj_write_out(json_out *jo, const memd_checkpoint_write *w, const char *task_path);
 
 /* A part of a text (not NUL-terminated); p NULL: none. */
 typedef struct cj_span {

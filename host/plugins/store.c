@@ -768,9 +768,9 @@ int32_t store_session_list_pending(store *s, const memd_call *call,
 	STORE_FORWARD(s, session_list_pending, err, call, q, norm);
 }
 
-/* A checkpoint sink's records, host-sized; its writes go through as they
- * are (a write record only grows with a later minor, which copies it the
- * same way). */
+/* A checkpoint sink's records, host-sized. Writes reach the caller's
+ * task_write with their task path, "" from a 1.5 store (which calls
+ * write), or its write when it set no task_write. */
 static int32_t norm_checkpoint(void *ud, const memd_checkpoint *rec)
 {
 	const memd_checkpoint_sink *out = ud;
@@ -778,16 +778,32 @@ static int32_t norm_checkpoint(void *ud, const memd_checkpoint *rec)
 	return out->checkpoint(out->userdata, NORM_COPY(memd_checkpoint, rec, copy));
 }
 
-static int32_t norm_checkpoint_write(void *ud, const memd_checkpoint_write *rec)
+static int32_t norm_checkpoint_task_write(void *ud, const memd_checkpoint_write *rec,
+					  const char *task_path)
 {
 	const memd_checkpoint_sink *out = ud;
 	memd_checkpoint_write copy;
-	return out->write(out->userdata, NORM_COPY(memd_checkpoint_write, rec, copy));
+	const memd_checkpoint_write *w = NORM_COPY(memd_checkpoint_write, rec, copy);
+
+	if (out->task_write)
+		return out->task_write(out->userdata, w, task_path ? task_path : "");
+	return out->write(out->userdata, w);
 }
 
+static int32_t norm_checkpoint_write(void *ud, const memd_checkpoint_write *rec)
+{
+	return norm_checkpoint_task_write(ud, rec, "");
+}
+
+/* The sink handed to the store: writes wanted when the caller set write
+ * or task_write. */
 #define NORM_CHECKPOINT_SINK(name, out)                                                   \
-	memd_checkpoint_sink name##_ = { sizeof(name##_), (void *)(out), norm_checkpoint,  \
-					 (out) && (out)->write ? norm_checkpoint_write : NULL }; \
+	int name##_writes_ = (out) && ((out)->write || (out)->task_write);                \
+	memd_checkpoint_sink name##_ = {                                                  \
+		sizeof(name##_), (void *)(out), norm_checkpoint,                          \
+		name##_writes_ ? norm_checkpoint_write : NULL,                            \
+		name##_writes_ ? norm_checkpoint_task_write : NULL                        \
+	};                                                                                \
 	const memd_checkpoint_sink *name = (out) ? &name##_ : NULL
 
 static int32_t norm_task(void *ud, const memd_task *rec)

@@ -24,6 +24,9 @@
 
 /* The longest type tag of a checkpoint or a write (a serializer's name). */
 #define CHECKPOINT_TYPE_MAX 256
+/* The longest task path of a put_writes (bytes); LangGraph's are a few
+ * names and numbers, longer for nested subgraphs. */
+#define CHECKPOINT_TASK_PATH_MAX 1024
 /* Most pending writes one put_writes carries. */
 #define CHECKPOINT_WRITES_MAX 10000
 /* Rows a filtered list reads from the store per page. */
@@ -296,7 +299,7 @@ int32_t memd_checkpoint_put(memd *m, const char *app, const char *user, const ch
 	memd_scope sc;
 	memd_checkpoint c = { .struct_size = sizeof(c), .run_state = MEMD_RUN_RUNNING };
 	const settings_checkpoints *cfg;
-	memd_checkpoint_sink sink = { sizeof(sink), NULL, got_summary, NULL };
+	memd_checkpoint_sink sink = { sizeof(sink), NULL, got_summary, NULL, NULL };
 	json_out out;
 	json_t *body = NULL;
 	put_body f = { 0 };
@@ -349,7 +352,8 @@ out:
 
 /* ---- put writes ------------------------------------------------------------------ */
 
-static const char *const writes_fields[] = { "task_id", "writes", "run_state", NULL };
+static const char *const writes_fields[] = { "task_id", "task_path", "writes", "run_state",
+					     NULL };
 static const char *const write_fields[] = { "idx", "channel", "type", "value", "replace",
 					    NULL };
 
@@ -361,9 +365,10 @@ int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user, c
 	memd_scope sc;
 	memd_checkpoint_writes w = { .struct_size = sizeof(w) };
 	memd_checkpoint_write *ws = NULL;
+	const char **paths = NULL;
 	void **values = NULL;
 	json_t *body = NULL, *arr, *x;
-	const char *task_id;
+	const char *task_id, *task_path;
 	char what[64];
 	size_t n = 0, i;
 	int32_t r;
@@ -375,8 +380,18 @@ int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user, c
 		return r;
 	if ((r = service_check_fields(body, writes_fields, err)) < 0 ||
 	    (r = service_opt_string_field(body, "task_id", &task_id, err)) < 0 ||
+	    (r = service_opt_string_field(body, "task_path", &task_path, err)) < 0 ||
 	    (r = opt_run_state(body, &w.run_state, err)) < 0)
 		goto out;
+	if (task_path && *task_path &&
+	    (strlen(task_path) > CHECKPOINT_TASK_PATH_MAX ||
+	     strlen(task_path) != json_string_length(json_object_get(body, "task_path")) ||
+	     !ej_utf8_valid(task_path, strlen(task_path)))) {
+		r = memd_error_set(err, MEMD_EINVAL, 0,
+				   "task_path: at most %d bytes of UTF-8, without NUL",
+				   CHECKPOINT_TASK_PATH_MAX);
+		goto out;
+	}
 	if (!task_id) {
 		r = memd_error_set(err, MEMD_EINVAL, 0, "task_id: required");
 		goto out;
@@ -393,7 +408,8 @@ int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user, c
 		r = memd_error_set(err, MEMD_EINVAL, 0, "writes: at most %d", CHECKPOINT_WRITES_MAX);
 		goto out;
 	}
-	if (!(ws = calloc(n + 1, sizeof(*ws))) || !(values = calloc(n + 1, sizeof(*values)))) {
+	if (!(ws = calloc(n + 1, sizeof(*ws))) || !(values = calloc(n + 1, sizeof(*values))) ||
+	    !(paths = calloc(n + 1, sizeof(*paths)))) {
 		r = service_oom(err);
 		goto out;
 	}
@@ -413,6 +429,7 @@ int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user, c
 		}
 		y->struct_size = sizeof(*y);
 		y->task_id = task_id;
+		paths[i] = task_path;
 		v = json_object_get(x, "idx");
 		if (!json_is_integer(v)) {
 			r = memd_error_set(err, MEMD_EINVAL, 0, "%s.idx: required, an integer", what);
@@ -453,6 +470,7 @@ int32_t memd_checkpoint_put_writes(memd *m, const char *app, const char *user, c
 	w.checkpoint_id = checkpoint_id;
 	w.writes = ws;
 	w.n_writes = (uint32_t)n;
+	w.task_paths = task_path && *task_path ? paths : NULL;
 	w.now_us = service_clock_us(m);
 	if ((r = store_checkpoint_put_writes(m->sessions, &call, &sc, &w, err)) < 0)
 		r = store_failed(r, err);
@@ -460,6 +478,7 @@ out:
 	for (i = 0; values && i < n; i++)
 		free(values[i]);
 	free(values);
+	free(paths);
 	free(ws);
 	json_decref(body);
 	return r;
@@ -485,21 +504,7 @@ static int32_t got_tuple(void *ud, const memd_checkpoint *c)
 	return cj_checkpoint_out(&t->out, c, 1);
 }
 
-/* Append w to the pending writes of the checkpoint object cur (NULL: a
- * checkpoint that was not kept, whose writes are skipped). */
-static int32_t append_write(json_t *cur, const memd_checkpoint_write *w)
-{
-	json_t *o;
-
-	if (!cur)
-		return 0;
-	o = cj_write(w);
-	return o && json_array_append_new(json_object_get(cur, "pending_writes"), o) == 0
-		       ? 0
-		       : MEMD_ENOMEM;
-}
-
-static int32_t got_write(void *ud, const memd_checkpoint_write *w)
+static int32_t got_write(void *ud, const memd_checkpoint_write *w, const char *task_path)
 {
 	tuple_sink *t = ud;
 
@@ -507,7 +512,7 @@ static int32_t got_write(void *ud, const memd_checkpoint_write *w)
 		return 0;
 	if (t->n_writes++)
 		jo_lit(&t->out, ",");
-	return cj_write_out(&t->out, w);
+	return cj_write_out(&t->out, w, task_path);
 }
 
 int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const char *sid,
@@ -517,7 +522,7 @@ int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const ch
 	memd_call call = service_call_for_request(m);
 	memd_scope sc;
 	tuple_sink t = { 0 };
-	memd_checkpoint_sink sink = { sizeof(sink), &t, got_tuple, got_write };
+	memd_checkpoint_sink sink = { sizeof(sink), &t, got_tuple, NULL, got_write };
 	int32_t r;
 
 	if ((r = service_check_scope(app, user, sid, &sc, err)) < 0 ||
@@ -543,18 +548,24 @@ int32_t memd_checkpoint_get(memd *m, const char *app, const char *user, const ch
 
 /* ---- list ---------------------------------------------------------------------- */
 
-/* One list's state across the store pages it reads. */
+/* One list's state across the store pages it reads: the rows that match
+ * are written as they come, the first limit of them; the one after says
+ * there is a next page. */
 typedef struct list_run {
+	json_out out;          /* {"checkpoints":[ and the rows so far */
 	json_t *filter;        /* metadata filter object; NULL = none */
 	int full;
-	uint32_t want;         /* limit + 1: one more says there is a next page */
-	json_t *rows;          /* the matches, at most want */
-	json_t *cur;           /* the match the writes that come belong to */
+	uint32_t limit;        /* rows of the page */
+	uint32_t kept;         /* rows written */
+	int more;              /* a row matched after the limit-th */
+	int in_row;            /* the last row written is a tuple left open
+				* for its writes */
+	uint32_t n_writes;     /* writes of that row */
 	uint32_t seen;         /* rows of this store page */
 	char *last_id;         /* the keyset of the store page's last row */
 	char *last_session;
 	char *last_ns;
-	int oom;
+	char *cursor;          /* the next page's cursor once more */
 } list_run;
 
 /* Does metadata text have every top-level member of filter, JSON-equal? */
@@ -579,10 +590,18 @@ static int metadata_matches(const json_t *filter, const char *text)
 	return ok;
 }
 
+/* Close the open tuple of the last row written, if any. */
+static void list_close_row(list_run *l)
+{
+	if (l->in_row)
+		jo_lit(&l->out, "]}");
+	l->in_row = 0;
+}
+
 static int32_t list_got(void *ud, const memd_checkpoint *c)
 {
 	list_run *l = ud;
-	json_t *o;
+	const char *parts[3];
 
 	l->seen++;
 	free(l->last_id);
@@ -591,30 +610,51 @@ static int32_t list_got(void *ud, const memd_checkpoint *c)
 	l->last_id = strdup(c->id);
 	l->last_session = strdup(c->session);
 	l->last_ns = strdup(c->ns);
-	l->cur = NULL;
+	list_close_row(l);
 	if (!l->last_id || !l->last_session || !l->last_ns)
 		return MEMD_ENOMEM;
-	if (json_array_size(l->rows) >= l->want || !metadata_matches(l->filter, c->metadata_json))
+	if (l->more || !metadata_matches(l->filter, c->metadata_json))
 		return 0;
-	if (!(o = cj_checkpoint(c, l->full)) || json_array_append_new(l->rows, o) < 0)
-		return MEMD_ENOMEM;
-	l->cur = o;
-	return 0;
+	if (l->kept == l->limit) {
+		/* The next page starts after the last row written. */
+		l->more = 1;
+		return 0;
+	}
+	if (l->kept++)
+		jo_lit(&l->out, ",");
+	cj_checkpoint_out(&l->out, c, l->full);
+	l->in_row = l->full;
+	l->n_writes = 0;
+	if (l->kept == l->limit) {
+		parts[0] = c->id;
+		parts[1] = c->session;
+		parts[2] = c->ns ? c->ns : "";
+		if (!(l->cursor = cursor_encode(CURSOR_LIST, parts, 3)))
+			return MEMD_ENOMEM;
+	}
+	return l->out.error;
 }
 
-static int32_t list_got_write(void *ud, const memd_checkpoint_write *w)
+/* A write of the row written last (none: of a row not kept, skipped). */
+static int32_t list_got_write(void *ud, const memd_checkpoint_write *w, const char *task_path)
 {
-	const list_run *l = ud;
-	return append_write(l->cur, w);
+	list_run *l = ud;
+
+	if (!l->in_row)
+		return 0;
+	if (l->n_writes++)
+		jo_lit(&l->out, ",");
+	return cj_write_out(&l->out, w, task_path);
 }
 
 static void list_run_clear(list_run *l)
 {
+	jo_clear(&l->out);
 	json_decref(l->filter);
-	json_decref(l->rows);
 	free(l->last_id);
 	free(l->last_session);
 	free(l->last_ns);
+	free(l->cursor);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -626,10 +666,10 @@ int32_t memd_checkpoint_list(memd *m, const char *app, const char *user,
 	memd_scope sc;
 	memd_checkpoint_list_options lo = { 0 };
 	memd_checkpoint_query q = { .struct_size = sizeof(q) };
-	memd_checkpoint_sink sink = { sizeof(sink), NULL, list_got, NULL };
+	memd_checkpoint_sink sink = { sizeof(sink), NULL, list_got, NULL, NULL };
 	list_run l = { 0 };
 	const char *keys[3];
-	char *cbuf = NULL, *next = NULL;
+	char *cbuf = NULL;
 	uint32_t limit = 0;
 	int32_t r;
 
@@ -664,51 +704,44 @@ int32_t memd_checkpoint_list(memd *m, const char *app, const char *user,
 		q.before_id = lo.before;
 	}
 	l.full = lo.full != 0;
-	l.want = limit + 1;
-	if (!(l.rows = json_array())) {
-		r = service_oom(err);
-		goto out;
-	}
+	l.limit = limit;
+	jo_init(&l.out);
+	jo_lit(&l.out, "{\"checkpoints\":[");
 	q.session = lo.session_id;
 	q.ns = lo.ns;
 	q.now_us = service_clock_us(m);
 	/* Unfiltered, one page of limit + 1 rows answers; filtered, pages of
 	 * CHECKPOINT_SCAN_PAGE until limit + 1 rows matched or the store has
 	 * no more. */
-	q.limit = l.filter ? CHECKPOINT_SCAN_PAGE : l.want;
+	q.limit = l.filter ? CHECKPOINT_SCAN_PAGE : limit + 1;
 	sink.userdata = &l;
-	sink.write = l.full ? list_got_write : NULL;
+	sink.task_write = l.full ? list_got_write : NULL;
 	for (;;) {
 		l.seen = 0;
-		if ((r = store_checkpoint_list(m->sessions, &call, &sc, &q, &sink, err)) < 0) {
-			r = store_failed(r, err);
+		r = store_checkpoint_list(m->sessions, &call, &sc, &q, &sink, err);
+		list_close_row(&l);
+		if (r < 0 || l.out.error) {
+			r = l.out.error ? service_read_failed(m, &l.out, r, NULL, err)
+					: store_failed(r, err);
 			goto out;
 		}
-		if (json_array_size(l.rows) >= l.want || l.seen < q.limit)
+		if (l.more || l.seen < q.limit)
 			break;
 		q.before_id = l.last_id;
 		q.before_session = l.last_session;
 		q.before_ns = l.last_ns;
 	}
-	if (json_array_size(l.rows) > limit) {
-		json_t *last = json_array_get(l.rows, limit - 1);
-		const char *parts[3] = {
-			json_string_value(json_object_get(last, "checkpoint_id")),
-			json_string_value(json_object_get(last, "session_id")),
-			json_string_value(json_object_get(last, "checkpoint_ns")),
-		};
-		json_array_remove(l.rows, limit);
-		if (!(next = cursor_encode(CURSOR_LIST, parts, 3))) {
-			r = service_oom(err);
-			goto out;
-		}
-	}
-	r = service_finish(json_pack("{s:O,s:s?}", "checkpoints", l.rows, "next_cursor", next),
-			   ret_json, err);
+	jo_lit(&l.out, "],\"next_cursor\":");
+	if (l.more)
+		jo_string(&l.out, l.cursor);
+	else
+		jo_lit(&l.out, "null");
+	jo_lit(&l.out, "}");
+	if (jo_finish(&l.out, ret_json, NULL) < 0)
+		r = service_oom(err);
 out:
 	list_run_clear(&l);
 	free(cbuf);
-	free(next);
 	return r;
 }
 
@@ -785,7 +818,7 @@ int32_t memd_checkpoint_resumable(memd *m, const char *app,
 	memd_checkpoint_resumable_options lo = { 0 };
 	memd_resumable_query q = { .struct_size = sizeof(q) };
 	resume_run rr = { 0 };
-	memd_checkpoint_sink sink = { sizeof(sink), &rr, resume_got, NULL };
+	memd_checkpoint_sink sink = { sizeof(sink), &rr, resume_got, NULL, NULL };
 	const char *keys[2];
 	char *cbuf = NULL, *next = NULL;
 	uint32_t limit = 0;

@@ -88,7 +88,7 @@ Test(layout, abi_h)
 Test(layout, abi_h_constants)
 {
 	VAL(MEMD_ABI_MAJOR, 1);
-	VAL(MEMD_ABI_MINOR, 5);
+	VAL(MEMD_ABI_MINOR, 6);
 	VAL(MEMD_OK, 0);
 	VAL(MEMD_EINVAL, -1);
 	VAL(MEMD_ENOTFOUND, -2);
@@ -491,7 +491,7 @@ Test(layout, store_h)
 	MEMBER(memd_checkpoint_write, type, 32, 8);
 	MEMBER(memd_checkpoint_write, value, 40, 8);
 	MEMBER(memd_checkpoint_write, value_size, 48, 8);
-	SIZE(memd_checkpoint_writes, 48);
+	SIZE(memd_checkpoint_writes, 56); /* 1.6 grew it */
 	MEMBER(memd_checkpoint_writes, struct_size, 0, 4);
 	MEMBER(memd_checkpoint_writes, run_state, 4, 4);
 	MEMBER(memd_checkpoint_writes, ns, 8, 8);
@@ -500,6 +500,7 @@ Test(layout, store_h)
 	MEMBER(memd_checkpoint_writes, n_writes, 32, 4);
 	MEMBER(memd_checkpoint_writes, reserved, 36, 4);
 	MEMBER(memd_checkpoint_writes, now_us, 40, 8);
+	MEMBER(memd_checkpoint_writes, task_paths, 48, 8); /* 1.6 */
 	SIZE(memd_checkpoint_query, 56);
 	MEMBER(memd_checkpoint_query, struct_size, 0, 4);
 	MEMBER(memd_checkpoint_query, limit, 4, 4);
@@ -539,11 +540,12 @@ Test(layout, store_h)
 	MEMBER(memd_task_query, user, 32, 8);
 	MEMBER(memd_task_query, before_updated_us, 40, 8);
 	MEMBER(memd_task_query, before_id, 48, 8);
-	SIZE(memd_checkpoint_sink, 32);
+	SIZE(memd_checkpoint_sink, 40); /* 1.6 grew it */
 	MEMBER(memd_checkpoint_sink, struct_size, 0, 4);
 	MEMBER(memd_checkpoint_sink, userdata, 8, 8);
 	MEMBER(memd_checkpoint_sink, checkpoint, 16, 8);
 	MEMBER(memd_checkpoint_sink, write, 24, 8);
+	MEMBER(memd_checkpoint_sink, task_write, 32, 8); /* 1.6 */
 	SIZE(memd_task_sink, 24);
 	MEMBER(memd_task_sink, struct_size, 0, 4);
 	MEMBER(memd_task_sink, userdata, 8, 8);

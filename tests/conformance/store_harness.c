@@ -1581,7 +1581,7 @@ int32_t conf_checkpoint_get(conf_store *st, const memd_scope *sc, const char *ns
 	memd_call call = conf_call(st);
 	conf_checkpoints l = { 0 };
 	memd_checkpoint_sink sink = { sizeof(sink), &l, conf_checkpoint_many,
-				      with_writes ? conf_checkpoint_write_many : NULL };
+				      with_writes ? conf_checkpoint_write_many : NULL, NULL };
 	int32_t r;
 
 	CONF_ERR_RESET(st);
@@ -1606,7 +1606,7 @@ int32_t conf_checkpoint_list(conf_store *st, const char *app, const char *user,
 	memd_call call = conf_call(st);
 	memd_scope sc = conf_scope(app, user, NULL);
 	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many,
-				      with_writes ? conf_checkpoint_write_many : NULL };
+				      with_writes ? conf_checkpoint_write_many : NULL, NULL };
 
 	CONF_ERR_RESET(st);
 	CONF_NEED(st, checkpoint_list);
@@ -1628,7 +1628,7 @@ int32_t conf_checkpoint_resumable(conf_store *st, memd_resumable_query *q,
 				  conf_checkpoints *out)
 {
 	memd_call call = conf_call(st);
-	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many, NULL };
+	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many, NULL, NULL };
 
 	CONF_ERR_RESET(st);
 	CONF_NEED(st, checkpoint_resumable);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * checkpoint_json's direct writer (cj_checkpoint_out, cj_write_out) against
- * the jansson objects it replaces on the get and put answers (cj_checkpoint,
- * cj_write, json_dumps(JSON_COMPACT)): byte for byte when the stored
+ * checkpoint_json's writer (cj_checkpoint_out, cj_write_out) against the
+ * objects the API describes, built here with jansson from the same records
+ * and dumped with json_dumps(JSON_COMPACT): byte for byte when the stored
  * metadata is jansson's own compact dump (what memd stores) or not an
  * object, json_equal for any other object text; a string that is not
  * UTF-8 is refused.
@@ -13,22 +13,71 @@
 #include <string.h>
 
 #include "json/checkpoint_json.h"
+#include "json/event_json.h"
+#include "util/base64.h"
 
 #define PAYLOAD_MAX 300
 #define WRITES_MAX 3
 #define DEEP 70 /* metadata nesting past the scan's own limit */
 
-/* The tuple (full) or summary as the facade built it with jansson. */
-static char *with_jansson(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws,
-			  size_t n)
+static json_t *time_json(int64_t us)
 {
-	json_t *o = cj_checkpoint(c, full);
+	char buf[EJ_TIME_LEN];
+
+	ej_format_time(us, buf);
+	return json_string(buf);
+}
+
+static json_t *bytes_json(const void *p, uint64_t n)
+{
+	size_t len = 0;
+	char *text = b64_encode(p, (size_t)n, B64_STD, &len);
+	json_t *v;
+
+	cr_assert_not_null(text);
+	v = json_stringn(text, len);
+	free(text);
+	return v;
+}
+
+/* The summary (full: the tuple) of c with the writes ws and their task
+ * paths, as the API describes it. */
+static char *expected(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws,
+		      const char *const *paths, size_t n)
+{
+	json_t *meta = c->metadata_json ? json_loads(c->metadata_json, 0, NULL) : NULL;
+	const char *state = cj_run_state_name(c->run_state);
+	json_t *o, *writes;
 	char *text;
 
+	if (!meta || !json_is_object(meta)) {
+		json_decref(meta);
+		meta = json_object();
+	}
+	o = json_pack("{s:s,s:s,s:s,s:s?,s:s,s:o,s:s,s:o,s:o,s:o,s:I}", "session_id", c->session,
+		      "checkpoint_ns", c->ns ? c->ns : "", "checkpoint_id", c->id,
+		      "parent_checkpoint_id", c->parent_id, "type", c->type ? c->type : "",
+		      "metadata", meta, "run_state", state ? state : "running", "created",
+		      time_json(c->created_us), "updated", time_json(c->updated_us), "expires_at",
+		      c->expires_us ? time_json(c->expires_us) : json_null(), "size",
+		      (json_int_t)c->payload_size);
 	cr_assert_not_null(o);
-	for (size_t i = 0; full && i < n; i++)
-		cr_assert_eq(json_array_append_new(json_object_get(o, "pending_writes"), cj_write(&ws[i])),
-			     0);
+	if (full) {
+		cr_assert_eq(json_object_set_new(o, "checkpoint",
+						 bytes_json(c->payload, c->payload_size)), 0);
+		cr_assert_not_null(writes = json_array());
+		for (size_t i = 0; i < n; i++) {
+			const memd_checkpoint_write *w = &ws[i];
+			json_t *x = json_pack("{s:s,s:s,s:I,s:s,s:s,s:o}", "task_id", w->task_id,
+					      "task_path", paths[i] ? paths[i] : "", "idx",
+					      (json_int_t)w->idx, "channel",
+					      w->channel ? w->channel : "", "type",
+					      w->type ? w->type : "", "value",
+					      bytes_json(w->value, w->value_size));
+			cr_assert_eq(json_array_append_new(writes, x), 0);
+		}
+		cr_assert_eq(json_object_set_new(o, "pending_writes", writes), 0);
+	}
 	text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	cr_assert_not_null(text);
@@ -36,7 +85,8 @@ static char *with_jansson(const memd_checkpoint *c, int full, const memd_checkpo
 }
 
 /* The same through the direct writer. */
-static char *direct(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws, size_t n)
+static char *direct(const memd_checkpoint *c, int full, const memd_checkpoint_write *ws,
+		    const char *const *paths, size_t n)
 {
 	json_out jo;
 	char *text = NULL;
@@ -46,7 +96,7 @@ static char *direct(const memd_checkpoint *c, int full, const memd_checkpoint_wr
 	for (size_t i = 0; full && i < n; i++) {
 		if (i)
 			jo_lit(&jo, ",");
-		cj_write_out(&jo, &ws[i]);
+		cj_write_out(&jo, &ws[i], paths[i]);
 	}
 	if (full)
 		jo_lit(&jo, "]}");
@@ -54,10 +104,11 @@ static char *direct(const memd_checkpoint *c, int full, const memd_checkpoint_wr
 	return text;
 }
 
-static void same(const memd_checkpoint *c, const memd_checkpoint_write *ws, size_t n, int bytes)
+static void same(const memd_checkpoint *c, const memd_checkpoint_write *ws,
+		 const char *const *paths, size_t n, int bytes)
 {
 	for (int full = 0; full <= 1; full++) {
-		char *a = with_jansson(c, full, ws, n), *b = direct(c, full, ws, n);
+		char *a = expected(c, full, ws, paths, n), *b = direct(c, full, ws, paths, n);
 		json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
 		cr_assert_not_null(jb, "not JSON: %s", b);
 		cr_assert(json_equal(ja, jb), "%s\n!=\n%s", a, b);
@@ -70,7 +121,7 @@ static void same(const memd_checkpoint *c, const memd_checkpoint_write *ws, size
 	}
 }
 
-Test(checkpoint_json, direct_writer_matches_jansson)
+Test(checkpoint_json, writes_the_objects_the_api_describes)
 {
 	static const struct {
 		const char *metadata;
@@ -95,6 +146,9 @@ Test(checkpoint_json, direct_writer_matches_jansson)
 		{ .struct_size = sizeof(ws[0]), .task_id = "t\xc3\xa9\"2", .idx = 7,
 		  .channel = "branch:to:\n", .type = "msgpack", .value = "\0\1\2", .value_size = 3 },
 	};
+	/* LangGraph's task paths; NULL is written as "". */
+	static const char *const paths[WRITES_MAX] = { "~__pregel_pull, agent", NULL,
+						       "~__pregel_push, 0000000002, \"x\\" };
 
 	for (size_t i = 0; i < sizeof(payload); i++)
 		payload[i] = (unsigned char)(i * 7 + 3);
@@ -110,7 +164,7 @@ Test(checkpoint_json, direct_writer_matches_jansson)
 				.created_us = 1700000000123456LL, .updated_us = 1700000001000001LL,
 				.expires_us = k % 2 ? 0 : 1800000000000000LL,
 			};
-			same(&c, ws, size % (WRITES_MAX + 1), metas[k].bytes);
+			same(&c, ws, paths, size % (WRITES_MAX + 1), metas[k].bytes);
 		}
 	}
 }

@@ -195,7 +195,7 @@ static size_t stored(const char *app)
 	memd_scope sc = { .struct_size = sizeof(sc), .app = app, .user = "u" };
 	memd_checkpoint_query q = { .struct_size = sizeof(q), .limit = 100000, .now_us = 0 };
 	size_t n = 0;
-	memd_checkpoint_sink sink = { sizeof(sink), &n, count_row, NULL };
+	memd_checkpoint_sink sink = { sizeof(sink), &n, count_row, NULL, NULL };
 	memd_error err = { 0 };
 
 	cr_assert_eq(store_checkpoint_list(m->sessions, &call, &sc, &q, &sink, &err), 0, "%s",
