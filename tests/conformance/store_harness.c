@@ -1464,6 +1464,18 @@ void conf_require_checkpoints(conf_store *st)
 		       (void *)o->checkpoint_expire);
 }
 
+/* The first ABI minor whose stores keep the task paths of pending writes. */
+#define CONF_TASK_PATHS_MINOR 6
+
+void conf_require_task_paths(conf_store *st)
+{
+	const char *required = getenv("MEMD_CONFORMANCE_TASK_PATHS");
+	uint32_t minor = loader_descriptor(st->plugin)->abi_minor;
+
+	if (minor < CONF_TASK_PATHS_MINOR && !(required && strcmp(required, "1") == 0))
+		cr_skip_test("the plugin (ABI 1.%u) keeps no task paths", (unsigned)minor);
+}
+
 /* A malloc'd copy of n bytes plus a NUL (so 0 bytes is a valid pointer). */
 static void *conf_bytes_dup(const void *p, uint64_t n)
 {
@@ -1494,6 +1506,7 @@ void conf_checkpoint_clear(conf_checkpoint *c)
 	free((char *)c->c.metadata_json);
 	for (size_t i = 0; i < c->n_w; i++) {
 		free(c->w[i].task_id);
+		free(c->w[i].task_path);
 		free(c->w[i].channel);
 		free(c->w[i].type);
 		free(c->w[i].value);
@@ -1532,7 +1545,10 @@ static int32_t conf_checkpoint_many(void *ud, const memd_checkpoint *in)
 	return 0;
 }
 
-static int32_t conf_checkpoint_write_many(void *ud, const memd_checkpoint_write *in)
+/* Copy a write to the last checkpoint of ud (a conf_checkpoints), with
+ * task_path (NULL: delivered through write). */
+static void conf_checkpoint_write_add(void *ud, const memd_checkpoint_write *in,
+				      const char *task_path)
 {
 	conf_checkpoints *l = ud;
 	conf_checkpoint *c;
@@ -1545,11 +1561,25 @@ static int32_t conf_checkpoint_write_many(void *ud, const memd_checkpoint_write 
 	c->w = conf_grow(c->w, &c->cap_w, c->n_w + 1, sizeof(*c->w));
 	d = &c->w[c->n_w++];
 	d->task_id = tc_strdup(in->task_id);
+	d->task_path = tc_strdup(task_path);
 	d->channel = tc_strdup(in->channel);
 	d->type = tc_strdup(in->type);
 	d->idx = in->idx;
 	d->value = conf_bytes_dup(in->value, in->value_size);
 	d->value_size = in->value_size;
+}
+
+static int32_t conf_checkpoint_write_many(void *ud, const memd_checkpoint_write *in)
+{
+	conf_checkpoint_write_add(ud, in, NULL);
+	return 0;
+}
+
+static int32_t conf_checkpoint_task_write_many(void *ud, const memd_checkpoint_write *in,
+					       const char *task_path)
+{
+	cr_assert_not_null(task_path, "task_write delivered a NULL task path (\"\" = none)");
+	conf_checkpoint_write_add(ud, in, task_path);
 	return 0;
 }
 
@@ -1581,7 +1611,8 @@ int32_t conf_checkpoint_get(conf_store *st, const memd_scope *sc, const char *ns
 	memd_call call = conf_call(st);
 	conf_checkpoints l = { 0 };
 	memd_checkpoint_sink sink = { sizeof(sink), &l, conf_checkpoint_many,
-				      with_writes ? conf_checkpoint_write_many : NULL, NULL };
+				      with_writes ? conf_checkpoint_write_many : NULL,
+				      with_writes ? conf_checkpoint_task_write_many : NULL };
 	int32_t r;
 
 	CONF_ERR_RESET(st);
@@ -1606,7 +1637,8 @@ int32_t conf_checkpoint_list(conf_store *st, const char *app, const char *user,
 	memd_call call = conf_call(st);
 	memd_scope sc = conf_scope(app, user, NULL);
 	memd_checkpoint_sink sink = { sizeof(sink), out, conf_checkpoint_many,
-				      with_writes ? conf_checkpoint_write_many : NULL, NULL };
+				      with_writes ? conf_checkpoint_write_many : NULL,
+				      with_writes ? conf_checkpoint_task_write_many : NULL };
 
 	CONF_ERR_RESET(st);
 	CONF_NEED(st, checkpoint_list);

@@ -364,9 +364,18 @@ int32_t conf_session_list_pending(conf_store *st, memd_pending_query *q, conf_se
  * it must have them; one with only some of them fails. */
 void conf_require_checkpoints(conf_store *st);
 
-/* A deep copy of memd_checkpoint_write (strings and value owned). */
+/* Does the plugin keep the task paths of pending writes (ABI 1.6)? A
+ * plugin of ABI minor < 6 keeps none and is skipped unless
+ * MEMD_CONFORMANCE_TASK_PATHS=1 says it must keep them. */
+void conf_require_task_paths(conf_store *st);
+
+/* A deep copy of memd_checkpoint_write (strings and value owned). The
+ * sinks of these wrappers set both write and task_write: task_path is the
+ * path a store delivered through task_write (since 1.6), NULL when it
+ * called write. */
 typedef struct conf_ckwrite {
 	char *task_id, *channel, *type;
+	char *task_path;
 	int64_t idx;
 	void *value;             /* value_size bytes (+ a NUL), never NULL */
 	uint64_t value_size;
@@ -395,7 +404,8 @@ int32_t conf_checkpoint_put(conf_store *st, const memd_checkpoint *c, int create
 int32_t conf_checkpoint_put_writes(conf_store *st, const memd_scope *sc,
 				   memd_checkpoint_writes *w);
 /* ret (may be NULL) gets the checkpoint (cleared first), with its writes
- * when with_writes (else the sink's write is NULL and none may come);
+ * when with_writes (else the sink's write and task_write are NULL and none
+ * may come);
  * exactly one checkpoint must be delivered on success. */
 int32_t conf_checkpoint_get(conf_store *st, const memd_scope *sc, const char *ns,
 			    const char *id, int64_t now_us, int with_writes, conf_checkpoint *ret);
@@ -405,7 +415,7 @@ int32_t conf_checkpoint_list(conf_store *st, const char *app, const char *user,
 /* ret_count may be NULL (the op then gets NULL). */
 int32_t conf_checkpoint_delete(conf_store *st, const memd_scope *sc, const char *ns,
 			       uint32_t *ret_count);
-/* q->struct_size is set here; the sink's write is NULL. */
+/* q->struct_size is set here; the sink's write and task_write are NULL. */
 int32_t conf_checkpoint_resumable(conf_store *st, memd_resumable_query *q,
 				  conf_checkpoints *out);
 int32_t conf_checkpoint_expire(conf_store *st, int64_t now_us, uint32_t limit,

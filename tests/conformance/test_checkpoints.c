@@ -848,6 +848,195 @@ Test(checkpoints, list_delivers_payloads_and_writes_when_asked)
 	conf_checkpoints_clear(&l);
 }
 
+/* ---- task paths (since 1.6) ------------------------------------------ */
+
+/* put_writes with task_paths (NULL, or n entries). */
+static int32_t put_writes_paths(const char *session, const char *id,
+				const memd_checkpoint_write *ws, const char *const *paths,
+				uint32_t n, int64_t now_us)
+{
+	memd_scope sc = conf_scope(APP, USER, session);
+	memd_checkpoint_writes w = { .ns = "", .checkpoint_id = id, .writes = ws,
+				     .n_writes = n, .now_us = now_us, .task_paths = paths };
+	return conf_checkpoint_put_writes(st, &sc, &w);
+}
+
+/* A write delivered through task_write with task path path, and else as
+ * assert_write. */
+static void assert_path_write(const conf_ckwrite *w, const char *path, const char *task_id,
+			      int64_t idx, const char *value)
+{
+	cr_assert_not_null(w->task_path,
+			   "write %s/%lld came through write, not task_write with its path",
+			   w->task_id, (long long)w->idx);
+	cr_assert_str_eq(w->task_path, path, "task path of write %s/%lld", w->task_id,
+			 (long long)w->idx);
+	assert_write(w, task_id, idx, "c", value);
+}
+
+/* One write per (path, task, idx) of ORDER_WRITES, given out of order:
+ * ascending by (task_path, task_id, idx) they are ORDER_WANT, which is
+ * not their (task_id, idx) order. Paths compare as bytes: "" first, a
+ * prefix before what extends it ("~__pregel_push" < "~__pregel_push, 10"),
+ * "10" < "9" past a shared prefix, ASCII before any multi-byte UTF-8, and
+ * U+00E9 < U+FF41 < U+1F600 (code point order, which UTF-16 order is not:
+ * there U+1F600's surrogate 0xD83D comes before 0xFF41). */
+static const struct { const char *path, *task; int64_t idx; const char *value; } ORDER_WRITES[] = {
+	{ "\xf0\x9f\x98\x80", "m", 0, "smiley" },
+	{ "~__pregel_pull, b", "a", 1, "pb-a1" },
+	{ "~__pregel_push, 9", "x", 0, "push9" },
+	{ "~__pregel_pull, a", "b", 0, "pa-b0" },
+	{ "\xc3\xa9", "o", 0, "e-acute" },
+	{ "", "z", 3, "none" },
+	{ "~__pregel_push, 10", "y", 0, "push10" },
+	{ "~__pregel_pull, b", "a", -1, "pb-a-1" },
+	{ "\xef\xbd\x81", "n", 0, "fullwidth-a" },
+	{ "~__pregel_push", "w", 0, "push" },
+	{ "~__pregel_pull, a", "a", 0, "pa-a0" },
+};
+#define ORDER_N (sizeof(ORDER_WRITES) / sizeof(ORDER_WRITES[0]))
+/* Indexes into ORDER_WRITES in delivery order. */
+static const size_t ORDER_WANT[ORDER_N] = { 5, 10, 3, 7, 1, 9, 6, 2, 4, 8, 0 };
+
+static void assert_order_writes(const conf_checkpoint *g, const char *what)
+{
+	cr_assert_eq(g->n_w, ORDER_N, "%s: %zu writes", what, g->n_w);
+	for (size_t i = 0; i < ORDER_N; i++) {
+		size_t k = ORDER_WANT[i];
+		assert_path_write(&g->w[i], ORDER_WRITES[k].path, ORDER_WRITES[k].task,
+				  ORDER_WRITES[k].idx, ORDER_WRITES[k].value);
+	}
+}
+
+Test(checkpoints, writes_keep_task_paths_and_order_by_path_task_idx)
+{
+	memd_checkpoint_write w[ORDER_N];
+	const char *paths[ORDER_N];
+	memd_checkpoint_query q = { .limit = LIST_ALL, .session = "s1", .now_us = NOW };
+	conf_checkpoints l = { 0 };
+	conf_checkpoint g;
+
+	conf_require_task_paths(st);
+	for (size_t i = 0; i < ORDER_N; i++) {
+		w[i] = ckw(ORDER_WRITES[i].task, ORDER_WRITES[i].idx, "c", ORDER_WRITES[i].value, 0);
+		paths[i] = ORDER_WRITES[i].path;
+	}
+	put_simple("s1", "", "c1");
+	put_simple("s1", "", "c2");
+	cr_assert_eq(put_writes_paths("s1", "c1", w, paths, ORDER_N, T0 + 1), 0, "put_writes: %s",
+		     st->err.msg);
+
+	g = get_ok(APP, USER, "s1", "", "c1", NOW);
+	assert_order_writes(&g, "get");
+	conf_checkpoint_clear(&g);
+
+	cr_assert_eq(conf_checkpoint_list(st, APP, USER, &q, 1, &l), 0, "%s", st->err.msg);
+	cr_assert_eq(l.n, 2);
+	cr_assert_str_eq(l.v[1].c.id, "c1");
+	assert_order_writes(&l.v[1], "list");
+	cr_assert_eq(l.v[0].n_w, 0, "c2 has %zu writes", l.v[0].n_w);
+	conf_checkpoints_clear(&l);
+
+	if (st->durable) {
+		conf_reopen(st);
+		g = get_ok(APP, USER, "s1", "", "c1", NOW);
+		assert_order_writes(&g, "get after reopen");
+		conf_checkpoint_clear(&g);
+	}
+}
+
+Test(checkpoints, writes_without_task_paths_read_back_with_empty_path)
+{
+	memd_checkpoint_write none[2] = { ckw("b", 0, "c", "b0", 0), ckw("a", 1, "c", "a1", 0) };
+	memd_checkpoint_write some[3] = { ckw("c", 0, "c", "c0", 0), ckw("a", 0, "c", "a0", 0),
+					  ckw("d", 0, "c", "d0", 0) };
+	const char *paths[3] = { NULL, "", "~__pregel_pull, d" };
+	conf_checkpoint g;
+
+	conf_require_task_paths(st);
+	put_simple("s1", "", "c1");
+	cr_assert_eq(put_writes_paths("s1", "c1", none, NULL, 2, T0 + 1), 0, "%s", st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c1", some, paths, 3, T0 + 2), 0, "%s", st->err.msg);
+
+	/* No path is "", which sorts before any path. */
+	g = get_ok(APP, USER, "s1", "", "c1", NOW);
+	cr_assert_eq(g.n_w, 5, "%zu writes", g.n_w);
+	assert_path_write(&g.w[0], "", "a", 0, "a0");
+	assert_path_write(&g.w[1], "", "a", 1, "a1");
+	assert_path_write(&g.w[2], "", "b", 0, "b0");
+	assert_path_write(&g.w[3], "", "c", 0, "c0");
+	assert_path_write(&g.w[4], "~__pregel_pull, d", "d", 0, "d0");
+	conf_checkpoint_clear(&g);
+}
+
+Test(checkpoints, writes_keep_or_replace_take_the_path_with_the_write)
+{
+	memd_checkpoint_write first[3] = { ckw("t", 0, "c", "t0", 0), ckw("t", 1, "c", "t1", 0),
+					   ckw("u", 0, "c", "u0", 0) };
+	const char *first_paths[3] = { "p2", "p2", "p3" };
+	memd_checkpoint_write again[3] = { ckw("t", 0, "c", "t0-kept?", 0),
+					   ckw("t", 1, "c", "t1-new", MEMD_CKW_REPLACE),
+					   ckw("u", 0, "c", "u0-new", MEMD_CKW_REPLACE) };
+	const char *again_paths[3] = { "p1", "p0", NULL };
+	conf_checkpoint g;
+
+	conf_require_task_paths(st);
+	put_simple("s1", "", "c1");
+	cr_assert_eq(put_writes_paths("s1", "c1", first, first_paths, 3, T0 + 1), 0, "%s",
+		     st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c1", again, again_paths, 3, T0 + 2), 0, "%s",
+		     st->err.msg);
+
+	/* (t, 0) stays with its value and path "p2"; (t, 1) and (u, 0) are
+	 * replaced, path included ("p0", and "" for none). */
+	g = get_ok(APP, USER, "s1", "", "c1", NOW);
+	cr_assert_eq(g.n_w, 3, "%zu writes", g.n_w);
+	assert_path_write(&g.w[0], "", "u", 0, "u0-new");
+	assert_path_write(&g.w[1], "p0", "t", 1, "t1-new");
+	assert_path_write(&g.w[2], "p2", "t", 0, "t0");
+	conf_checkpoint_clear(&g);
+}
+
+Test(checkpoints, writes_of_several_puts_interleave_by_path)
+{
+	/* A step's tasks finish in any order, each putting its writes. */
+	memd_checkpoint_write t3[2] = { ckw("t3", 0, "c", "t3-0", 0), ckw("t3", 1, "c", "t3-1", 0) };
+	memd_checkpoint_write t1[2] = { ckw("t1", 1, "c", "t1-1", 0), ckw("t1", 0, "c", "t1-0", 0) };
+	memd_checkpoint_write t2[2] = { ckw("t2", 0, "c", "t2-0", 0), ckw("t2", 1, "c", "t2-1", 0) };
+	memd_checkpoint_write t0[1] = { ckw("t0", -1, "c", "t0-err", 0) };
+	const char *p3[2] = { "~__pregel_pull, c", "~__pregel_pull, c" };
+	const char *p1[2] = { "~__pregel_push, 0", "~__pregel_push, 0" };
+	const char *p2[2] = { "~__pregel_pull, a", "~__pregel_pull, a" };
+	const char *p_other[1] = { "~__pregel_pull, b" };
+	conf_checkpoint g;
+
+	conf_require_task_paths(st);
+	put_simple("s1", "", "c1");
+	put_simple("s1", "", "c2");
+	cr_assert_eq(put_writes_paths("s1", "c1", t3, p3, 2, T0 + 1), 0, "%s", st->err.msg);
+	/* A write of another checkpoint in between stays there. */
+	cr_assert_eq(put_writes_paths("s1", "c2", t0, p_other, 1, T0 + 2), 0, "%s", st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c1", t1, p1, 2, T0 + 3), 0, "%s", st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c1", t0, NULL, 1, T0 + 4), 0, "%s", st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c1", t2, p2, 2, T0 + 5), 0, "%s", st->err.msg);
+
+	g = get_ok(APP, USER, "s1", "", "c1", NOW);
+	cr_assert_eq(g.n_w, 7, "%zu writes", g.n_w);
+	assert_path_write(&g.w[0], "", "t0", -1, "t0-err");
+	assert_path_write(&g.w[1], "~__pregel_pull, a", "t2", 0, "t2-0");
+	assert_path_write(&g.w[2], "~__pregel_pull, a", "t2", 1, "t2-1");
+	assert_path_write(&g.w[3], "~__pregel_pull, c", "t3", 0, "t3-0");
+	assert_path_write(&g.w[4], "~__pregel_pull, c", "t3", 1, "t3-1");
+	assert_path_write(&g.w[5], "~__pregel_push, 0", "t1", 0, "t1-0");
+	assert_path_write(&g.w[6], "~__pregel_push, 0", "t1", 1, "t1-1");
+	conf_checkpoint_clear(&g);
+
+	g = get_ok(APP, USER, "s1", "", "c2", NOW);
+	cr_assert_eq(g.n_w, 1, "%zu writes", g.n_w);
+	assert_path_write(&g.w[0], "~__pregel_pull, b", "t0", -1, "t0-err");
+	conf_checkpoint_clear(&g);
+}
+
 /* ---- delete ------------------------------------------------------------- */
 
 Test(checkpoints, delete_per_namespace_and_all)
