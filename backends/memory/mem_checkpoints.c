@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mem_checkpoints: run checkpoints of the in-memory store (store.h 1.5).
+ * mem_checkpoints: run checkpoints of the in-memory store (store.h 1.5;
+ * the task paths of pending writes since 1.6).
  * Layout, all under the store's one lock:
  *  - each session keeps its checkpoints in one array ascending by (ns,
  *    id) in byte order, so that the root namespace "" comes first and a
  *    session's head (its greatest root id, expired or not until
  *    checkpoint_expire deletes it) is the last checkpoint of that run;
- *  - each checkpoint keeps its pending writes in an array ascending by
- *    (task_id, idx);
+ *  - each checkpoint keeps its pending writes in an array in delivery
+ *    order, ascending by (task_path, task_id, idx) in byte order; a write's
+ *    key (task_id, idx) is found by a walk of that array (a checkpoint
+ *    has a step's writes: few);
  *  - the lists across sessions (a user's list, the resumable heads of an
  *    app, the expiry) gather what they need and sort it: this store is the
  *    reference, not the fast one.
@@ -24,6 +27,7 @@
 #define MEM_CKPT_TYPE_MAX 256
 
 typedef struct mem_ckw {
+	char *task_path;       /* "" = none */
 	char *task_id;
 	int64_t idx;
 	char *channel;
@@ -44,7 +48,7 @@ typedef struct mem_ckpt {
 	int64_t created_us;
 	int64_t updated_us;
 	int64_t expires_us;    /* 0 = never */
-	mem_ckw *writes;       /* ascending (task_id, idx) */
+	mem_ckw *writes;       /* ascending (task_path, task_id, idx) */
 	size_t n_writes;
 	size_t cap_writes;
 } mem_ckpt;
@@ -65,6 +69,7 @@ typedef struct mem_ckrefs {
 
 static void mem_ckw_clear(mem_ckw *w)
 {
+	free(w->task_path);
 	free(w->task_id);
 	free(w->channel);
 	free(w->type);
@@ -167,25 +172,51 @@ static mem_ckpt *mem_ckpt_head(const mem_session *s)
 	return end ? s->ckpts[end - 1] : NULL;
 }
 
-/* <0, 0, >0 as write key (task_id, idx) sorts before, at, after w's. */
-static int mem_ckw_keycmp(const char *task_id, int64_t idx, const mem_ckw *w)
+/* <0, 0, >0 as write a sorts before, at, after b in delivery order:
+ * (task_path, task_id, idx), strings as bytes (strcmp compares them as
+ * unsigned char: UTF-8 in code point order), idx as a signed number. */
+static int mem_ckw_cmp(const mem_ckw *a, const mem_ckw *b)
 {
-	int d = strcmp(task_id, w->task_id);
-	return d ? d : (idx > w->idx) - (idx < w->idx);
+	int d = strcmp(a->task_path, b->task_path);
+
+	if (!d)
+		d = strcmp(a->task_id, b->task_id);
+	return d ? d : (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-static size_t mem_ckw_lower(const mem_ckpt *c, const char *task_id, int64_t idx)
+/* Where w goes in c's writes: the first stored write not before it. */
+static size_t mem_ckw_lower(const mem_ckpt *c, const mem_ckw *w)
 {
 	size_t lo = 0, hi = c->n_writes;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (mem_ckw_keycmp(task_id, idx, &c->writes[mid]) > 0)
+		if (mem_ckw_cmp(w, &c->writes[mid]) > 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+/* The index of c's write keyed (task_id, idx), or c->n_writes when none:
+ * the key leaves out the path, so this walks the writes. */
+static size_t mem_ckw_find(const mem_ckpt *c, const char *task_id, int64_t idx)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_writes; i++)
+		if (c->writes[i].idx == idx && strcmp(c->writes[i].task_id, task_id) == 0)
+			break;
+	return i;
+}
+
+/* Commit step: take index i out of c's writes and free it. */
+static void mem_ckw_remove_at(mem_ckpt *c, size_t i)
+{
+	mem_ckw_clear(&c->writes[i]);
+	memmove(&c->writes[i], &c->writes[i + 1], (c->n_writes - i - 1) * sizeof(*c->writes));
+	c->n_writes--;
 }
 
 /* Commit step: take index i out of s's checkpoints and free it. */
@@ -279,6 +310,12 @@ static int32_t mem_writes_check(const memd_checkpoint_writes *w, memd_error *err
 
 /* ---- delivery --------------------------------------------------------- */
 
+/* Does out want pending writes (through write or, since 1.6, task_write)? */
+static int mem_sink_wants_writes(const memd_checkpoint_sink *out)
+{
+	return out->write || (MEM_HAS(out, task_write) && out->task_write);
+}
+
 static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int with_payload,
 				const memd_checkpoint_sink *out, memd_error *err)
 {
@@ -303,7 +340,7 @@ static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int wit
 
 	if ((r = mem_sink_result(out->checkpoint(out->userdata, &rec), err)) != 0)
 		return r;
-	if (!with_payload || !out->write)
+	if (!with_payload || !mem_sink_wants_writes(out))
 		return 0;
 	for (size_t i = 0; i < c->n_writes; i++) {
 		const mem_ckw *w = &c->writes[i];
@@ -316,7 +353,11 @@ static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int wit
 			.value = w->value,
 			.value_size = w->value_size,
 		};
-		if ((r = mem_sink_result(out->write(out->userdata, &wr), err)) != 0)
+		if (MEM_HAS(out, task_write) && out->task_write)
+			r = out->task_write(out->userdata, &wr, w->task_path);
+		else
+			r = out->write(out->userdata, &wr);
+		if ((r = mem_sink_result(r, err)) != 0)
 			return r;
 	}
 	return 0;
@@ -437,12 +478,14 @@ int32_t mem_checkpoint_put_writes(void *inst, const memd_call *call, const memd_
 	mem_session *s = NULL;
 	mem_ckpt *c;
 	mem_ckw *staged = NULL;
+	const char *const *paths;
 	uint32_t i;
 	int32_t r;
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0 ||
 	    (r = mem_writes_check(w, err)) < 0)
 		return r;
+	paths = MEM_HAS(w, task_paths) ? w->task_paths : NULL;
 	staged = calloc(w->n_writes ? w->n_writes : 1, sizeof(*staged));
 	if (!staged)
 		return mem_enomem(err);
@@ -451,7 +494,8 @@ int32_t mem_checkpoint_put_writes(void *inst, const memd_call *call, const memd_
 		mem_ckw *y = &staged[i];
 		y->idx = x->idx;
 		y->value_size = x->value_size;
-		if (!(y->task_id = mem_strdup(x->task_id)) || !(y->channel = mem_strdup(x->channel)) ||
+		if (!(y->task_path = mem_strdup(paths && paths[i] ? paths[i] : "")) ||
+		    !(y->task_id = mem_strdup(x->task_id)) || !(y->channel = mem_strdup(x->channel)) ||
 		    !(y->type = mem_strdup(x->type)) ||
 		    !(y->value = mem_bytes_dup(x->value, x->value_size))) {
 			r = mem_enomem(err);
@@ -473,18 +517,17 @@ int32_t mem_checkpoint_put_writes(void *inst, const memd_call *call, const memd_
 		goto out;
 	}
 	/* Commit: in order, so that a later write of the batch meets an
-	 * earlier one as a stored write. */
+	 * earlier one as a stored write. A replaced write goes, and the new
+	 * one is placed by its own path. */
 	for (i = 0; i < w->n_writes; i++) {
 		mem_ckw *y = &staged[i];
-		size_t at = mem_ckw_lower(c, y->task_id, y->idx);
-		if (at < c->n_writes && mem_ckw_keycmp(y->task_id, y->idx, &c->writes[at]) == 0) {
-			if (w->writes[i].flags & MEMD_CKW_REPLACE) {
-				mem_ckw_clear(&c->writes[at]);
-				c->writes[at] = *y;
-				memset(y, 0, sizeof(*y));
-			}
-			continue;
+		size_t at = mem_ckw_find(c, y->task_id, y->idx);
+		if (at < c->n_writes) {
+			if (!(w->writes[i].flags & MEMD_CKW_REPLACE))
+				continue;
+			mem_ckw_remove_at(c, at);
 		}
+		at = mem_ckw_lower(c, y);
 		memmove(&c->writes[at + 1], &c->writes[at], (c->n_writes - at) * sizeof(*c->writes));
 		c->writes[at] = *y;
 		c->n_writes++;
@@ -680,7 +723,7 @@ int32_t mem_checkpoint_list(void *inst, const memd_call *call, const memd_scope 
 		if (mem_ckpt_expired(c, q->now_us))
 			continue;
 		sent++;
-		if (out->write)
+		if (mem_sink_wants_writes(out))
 			examined += c->n_writes;
 		r = mem_ckpt_deliver(best->s, c, 1, out, err);
 	}

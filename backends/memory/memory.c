@@ -1952,11 +1952,12 @@ static int32_t mem_ping(void *inst, const memd_call *call, memd_error *err)
 
 /* ---- descriptor ------------------------------------------------------- */
 
-/* 1.5: the checkpoint and task ops (1.3: the memory ops and the
- * session's memory_seq; 1.2: the lane ops, a session's lifecycle members,
- * append usage and transcript operations, which the host passes only to a
- * store of that minor or later). */
-#define MEM_ABI_MINOR_NEEDED 5
+/* 1.6: the task paths of pending writes (1.5: the checkpoint and task
+ * ops; 1.3: the memory ops and the session's memory_seq; 1.2: the lane
+ * ops, a session's lifecycle members, append usage and transcript
+ * operations, which the host passes only to a store of that minor or
+ * later). */
+#define MEM_ABI_MINOR_NEEDED 6
 
 static const memd_store_ops mem_ops = {
 	.struct_size = sizeof(memd_store_ops),
