@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "sq_checkpoints.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +46,16 @@ static const sq_sql SQL_CKPT_HEAD_PUT = { SQ_ST_CKPT_HEAD_PUT,
 static const sq_sql SQL_CKPT_EXPIRES = { SQ_ST_CKPT_EXPIRES,
 	"SELECT expires_us FROM checkpoints"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND ns = ?4 AND id = ?5" };
+/* A write's key leaves out its task path: a kept write keeps its path, a
+ * replaced one takes the new one. */
 #define CKW_INSERT \
 	"INSERT INTO checkpoint_writes (app, user, session, ns, checkpoint_id, task_id, idx," \
-	" channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)" \
+	" channel, type, value, task_path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)" \
 	" ON CONFLICT (app, user, session, ns, checkpoint_id, task_id, idx)"
 static const sq_sql SQL_CKW_KEEP = { SQ_ST_CKW_KEEP, CKW_INSERT " DO NOTHING" };
 static const sq_sql SQL_CKW_REPLACE = { SQ_ST_CKW_REPLACE,
 	CKW_INSERT " DO UPDATE SET channel = excluded.channel, type = excluded.type,"
-	" value = excluded.value" };
+	" value = excluded.value, task_path = excluded.task_path" };
 static const sq_sql SQL_CKPT_RUN_STATE = { SQ_ST_CKPT_RUN_STATE,
 	"UPDATE checkpoints SET run_state = ?6, updated_us = ?7"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND ns = ?4 AND id = ?5" };
@@ -66,11 +69,13 @@ static const sq_sql SQL_CKPT_LATEST = { SQ_ST_CKPT_LATEST,
 	"SELECT " CKPT_COLS " FROM checkpoints"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND ns = ?4" CKPT_LIVE("?6")
 	" ORDER BY id DESC LIMIT 1" };
-/* Ascending by (task_id, idx): the primary key's order. */
+/* Ascending by (task_path, task_id, idx), strings as bytes (BINARY:
+ * UTF-8 in code point order): the primary key's prefix finds a
+ * checkpoint's writes, a sort of those few orders them. */
 static const sq_sql SQL_CKW_LIST = { SQ_ST_CKW_LIST,
-	"SELECT task_id, idx, channel, type, value FROM checkpoint_writes"
+	"SELECT task_id, idx, channel, type, value, task_path FROM checkpoint_writes"
 	" WHERE app = ?1 AND user = ?2 AND session = ?3 AND ns = ?4 AND checkpoint_id = ?5"
-	" ORDER BY task_id, idx" };
+	" ORDER BY task_path COLLATE BINARY, task_id COLLATE BINARY, idx" };
 
 /* Listings: ?1 app, ?2 user, ?3 session, ?4 ns, ?5..?7 the keyset
  * (before_id, before_session, before_ns), ?8 now, ?9 limit. The keyset
@@ -387,9 +392,24 @@ static int32_t checkpoint_live(sq_conn *c, const memd_scope *scope, const char *
 	return r;
 }
 
-static int32_t write_one(sq_conn *c, const writes_job *j, const memd_checkpoint_write *w,
-			 memd_error *err)
+/* The smallest memd_checkpoint_writes accepted: a 1.5 caller's, without
+ * task_paths. */
+#define WRITES_SIZE_1_5 offsetof(memd_checkpoint_writes, task_paths)
+
+/* The task path of w's write i: "" when w has no task_paths (NULL, or a
+ * 1.5 caller's record) or that entry is NULL. */
+static const char *write_task_path(const memd_checkpoint_writes *w, uint32_t i)
 {
+	const char *p = NULL;
+
+	if (w->struct_size >= WRITES_SIZE_1_5 + sizeof(w->task_paths) && w->task_paths)
+		p = w->task_paths[i];
+	return p ? p : "";
+}
+
+static int32_t write_one(sq_conn *c, const writes_job *j, uint32_t i, memd_error *err)
+{
+	const memd_checkpoint_write *w = &j->w->writes[i];
 	sqlite3_stmt *st = NULL;
 	int32_t r = sq_stmt(c, (w->flags & MEMD_CKW_REPLACE) ? &SQL_CKW_REPLACE : &SQL_CKW_KEEP,
 			    &st, err);
@@ -408,6 +428,8 @@ static int32_t write_one(sq_conn *c, const writes_job *j, const memd_checkpoint_
 		rc = sq_bind_text(st, 9, w->type);
 	if (rc == SQLITE_OK)
 		rc = bind_bytes(st, 10, w->value, w->value_size);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(st, 11, write_task_path(j->w, i));
 	return run_done(c, st, rc, NULL, "write to checkpoint", j->w->checkpoint_id, err);
 }
 
@@ -448,7 +470,7 @@ static int32_t writes_apply(sq_conn *c, void *ctx, memd_error *err)
 	int32_t r = checkpoint_live(c, j->scope, w->ns, w->checkpoint_id, w->now_us, err);
 
 	for (uint32_t i = 0; r == 0 && i < w->n_writes; i++)
-		r = write_one(c, j, &w->writes[i], err);
+		r = write_one(c, j, i, err);
 	if (r == 0 && w->run_state != MEMD_RUN_UNSET)
 		r = run_state_set(c, j, err);
 	return r;
@@ -461,7 +483,7 @@ static int32_t check_writes(const memd_scope *scope, const memd_checkpoint_write
 
 	if (r < 0)
 		return r;
-	if (!w || w->struct_size < sizeof(*w))
+	if (!w || w->struct_size < WRITES_SIZE_1_5)
 		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint writes are missing or short");
 	if ((r = check_ns(w->ns, err)) < 0 ||
 	    (r = pu_check_id("checkpoint id", w->checkpoint_id, err)) < 0 ||
@@ -503,11 +525,27 @@ typedef struct deliver_ctx {
 	uint64_t rows;              /* checkpoints delivered */
 } deliver_ctx;
 
-/* sq_row_fn of the writes of one checkpoint: to ud, a deliver_ctx. */
+/* Does out have a task_write (since 1.6)? */
+static int sink_has_task_write(const memd_checkpoint_sink *out)
+{
+	return out->struct_size >= offsetof(memd_checkpoint_sink, task_write) +
+					   sizeof(out->task_write) &&
+	       out->task_write;
+}
+
+/* Does out want pending writes (through write or task_write)? */
+static int sink_wants_writes(const memd_checkpoint_sink *out)
+{
+	return out->write || sink_has_task_write(out);
+}
+
+/* sq_row_fn of the writes of one checkpoint: to ud, a deliver_ctx,
+ * through the sink's task_write with the write's path when it has one. */
 static int32_t write_row(sqlite3_stmt *st, void *ud, memd_error *err)
 {
 	deliver_ctx *d = ud;
 	memd_checkpoint_write w = { .struct_size = sizeof(w) };
+	int32_t r;
 
 	w.task_id = sq_col_text(st, 0);
 	w.idx = sqlite3_column_int64(st, 1);
@@ -517,7 +555,11 @@ static int32_t write_row(sqlite3_stmt *st, void *ud, memd_error *err)
 	w.value_size = (uint64_t)sqlite3_column_bytes(st, 4);
 	if (!w.value)
 		w.value = "";
-	return sq_sink_result(d->out->write(d->out->userdata, &w), "checkpoint write", err);
+	if (sink_has_task_write(d->out))
+		r = d->out->task_write(d->out->userdata, &w, sq_col_text(st, 5));
+	else
+		r = d->out->write(d->out->userdata, &w);
+	return sq_sink_result(r, "checkpoint write", err);
 }
 
 /* sq_row_fn of the checkpoint reads: the checkpoint of st's current row
@@ -534,7 +576,7 @@ static int32_t checkpoint_row(sqlite3_stmt *st, void *ud, memd_error *err)
 	checkpoint_from_row(st, &k);
 	d->rows++;
 	r = sq_sink_result(d->out->checkpoint(d->out->userdata, &k), "checkpoint", err);
-	if (r != 0 || !d->out->write)
+	if (r != 0 || !sink_wants_writes(d->out))
 		return r;
 	r = sq_stmt(d->c, &SQL_CKW_LIST, &ws, err);
 	if (r < 0)
@@ -549,10 +591,14 @@ static int32_t checkpoint_row(sqlite3_stmt *st, void *ud, memd_error *err)
 	return r;
 }
 
+/* The smallest memd_checkpoint_sink accepted: a 1.5 caller's, without
+ * task_write. */
+#define SINK_SIZE_1_5 offsetof(memd_checkpoint_sink, task_write)
+
 static int32_t check_sink(const memd_checkpoint_sink *out, memd_error *err)
 {
-	if (!out || !out->checkpoint)
-		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint sink is missing");
+	if (!out || out->struct_size < SINK_SIZE_1_5 || !out->checkpoint)
+		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint sink is missing or short");
 	return 0;
 }
 
@@ -678,8 +724,9 @@ int32_t sq_checkpoint_resumable(void *inst, const memd_call *call,
 				const memd_resumable_query *q, const memd_checkpoint_sink *out,
 				memd_error *err)
 {
-	/* No writes: the heads go to a sink without its write member. */
-	memd_checkpoint_sink heads;
+	/* No writes: the heads go to a copy of the sink without its write
+	 * members (a copy of what the caller's struct_size covers). */
+	memd_checkpoint_sink heads = { 0 };
 	deliver_ctx d = { .store = inst, .call = call, .out = &heads };
 	sqlite3_stmt *st = NULL;
 	int after;
@@ -695,8 +742,10 @@ int32_t sq_checkpoint_resumable(void *inst, const memd_call *call,
 		r = check_sink(out, err);
 	if (r < 0)
 		return r;
-	heads = *out;
+	memcpy(&heads, out, out->struct_size < sizeof(heads) ? out->struct_size : sizeof(heads));
+	heads.struct_size = sizeof(heads);
 	heads.write = NULL;
+	heads.task_write = NULL;
 	after = q->after_user != NULL;
 	r = sq_read_begin(d.store, call, &d.c, err);
 	if (r < 0)

@@ -379,6 +379,18 @@ static const char SQL_V8[] =
 	"CREATE INDEX tasks_by_context ON tasks (app, context_id, updated_us, id);"
 	"CREATE INDEX tasks_by_user ON tasks (app, user, context_id) WHERE user IS NOT NULL;";
 
+/* Version 9 (ABI 1.6): a pending write keeps the path of the task that
+ * made it (LangGraph's taskPath), '' for none, which is also what the
+ * writes of an older database read back with. It is not part of the key
+ * (a write is still one per (checkpoint, task_id, idx)). A checkpoint's
+ * writes are read ascending by (task_path, task_id, idx) in BINARY
+ * collation (bytes: UTF-8 in code point order); no index serves that
+ * order: the primary key's prefix finds the writes of one checkpoint, a
+ * step's few, and the read sorts them. */
+static const char SQL_V9[] =
+	"ALTER TABLE checkpoint_writes ADD COLUMN task_path TEXT COLLATE BINARY NOT NULL"
+	"  DEFAULT '';";
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const sq_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
@@ -389,6 +401,7 @@ static const sq_migration migrations[] = {
 	{ 6, "state_history by seq", SQL_V6 },
 	{ 7, "long-term memories, their history and the sessions' memory cursor", SQL_V7 },
 	{ 8, "run checkpoints, their pending writes and heads; A2A tasks", SQL_V8 },
+	{ 9, "the task path of checkpoint writes", SQL_V9 },
 };
 #define SQ_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define SQ_SCHEMA_LATEST (migrations[SQ_N_MIGRATIONS - 1].version)

@@ -8,7 +8,8 @@
  * version 4 adds lanes, inboxes and the sessions' lifecycle and usage
  * columns; versions 5 and 6 add transcripts; version 7 adds memories,
  * their history and the sessions' memory cursor; version 8 adds run
- * checkpoints (their writes and heads) and A2A tasks. Each test makes a
+ * checkpoints (their writes and heads) and A2A tasks; version 9 the task
+ * path of checkpoint writes. Each test makes a
  * store, writes to it, turns the file back
  * into an older version's shape with a connection of its own, reopens
  * the store and checks the schema, the data and that it keeps working:
@@ -19,7 +20,8 @@
  * version 6, old sessions at memory_seq 0 (their events unread, so
  * pending), memories committed with the cursor, and the old feed records;
  * from version 7, checkpoints and tasks on an old session, which its
- * delete then takes.
+ * delete then takes; from version 8, old writes with the path "" in
+ * (task_id, idx) order, new ones with theirs ordered by path before that.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -40,11 +42,16 @@
 #define LINE_MAX_LEN 256
 #define MAX_SEARCH_DIRS 16
 #define FTW_FDS 8
-#define SCHEMA_LATEST 8
+#define SCHEMA_LATEST 9
 #define N_BATCHES 50
 #define AFTER_TIME 40 /* batch i has timestamp i + 1 */
 #define NEWEST_LIMIT 3
 #define MAX_LOADED 128
+
+/* Undo version 9 (the task path of checkpoint writes). */
+#define UNDO_V9 "ALTER TABLE checkpoint_writes DROP COLUMN task_path;"
+
+static const char SQL_BACK_TO_V8[] = UNDO_V9 "PRAGMA user_version = 8;";
 
 /* Undo version 8 (checkpoints, their writes and heads; tasks). */
 #define UNDO_V8 \
@@ -53,7 +60,7 @@
 	"DROP TABLE checkpoints;" \
 	"DROP TABLE tasks;"
 
-static const char SQL_BACK_TO_V7[] = UNDO_V8 "PRAGMA user_version = 7;";
+static const char SQL_BACK_TO_V7[] = UNDO_V9 UNDO_V8 "PRAGMA user_version = 7;";
 
 /* Undo version 7 (memories, their history, MEMORY_DELETE records'
  * memory ids, the sessions' memory cursor and its pending index). */
@@ -64,12 +71,13 @@ static const char SQL_BACK_TO_V7[] = UNDO_V8 "PRAGMA user_version = 7;";
 	"DROP INDEX sessions_pending;" \
 	"ALTER TABLE sessions DROP COLUMN memory_seq;"
 
-static const char SQL_BACK_TO_V6[] = UNDO_V8 UNDO_V7 "PRAGMA user_version = 6;";
+static const char SQL_BACK_TO_V6[] = UNDO_V9 UNDO_V8 UNDO_V7 "PRAGMA user_version = 6;";
 
 /* Undo versions 7, 6 and 5 (transcripts: hidden marks, operations, state
  * history and its index by seq, HIDE records, message_count, the activity
  * index). */
 static const char SQL_BACK_TO_V4[] =
+	UNDO_V9
 	UNDO_V8
 	UNDO_V7
 	"DROP INDEX IF EXISTS state_history_by_seq;"
@@ -874,6 +882,124 @@ Test(sqlite_migrate, version_7_database_gains_checkpoints_and_tasks, .init = set
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM checkpoints"), 0);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM checkpoint_heads"), 0);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM tasks"), 0);
+	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
+	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	sqlite3_close(db);
+}
+
+/* The writes a checkpoint sink receives, as "task_id/idx@path|..." ("?"
+ * for a path, when one came through write). */
+typedef struct write_keys {
+	char text[LINE_MAX_LEN];
+} write_keys;
+
+static int32_t keep_write_key(write_keys *k, const memd_checkpoint_write *w, const char *path)
+{
+	size_t used = strlen(k->text);
+
+	cr_assert_lt(used, sizeof(k->text) - 1, "too many writes");
+	snprintf(k->text + used, sizeof(k->text) - used, "%s/%lld@%s|", w->task_id,
+		 (long long)w->idx, path);
+	return 0;
+}
+
+static int32_t write_without_path(void *userdata, const memd_checkpoint_write *w)
+{
+	return keep_write_key(userdata, w, "?");
+}
+
+static int32_t write_with_path(void *userdata, const memd_checkpoint_write *w,
+			       const char *task_path)
+{
+	cr_assert_not_null(task_path);
+	return keep_write_key(userdata, w, task_path);
+}
+
+static int32_t ignore_checkpoint(void *userdata, const memd_checkpoint *c)
+{
+	(void)userdata;
+	(void)c;
+	return 0;
+}
+
+/* The writes of checkpoint "c1" of the test session. */
+static void get_write_keys(store *s, write_keys *ret)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint_sink cs = { .struct_size = sizeof(cs), .userdata = ret,
+				    .checkpoint = ignore_checkpoint, .write = write_without_path,
+				    .task_write = write_with_path };
+	memd_error err = { 0 };
+
+	ret->text[0] = '\0';
+	cr_assert_eq(s->ops->checkpoint_get(s->h, NULL, &sc, "", "c1", V7_NOW, &cs, &err), 0,
+		     "%s", err.msg);
+}
+
+static memd_checkpoint_write v8_write(const char *task_id, int64_t idx, uint32_t flags)
+{
+	memd_checkpoint_write w = { .struct_size = sizeof(w), .flags = flags, .task_id = task_id,
+				    .idx = idx, .channel = "ch", .type = "json", .value = "1",
+				    .value_size = 1 };
+	return w;
+}
+
+Test(sqlite_migrate, version_8_database_gains_task_paths, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint ck = { .struct_size = sizeof(ck), .app = APP, .user = USER,
+			       .session = SID, .ns = "", .id = "c1", .type = "json",
+			       .payload = "{}", .payload_size = 2, .metadata_json = "{}" };
+	memd_checkpoint_write old[3] = { v8_write("b", 2, 0), v8_write("b", 0, 0),
+					 v8_write("a", 1, 0) };
+	memd_checkpoint_write added[2] = { v8_write("c", 0, 0),
+					   v8_write("b", 0, MEMD_CKW_REPLACE) };
+	const char *added_paths[2] = { "~p", "~a" };
+	memd_checkpoint_writes ws = { .struct_size = sizeof(ws), .ns = "", .checkpoint_id = "c1",
+				      .writes = old, .n_writes = 3, .now_us = V7_NOW };
+	memd_error err = { 0 };
+	write_keys keys;
+	char col[LINE_MAX_LEN];
+	sqlite3 *db = NULL;
+	store s;
+
+	/* Writes put without paths, then the column taken away. */
+	store_open(&s);
+	cr_assert_eq(s.ops->checkpoint_put(s.h, NULL, &ck, 1, V7_NOW, NULL, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(s.ops->checkpoint_put_writes(s.h, NULL, &sc, &ws, &err), 0, "%s", err.msg);
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SQL_BACK_TO_V8, NULL, NULL, NULL), SQLITE_OK, "%s",
+		     sqlite3_errmsg(db));
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_table_info('checkpoint_writes')"
+				   " WHERE name = 'task_path'"),
+		     0);
+	sqlite3_close(db);
+
+	/* The old writes read back with the path "", in (task_id, idx)
+	 * order. */
+	store_open(&s);
+	get_write_keys(&s, &keys);
+	cr_assert_str_eq(keys.text, "a/1@|b/0@|b/2@|");
+	/* New ones keep theirs, and a replaced old one takes its new path. */
+	ws.writes = added;
+	ws.n_writes = 2;
+	ws.task_paths = added_paths;
+	cr_assert_eq(s.ops->checkpoint_put_writes(s.h, NULL, &sc, &ws, &err), 0, "%s", err.msg);
+	get_write_keys(&s, &keys);
+	cr_assert_str_eq(keys.text, "a/1@|b/2@|b/0@~a|c/0@~p|");
+	store_close(&s);
+
+	cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	cr_assert_eq(query_int(db, "PRAGMA user_version"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_table_info('checkpoint_writes')"
+				   " WHERE name = 'task_path' AND \"notnull\" = 1"
+				   " AND dflt_value = '''''' AND type = 'TEXT'"),
+		     1);
 	first_row_text(db, "PRAGMA integrity_check", col, sizeof(col));
 	cr_assert_str_eq(col, "ok", "integrity_check: %s", col);
 	cr_assert_eq(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
