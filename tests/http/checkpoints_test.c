@@ -258,6 +258,55 @@ STORES(writes_keep_replace_and_run_state)
 		     "{\"task_id\": \"a\", \"writes\": []}", 404, "not_found", NULL);
 }
 
+/* The task path of a write's task orders a checkpoint's writes before the
+ * task id (LangGraph applies a step's writes in that order): on get and
+ * in a list's full tuples; a write put without one has "", first. */
+STORES(writes_ordered_by_task_path)
+{
+	static const char *const order[] = { "zz/0/none", "b/-1/pull-a", "b/0/pull-a",
+					     "a/0/pull-b", "c/0/fullwidth", "d/0/emoji" };
+	const char *bodies[] = {
+		"{\"task_id\": \"a\", \"task_path\": \"~__pregel_pull, b\", \"writes\": ["
+		"{\"idx\": 0, \"channel\": \"pull-b\", \"type\": \"json\", \"value\": \"\"}]}",
+		"{\"task_id\": \"b\", \"task_path\": \"~__pregel_pull, a\", \"writes\": ["
+		"{\"idx\": 0, \"channel\": \"pull-a\", \"type\": \"json\", \"value\": \"\"},"
+		"{\"idx\": -1, \"channel\": \"pull-a\", \"type\": \"json\", \"value\": \"\"}]}",
+		/* U+1F600 before U+FF41 in UTF-16 units, after it by code point. */
+		"{\"task_id\": \"d\", \"task_path\": \"~\\ud83d\\ude00\", \"writes\": ["
+		"{\"idx\": 0, \"channel\": \"emoji\", \"type\": \"json\", \"value\": \"\"}]}",
+		"{\"task_id\": \"c\", \"task_path\": \"~\\uff41\", \"writes\": ["
+		"{\"idx\": 0, \"channel\": \"fullwidth\", \"type\": \"json\", \"value\": \"\"}]}",
+		"{\"task_id\": \"zz\", \"writes\": ["
+		"{\"idx\": 0, \"channel\": \"none\", \"type\": \"json\", \"value\": \"\"}]}",
+	};
+	json_t *t, *page;
+	char path[PATH_LEN];
+
+	json_decref(put("t1", NULL, "0001", NULL));
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+		json_decref(hs_expect(&H, "POST", CKS "/0001/writes", bodies[i], 204));
+	t = hs_expect(&H, "GET", CKS "/0001", NULL, 200);
+	page = hs_expect(&H, "GET", CKS "?full=true", NULL, 200);
+	for (int from_list = 0; from_list <= 1; from_list++) {
+		json_t *tuple = from_list ? json_array_get(json_object_get(page, "checkpoints"), 0) : t;
+		json_t *pw = json_object_get(tuple, "pending_writes");
+		cr_assert_eq(json_array_size(pw), sizeof(order) / sizeof(order[0]));
+		for (size_t i = 0; i < json_array_size(pw); i++) {
+			json_t *w = json_array_get(pw, i);
+			snprintf(path, sizeof(path), "%s/%lld/%s", str(w, "task_id"),
+				 (long long)num(w, "idx"), str(w, "channel"));
+			cr_assert_str_eq(path, order[i], "%s, write %zu", from_list ? "list" : "get",
+					 i);
+		}
+		cr_assert_str_eq(str(json_array_get(pw, 0), "task_path"), "");
+		cr_assert_str_eq(str(json_array_get(pw, 1), "task_path"), "~__pregel_pull, a");
+		cr_assert_str_eq(str(json_array_get(pw, 4), "task_path"), "~\xef\xbd\x81");
+		cr_assert_str_eq(str(json_array_get(pw, 5), "task_path"), "~\xf0\x9f\x98\x80");
+	}
+	json_decref(page);
+	json_decref(t);
+}
+
 /* ---- lists ------------------------------------------------------------------- */
 
 STORES(session_list_pages_namespaces_and_before)
@@ -633,6 +682,21 @@ STORES(bad_input_is_a_clear_400_and_changes_nothing)
 		     "invalid_request", "writes: required, an array");
 	expect_error("POST", CKS "/0001/writes", "{\"writes\": []}", 400, "invalid_request",
 		     "task_id: required");
+	expect_error("POST", CKS "/0001/writes", "{\"task_id\": \"a\", \"task_path\": 7, \"writes\": []}",
+		     400, "invalid_request", "task_path");
+	expect_error("POST", CKS "/0001/writes",
+		     "{\"task_id\": \"a\", \"task_path\": \"a\\u0000b\", \"writes\": []}", 400,
+		     "invalid_request", "body is not valid JSON");
+	{
+		char body[2 * PATH_LEN];
+		int n = snprintf(body, sizeof(body), "{\"task_id\": \"a\", \"task_path\": \"");
+		memset(body + n, 'p', PATH_LEN + 1);
+		snprintf(body + n + PATH_LEN + 1, sizeof(body) - (size_t)n - PATH_LEN - 1,
+			 "\", \"writes\": [{\"idx\": 0, \"channel\": \"c\", \"type\": \"json\", "
+			 "\"value\": \"\"}]}");
+		expect_error("POST", CKS "/0001/writes", body, 400, "invalid_request",
+			     "task_path: at most 1024 bytes");
+	}
 	expect_error("POST", CKS "/0001/writes",
 		     "{\"task_id\": \"a\", \"writes\": [], \"run_state\": \"stopped\"}", 400,
 		     "invalid_request", "run_state");
