@@ -849,8 +849,9 @@ MEMD_API int32_t memd_task_delete(memd *m, const char *app, const char *id,
  * "parent_checkpoint_id": str | null, "type", "metadata": {...},
  * "run_state", "created", "updated", "expires_at" (null = never), "size"
  * (payload bytes)}. Tuple JSON: the summary plus "checkpoint" (the
- * payload, base64) and "pending_writes": [{"task_id", "idx", "channel",
- * "type", "value" (base64)}] ascending by (task_id, idx). Bytes are
+ * payload, base64) and "pending_writes": [{"task_id", "task_path" (""
+ * = none), "idx", "channel", "type", "value" (base64)}] ascending by
+ * (task_path, task_id, idx), strings by code point. Bytes are
  * base64 in the standard alphabet, padded. A store without checkpoints
  * (ABI below 1.5) answers MEMD_ENOTSUP naming it. */
 
@@ -865,7 +866,8 @@ MEMD_API int32_t memd_checkpoint_put(memd *m, const char *app, const char *user,
 				     const char *body_json, char **ret_json, memd_error *err);
 
 /* Add pending writes to a checkpoint, all or none. body: {"task_id": id,
- * "writes": [{"idx": int, "channel": str, "type": str, "value": base64,
+ * "task_path"?: the path of the task that made them (at most 1024 bytes;
+ * absent or "" = none), "writes": [{"idx": int, "channel": str, "type": str, "value": base64,
  * "replace"?: bool (default false: a write whose (task_id, idx) is stored
  * already is kept; true: replaced)}], "run_state"?: as in put (the
  * checkpoint's run state changes; absent: unchanged)}. MEMD_ENOTFOUND
