@@ -323,3 +323,81 @@ STORES(list_options_read_by_struct_size)
 	cr_assert_not_null(json_string_value(json_object_get(page, "next_cursor")));
 	json_decref(page);
 }
+
+/* A filtered list of full tuples reads the store in pages of its own
+ * (CHECKPOINT_SCAN_PAGE rows) and answers pages of limit matches: walked
+ * by its cursor, every match comes once, newest first, each with its own
+ * writes in (task path, task id, idx) order, and the last page says there
+ * is no next. */
+#define PAGED 210 /* checkpoints: more than one of the list's store pages */
+#define PAGED_LIMIT 30
+#define PAGED_EVERY 3 /* every third matches the filter */
+
+STORES(list_pages_full_tuples_through_the_filter)
+{
+	memd_checkpoint_list_options o = { .struct_size = sizeof(o), .limit = PAGED_LIMIT,
+					   .session_id = "t1", .full = 1,
+					   .metadata_json = "{\"k\": 0}" };
+	memd_error err = { 0 };
+	char *out = NULL, *cursor = NULL, id[16], body[512];
+	int next = PAGED - 1, pages = 0;
+
+	for (int i = 0; i < PAGED; i++) {
+		snprintf(id, sizeof(id), "%04d", i);
+		snprintf(body, sizeof(body),
+			 "{\"type\": \"json\", \"checkpoint\": \"aGk=\", \"metadata\": {\"k\": %d}}",
+			 i % PAGED_EVERY);
+		cr_assert_eq(memd_checkpoint_put(m, "a", "u", "t1", NULL, id, body, &out, &err), 0,
+			     "%s", err.msg);
+		free(out);
+		out = NULL;
+		/* Task "b" on the first path, task "a" on the second. */
+		cr_assert_eq(memd_checkpoint_put_writes(
+				     m, "a", "u", "t1", NULL, id,
+				     "{\"task_id\": \"b\", \"task_path\": \"~p, 1\", \"writes\": [{\"idx\": "
+				     "0, \"channel\": \"x\", \"type\": \"json\", \"value\": \"\"}]}",
+				     &err),
+			     0, "%s", err.msg);
+		cr_assert_eq(memd_checkpoint_put_writes(
+				     m, "a", "u", "t1", NULL, id,
+				     "{\"task_id\": \"a\", \"task_path\": \"~p, 2\", \"writes\": [{\"idx\": "
+				     "0, \"channel\": \"y\", \"type\": \"json\", \"value\": \"\"}]}",
+				     &err),
+			     0, "%s", err.msg);
+	}
+	while (next % PAGED_EVERY)
+		next--;
+	for (;;) {
+		json_t *page, *rows;
+
+		o.cursor = cursor;
+		page = ok_json(memd_checkpoint_list(m, "a", "u", &o, &out, &err), &err, &out);
+		rows = json_object_get(page, "checkpoints");
+		pages++;
+		for (size_t i = 0; i < json_array_size(rows); i++) {
+			json_t *row = json_array_get(rows, i);
+			json_t *pw = json_object_get(row, "pending_writes");
+			snprintf(id, sizeof(id), "%04d", next);
+			cr_assert_str_eq(json_string_value(json_object_get(row, "checkpoint_id")), id);
+			cr_assert_eq(json_array_size(pw), 2, "%s", id);
+			cr_assert_str_eq(json_string_value(json_object_get(json_array_get(pw, 0),
+									   "task_id")),
+					 "b", "%s: by task path first", id);
+			cr_assert_str_eq(json_string_value(json_object_get(json_array_get(pw, 1),
+									   "task_path")),
+					 "~p, 2");
+			next -= PAGED_EVERY;
+		}
+		free(cursor);
+		cursor = NULL;
+		if (json_is_null(json_object_get(page, "next_cursor"))) {
+			json_decref(page);
+			break;
+		}
+		cr_assert_eq(json_array_size(rows), PAGED_LIMIT);
+		cursor = strdup(json_string_value(json_object_get(page, "next_cursor")));
+		json_decref(page);
+	}
+	cr_assert_lt(next, 0, "every match listed; %d left", next + PAGED_EVERY);
+	cr_assert_eq(pages, (PAGED / PAGED_EVERY + PAGED_LIMIT - 1) / PAGED_LIMIT);
+}
