@@ -27,9 +27,12 @@ static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 #define CK_COLS CK_COLS_OF("") ", payload"
 #define CK_N_COLS 12 /* without the payload */
 /* A write's columns as get delivers them; list's add its checkpoint's
- * session, ns and id in front. */
-#define W_COLS "task_id, idx, channel, type, value"
+ * session, ns and id in front. A checkpoint's writes are delivered in
+ * W_ORDER (task_path and task_id are COLLATE "C": bytes). */
+#define W_COLS "task_path, task_id, idx, channel, type, value"
+#define W_ORDER "task_path, task_id, idx"
 #define W_KEY_COLS 3
+#define NO_TASK_PATH "" /* a write put without a task path */
 
 /* $1..$5 the checkpoint's key. */
 #define CK_PK " app = $1 AND \"user\" = $2 AND session = $3 AND ns = $4 AND id = $5"
@@ -83,17 +86,19 @@ static const pg_sql SQL_CK_RUN_STATE = { PG_ST_CK_RUN_STATE, 7,
 static const pg_sql SQL_CK_HEAD_RUN_STATE = { PG_ST_CK_HEAD_RUN_STATE, 5,
 	"UPDATE checkpoint_heads SET run_state = $5::integer"
 	" WHERE app = $1 AND \"user\" = $2 AND session = $3 AND id = $4" };
-/* $6 task id, $7 idx, $8 channel, $9 type, $10 value (binary). */
+/* $6 task id, $7 idx, $8 channel, $9 type, $10 value (binary), $11 task
+ * path. A kept write keeps its task path too; a replaced one takes the
+ * new one. */
 #define WRITE_INSERT \
 	"INSERT INTO checkpoint_writes (app, \"user\", session, ns, checkpoint_id, task_id, idx," \
-	"  channel, type, value)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7::bigint, $8, $9, $10::bytea)" \
+	"  channel, type, value, task_path)" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7::bigint, $8, $9, $10::bytea, $11)" \
 	" ON CONFLICT (app, \"user\", session, ns, checkpoint_id, task_id, idx)"
-static const pg_sql SQL_CK_WRITE_KEEP = { PG_ST_CK_WRITE_KEEP, 10,
+static const pg_sql SQL_CK_WRITE_KEEP = { PG_ST_CK_WRITE_KEEP, 11,
 	WRITE_INSERT " DO NOTHING" };
-static const pg_sql SQL_CK_WRITE_REPLACE = { PG_ST_CK_WRITE_REPLACE, 10,
+static const pg_sql SQL_CK_WRITE_REPLACE = { PG_ST_CK_WRITE_REPLACE, 11,
 	WRITE_INSERT " DO UPDATE SET channel = excluded.channel, type = excluded.type,"
-	" value = excluded.value" };
+	" value = excluded.value, task_path = excluded.task_path" };
 
 /* ---- get -------------------------------------------------------------- */
 
@@ -106,11 +111,11 @@ static const pg_sql SQL_CK_GET = { PG_ST_CK_GET, 6,
 static const pg_sql SQL_CK_GET_LATEST = { PG_ST_CK_GET_LATEST, 5,
 	"SELECT " CK_COLS " FROM checkpoints" LATEST_WHERE " ORDER BY id DESC LIMIT 1" };
 static const pg_sql SQL_CK_WRITES = { PG_ST_CK_WRITES, 5,
-	"SELECT " W_COLS " FROM checkpoint_writes WHERE" W_PK " ORDER BY task_id, idx" };
+	"SELECT " W_COLS " FROM checkpoint_writes WHERE" W_PK " ORDER BY " W_ORDER };
 static const pg_sql SQL_CK_WRITES_LATEST = { PG_ST_CK_WRITES_LATEST, 5,
 	"SELECT " W_COLS " FROM checkpoint_writes"
 	" WHERE app = $1 AND \"user\" = $2 AND session = $3 AND ns = $4"
-	" AND checkpoint_id = " LATEST_ID " ORDER BY task_id, idx" };
+	" AND checkpoint_id = " LATEST_ID " ORDER BY " W_ORDER };
 
 /* ---- list ------------------------------------------------------------- */
 
@@ -129,11 +134,12 @@ static const pg_sql SQL_CK_WRITES_LATEST = { PG_ST_CK_WRITES_LATEST, 5,
 #define L_ORDER " ORDER BY id DESC, session DESC, ns DESC LIMIT $4"
 #define LIST(where) "SELECT " CK_COLS " FROM checkpoints" where L_ORDER
 #define LIST_WRITES(where) \
-	"SELECT w.session, w.ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.value" \
+	"SELECT w.session, w.ns, w.checkpoint_id, w.task_path, w.task_id, w.idx, w.channel," \
+	"  w.type, w.value" \
 	" FROM (SELECT session, ns, id FROM checkpoints" where L_ORDER ") l" \
 	" JOIN checkpoint_writes w ON w.app = $1 AND w.\"user\" = $2 AND w.session = l.session" \
 	"  AND w.ns = l.ns AND w.checkpoint_id = l.id" \
-	" ORDER BY l.id DESC, l.session DESC, l.ns DESC, w.task_id, w.idx"
+	" ORDER BY l.id DESC, l.session DESC, l.ns DESC, w.task_path, w.task_id, w.idx"
 #define BEFORE_5 L_BEFORE("$6", "$7", "$8")
 #define BEFORE_6 L_BEFORE("$7", "$8", "$9")
 
@@ -263,17 +269,33 @@ static void ck_from_row(const PGresult *res, int row, memd_checkpoint *c)
 	}
 }
 
-/* Row `row` of a binary W_COLS result, from column col0. */
-static void write_from_row(const PGresult *res, int row, int col0, memd_checkpoint_write *w)
+/* Row `row` of a binary W_COLS result, from column col0: the write into
+ * w, its task path (borrowed from res) into *task_path. */
+static void write_from_row(const PGresult *res, int row, int col0, memd_checkpoint_write *w,
+			   const char **task_path)
 {
 	memset(w, 0, sizeof(*w));
 	w->struct_size = sizeof(*w);
-	w->task_id = bin_text(res, row, col0 + 0);
-	w->idx = bin_i64(res, row, col0 + 1);
-	w->channel = bin_text(res, row, col0 + 2);
-	w->type = bin_text(res, row, col0 + 3);
-	w->value = PQgetvalue(res, row, col0 + 4);
-	w->value_size = (uint64_t)PQgetlength(res, row, col0 + 4);
+	*task_path = bin_text(res, row, col0 + 0);
+	w->task_id = bin_text(res, row, col0 + 1);
+	w->idx = bin_i64(res, row, col0 + 2);
+	w->channel = bin_text(res, row, col0 + 3);
+	w->type = bin_text(res, row, col0 + 4);
+	w->value = PQgetvalue(res, row, col0 + 5);
+	w->value_size = (uint64_t)PQgetlength(res, row, col0 + 5);
+}
+
+/* True when out takes writes with their task path (a 1.6 sink that set
+ * task_write); else they go to its write. */
+static int has_task_write(const memd_checkpoint_sink *out)
+{
+	return PG_HAS(out, task_write) && out->task_write;
+}
+
+/* True when out wants each checkpoint's writes. */
+static int wants_writes(const memd_checkpoint_sink *out)
+{
+	return out->write || has_task_write(out);
 }
 
 static int32_t deliver(const memd_checkpoint_sink *out, const PGresult *res, int row,
@@ -289,8 +311,13 @@ static int32_t deliver_write(const memd_checkpoint_sink *out, const PGresult *re
 			     int col0, memd_error *err)
 {
 	memd_checkpoint_write w;
+	const char *task_path;
 
-	write_from_row(res, row, col0, &w);
+	write_from_row(res, row, col0, &w, &task_path);
+	if (has_task_write(out))
+		return pg_sink_result(out->task_write(out->userdata, &w,
+						      task_path ? task_path : NO_TASK_PATH),
+				      "checkpoint write", err);
 	return pg_sink_result(out->write(out->userdata, &w), "checkpoint write", err);
 }
 
@@ -464,6 +491,15 @@ int32_t pg_checkpoint_put(void *inst, const memd_call *call, const memd_checkpoi
 
 /* ---- put_writes ----------------------------------------------------- */
 
+/* The task path of w's write i: "" when w has none (a 1.5 caller, no
+ * array or a NULL entry). */
+static const char *task_path_of(const memd_checkpoint_writes *w, uint32_t i)
+{
+	if (!PG_HAS(w, task_paths) || !w->task_paths || !w->task_paths[i])
+		return NO_TASK_PATH;
+	return w->task_paths[i];
+}
+
 /* Round 1 locks (or changes the run state of) the checkpoint and, for a
  * root checkpoint's run state, its head; round 2 writes and commits, so a
  * missing or expired checkpoint gets nothing (pg_give rolls back). */
@@ -492,11 +528,12 @@ static int32_t writes_once(pg_conn *c, void *ctx, memd_error *err)
 	for (uint32_t i = 0; r == 0 && i < w->n_writes; i++) {
 		const memd_checkpoint_write *e = &w->writes[i];
 		char idx[PG_INT_BUF];
-		const char *vals[10] = { sc->app, sc->user, sc->session, w->ns, w->checkpoint_id,
+		const char *vals[11] = { sc->app, sc->user, sc->session, w->ns, w->checkpoint_id,
 					 e->task_id, pg_i64(idx, e->idx), e->channel, e->type,
-					 e->value_size ? (const char *)e->value : "" };
-		int lens[10] = { [9] = (int)e->value_size };
-		int fmts[10] = { [9] = BINARY };
+					 e->value_size ? (const char *)e->value : "",
+					 task_path_of(w, i) };
+		int lens[11] = { [9] = (int)e->value_size };
+		int fmts[11] = { [9] = BINARY };
 		r = pg_send_fmt(c, (e->flags & MEMD_CKW_REPLACE) ? &SQL_CK_WRITE_REPLACE
 								  : &SQL_CK_WRITE_KEEP,
 				vals, lens, fmts, 0, err);
@@ -530,7 +567,7 @@ static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
 				 pg_i64(now, x->now_us) };
 	const char *latest[5] = { sc->app, sc->user, sc->session, x->ns, now };
 	const char *const *vals = x->id ? by_id : latest;
-	int with_writes = x->out->write != NULL;
+	int with_writes = wants_writes(x->out);
 	const PGresult *res;
 	int32_t r = pg_send(c, &SQL_BEGIN_READ, NULL, err);
 
@@ -619,7 +656,7 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 	const memd_scope *sc = x->scope;
 	char now[PG_INT_BUF], lim[PG_INT_BUF];
 	const char *vals[9] = { sc->app, sc->user, pg_i64(now, q->now_us), pg_i64(lim, q->limit) };
-	int n = 4, with_writes = x->out->write != NULL, w = 0;
+	int n = 4, with_writes = wants_writes(x->out), w = 0;
 	const pg_sql *list, *writes;
 	const PGresult *res, *wres = NULL;
 	int32_t r;

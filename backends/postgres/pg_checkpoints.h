@@ -8,7 +8,10 @@
  * and only to a greater id, so that several memd processes putting one
  * session's checkpoints at once leave the greatest as head. Deleting a
  * session cascades to its checkpoints, their writes and its head (the
- * foreign keys of schema version 5).
+ * foreign keys of schema version 5). A pending write keeps the path of
+ * the task that made it (schema version 6; "" for none), and a
+ * checkpoint's writes are read in (task_path, task_id, idx) order, as
+ * bytes.
  */
 #ifndef MEMD_PG_CHECKPOINTS_H
 #define MEMD_PG_CHECKPOINTS_H

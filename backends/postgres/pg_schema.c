@@ -393,6 +393,20 @@ static const char *const SQL_V5[] = {
 	NULL,
 };
 
+/* Version 6: a checkpoint write's task path (ABI 1.6), "" for none.
+ * COLLATE "C" so it orders as bytes, which for UTF-8 is code point
+ * order. ADD COLUMN with a constant default rewrites nothing: the writes
+ * of an existing database read back with the path "". It is not in the
+ * key (a write is still (checkpoint, task_id, idx)) nor in an index: a
+ * checkpoint's writes are read over the primary key's prefix and sorted
+ * by (task_path, task_id, idx), a sort of the few writes of one
+ * checkpoint. */
+static const char *const SQL_V6[] = {
+	"ALTER TABLE checkpoint_writes"
+	"  ADD COLUMN task_path text COLLATE \"C\" NOT NULL DEFAULT ''",
+	NULL,
+};
+
 /* Ordered; each step's version is one more than the previous one's. */
 static const pg_migration migrations[] = {
 	{ 1, "initial schema", SQL_V1 },
@@ -400,6 +414,7 @@ static const pg_migration migrations[] = {
 	{ 3, "transcripts: hidden events, operations, state history", SQL_V3 },
 	{ 4, "memories, their history and the sessions' memory cursor", SQL_V4 },
 	{ 5, "run checkpoints, their writes and heads, and tasks", SQL_V5 },
+	{ 6, "the task path of checkpoint writes", SQL_V6 },
 };
 #define PG_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 #define PG_SCHEMA_LATEST (migrations[PG_N_MIGRATIONS - 1].version)

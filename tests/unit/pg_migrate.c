@@ -33,10 +33,18 @@
  * the fourth stops there and checks that checkpoints of the old session
  * (a put, its writes, the latest with them, the resumable listing) and a
  * task linked to it work, and that the session's delete takes them all.
+ *
+ * Schema version 6 adds the task path of checkpoint writes. Every test
+ * first turns the schema back from 6 to 5; the fifth puts writes first,
+ * drops the column and checks that they read back with the path "" in
+ * (task_id, idx) order, and that writes put since keep their paths, sort
+ * by (task_path, task_id, idx) in get and list, and follow REPLACE (a
+ * kept write keeps its path, a replaced one takes the new one).
  * Runs under tests/services/with-services.sh (MEMD_PG_DSN, MEMD_PG_PASSWORD).
  */
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +65,20 @@
 #define SCHEMA_V2 2
 #define SCHEMA_V3 3
 #define SCHEMA_V4 4
-#define SCHEMA_LATEST 5
+#define SCHEMA_V5 5
+#define SCHEMA_LATEST 6
 #define N_BATCHES 5
 #define T0 1700000000000000LL /* a plausible unix time in us */
 #define USAGE_IN 40
 #define USAGE_COST 1500
 #define USAGE_PROMPT 900
+
+/* Back to version 5: what version 6 added, removed. */
+static const char *const SQL_BACK_TO_V5[] = {
+	"ALTER TABLE checkpoint_writes DROP COLUMN task_path",
+	"UPDATE memd_meta SET version = 5",
+	NULL,
+};
 
 /* Back to version 4: what version 5 added, removed. */
 static const char *const SQL_BACK_TO_V4[] = {
@@ -354,6 +370,8 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V5[i]);
 	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
@@ -645,6 +663,8 @@ Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini 
 
 	c = connect_schema();
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V5[i]);
 	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
@@ -827,6 +847,8 @@ Test(pg_migrate, version_3_schema_migrates_to_memories, .init = setup, .fini = t
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V5[i]);
 	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V4[i]);
 	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
@@ -990,6 +1012,8 @@ Test(pg_migrate, version_4_schema_migrates_to_checkpoints, .init = setup, .fini 
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V5[i]);
 	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
 		exec_ok(c, SQL_BACK_TO_V4[i]);
 	exec_ok(c, "COMMIT");
@@ -1029,5 +1053,183 @@ Test(pg_migrate, version_4_schema_migrates_to_checkpoints, .init = setup, .fini 
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoint_writes"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoint_heads"), 0);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM tasks"), 0);
+	PQfinish(c);
+}
+
+/* ---- version 5 -> 6: the task path of checkpoint writes ---------------- */
+
+#define N_WRITES_MAX 8
+#define PATH_A "~__pregel_pull, a"
+#define PATH_B "~__pregel_pull, b"
+
+/* What test 5 keeps of delivered writes, in delivery order: "<task
+ * path>|<task id>|<idx>" each. */
+typedef struct seen6 {
+	size_t n_checkpoints, n_writes;
+	char writes[N_WRITES_MAX][ID_MAX * 2];
+} seen6;
+
+static int32_t keep_checkpoint6(void *userdata, const memd_checkpoint *ck)
+{
+	(void)ck;
+	((seen6 *)userdata)->n_checkpoints++;
+	return 0;
+}
+
+static int32_t keep_task_write6(void *userdata, const memd_checkpoint_write *w,
+				const char *task_path)
+{
+	seen6 *y = userdata;
+
+	cr_assert_not_null(task_path, "a task path is never NULL");
+	cr_assert_lt(y->n_writes, N_WRITES_MAX);
+	snprintf(y->writes[y->n_writes], sizeof(y->writes[0]), "%s|%s|%lld", task_path,
+		 w->task_id, (long long)w->idx);
+	y->n_writes++;
+	return 0;
+}
+
+/* A 1.5 sink's write: the path is not handed over. */
+static int32_t keep_write6(void *userdata, const memd_checkpoint_write *w)
+{
+	return keep_task_write6(userdata, w, "(none)");
+}
+
+static int32_t refuse_task_write6(void *userdata, const memd_checkpoint_write *w,
+				  const char *task_path)
+{
+	(void)userdata;
+	(void)w;
+	(void)task_path;
+	cr_assert_fail("task_write called beyond the sink's struct_size");
+	return 0;
+}
+
+/* The writes of c1 by get (sink: a 1.6 one unless sink_size says less)
+ * and, for a full sink, by list too, which must agree; y gets get's. */
+static void read_writes6(store *s, uint32_t sink_size, seen6 *y)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint_sink sink = { .struct_size = sink_size, .userdata = y,
+				      .checkpoint = keep_checkpoint6, .write = keep_write6,
+				      .task_write = sink_size == sizeof(sink) ? keep_task_write6
+									      : refuse_task_write6 };
+	memd_checkpoint_query q = { .struct_size = sizeof(q), .limit = N_BATCHES, .session = SID,
+				    .now_us = T0 + 1 };
+	memd_error err = { 0 };
+	seen6 l = { 0 };
+
+	memset(y, 0, sizeof(*y));
+	cr_assert_eq(s->ops->checkpoint_get(s->h, NULL, &sc, "", "c1", T0 + 1, &sink, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(y->n_checkpoints, 1);
+	if (sink_size != sizeof(sink))
+		return;
+	sink.userdata = &l;
+	cr_assert_eq(s->ops->checkpoint_list(s->h, NULL, &sc, &q, &sink, &err), 0, "%s", err.msg);
+	cr_assert_eq(l.n_checkpoints, 1);
+	cr_assert_eq(l.n_writes, y->n_writes, "list: %zu writes, get: %zu", l.n_writes,
+		     y->n_writes);
+	for (size_t i = 0; i < l.n_writes; i++)
+		cr_assert_str_eq(l.writes[i], y->writes[i], "write %zu", i);
+}
+
+/* Put n writes wr on c1, with paths (NULL: none). */
+static void put_writes6(store *s, const memd_checkpoint_write *wr, const char *const *paths,
+			uint32_t n)
+{
+	memd_scope sc = { .struct_size = sizeof(sc), .app = APP, .user = USER, .session = SID };
+	memd_checkpoint_writes ws = { .struct_size = sizeof(ws), .ns = "", .checkpoint_id = "c1",
+				      .writes = wr, .n_writes = n, .now_us = T0 + 1,
+				      .task_paths = paths };
+	memd_error err = { 0 };
+
+	cr_assert_eq(s->ops->checkpoint_put_writes(s->h, NULL, &sc, &ws, &err), 0, "%s", err.msg);
+}
+
+#define WRITE6(task, i, fl)                                                                  \
+	{ .struct_size = sizeof(memd_checkpoint_write), .flags = (fl), .task_id = (task),    \
+	  .idx = (i), .channel = "messages", .type = "json", .value = "[]", .value_size = 2 }
+
+Test(pg_migrate, version_5_schema_migrates_to_task_paths, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	seen x = { 0 };
+	seen6 y;
+	memd_session_sink ssink = { .struct_size = sizeof(ssink), .session = keep_session,
+				    .userdata = &x };
+	memd_session sess = { .struct_size = sizeof(sess), .app = APP, .user = USER, .id = SID,
+			      .created_us = T0, .updated_us = T0 };
+	memd_checkpoint ck = { .struct_size = sizeof(ck), .app = APP, .user = USER,
+			       .session = SID, .ns = "", .id = "c1", .type = "json",
+			       .payload = "{}", .payload_size = 2, .metadata_json = "{}" };
+	/* Before the migration: task "b" and task "a", no paths. */
+	const memd_checkpoint_write old[3] = { WRITE6("b", 0, 0), WRITE6("a", 1, 0),
+					       WRITE6("a", -1, 0) };
+	/* After it: task "c" with PATH_A, task "b"'s write again with PATH_B
+	 * (replaced: it moves behind c's), task "a"'s with PATH_A (kept: it
+	 * stays at ""). */
+	const memd_checkpoint_write later[3] = { WRITE6("c", 0, 0),
+						 WRITE6("b", 0, MEMD_CKW_REPLACE),
+						 WRITE6("a", 1, 0) };
+	const char *const paths[3] = { PATH_A, PATH_B, PATH_A };
+	memd_error err = { 0 };
+	PGconn *c;
+	store s;
+
+	store_open(&s);
+	cr_assert_eq(s.ops->session_create(s.h, NULL, &sess, NULL, &ssink, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(s.ops->checkpoint_put(s.h, NULL, &ck, 0, T0, NULL, &err), 0, "%s", err.msg);
+	put_writes6(&s, old, NULL, 3);
+	store_close(&s);
+
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	exec_ok(c, "BEGIN");
+	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
+		exec_ok(c, SQL_BACK_TO_V5[i]);
+	exec_ok(c, "COMMIT");
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V5);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_attribute"
+				  " WHERE attrelid = 'checkpoint_writes'::regclass AND attnum > 0"
+				  " AND NOT attisdropped AND attname = 'task_path'"),
+		     0, "the schema is not back at version 5");
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM checkpoint_writes"), 3);
+	PQfinish(c);
+
+	store_open(&s);
+	/* The old writes: path "", in (task_id, idx) order. */
+	read_writes6(&s, sizeof(memd_checkpoint_sink), &y);
+	cr_assert_eq(y.n_writes, 3);
+	cr_assert_str_eq(y.writes[0], "|a|-1");
+	cr_assert_str_eq(y.writes[1], "|a|1");
+	cr_assert_str_eq(y.writes[2], "|b|0");
+
+	put_writes6(&s, later, paths, 3);
+	read_writes6(&s, sizeof(memd_checkpoint_sink), &y);
+	cr_assert_eq(y.n_writes, 4);
+	cr_assert_str_eq(y.writes[0], "|a|-1");
+	cr_assert_str_eq(y.writes[1], "|a|1", "a kept write took the new path");
+	cr_assert_str_eq(y.writes[2], PATH_A "|c|0");
+	cr_assert_str_eq(y.writes[3], PATH_B "|b|0", "a replaced write kept its old path");
+
+	/* A 1.5 sink (no task_write in its struct_size) gets them through
+	 * write, in the same order. */
+	read_writes6(&s, offsetof(memd_checkpoint_sink, task_write), &y);
+	cr_assert_eq(y.n_writes, 4);
+	cr_assert_str_eq(y.writes[0], "(none)|a|-1");
+	cr_assert_str_eq(y.writes[3], "(none)|b|0");
+	store_close(&s);
+
+	/* The column is as version 6 makes it on a new schema: bytes order. */
+	c = connect_schema();
+	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM information_schema.columns"
+				  " WHERE table_schema = pg_catalog.current_schema()"
+				  " AND table_name = 'checkpoint_writes' AND column_name = 'task_path'"
+				  " AND collation_name = 'C' AND is_nullable = 'NO'"
+				  " AND column_default = '''''::text'"),
+		     1, "task_path is not text COLLATE \"C\" NOT NULL DEFAULT ''");
 	PQfinish(c);
 }
