@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "my_checkpoints.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,11 @@
  * as bytes any of them orders before MEMD_ID_MAX + 1 bytes of 0xff. */
 #define ID_ABOVE_ALL_LEN (MEMD_ID_MAX + 1)
 #define ID_ABOVE_ALL_BYTE 0xff
+#define NO_TASK_PATH "" /* a write put without a task path */
+
+/* Does *ptr (a struct of type with the caller's struct_size) carry member? */
+#define HAS(ptr, type, member) \
+	((ptr)->struct_size >= offsetof(type, member) + sizeof((ptr)->member))
 
 /* One checkpoint by its primary key: 5 parameters. */
 #define CKPT_PK " app = ? AND user = ? AND session = ? AND ns = ? AND id = ?"
@@ -41,41 +47,44 @@ static const my_sql SQL_CKPT_HEAD_UPSERT = { MY_ST_CKPT_HEAD_UPSERT,
 	" ON DUPLICATE KEY UPDATE id = IF(VALUES(id) > id, VALUES(id), id)" };
 
 /* checkpoint_put_writes: the checkpoint locked, its run state, and each
- * write kept (a stored (task_id, idx) stays) or replaced. */
+ * write kept (a stored (task_id, idx) stays, task path and all) or
+ * replaced (the task path too). */
 static const my_sql SQL_CKPT_LOCK = { MY_ST_CKPT_LOCK,
 	"SELECT expires_us FROM memd_checkpoints WHERE" CKPT_PK " FOR UPDATE" };
 static const my_sql SQL_CKPT_RUN_STATE = { MY_ST_CKPT_RUN_STATE,
 	"UPDATE memd_checkpoints SET run_state = ?, updated_us = ? WHERE" CKPT_PK };
 #define WRITE_INSERT \
 	"INSERT INTO memd_checkpoint_writes (app, user, session, ns, checkpoint_id, task_id," \
-	" idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	" idx, channel, type, value, task_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 static const my_sql SQL_CKPT_WRITE_KEEP = { MY_ST_CKPT_WRITE_KEEP,
 	WRITE_INSERT " ON DUPLICATE KEY UPDATE idx = idx" };
 static const my_sql SQL_CKPT_WRITE_REPLACE = { MY_ST_CKPT_WRITE_REPLACE,
 	WRITE_INSERT " ON DUPLICATE KEY UPDATE channel = VALUES(channel), type = VALUES(type),"
-	" value = VALUES(value)" };
+	" value = VALUES(value), task_path = VALUES(task_path)" };
 
 /* The reads: the checkpoints a CTE picks (their keys only), then, in one
  * UNION ALL, each checkpoint (part 0) and its writes (part 1, when the
- * last parameter is 1) in delivery order. The columns, in the order
- * ckpt_row reads them: part, session, ns, id, parent_id, type, the bytes
- * (payload or value), metadata, run_state, created_us, updated_us,
- * expires_us, task_id, idx, channel. */
+ * last parameter is 1) in delivery order: a checkpoint's writes by
+ * (task_path, task_id, idx), VARBINARY, so as bytes (the writes of one
+ * checkpoint are few: a sort of them, no index). The columns, in the
+ * order ckpt_row reads them: part, session, ns, id, parent_id, type, the
+ * bytes (payload or value), metadata, run_state, created_us, updated_us,
+ * expires_us, task_id, idx, channel, task_path. */
 #define PICKED_ROWS(order)                                                                   \
 	" SELECT 0 AS part, c.session AS session, c.ns AS ns, c.id AS id, c.parent_id,"      \
 	" c.type, c.payload AS bytes, c.metadata, c.run_state, c.created_us, c.updated_us,"   \
-	" c.expires_us, NULL AS task_id, NULL AS idx, NULL AS channel"                        \
+	" c.expires_us, NULL AS task_id, NULL AS idx, NULL AS channel, NULL AS task_path"     \
 	" FROM pick JOIN memd_checkpoints c ON c.app = ? AND c.user = ?"                      \
 	" AND c.session = pick.session AND c.ns = pick.ns AND c.id = pick.id"                 \
 	" UNION ALL"                                                                          \
 	" SELECT 1, w.session, w.ns, w.checkpoint_id, NULL, w.type, w.value, NULL, NULL,"     \
-	" NULL, NULL, NULL, w.task_id, w.idx, w.channel"                                      \
+	" NULL, NULL, NULL, w.task_id, w.idx, w.channel, w.task_path"                         \
 	" FROM pick JOIN memd_checkpoint_writes w ON w.app = ? AND w.user = ?"                \
 	" AND w.session = pick.session AND w.ns = pick.ns AND w.checkpoint_id = pick.id"      \
 	" WHERE ? = 1 ORDER BY " order
 
 /* checkpoint_get: one id, or the greatest unexpired of (session, ns). */
-#define GET_ORDER "part, task_id, idx"
+#define GET_ORDER "part, task_path, task_id, idx"
 static const my_sql SQL_CKPT_GET = { MY_ST_CKPT_GET,
 	"WITH pick AS (SELECT session, ns, id FROM memd_checkpoints"
 	" WHERE" CKPT_PK " AND" NOT_EXPIRED ")" PICKED_ROWS(GET_ORDER) };
@@ -93,7 +102,7 @@ static const my_sql SQL_CKPT_GET_LATEST = { MY_ST_CKPT_GET_LATEST,
 #define LIST_KEYSET                                                                          \
 	" AND" NOT_EXPIRED " AND id <= ?"                                                     \
 	" AND (id < ? OR (id = ? AND (session < ? OR (session = ? AND ns < ?))))"
-#define LIST_ORDER "id DESC, session DESC, ns DESC, part, task_id, idx"
+#define LIST_ORDER "id DESC, session DESC, ns DESC, part, task_path, task_id, idx"
 static const my_sql SQL_CKPT_LIST_NS = { MY_ST_CKPT_LIST_NS,
 	"WITH pick AS (SELECT session, ns, id FROM memd_checkpoints FORCE INDEX (PRIMARY)"
 	" WHERE app = ? AND user = ? AND session = ? AND ns = ?" LIST_KEYSET
@@ -234,6 +243,24 @@ static int32_t check_write(uint32_t i, const memd_checkpoint_write *w, memd_erro
 	if (!w->value && w->value_size > 0)
 		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint write %u value is missing",
 				      (unsigned)i);
+	return 0;
+}
+
+/* The task path of w's write i: "" when w has none (a 1.5 caller, no
+ * array or a NULL entry). */
+static const char *task_path_of(const memd_checkpoint_writes *w, uint32_t i)
+{
+	if (!HAS(w, memd_checkpoint_writes, task_paths) || !w->task_paths || !w->task_paths[i])
+		return NO_TASK_PATH;
+	return w->task_paths[i];
+}
+
+static int32_t check_task_path(uint32_t i, const char *task_path, memd_error *err)
+{
+	if (strlen(task_path) > MY_TASK_PATH_MAX)
+		return memd_error_set(err, MEMD_EINVAL, 0,
+				      "checkpoint write %u task path is longer than %d bytes",
+				      (unsigned)i, MY_TASK_PATH_MAX);
 	return 0;
 }
 
@@ -391,6 +418,7 @@ static int32_t writes_body(my_conn *c, void *arg, memd_error *err)
 		my_param_text(&p, one->channel);
 		my_param_text(&p, one->type);
 		my_param_bytes(&p, one->value, (size_t)one->value_size);
+		my_param_text(&p, task_path_of(w, i));
 		r = my_exec(c, (one->flags & MEMD_CKW_REPLACE) ? &SQL_CKPT_WRITE_REPLACE
 							      : &SQL_CKPT_WRITE_KEEP,
 			    &p, NULL, err);
@@ -408,7 +436,7 @@ int32_t my_checkpoint_put_writes(void *inst, const memd_call *call, const memd_s
 
 	if (r < 0)
 		return r;
-	if (!w || w->struct_size < sizeof(*w))
+	if (!w || !HAS(w, memd_checkpoint_writes, now_us))
 		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint writes are missing");
 	if (w->n_writes > 0 && !w->writes)
 		return memd_error_set(err, MEMD_EINVAL, 0, "checkpoint writes have no array");
@@ -417,8 +445,11 @@ int32_t my_checkpoint_put_writes(void *inst, const memd_call *call, const memd_s
 		r = pu_check_id("checkpoint id", w->checkpoint_id, err);
 	if (r == 0)
 		r = check_run_state(w->run_state, err);
-	for (uint32_t i = 0; r == 0 && i < w->n_writes; i++)
+	for (uint32_t i = 0; r == 0 && i < w->n_writes; i++) {
 		r = check_write(i, &w->writes[i], err);
+		if (r == 0)
+			r = check_task_path(i, task_path_of(w, i), err);
+	}
 	if (r == 0)
 		r = my_run(inst, call, MY_TXN, writes_body, &x, err);
 	return r;
@@ -433,6 +464,13 @@ typedef struct read_ctx {
 	const memd_checkpoint_sink *out;
 	uint64_t checkpoints;      /* delivered so far */
 } read_ctx;
+
+/* True when out takes writes with their task path (a 1.6 sink that set
+ * task_write); else they go to its write. */
+static int has_task_write(const memd_checkpoint_sink *out)
+{
+	return HAS(out, memd_checkpoint_sink, task_write) && out->task_write;
+}
 
 /* my_row_fn of the reads: part 0 is a checkpoint, part 1 one of its
  * writes (columns as PICKED_ROWS says). */
@@ -468,6 +506,13 @@ static int32_t ckpt_row(const my_stmt *s, void *ud, memd_error *err)
 		w.type = my_col_text(s, 5);
 		w.value = bytes ? bytes : "";
 		w.value_size = len;
+		if (has_task_write(x->out)) {
+			const char *task_path = my_col_text(s, 15);
+			return my_sink_result(x->out->task_write(x->out->userdata, &w,
+								 task_path ? task_path
+									   : NO_TASK_PATH),
+					      "checkpoint write", err);
+		}
 		return my_sink_result(x->out->write(x->out->userdata, &w), "checkpoint write", err);
 	}
 }
@@ -478,7 +523,7 @@ static void param_picked(my_params *p, const read_ctx *x)
 {
 	my_param_scope(p, x->scope, 0);
 	my_param_scope(p, x->scope, 0);
-	my_param_i64(p, x->out->write ? 1 : 0);
+	my_param_i64(p, x->out->write || has_task_write(x->out) ? 1 : 0);
 }
 
 typedef struct get_ctx {

@@ -8,7 +8,9 @@
  * A checkpoint is a row of memd_checkpoints keyed by (app, user, session,
  * ns, id), ids and namespaces VARBINARY (compared and ordered as bytes;
  * the root namespace is "", never NULL); its pending writes are rows of
- * memd_checkpoint_writes under the same key and (task_id, idx).
+ * memd_checkpoint_writes under the same key and (task_id, idx), each
+ * with the path of the task that made it (since schema version 6; ""
+ * for none), delivered by (task_path, task_id, idx) as bytes.
  * memd_checkpoint_heads names each session's head, the greatest id among
  * its root checkpoints; the resumable listing reads an app's heads joined
  * with their checkpoints, whose run state and expiry are the head's.
@@ -40,6 +42,11 @@
 #define MEMD_MY_CHECKPOINTS_H
 
 #include "my_db.h"
+
+/* The longest task path of a checkpoint write, in bytes: the width of
+ * memd_checkpoint_writes.task_path (VARBINARY(1024)), which is also what
+ * the server sorts of it by default (max_sort_length). */
+#define MY_TASK_PATH_MAX 1024
 
 /* Inside session_delete's transaction on c, after the session row is
  * locked: delete scope's session's checkpoints, their writes and its

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "my_checkpoints.h"
+
 /* How long a starting process waits for another one's migration. */
 #define MY_SCHEMA_LOCK_WAIT_S 120
 
@@ -72,7 +74,14 @@
  * listing reads; run state and expiry are the checkpoint's own).
  * memd_tasks has one row per (app, id), indexed by (app, updated_us, id)
  * for listing, (app, context_id, updated_us, id) for a context's tasks and
- * (app, user, context_id) for the session and user deletes. */
+ * (app, user, context_id) for the session and user deletes.
+ *
+ * Version 6 gives each checkpoint write the path of the task that made it
+ * (ABI 1.6): task_path VARBINARY(1024) (MY_TASK_PATH_MAX), "" for none,
+ * so the writes of version 5 read back with the path "". It is not in the
+ * key, nor in an index: a checkpoint's writes are read over the primary
+ * key's prefix and sorted by (task_path, task_id, idx), as bytes, a sort
+ * of the few writes of one checkpoint. */
 #define MY_TABLE_OPTIONS \
 	" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin ROW_FORMAT=DYNAMIC"
 
@@ -359,6 +368,13 @@ static const char *const SQL_V5[] = {
 	NULL,
 };
 
+_Static_assert(MY_TASK_PATH_MAX == 1024, "SQL_V6's task_path is VARBINARY(MY_TASK_PATH_MAX)");
+static const char *const SQL_V6[] = {
+	"ALTER TABLE memd_checkpoint_writes"
+	"  ADD COLUMN IF NOT EXISTS task_path VARBINARY(1024) NOT NULL DEFAULT ''",
+	NULL,
+};
+
 /* Every table with every column the plugin uses, read once after the
  * migrations (no rows), so a table of the same name that is not memd's is
  * refused at start, not at the first call. */
@@ -401,8 +417,8 @@ static const char *const SQL_PROBES[] = {
 	" FROM memd_memory_history WHERE 1 = 0",
 	"SELECT app, user, session, ns, id, parent_id, type, payload, metadata, run_state,"
 	" created_us, updated_us, expires_us FROM memd_checkpoints WHERE 1 = 0",
-	"SELECT app, user, session, ns, checkpoint_id, task_id, idx, channel, type, value"
-	" FROM memd_checkpoint_writes WHERE 1 = 0",
+	"SELECT app, user, session, ns, checkpoint_id, task_id, idx, channel, type, value,"
+	" task_path FROM memd_checkpoint_writes WHERE 1 = 0",
 	"SELECT app, user, session, id FROM memd_checkpoint_heads WHERE 1 = 0",
 	"SELECT app, id, context_id, user, state, task, created_us, updated_us, version"
 	" FROM memd_tasks WHERE 1 = 0",
@@ -424,10 +440,11 @@ static const my_migration migrations[] = {
 	{ 4, "memories: memories and their history, sessions' memory cursor", SQL_V4 },
 	{ 5, "checkpoints and tasks: run checkpoints, pending writes, heads, A2A tasks",
 	  SQL_V5 },
+	{ 6, "checkpoint write task paths", SQL_V6 },
 };
 #define MY_N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-_Static_assert(MY_SCHEMA_LATEST == 5, "update migrations[] with MY_SCHEMA_LATEST");
+_Static_assert(MY_SCHEMA_LATEST == 6, "update migrations[] with MY_SCHEMA_LATEST");
 
 static const my_sql SQL_SCHEMA_TABLE = { MY_ST_COUNT, /* run once, not cached */
 	"CREATE TABLE IF NOT EXISTS memd_schema ("

@@ -12,7 +12,7 @@
 #include "my_db.h"
 
 /* The schema version this plugin writes. */
-#define MY_SCHEMA_LATEST 5
+#define MY_SCHEMA_LATEST 6
 
 /* Bring the database on c up to MY_SCHEMA_LATEST. *ret_version is the
  * version found afterwards. Refuses a database whose schema is newer

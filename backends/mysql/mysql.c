@@ -25,10 +25,10 @@
 #include "my_transcripts.h"
 
 #define MY_PLUGIN_VERSION "1.0.0"
-/* The checkpoint and task ops are 1.5's (the memory ops and a session's
- * memory_seq 1.3's; the lanes, a session's lifecycle members and append
- * usage 1.2's). */
-#define MY_ABI_MINOR_NEEDED 5
+/* The task paths of checkpoint writes are 1.6's (the checkpoint and task
+ * ops 1.5's; the memory ops and a session's memory_seq 1.3's; the lanes,
+ * a session's lifecycle members and append usage 1.2's). */
+#define MY_ABI_MINOR_NEEDED 6
 #define MY_WHERE_MAX 320 /* host:port or socket path, for the log */
 
 /* Live instances of this plugin in the process. The client library's

@@ -736,6 +736,15 @@ Test(mysql, binaryish_utf8_and_wide_ids_round_trip)
 #define INBOX_ITEMS 40    /* items the racing takers share */
 #define LEASE_US (3600LL * US_PER_SEC)
 
+/* The statements that take a version 6 database back to version 5, as a
+ * memd before the task paths of checkpoint writes left it (the reverse of
+ * the plugin's step 6). */
+static const char *const DOWNGRADE_TO_5[] = {
+	"ALTER TABLE memd_checkpoint_writes DROP COLUMN task_path",
+	"DELETE FROM memd_schema WHERE version > 5",
+	NULL,
+};
+
 /* The statements that take a version 5 database back to version 4, as a
  * memd before checkpoints and tasks left it (the reverse of the plugin's
  * step 5). */
@@ -885,6 +894,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_5[i]);
 	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
@@ -901,7 +912,8 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
+	cr_assert(log_has(&in, "schema migrated to version 6"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 6,"), "the store does not say it is at version 6");
 	/* The old session reads as open, made by no lane, with no usage. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1042,6 +1054,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_5[i]);
 	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
@@ -1055,7 +1069,8 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert(log_has(&in, "schema migrated to version 3"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
+	cr_assert(log_has(&in, "schema migrated to version 6"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 6,"), "the store does not say it is at version 6");
 	/* The old events are visible, the messages counted. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1222,6 +1237,8 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_5[i]);
 	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_4[i]);
 	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
@@ -1232,7 +1249,8 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	cr_assert_eq(r, 0, "opening a version 3 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 4"), "no migration was logged");
 	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
+	cr_assert(log_has(&in, "schema migrated to version 6"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 6,"), "the store does not say it is at version 6");
 	/* The old session has read nothing yet: memory_seq 0, pending. */
 	r = get_session(&in, "old", &k);
 	cr_assert_eq(r, 0, "%s", in.err.msg);
@@ -1392,6 +1410,8 @@ Test(mysql, schema_4_database_migrates_to_checkpoints)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_5[i]);
 	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
 		raw_sql(m, DOWNGRADE_TO_4[i]);
 	mysql_close(m);
@@ -1399,7 +1419,8 @@ Test(mysql, schema_4_database_migrates_to_checkpoints)
 	r = open_yaml(&in, yaml);
 	cr_assert_eq(r, 0, "opening a version 4 database: %s", in.err.msg);
 	cr_assert(log_has(&in, "schema migrated to version 5"), "no migration was logged");
-	cr_assert(log_has(&in, "(schema 5,"), "the store does not say it is at version 5");
+	cr_assert(log_has(&in, "schema migrated to version 6"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 6,"), "the store does not say it is at version 6");
 	/* Checkpoints of the old session, the head the greater id, writes
 	 * that mark the run interrupted. */
 	cr_assert_not_null(in.ops->checkpoint_put);
@@ -1450,6 +1471,165 @@ Test(mysql, schema_4_database_migrates_to_checkpoints)
 	r = put_task(&in, &in.err, "task-new", "new", "working", 0, 1, &version);
 	cr_assert_eq(r, 0, "the second run lost the task: %s", in.err.msg);
 	cr_assert_eq(version, 2);
+	close_inst(&in);
+}
+
+/* ---- task paths of checkpoint writes: the schema migration -------------------- */
+
+#define TASK_PATH_MAX 1024 /* the plugin's MY_TASK_PATH_MAX */
+#define N_KEPT_WRITES 8
+#define KEPT_WRITE_MAX (TASK_PATH_MAX + TEXT_MAX) /* a path and what follows it */
+#define PATH_A "~__pregel_pull, a"
+#define PATH_B "~__pregel_pull, b"
+
+/* The writes delivered, in order, each as "<task path>|<task id>|<idx>". */
+typedef struct kept_writes {
+	int n_checkpoints, n;
+	char w[N_KEPT_WRITES][KEPT_WRITE_MAX];
+} kept_writes;
+
+static int32_t count_checkpoint(void *ud, const memd_checkpoint *c)
+{
+	(void)c;
+	((kept_writes *)ud)->n_checkpoints++;
+	return 0;
+}
+
+static int32_t keep_task_write(void *ud, const memd_checkpoint_write *w, const char *task_path)
+{
+	kept_writes *k = ud;
+	cr_assert_not_null(task_path, "a task path is never NULL");
+	cr_assert_lt(k->n, N_KEPT_WRITES);
+	snprintf(k->w[k->n++], KEPT_WRITE_MAX, "%s|%s|%lld", task_path, w->task_id, (long long)w->idx);
+	return 0;
+}
+
+/* The writes of (a, u, old)'s checkpoint "0001" by get; and by list,
+ * which must deliver the same. */
+static void read_writes(inst *in, kept_writes *k)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_checkpoint_sink sink = { .struct_size = sizeof(sink), .userdata = k,
+				      .checkpoint = count_checkpoint,
+				      .task_write = keep_task_write };
+	memd_checkpoint_query q = { .struct_size = sizeof(q), .limit = 1, .session = "old",
+				    .now_us = T0 };
+	kept_writes l = { 0 };
+	int32_t r;
+
+	memset(k, 0, sizeof(*k));
+	r = in->ops->checkpoint_get(in->h, &call, &sc, "", "0001", T0, &sink, &in->err);
+	cr_assert_eq(r, 0, "checkpoint_get: %s", in->err.msg);
+	cr_assert_eq(k->n_checkpoints, 1);
+	sink.userdata = &l;
+	r = in->ops->checkpoint_list(in->h, &call, &sc, &q, &sink, &in->err);
+	cr_assert_eq(r, 0, "checkpoint_list: %s", in->err.msg);
+	cr_assert_eq(l.n_checkpoints, 1);
+	cr_assert_eq(l.n, k->n, "list: %d writes, get: %d", l.n, k->n);
+	for (int i = 0; i < l.n; i++)
+		cr_assert_str_eq(l.w[i], k->w[i], "write %d", i);
+}
+
+#define WRITE(task, i, fl)                                                                   \
+	{ .struct_size = sizeof(memd_checkpoint_write), .flags = (fl), .task_id = (task),    \
+	  .idx = (i), .channel = "messages", .type = "json", .value = "[]", .value_size = 2 }
+
+static int32_t put_writes(inst *in, const memd_checkpoint_write *w, const char *const *paths,
+			  uint32_t n)
+{
+	memd_call call = { .struct_size = sizeof(call) };
+	memd_scope sc = { .struct_size = sizeof(sc), .app = "a", .user = "u", .session = "old" };
+	memd_checkpoint_writes ws = { .struct_size = sizeof(ws), .ns = "",
+				      .checkpoint_id = "0001", .writes = w, .n_writes = n,
+				      .now_us = T0, .task_paths = paths };
+	return in->ops->checkpoint_put_writes(in->h, &call, &sc, &ws, &in->err);
+}
+
+Test(mysql, schema_5_database_migrates_to_task_paths)
+{
+	char yaml[TEXT_MAX];
+	char long_path[TASK_PATH_MAX + 2];
+	/* Before the migration: task "b" and task "a", no paths. */
+	const memd_checkpoint_write old[3] = { WRITE("b", 0, 0), WRITE("a", 1, 0),
+					       WRITE("a", -1, 0) };
+	/* After it: task "c" with PATH_A, task "b"'s write again with PATH_B
+	 * (replaced: it moves behind c's), task "a"'s with PATH_A (kept: it
+	 * stays at ""). */
+	const memd_checkpoint_write later[3] = { WRITE("c", 0, 0),
+						 WRITE("b", 0, MEMD_CKW_REPLACE),
+						 WRITE("a", 1, 0) };
+	const char *const paths[3] = { PATH_A, PATH_B, PATH_A };
+	const memd_checkpoint_write one[1] = { WRITE("d", 0, 0) };
+	const char *one_path[1] = { long_path };
+	kept_writes k;
+	inst in;
+	MYSQL *m;
+	int32_t r;
+
+	/* A database of schema version 5 with a checkpoint and its writes. */
+	yaml_for(yaml, sizeof(yaml), NULL);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "%s", in.err.msg);
+	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
+	r = put_checkpoint(&in, &in.err, "old", "0001", 0, NULL);
+	cr_assert_eq(r, 0, "checkpoint_put: %s", in.err.msg);
+	r = put_writes(&in, old, NULL, 3);
+	cr_assert_eq(r, 0, "checkpoint_put_writes: %s", in.err.msg);
+	close_inst(&in);
+	m = raw_connect(dbname);
+	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
+		raw_sql(m, DOWNGRADE_TO_5[i]);
+	mysql_close(m);
+
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "opening a version 5 database: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 6"), "no migration was logged");
+	cr_assert(log_has(&in, "(schema 6,"), "the store does not say it is at version 6");
+	/* The old writes: path "", in (task_id, idx) order. */
+	read_writes(&in, &k);
+	cr_assert_eq(k.n, 3);
+	cr_assert_str_eq(k.w[0], "|a|-1");
+	cr_assert_str_eq(k.w[1], "|a|1");
+	cr_assert_str_eq(k.w[2], "|b|0");
+	/* Writes with paths, ordered by them; REPLACE takes the new path. */
+	r = put_writes(&in, later, paths, 3);
+	cr_assert_eq(r, 0, "checkpoint_put_writes: %s", in.err.msg);
+	read_writes(&in, &k);
+	cr_assert_eq(k.n, 4);
+	cr_assert_str_eq(k.w[0], "|a|-1");
+	cr_assert_str_eq(k.w[1], "|a|1", "a kept write took the new path");
+	cr_assert_str_eq(k.w[2], PATH_A "|c|0");
+	cr_assert_str_eq(k.w[3], PATH_B "|b|0", "a replaced write kept its old path");
+	/* A path as wide as the column is kept whole; a wider one is refused
+	 * and writes nothing. */
+	memset(long_path, 'p', TASK_PATH_MAX + 1);
+	long_path[TASK_PATH_MAX + 1] = '\0';
+	r = put_writes(&in, one, one_path, 1);
+	cr_assert_eq(r, MEMD_EINVAL, "a task path over %d bytes: %d", TASK_PATH_MAX, r);
+	cr_assert(strstr(in.err.msg, "task path"), "%s", in.err.msg);
+	long_path[TASK_PATH_MAX] = '\0';
+	r = put_writes(&in, one, one_path, 1);
+	cr_assert_eq(r, 0, "a task path of %d bytes: %s", TASK_PATH_MAX, in.err.msg);
+	read_writes(&in, &k); /* "p..." sorts between "" and "~..." */
+	cr_assert_eq(k.n, 5);
+	cr_assert_str_eq(k.w[1], "|a|1");
+	cr_assert_eq(strlen(k.w[2]), TASK_PATH_MAX + strlen("|d|0"), "%.64s", k.w[2]);
+	cr_assert_str_eq(k.w[2] + TASK_PATH_MAX, "|d|0");
+	cr_assert_str_eq(k.w[3], PATH_A "|c|0");
+	close_inst(&in);
+
+	/* A step cut off before it was recorded runs again over what it
+	 * already did and keeps the paths. */
+	m = raw_connect(dbname);
+	raw_sql(m, "DELETE FROM memd_schema WHERE version > 5");
+	mysql_close(m);
+	r = open_yaml(&in, yaml);
+	cr_assert_eq(r, 0, "the step again over its own work: %s", in.err.msg);
+	cr_assert(log_has(&in, "schema migrated to version 6"));
+	read_writes(&in, &k);
+	cr_assert_eq(k.n, 5);
+	cr_assert_str_eq(k.w[4], PATH_B "|b|0");
 	close_inst(&in);
 }
 
