@@ -218,6 +218,8 @@ export class MemdSaver extends BaseCheckpointSaver {
         ? maxChannelVersion(...Object.values(checkpoint.channel_versions))
         : this.getNextVersion(undefined);
     }
+    /* In memd's order, (task_path, task_id, idx) by code point: LangGraph's
+     * writesSortKey order, which its readers of pendingWrites rely on. */
     const pendingWrites: CheckpointPendingWrite[] = await Promise.all((tuple.pending_writes ?? []).map(
       async (w): Promise<CheckpointPendingWrite> =>
         [w.task_id, w.channel, await this.serde.loadsTyped(w.type, fromBase64(w.value))]));
@@ -403,7 +405,13 @@ export class MemdSaver extends BaseCheckpointSaver {
     return configOf(thread, ns, cp.id);
   }
 
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string): Promise<void> {
+  /**
+   * Stores a task's writes to a checkpoint. `taskPath` (LangGraph's path of
+   * the task, "" or undefined = none) is kept with them: memd answers a
+   * checkpoint's pending writes ordered by (taskPath, taskId, idx), the
+   * order LangGraph applies a step's writes in (`writesSortKey`).
+   */
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const thread = threadOf(config, 'putWrites');
     const ns: string = config.configurable?.checkpoint_ns ?? '';
     const id: string | undefined = config.configurable?.checkpoint_id;
@@ -438,7 +446,12 @@ export class MemdSaver extends BaseCheckpointSaver {
     else if (writes.some(([channel]) => channel === RESUME)) runState = 'running';
     const send = () => this.client.putCheckpointWrites(
       { app: this.app, user: this.user, sid: thread, cid: id, checkpoint_ns: ns },
-      { task_id: taskId, writes: out, ...(runState ? { run_state: runState } : {}) });
+      {
+        task_id: taskId,
+        ...(taskPath ? { task_path: taskPath } : {}),
+        writes: out,
+        ...(runState ? { run_state: runState } : {}),
+      });
     try {
       await send();
     } catch (err) {
