@@ -1638,8 +1638,11 @@ class Client:
         headers: Optional[Headers] = None,
     ) -> None:
         """Add pending writes of a task to a checkpoint, all or none; body:
-        {"task_id", "writes": [{"idx", "channel", "type", "value" (base64),
-        "replace"?}], "run_state"?}. A repeat stores nothing new.
+        {"task_id", "task_path"?, "writes": [{"idx", "channel", "type",
+        "value" (base64), "replace"?}], "run_state"?}. A repeat stores
+        nothing new. A checkpoint's pending writes are read back ordered by
+        (task_path, task_id, idx), strings by code point ("" = no path,
+        first).
 
         POST /v1/apps/{app}/users/{user}/sessions/{sid}/checkpoints/{cid}/writes
         """

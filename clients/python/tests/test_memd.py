@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Round trips against a real memd: sessions, events, state, context
-(format=openai), messages, artifacts, search, memories and lanes; the
-iterators across page boundaries; memd's errors as MemdError
-subclasses."""
+(format=openai), messages, artifacts, search, memories, checkpoint
+writes and lanes; the iterators across page boundaries; memd's errors as
+MemdError subclasses."""
 
 from __future__ import annotations
 
@@ -234,6 +234,30 @@ class Tasks(Base):
         m.delete_task(app, "t1", if_match=3)
         with self.assertRaises(NotFound):
             m.get_task(app, "t1")
+
+
+class Checkpoints(Base):
+    def test_writes_keep_their_task_path(self) -> None:
+        m, app, user = self.memd, self.app, self.user
+        m.put_checkpoint(app, user, "th", "0001", {"type": "json", "checkpoint": "e30="})
+        # (task_id, task_path or None, [(idx, channel)]): the paths order
+        # otherwise than the task ids; U+FF41 sorts before U+1F600 by code
+        # point (as Python's str does), after it by UTF-16 code unit.
+        puts = [("a", "~__pregel_pull, b", [(0, "out"), (1, "log")]),
+                ("e", "~__pregel_push, 2, \uff41", [(0, "out")]),
+                ("input", None, [(0, "out")]),
+                ("b", "~__pregel_pull, a", [(0, "out"), (-1, "__error__")]),
+                ("d", "~__pregel_push, 2, \U0001f600", [(0, "out")])]
+        for task_id, task_path, writes in puts:
+            body: Dict[str, Any] = {"task_id": task_id, "writes": [
+                {"idx": idx, "channel": ch, "type": "json", "value": "MQ=="} for idx, ch in writes]}
+            if task_path is not None:
+                body["task_path"] = task_path
+            self.assertIsNone(m.put_checkpoint_writes(app, user, "th", "0001", body))
+        want = sorted((path or "", tid, idx) for tid, path, writes in puts for idx, _ in writes)
+        self.assertNotEqual([w[1] for w in want], sorted(w[1] for w in want))
+        got = m.get_checkpoint(app, user, "th", "0001")["pending_writes"]
+        self.assertEqual([(w["task_path"], w["task_id"], w["idx"]) for w in got], want)
 
 
 class Lanes(Base):
