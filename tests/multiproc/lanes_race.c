@@ -455,14 +455,28 @@ static size_t read_lines(const char *dir, const char *what, char lines[][2 * ID_
 	return n;
 }
 
-/* Release both children into the next phase, then wait for both to be
- * done with it (ready_fd: their bytes; 0 = wait for nothing). */
-static void phase(int go_fd, int ready_fd)
+/* Where the gateway's children work. */
+typedef struct gateway_args {
+	const char *yaml_path;
+	const char *dir;
+} gateway_args;
+
+/* stress_child_fn of the gateway race: its results are its files in dir. */
+static int gateway_crew_child(void *arg, int p, int go_fd, int ready_fd, const char *out_path)
 {
-	char r;
-	cr_assert_eq(write(go_fd, "gg", N_PROCS), N_PROCS);
-	for (int p = 0; ready_fd && p < N_PROCS; p++)
-		cr_assert_eq(read(ready_fd, &r, 1), 1, "a child died in a phase");
+	const gateway_args *a = arg;
+	(void)out_path;
+	return gateway_child(a->yaml_path, a->dir, p, go_fd, ready_fd);
+}
+
+/* Release both children into the next phase, each through its own go
+ * pipe (a child done early can never take the other's byte and run
+ * ahead), then wait for both to be done with it (unless !wait). */
+static void phase(stress_crew *c, int wait)
+{
+	cr_assert_eq(stress_crew_go(c), 0, "a child is gone");
+	if (wait)
+		cr_assert_eq(stress_crew_wait(c), 0, "a child died in a phase");
 }
 
 static int32_t count_session(void *ud, const memd_session *s)
@@ -479,8 +493,9 @@ Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
 	const char *tmpl = getenv("MEMD_STRESS_CONFIG");
 	static char lines[4 * N_ITEMS][2 * ID_MAX];
 	static char sessions[N_KEYS][ID_MAX], holder[ID_MAX];
-	int go[2], ready[2], wins[N_KEYS] = { 0 };
-	pid_t pids[N_PROCS];
+	int wins[N_KEYS] = { 0 };
+	gateway_args args = { 0 };
+	stress_crew crew;
 	memd_error err = { 0 };
 	size_t n;
 	memd *m;
@@ -508,25 +523,16 @@ Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
 	fclose(f);
 	free(yaml);
 
-	cr_assert_eq(pipe(go), 0);
-	cr_assert_eq(pipe(ready), 0);
-	for (int p = 0; p < N_PROCS; p++) {
-		pids[p] = fork();
-		cr_assert_geq(pids[p], 0, "fork failed");
-		if (pids[p] == 0) {
-			close(go[1]);
-			close(ready[0]);
-			_exit(gateway_child(yaml_path, dir, p, go[0], ready[1]));
-		}
-	}
-	close(go[0]);
-	close(ready[1]);
+	args.yaml_path = yaml_path;
+	args.dir = dir;
+	cr_assert_eq(stress_crew_start(&crew, N_PROCS, dir, gateway_crew_child, &args), 0,
+		     "fork or pipe failed");
 	m = open_memd(yaml_path);
 	cr_assert_not_null(m);
 
 	/* 1. Opens of the same new keys at once: one session each, the same
 	 * for both processes. */
-	phase(go[1], ready[0]);
+	phase(&crew, 1);
 	n = read_lines(dir, "open", lines, sizeof(lines) / sizeof(lines[0]));
 	cr_assert_eq(n, (size_t)N_PROCS * N_KEYS);
 	for (size_t i = 0; i < n; i++) {
@@ -550,7 +556,7 @@ Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
 	}
 
 	/* 2. Turn begins on every key at once: exactly one wins each. */
-	phase(go[1], ready[0]);
+	phase(&crew, 1);
 	n = read_lines(dir, "turn", lines, sizeof(lines) / sizeof(lines[0]));
 	cr_assert_eq(n, (size_t)N_PROCS * N_KEYS);
 	for (size_t i = 0; i < n; i++) {
@@ -584,10 +590,11 @@ Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
 		fprintf(f, "%s\n", holder);
 		fclose(f);
 	}
-	phase(go[1], 0);
+	phase(&crew, 0);
 	for (int p = 0; p < N_PROCS; p++) {
 		int status = 0;
-		cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
+		close(crew.go[p]);
+		cr_assert_eq(waitpid(crew.pids[p], &status, 0), crew.pids[p]);
 		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 			  "child %d failed (status 0x%x): see its stderr", p, status);
 	}
@@ -604,8 +611,7 @@ Test(lanes_race, opens_turn_begins_and_inbox_takes, .timeout = 120)
 		cr_assert_eq(json_integer_value(json_object_get(o, "depth")), 0);
 		json_decref(o);
 	}
-	close(go[1]);
-	close(ready[0]);
+	stress_crew_close(&crew);
 	memd_close(m);
 	char path[96];
 	snprintf(path, sizeof(path), "%s/holder", dir);
