@@ -28,21 +28,27 @@ static void expect_enotsup(int32_t r, const memd_error *err, const char *op)
 	cr_assert_not_null(strstr(err->msg, want), "message '%s' lacks '%s'", err->msg, want);
 }
 
-Test(facade_old_store, checkpoints_and_tasks_answer_enotsup_naming_the_store)
+/* memd over the fixture store plugin (from this build's tests/fixtures),
+ * in a new dir. */
+static memd *open_fixture(const char *plugin, tu_dir *dir)
 {
 	char yaml[2 * TU_PATH_MAX];
 	const char *build = getenv("MEMD_BUILD_ROOT");
+
+	cr_assert_not_null(build);
+	tu_dir_make(dir);
+	snprintf(yaml, sizeof(yaml),
+		 "plugins:\n  path: [%s/tests/fixtures]\nstores:\n  main: {plugin: %s}\n", build,
+		 plugin);
+	return tu_open(dir, yaml);
+}
+
+Test(facade_old_store, checkpoints_and_tasks_answer_enotsup_naming_the_store)
+{
 	memd_error err = { 0 };
 	char *out = NULL;
 	tu_dir dir;
-	memd *m;
-
-	cr_assert_not_null(build);
-	tu_dir_make(&dir);
-	snprintf(yaml, sizeof(yaml),
-		 "plugins:\n  path: [%s/tests/fixtures]\nstores:\n  main: {plugin: old_store}\n",
-		 build);
-	m = tu_open(&dir, yaml);
+	memd *m = open_fixture("old_store", &dir);
 
 	expect_enotsup(memd_checkpoint_put(m, "a", "u", "s", "", "c1",
 					   "{\"type\": \"json\", \"checkpoint\": \"" B64_HELLO "\"}",
@@ -75,20 +81,11 @@ Test(facade_old_store, checkpoints_and_tasks_answer_enotsup_naming_the_store)
 
 Test(facade_old_store, a_1_5_store_keeps_writes_without_their_task_path)
 {
-	char yaml[2 * TU_PATH_MAX];
-	const char *build = getenv("MEMD_BUILD_ROOT");
 	memd_error err = { 0 };
 	char *out = NULL;
 	json_t *t, *pw;
 	tu_dir dir;
-	memd *m;
-
-	cr_assert_not_null(build);
-	tu_dir_make(&dir);
-	snprintf(yaml, sizeof(yaml),
-		 "plugins:\n  path: [%s/tests/fixtures]\nstores:\n  main: {plugin: old_checkpoints}\n",
-		 build);
-	m = tu_open(&dir, yaml);
+	memd *m = open_fixture("old_checkpoints", &dir);
 	cr_assert_eq(memd_checkpoint_put_writes(
 			     m, "a", "u", "s", "", "c1",
 			     "{\"task_id\": \"t\", \"task_path\": \"~__pregel_pull, agent\", "
