@@ -310,12 +310,6 @@ static int32_t mem_writes_check(const memd_checkpoint_writes *w, memd_error *err
 
 /* ---- delivery --------------------------------------------------------- */
 
-/* Does out want pending writes (through write or, since 1.6, task_write)? */
-static int mem_sink_wants_writes(const memd_checkpoint_sink *out)
-{
-	return out->write || (MEM_HAS(out, task_write) && out->task_write);
-}
-
 static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int with_payload,
 				const memd_checkpoint_sink *out, memd_error *err)
 {
@@ -340,7 +334,7 @@ static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int wit
 
 	if ((r = mem_sink_result(out->checkpoint(out->userdata, &rec), err)) != 0)
 		return r;
-	if (!with_payload || !mem_sink_wants_writes(out))
+	if (!with_payload || !pu_sink_wants_writes(out))
 		return 0;
 	for (size_t i = 0; i < c->n_writes; i++) {
 		const mem_ckw *w = &c->writes[i];
@@ -353,11 +347,7 @@ static int32_t mem_ckpt_deliver(const mem_session *s, const mem_ckpt *c, int wit
 			.value = w->value,
 			.value_size = w->value_size,
 		};
-		if (MEM_HAS(out, task_write) && out->task_write)
-			r = out->task_write(out->userdata, &wr, w->task_path);
-		else
-			r = out->write(out->userdata, &wr);
-		if ((r = mem_sink_result(r, err)) != 0)
+		if ((r = mem_sink_result(pu_sink_write(out, &wr, w->task_path), err)) != 0)
 			return r;
 	}
 	return 0;
@@ -478,14 +468,12 @@ int32_t mem_checkpoint_put_writes(void *inst, const memd_call *call, const memd_
 	mem_session *s = NULL;
 	mem_ckpt *c;
 	mem_ckw *staged = NULL;
-	const char *const *paths;
 	uint32_t i;
 	int32_t r;
 
 	if ((r = mem_begin(st, call, err)) < 0 || (r = pu_check_scope(scope, 1, err)) < 0 ||
 	    (r = mem_writes_check(w, err)) < 0)
 		return r;
-	paths = MEM_HAS(w, task_paths) ? w->task_paths : NULL;
 	staged = calloc(w->n_writes ? w->n_writes : 1, sizeof(*staged));
 	if (!staged)
 		return mem_enomem(err);
@@ -494,7 +482,7 @@ int32_t mem_checkpoint_put_writes(void *inst, const memd_call *call, const memd_
 		mem_ckw *y = &staged[i];
 		y->idx = x->idx;
 		y->value_size = x->value_size;
-		if (!(y->task_path = mem_strdup(paths && paths[i] ? paths[i] : "")) ||
+		if (!(y->task_path = mem_strdup(pu_write_task_path(w, i))) ||
 		    !(y->task_id = mem_strdup(x->task_id)) || !(y->channel = mem_strdup(x->channel)) ||
 		    !(y->type = mem_strdup(x->type)) ||
 		    !(y->value = mem_bytes_dup(x->value, x->value_size))) {
@@ -723,7 +711,7 @@ int32_t mem_checkpoint_list(void *inst, const memd_call *call, const memd_scope 
 		if (mem_ckpt_expired(c, q->now_us))
 			continue;
 		sent++;
-		if (mem_sink_wants_writes(out))
+		if (pu_sink_wants_writes(out))
 			examined += c->n_writes;
 		r = mem_ckpt_deliver(best->s, c, 1, out, err);
 	}

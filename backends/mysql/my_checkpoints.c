@@ -17,7 +17,6 @@
  * as bytes any of them orders before MEMD_ID_MAX + 1 bytes of 0xff. */
 #define ID_ABOVE_ALL_LEN (MEMD_ID_MAX + 1)
 #define ID_ABOVE_ALL_BYTE 0xff
-#define NO_TASK_PATH "" /* a write put without a task path */
 
 /* Does *ptr (a struct of type with the caller's struct_size) carry member? */
 #define HAS(ptr, type, member) \
@@ -246,15 +245,6 @@ static int32_t check_write(uint32_t i, const memd_checkpoint_write *w, memd_erro
 	return 0;
 }
 
-/* The task path of w's write i: "" when w has none (a 1.5 caller, no
- * array or a NULL entry). */
-static const char *task_path_of(const memd_checkpoint_writes *w, uint32_t i)
-{
-	if (!HAS(w, memd_checkpoint_writes, task_paths) || !w->task_paths || !w->task_paths[i])
-		return NO_TASK_PATH;
-	return w->task_paths[i];
-}
-
 static int32_t check_task_path(uint32_t i, const char *task_path, memd_error *err)
 {
 	if (strlen(task_path) > MY_TASK_PATH_MAX)
@@ -418,7 +408,7 @@ static int32_t writes_body(my_conn *c, void *arg, memd_error *err)
 		my_param_text(&p, one->channel);
 		my_param_text(&p, one->type);
 		my_param_bytes(&p, one->value, (size_t)one->value_size);
-		my_param_text(&p, task_path_of(w, i));
+		my_param_text(&p, pu_write_task_path(w, i));
 		r = my_exec(c, (one->flags & MEMD_CKW_REPLACE) ? &SQL_CKPT_WRITE_REPLACE
 							      : &SQL_CKPT_WRITE_KEEP,
 			    &p, NULL, err);
@@ -448,7 +438,7 @@ int32_t my_checkpoint_put_writes(void *inst, const memd_call *call, const memd_s
 	for (uint32_t i = 0; r == 0 && i < w->n_writes; i++) {
 		r = check_write(i, &w->writes[i], err);
 		if (r == 0)
-			r = check_task_path(i, task_path_of(w, i), err);
+			r = check_task_path(i, pu_write_task_path(w, i), err);
 	}
 	if (r == 0)
 		r = my_run(inst, call, MY_TXN, writes_body, &x, err);
@@ -464,13 +454,6 @@ typedef struct read_ctx {
 	const memd_checkpoint_sink *out;
 	uint64_t checkpoints;      /* delivered so far */
 } read_ctx;
-
-/* True when out takes writes with their task path (a 1.6 sink that set
- * task_write); else they go to its write. */
-static int has_task_write(const memd_checkpoint_sink *out)
-{
-	return HAS(out, memd_checkpoint_sink, task_write) && out->task_write;
-}
 
 /* my_row_fn of the reads: part 0 is a checkpoint, part 1 one of its
  * writes (columns as PICKED_ROWS says). */
@@ -506,14 +489,8 @@ static int32_t ckpt_row(const my_stmt *s, void *ud, memd_error *err)
 		w.type = my_col_text(s, 5);
 		w.value = bytes ? bytes : "";
 		w.value_size = len;
-		if (has_task_write(x->out)) {
-			const char *task_path = my_col_text(s, 15);
-			return my_sink_result(x->out->task_write(x->out->userdata, &w,
-								 task_path ? task_path
-									   : NO_TASK_PATH),
-					      "checkpoint write", err);
-		}
-		return my_sink_result(x->out->write(x->out->userdata, &w), "checkpoint write", err);
+		return my_sink_result(pu_sink_write(x->out, &w, my_col_text(s, 15)),
+				      "checkpoint write", err);
 	}
 }
 
@@ -523,7 +500,7 @@ static void param_picked(my_params *p, const read_ctx *x)
 {
 	my_param_scope(p, x->scope, 0);
 	my_param_scope(p, x->scope, 0);
-	my_param_i64(p, x->out->write || has_task_write(x->out) ? 1 : 0);
+	my_param_i64(p, pu_sink_wants_writes(x->out) ? 1 : 0);
 }
 
 typedef struct get_ctx {

@@ -32,7 +32,6 @@ static const pg_sql SQL_COMMIT = { PG_ST_COMMIT, 0, "COMMIT" };
 #define W_COLS "task_path, task_id, idx, channel, type, value"
 #define W_ORDER "task_path, task_id, idx"
 #define W_KEY_COLS 3
-#define NO_TASK_PATH "" /* a write put without a task path */
 
 /* $1..$5 the checkpoint's key. */
 #define CK_PK " app = $1 AND \"user\" = $2 AND session = $3 AND ns = $4 AND id = $5"
@@ -285,18 +284,6 @@ static void write_from_row(const PGresult *res, int row, int col0, memd_checkpoi
 	w->value_size = (uint64_t)PQgetlength(res, row, col0 + 5);
 }
 
-/* True when out takes writes with their task path (a 1.6 sink that set
- * task_write); else they go to its write. */
-static int has_task_write(const memd_checkpoint_sink *out)
-{
-	return PG_HAS(out, task_write) && out->task_write;
-}
-
-/* True when out wants each checkpoint's writes. */
-static int wants_writes(const memd_checkpoint_sink *out)
-{
-	return out->write || has_task_write(out);
-}
 
 static int32_t deliver(const memd_checkpoint_sink *out, const PGresult *res, int row,
 		       memd_error *err)
@@ -314,11 +301,7 @@ static int32_t deliver_write(const memd_checkpoint_sink *out, const PGresult *re
 	const char *task_path;
 
 	write_from_row(res, row, col0, &w, &task_path);
-	if (has_task_write(out))
-		return pg_sink_result(out->task_write(out->userdata, &w,
-						      task_path ? task_path : NO_TASK_PATH),
-				      "checkpoint write", err);
-	return pg_sink_result(out->write(out->userdata, &w), "checkpoint write", err);
+	return pg_sink_result(pu_sink_write(out, &w, task_path), "checkpoint write", err);
 }
 
 static int32_t not_found(const char *session, const char *ns, const char *id, memd_error *err)
@@ -491,15 +474,6 @@ int32_t pg_checkpoint_put(void *inst, const memd_call *call, const memd_checkpoi
 
 /* ---- put_writes ----------------------------------------------------- */
 
-/* The task path of w's write i: "" when w has none (a 1.5 caller, no
- * array or a NULL entry). */
-static const char *task_path_of(const memd_checkpoint_writes *w, uint32_t i)
-{
-	if (!PG_HAS(w, task_paths) || !w->task_paths || !w->task_paths[i])
-		return NO_TASK_PATH;
-	return w->task_paths[i];
-}
-
 /* Round 1 locks (or changes the run state of) the checkpoint and, for a
  * root checkpoint's run state, its head; round 2 writes and commits, so a
  * missing or expired checkpoint gets nothing (pg_give rolls back). */
@@ -531,7 +505,7 @@ static int32_t writes_once(pg_conn *c, void *ctx, memd_error *err)
 		const char *vals[11] = { sc->app, sc->user, sc->session, w->ns, w->checkpoint_id,
 					 e->task_id, pg_i64(idx, e->idx), e->channel, e->type,
 					 e->value_size ? (const char *)e->value : "",
-					 task_path_of(w, i) };
+					 pu_write_task_path(w, i) };
 		int lens[11] = { [9] = (int)e->value_size };
 		int fmts[11] = { [9] = BINARY };
 		r = pg_send_fmt(c, (e->flags & MEMD_CKW_REPLACE) ? &SQL_CK_WRITE_REPLACE
@@ -567,7 +541,7 @@ static int32_t get_once(pg_conn *c, void *ctx, memd_error *err)
 				 pg_i64(now, x->now_us) };
 	const char *latest[5] = { sc->app, sc->user, sc->session, x->ns, now };
 	const char *const *vals = x->id ? by_id : latest;
-	int with_writes = wants_writes(x->out);
+	int with_writes = pu_sink_wants_writes(x->out);
 	const PGresult *res;
 	int32_t r = pg_send(c, &SQL_BEGIN_READ, NULL, err);
 
@@ -656,7 +630,7 @@ static int32_t list_once(pg_conn *c, void *ctx, memd_error *err)
 	const memd_scope *sc = x->scope;
 	char now[PG_INT_BUF], lim[PG_INT_BUF];
 	const char *vals[9] = { sc->app, sc->user, pg_i64(now, q->now_us), pg_i64(lim, q->limit) };
-	int n = 4, with_writes = wants_writes(x->out), w = 0;
+	int n = 4, with_writes = pu_sink_wants_writes(x->out), w = 0;
 	const pg_sql *list, *writes;
 	const PGresult *res, *wres = NULL;
 	int32_t r;

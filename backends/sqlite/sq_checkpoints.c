@@ -396,17 +396,6 @@ static int32_t checkpoint_live(sq_conn *c, const memd_scope *scope, const char *
  * task_paths. */
 #define WRITES_SIZE_1_5 offsetof(memd_checkpoint_writes, task_paths)
 
-/* The task path of w's write i: "" when w has no task_paths (NULL, or a
- * 1.5 caller's record) or that entry is NULL. */
-static const char *write_task_path(const memd_checkpoint_writes *w, uint32_t i)
-{
-	const char *p = NULL;
-
-	if (w->struct_size >= WRITES_SIZE_1_5 + sizeof(w->task_paths) && w->task_paths)
-		p = w->task_paths[i];
-	return p ? p : "";
-}
-
 static int32_t write_one(sq_conn *c, const writes_job *j, uint32_t i, memd_error *err)
 {
 	const memd_checkpoint_write *w = &j->w->writes[i];
@@ -429,7 +418,7 @@ static int32_t write_one(sq_conn *c, const writes_job *j, uint32_t i, memd_error
 	if (rc == SQLITE_OK)
 		rc = bind_bytes(st, 10, w->value, w->value_size);
 	if (rc == SQLITE_OK)
-		rc = sq_bind_text(st, 11, write_task_path(j->w, i));
+		rc = sq_bind_text(st, 11, pu_write_task_path(j->w, i));
 	return run_done(c, st, rc, NULL, "write to checkpoint", j->w->checkpoint_id, err);
 }
 
@@ -525,27 +514,12 @@ typedef struct deliver_ctx {
 	uint64_t rows;              /* checkpoints delivered */
 } deliver_ctx;
 
-/* Does out have a task_write (since 1.6)? */
-static int sink_has_task_write(const memd_checkpoint_sink *out)
-{
-	return out->struct_size >= offsetof(memd_checkpoint_sink, task_write) +
-					   sizeof(out->task_write) &&
-	       out->task_write;
-}
-
-/* Does out want pending writes (through write or task_write)? */
-static int sink_wants_writes(const memd_checkpoint_sink *out)
-{
-	return out->write || sink_has_task_write(out);
-}
-
 /* sq_row_fn of the writes of one checkpoint: to ud, a deliver_ctx,
  * through the sink's task_write with the write's path when it has one. */
 static int32_t write_row(sqlite3_stmt *st, void *ud, memd_error *err)
 {
 	deliver_ctx *d = ud;
 	memd_checkpoint_write w = { .struct_size = sizeof(w) };
-	int32_t r;
 
 	w.task_id = sq_col_text(st, 0);
 	w.idx = sqlite3_column_int64(st, 1);
@@ -555,11 +529,8 @@ static int32_t write_row(sqlite3_stmt *st, void *ud, memd_error *err)
 	w.value_size = (uint64_t)sqlite3_column_bytes(st, 4);
 	if (!w.value)
 		w.value = "";
-	if (sink_has_task_write(d->out))
-		r = d->out->task_write(d->out->userdata, &w, sq_col_text(st, 5));
-	else
-		r = d->out->write(d->out->userdata, &w);
-	return sq_sink_result(r, "checkpoint write", err);
+	return sq_sink_result(pu_sink_write(d->out, &w, sq_col_text(st, 5)), "checkpoint write",
+			      err);
 }
 
 /* sq_row_fn of the checkpoint reads: the checkpoint of st's current row
@@ -576,7 +547,7 @@ static int32_t checkpoint_row(sqlite3_stmt *st, void *ud, memd_error *err)
 	checkpoint_from_row(st, &k);
 	d->rows++;
 	r = sq_sink_result(d->out->checkpoint(d->out->userdata, &k), "checkpoint", err);
-	if (r != 0 || !sink_wants_writes(d->out))
+	if (r != 0 || !pu_sink_wants_writes(d->out))
 		return r;
 	r = sq_stmt(d->c, &SQL_CKW_LIST, &ws, err);
 	if (r < 0)

@@ -264,6 +264,35 @@ const memd_transcript_op *pu_append_op(const memd_append *a)
 	return a->op;
 }
 
+const char *pu_write_task_path(const memd_checkpoint_writes *w, uint32_t i)
+{
+	if (w->struct_size < offsetof(memd_checkpoint_writes, task_paths) + sizeof(w->task_paths) ||
+	    !w->task_paths || !w->task_paths[i])
+		return "";
+	return w->task_paths[i];
+}
+
+/* Does out have a task_write (since 1.6)? */
+static int sink_has_task_write(const memd_checkpoint_sink *out)
+{
+	return out->struct_size >=
+		       offsetof(memd_checkpoint_sink, task_write) + sizeof(out->task_write) &&
+	       out->task_write;
+}
+
+int pu_sink_wants_writes(const memd_checkpoint_sink *out)
+{
+	return out->write || sink_has_task_write(out);
+}
+
+int32_t pu_sink_write(const memd_checkpoint_sink *out, const memd_checkpoint_write *w,
+		      const char *task_path)
+{
+	if (sink_has_task_write(out))
+		return out->task_write(out->userdata, w, task_path ? task_path : "");
+	return out->write(out->userdata, w);
+}
+
 static const char *const role_names[PU_ROLES_COUNT] = { "user", "assistant", "system", "tool",
 							 "summary" };
 _Static_assert(MEMD_ROLE_USER == 1u << 0 && MEMD_ROLE_ASSISTANT == 1u << 1 &&

@@ -89,6 +89,21 @@ uint32_t pu_role_bit(const char *role);
  * none or a's struct_size does not reach it. */
 const memd_transcript_op *pu_append_op(const memd_append *a);
 
+/* The task path of w's write i (since 1.6): "" when w has none (a 1.5
+ * caller's record, which ends before task_paths, no array, or a NULL
+ * entry). */
+const char *pu_write_task_path(const memd_checkpoint_writes *w, uint32_t i);
+
+/* Does out want a checkpoint's pending writes: write set, or task_write
+ * (since 1.6, when out's struct_size reaches it)? */
+int pu_sink_wants_writes(const memd_checkpoint_sink *out);
+
+/* Deliver w, made by the task at task_path (NULL = none), to out:
+ * through task_write with the path ("" for none) when out has it, else
+ * through write. Returns the sink's answer. */
+int32_t pu_sink_write(const memd_checkpoint_sink *out, const memd_checkpoint_write *w,
+		      const char *task_path);
+
 /* A roles mask as the values of a fixed `role IN (?, ?, ?, ?, ?)`:
  * names[i] is the role of bit i (MEMD_ROLE_USER first) when roles has
  * it, else NULL (binds SQL NULL, which matches nothing). */
