@@ -802,6 +802,20 @@ static const char *const DOWNGRADE_TO_1[] = {
 	NULL,
 };
 
+/* The steps that take a database at the plugin's version back to version
+ * `to` (DOWNGRADE_TO_<n> takes n + 1 back to n). */
+static const char *const *const DOWNGRADES[] = { NULL, DOWNGRADE_TO_1, DOWNGRADE_TO_2,
+						 DOWNGRADE_TO_3, DOWNGRADE_TO_4, DOWNGRADE_TO_5 };
+#define DOWNGRADE_LATEST ((int)(sizeof(DOWNGRADES) / sizeof(DOWNGRADES[0])))
+
+/* Take m's database from the plugin's version back to version to. */
+static void downgrade_to(MYSQL *m, int to)
+{
+	for (int v = DOWNGRADE_LATEST - 1; v >= to; v--)
+		for (size_t i = 0; DOWNGRADES[v][i]; i++)
+			raw_sql(m, DOWNGRADES[v][i]);
+}
+
 typedef struct kept_session {
 	memd_session s;
 	char lane_key[MEMD_ID_MAX + 1];
@@ -894,16 +908,7 @@ Test(mysql, schema_1_database_migrates_to_lanes)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
-	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_5[i]);
-	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_4[i]);
-	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_3[i]);
-	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_2[i]);
-	for (size_t i = 0; DOWNGRADE_TO_1[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_1[i]);
+	downgrade_to(m, 1);
 	mysql_close(m);
 
 	r = open_yaml(&in, yaml);
@@ -1054,14 +1059,7 @@ Test(mysql, schema_2_database_migrates_to_transcripts)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
-	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_5[i]);
-	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_4[i]);
-	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_3[i]);
-	for (size_t i = 0; DOWNGRADE_TO_2[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_2[i]);
+	downgrade_to(m, 2);
 	mysql_close(m);
 
 	r = open_yaml(&in, yaml);
@@ -1237,12 +1235,7 @@ Test(mysql, schema_3_database_migrates_to_memories)
 	cr_assert_eq(r, 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
-	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_5[i]);
-	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_4[i]);
-	for (size_t i = 0; DOWNGRADE_TO_3[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_3[i]);
+	downgrade_to(m, 3);
 	mysql_close(m);
 
 	r = open_yaml(&in, yaml);
@@ -1410,10 +1403,7 @@ Test(mysql, schema_4_database_migrates_to_checkpoints)
 	cr_assert_eq(create_session(&in, "old"), 0, "%s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
-	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_5[i]);
-	for (size_t i = 0; DOWNGRADE_TO_4[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_4[i]);
+	downgrade_to(m, 4);
 	mysql_close(m);
 
 	r = open_yaml(&in, yaml);
@@ -1578,8 +1568,7 @@ Test(mysql, schema_5_database_migrates_to_task_paths)
 	cr_assert_eq(r, 0, "checkpoint_put_writes: %s", in.err.msg);
 	close_inst(&in);
 	m = raw_connect(dbname);
-	for (size_t i = 0; DOWNGRADE_TO_5[i]; i++)
-		raw_sql(m, DOWNGRADE_TO_5[i]);
+	downgrade_to(m, 5);
 	mysql_close(m);
 
 	r = open_yaml(&in, yaml);

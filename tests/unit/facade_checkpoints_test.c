@@ -339,6 +339,13 @@ STORES(list_pages_full_tuples_through_the_filter)
 					   .session_id = "t1", .full = 1,
 					   .metadata_json = "{\"k\": 0}" };
 	memd_error err = { 0 };
+	/* Task "b" on the first path, task "a" on the second. */
+	static const char *const writes[] = {
+		"{\"task_id\": \"b\", \"task_path\": \"~p, 1\", \"writes\": [{\"idx\": 0, "
+		"\"channel\": \"x\", \"type\": \"json\", \"value\": \"\"}]}",
+		"{\"task_id\": \"a\", \"task_path\": \"~p, 2\", \"writes\": [{\"idx\": 0, "
+		"\"channel\": \"y\", \"type\": \"json\", \"value\": \"\"}]}",
+	};
 	char *out = NULL, *cursor = NULL, id[16], body[512];
 	int next = PAGED - 1, pages = 0;
 
@@ -351,19 +358,10 @@ STORES(list_pages_full_tuples_through_the_filter)
 			     "%s", err.msg);
 		free(out);
 		out = NULL;
-		/* Task "b" on the first path, task "a" on the second. */
-		cr_assert_eq(memd_checkpoint_put_writes(
-				     m, "a", "u", "t1", NULL, id,
-				     "{\"task_id\": \"b\", \"task_path\": \"~p, 1\", \"writes\": [{\"idx\": "
-				     "0, \"channel\": \"x\", \"type\": \"json\", \"value\": \"\"}]}",
-				     &err),
-			     0, "%s", err.msg);
-		cr_assert_eq(memd_checkpoint_put_writes(
-				     m, "a", "u", "t1", NULL, id,
-				     "{\"task_id\": \"a\", \"task_path\": \"~p, 2\", \"writes\": [{\"idx\": "
-				     "0, \"channel\": \"y\", \"type\": \"json\", \"value\": \"\"}]}",
-				     &err),
-			     0, "%s", err.msg);
+		for (size_t k = 0; k < sizeof(writes) / sizeof(writes[0]); k++)
+			cr_assert_eq(memd_checkpoint_put_writes(m, "a", "u", "t1", NULL, id, writes[k],
+								&err),
+				     0, "%s", err.msg);
 	}
 	while (next % PAGED_EVERY)
 		next--;

@@ -175,6 +175,20 @@ static void exec_ok(PGconn *c, const char *sql)
 	PQclear(r);
 }
 
+/* Take the schema on c from SCHEMA_LATEST back to version to
+ * (SQL_BACK_TO_V<n> takes n + 1 back to n), inside the caller's
+ * transaction. */
+static void back_to(PGconn *c, int to)
+{
+	static const char *const *const steps[SCHEMA_LATEST] = {
+		NULL, SQL_BACK_TO_V1, SQL_BACK_TO_V2, SQL_BACK_TO_V3, SQL_BACK_TO_V4, SQL_BACK_TO_V5
+	};
+
+	for (int v = SCHEMA_LATEST - 1; v >= to; v--)
+		for (size_t i = 0; steps[v][i]; i++)
+			exec_ok(c, steps[v][i]);
+}
+
 static int64_t query_int(PGconn *c, const char *sql)
 {
 	PGresult *r = PQexec(c, sql);
@@ -370,16 +384,7 @@ Test(pg_migrate, version_1_schema_migrates_and_keeps_working, .init = setup, .fi
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
-	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V5[i]);
-	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V4[i]);
-	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V3[i]);
-	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V2[i]);
-	for (size_t i = 0; SQL_BACK_TO_V1[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V1[i]);
+	back_to(c, SCHEMA_V1);
 	exec_ok(c, "COMMIT");
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V1);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_attribute"
@@ -663,14 +668,7 @@ Test(pg_migrate, version_2_schema_migrates_to_transcripts, .init = setup, .fini 
 
 	c = connect_schema();
 	exec_ok(c, "BEGIN");
-	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V5[i]);
-	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V4[i]);
-	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V3[i]);
-	for (size_t i = 0; SQL_BACK_TO_V2[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V2[i]);
+	back_to(c, SCHEMA_V2);
 	exec_ok(c, "COMMIT");
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V2);
 	PQfinish(c);
@@ -847,12 +845,7 @@ Test(pg_migrate, version_3_schema_migrates_to_memories, .init = setup, .fini = t
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
-	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V5[i]);
-	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V4[i]);
-	for (size_t i = 0; SQL_BACK_TO_V3[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V3[i]);
+	back_to(c, SCHEMA_V3);
 	exec_ok(c, "COMMIT");
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V3);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_attribute"
@@ -1012,10 +1005,7 @@ Test(pg_migrate, version_4_schema_migrates_to_checkpoints, .init = setup, .fini 
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
-	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V5[i]);
-	for (size_t i = 0; SQL_BACK_TO_V4[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V4[i]);
+	back_to(c, SCHEMA_V4);
 	exec_ok(c, "COMMIT");
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V4);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_class"
@@ -1187,8 +1177,7 @@ Test(pg_migrate, version_5_schema_migrates_to_task_paths, .init = setup, .fini =
 	c = connect_schema();
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_LATEST);
 	exec_ok(c, "BEGIN");
-	for (size_t i = 0; SQL_BACK_TO_V5[i]; i++)
-		exec_ok(c, SQL_BACK_TO_V5[i]);
+	back_to(c, SCHEMA_V5);
 	exec_ok(c, "COMMIT");
 	cr_assert_eq(query_int(c, "SELECT version FROM memd_meta"), SCHEMA_V5);
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM pg_catalog.pg_attribute"
