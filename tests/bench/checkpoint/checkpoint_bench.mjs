@@ -44,6 +44,13 @@ const RUNS_PER_RUNNER_MIN = 2;
 const WARMUP_BATCH = 4;
 const WARMUP_STEADY = 0.15;
 const WARMUP_MAX_RUNS = 64;
+/* Before anything is timed, every saver runs this many graph runs, the
+ * savers taking turns a run at a time. The steady test above alone let
+ * the first saver measured be timed while V8 was still optimizing
+ * LangGraph's code on its background threads: memd FULL at C=1, measured
+ * first, took 47-55 ms of node CPU a run, and 32-35 ms after 40 runs or
+ * more. */
+const WARMUP_COMMON_RUNS = 48;
 /* The state a benchmark checkpoint carries besides LangGraph's own: a
  * chat's worth of text, so that serialization is not free. */
 const PAYLOAD_TEXT = 'x'.repeat(2048);
@@ -96,13 +103,23 @@ function stats(lat) {
   return { rate: (lat.length * 1000) / total, p50: pct(s, 50), p99: pct(s, 99), mean: total / lat.length };
 }
 
-/** The saver's put, putWrites and getTuple calls, counted. */
+/** The saver's put, putWrites and getTuple calls, counted, and the time
+ * from each put's call to its answer, summed (putMs). */
 function counted(saver) {
-  const n = { put: 0, putWrites: 0, getTuple: 0 };
-  for (const m of Object.keys(n)) {
+  const n = { put: 0, putWrites: 0, getTuple: 0, putMs: 0 };
+  for (const m of ['put', 'putWrites', 'getTuple']) {
     const f = saver[m].bind(saver);
     saver[m] = (...a) => { n[m]++; return f(...a); };
   }
+  const put = saver.put;
+  saver.put = async (...a) => {
+    const t0 = performance.now();
+    try {
+      return await put(...a);
+    } finally {
+      n.putMs += performance.now() - t0;
+    }
+  };
   return n;
 }
 
@@ -168,6 +185,10 @@ async function graphRuns(entry, C, expected) {
   return {
     runs: total, checked: threads.length, runsPerS: (total * 1000) / ms, stepsPerS: (total * STEPS * 1000) / ms, msPerRun: ms / total,
     cpuMsPerRun: (cpu.user + cpu.system) / 1000 / total,
+    /* A run's puts wait one for the other (LangGraph sends a checkpoint's
+     * put once the one before it is answered): the share of a run's time
+     * its puts were on their way (a run takes C * ms / total here). */
+    putShare: n.putMs / (ms * C),
     perRun: { put: n.put / total, putWrites: n.putWrites / total, getTuple: n.getTuple / total }, opsPerS: (ops * 1000) / ms,
   };
 }
@@ -238,7 +259,7 @@ function sqlitePragmas() {
 fs.mkdirSync(sqliteDir, { recursive: true });
 const pragmas = sqlitePragmas();
 const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
-console.log(`checkpoint_bench: a chain graph of ${STEPS} steps run ${RUNS} times (after a warm-up until the CPU per run is steady), each on a new thread;`);
+console.log(`checkpoint_bench: a chain graph of ${STEPS} steps run ${RUNS} times (after ${WARMUP_COMMON_RUNS} runs on every saver, then more until the CPU per run is steady), each on a new thread;`);
 console.log(`raw loops of ${OPS} puts (one thread, ~${PAYLOAD_TEXT.length} B of state) and ${OPS} getTuple (latest), one at a time.`);
 console.log('Durability:');
 console.log('  memd: SQLite store, WAL, synchronous as its config says (FULL by default: an acknowledged put');
@@ -252,17 +273,25 @@ console.log('');
  * of load on the machine touches all of a C's figures alike), then each
  * saver's raw loops. */
 const expected = await expectedFinal();
+{
+  const warm = savers.map((e) => chainGraph(e.make(), STEPS));
+  for (let i = 0; i < WARMUP_COMMON_RUNS; i++) {
+    for (const g of warm) await g.invoke({ log: [] }, { configurable: { thread_id: `warm-${uuid6(0)}` } });
+  }
+}
 const graph = new Map(savers.map((e) => [e, new Map()]));
 for (const C of CONC) {
   for (const entry of savers) graph.get(entry).set(C, await graphRuns(entry, C, expected));
 }
 console.log(`Graph runs, C at a time on distinct threads (runs/s; steps/s = runs/s x ${STEPS}; this process's CPU per run: the graph's and the saver's`);
-console.log('work, which for MemdSaver includes its HTTP client); every thread\'s final state checked:');
+console.log('work, which for MemdSaver includes its HTTP client; puts on their way: the share of a run\'s time from a put\'s call to its');
+console.log('answer, summed over the run\'s puts, which LangGraph sends one after the other); every thread\'s final state checked:');
 console.log(['C', ...savers.map((e) => e.name)].join(' | '));
 for (const C of CONC) {
   console.log([String(C), ...savers.map((e) => {
     const g = graph.get(e).get(C);
-    return `${fmt(g.runsPerS, 2)} runs/s, ${fmt(g.stepsPerS, 0)} steps/s, node CPU ${fmt(g.cpuMsPerRun)} ms a run (${g.runs} runs, ${g.checked} checked)`;
+    return `${fmt(g.runsPerS, 2)} runs/s, ${fmt(g.stepsPerS, 0)} steps/s, node CPU ${fmt(g.cpuMsPerRun)} ms a run, ` +
+      `puts on their way ${fmt(100 * g.putShare, 0)}% of it (${g.runs} runs, ${g.checked} checked)`;
   })].join(' | '));
 }
 const base = savers.find((e) => e.base);
