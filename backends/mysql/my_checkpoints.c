@@ -11,6 +11,9 @@
 #include "plugin_util.h"
 #include "my_sessions.h"
 
+/* ORDER BY task_path compares the whole path and its 2-byte length. */
+_Static_assert(MY_SORT_LENGTH >= MY_TASK_PATH_MAX + 2, "max_sort_length cuts task paths");
+
 #define EMPTY_OBJECT "{}"
 #define ROOT_NS ""
 /* A keyset bound above every id: ids are at most MEMD_ID_MAX bytes, and

@@ -44,8 +44,8 @@
 #include "my_db.h"
 
 /* The longest task path of a checkpoint write, in bytes: the width of
- * memd_checkpoint_writes.task_path (VARBINARY(1024)), which is also what
- * the server sorts of it by default (max_sort_length). */
+ * memd_checkpoint_writes.task_path (VARBINARY(1024)). Every connection
+ * sorts it whole (max_sort_length = MY_SORT_LENGTH). */
 #define MY_TASK_PATH_MAX 1024
 
 /* Inside session_delete's transaction on c, after the session row is

@@ -27,11 +27,13 @@
 
 /* Connection settings every connection gets: strict SQL, statement and
  * lock-wait timeouts (?1 = statement timeout in ms, 0 = none; ?2 = lock
- * wait in whole seconds), and READ COMMITTED (no gap locks, so appends to
+ * wait in whole seconds), how much of a string ORDER BY compares (?3 =
+ * MY_SORT_LENGTH), and READ COMMITTED (no gap locks, so appends to
  * different sessions never wait for each other; the ops that need one
  * snapshot run as one statement). */
 static const my_sql SQL_SESSION_SETUP = { MY_ST_SESSION_SETUP,
 	"SET SESSION max_statement_time = ? / 1000, innodb_lock_wait_timeout = ?,"
+	" max_sort_length = ?,"
 	" sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO'" };
 static const my_sql SQL_ISOLATION = { MY_ST_ISOLATION,
 	"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED" };
@@ -717,6 +719,7 @@ static int32_t conn_setup(my_conn *c, const my_options *o, memd_error *err)
 	my_params_init(&p);
 	my_param_i64(&p, o->statement_timeout_ms);
 	my_param_i64(&p, lock_wait);
+	my_param_i64(&p, MY_SORT_LENGTH);
 	int64_t max_packet = 0;
 	int found = 0;
 

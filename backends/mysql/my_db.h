@@ -338,6 +338,13 @@ int32_t my_store_open(const memd_host *host, my_options *o, my_store **ret_store
 /* Close every connection and free the store. Accepts NULL. */
 void my_store_close(my_store *s);
 
+/* max_sort_length of every connection: how many bytes of a string value
+ * ORDER BY compares, its length prefix included (MariaDB counts it: at
+ * its default of 1024 a VARBINARY(1024) is sorted by its first 1022
+ * bytes only). Covers every ordered string column of the schema whole;
+ * the longest is a checkpoint write's task path (MY_TASK_PATH_MAX). */
+#define MY_SORT_LENGTH 2048
+
 /* ---- running ops ---------------------------------------------------- */
 
 #define MY_AUTOCOMMIT 0 /* every statement is its own transaction and snapshot */

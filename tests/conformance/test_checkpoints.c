@@ -1037,6 +1037,50 @@ Test(checkpoints, writes_of_several_puts_interleave_by_path)
 	conf_checkpoint_clear(&g);
 }
 
+/* Task paths of the longest the REST API takes (1024 bytes) order by
+ * every byte: two that differ only in their last byte and the 1023-byte
+ * prefix of both, read by a get of the latest checkpoint and by a list
+ * of two checkpoints with writes. (MariaDB's sort keys of a VARBINARY
+ * stop short of max_sort_length = 1024: the order was by task id.) */
+#define PROBE_LONG 1024
+Test(checkpoints, writes_order_by_the_whole_of_long_task_paths)
+{
+	static char pa[PROBE_LONG + 1], pb[PROBE_LONG + 1], pp[PROBE_LONG];
+	memd_checkpoint_write w[3] = { ckw("a", 0, "c", "b", 0), ckw("b", 0, "c", "a", 0),
+				       ckw("c", 0, "c", "p", 0) };
+	const char *paths[3] = { pb, pa, pp };
+	memd_checkpoint_query q = { .limit = LIST_ALL, .session = "s1", .now_us = NOW };
+	conf_checkpoints l = { 0 };
+	conf_checkpoint g;
+
+	conf_require_task_paths(st);
+	memset(pa, 'x', PROBE_LONG);
+	memset(pb, 'x', PROBE_LONG);
+	memset(pp, 'x', PROBE_LONG - 1);
+	pa[PROBE_LONG - 1] = 'a';
+	pb[PROBE_LONG - 1] = 'b';
+	put_simple("s1", "", "c1");
+	put_simple("s1", "", "c2");
+	cr_assert_eq(put_writes_paths("s1", "c1", w, paths, 3, T0 + 1), 0, "%s", st->err.msg);
+	cr_assert_eq(put_writes_paths("s1", "c2", w, paths, 3, T0 + 1), 0, "%s", st->err.msg);
+	g = get_ok(APP, USER, "s1", "", NULL, NOW);
+	cr_assert_str_eq(g.c.id, "c2");
+	cr_assert_eq(g.n_w, 3);
+	assert_path_write(&g.w[0], pp, "c", 0, "p");
+	assert_path_write(&g.w[1], pa, "b", 0, "a");
+	assert_path_write(&g.w[2], pb, "a", 0, "b");
+	conf_checkpoint_clear(&g);
+	cr_assert_eq(conf_checkpoint_list(st, APP, USER, &q, 1, &l), 0, "%s", st->err.msg);
+	cr_assert_eq(l.n, 2);
+	for (size_t k = 0; k < 2; k++) {
+		cr_assert_eq(l.v[k].n_w, 3);
+		assert_path_write(&l.v[k].w[0], pp, "c", 0, "p");
+		assert_path_write(&l.v[k].w[1], pa, "b", 0, "a");
+		assert_path_write(&l.v[k].w[2], pb, "a", 0, "b");
+	}
+	conf_checkpoints_clear(&l);
+}
+
 /* ---- delete ------------------------------------------------------------- */
 
 Test(checkpoints, delete_per_namespace_and_all)
