@@ -564,6 +564,12 @@ typedef struct list_run {
 	char *last_id;         /* the keyset of the store page's last row */
 	char *last_session;
 	char *last_ns;
+	char *after_id;        /* the keyset the store page being read starts
+				* after: the last page's last row, held for the
+				* whole store call (the store may read it while
+				* list_got replaces last_*) */
+	char *after_session;
+	char *after_ns;
 	char *cursor;          /* the next page's cursor once more */
 } list_run;
 
@@ -653,8 +659,24 @@ static void list_run_clear(list_run *l)
 	free(l->last_id);
 	free(l->last_session);
 	free(l->last_ns);
+	free(l->after_id);
+	free(l->after_session);
+	free(l->after_ns);
 	free(l->cursor);
 	memset(l, 0, sizeof(*l));
+}
+
+/* The next store page starts after this one's last row: q's keyset takes
+ * over l's last_* (l's after_* owns it until the page after). */
+static void list_next_page(list_run *l, memd_checkpoint_query *q)
+{
+	free(l->after_id);
+	free(l->after_session);
+	free(l->after_ns);
+	q->before_id = l->after_id = l->last_id;
+	q->before_session = l->after_session = l->last_session;
+	q->before_ns = l->after_ns = l->last_ns;
+	l->last_id = l->last_session = l->last_ns = NULL;
 }
 
 int32_t memd_checkpoint_list(memd *m, const char *app, const char *user,
@@ -726,9 +748,7 @@ int32_t memd_checkpoint_list(memd *m, const char *app, const char *user,
 		}
 		if (l.more || l.seen < q.limit)
 			break;
-		q.before_id = l.last_id;
-		q.before_session = l.last_session;
-		q.before_ns = l.last_ns;
+		list_next_page(&l, &q);
 	}
 	jo_lit(&l.out, "],\"next_cursor\":");
 	if (l.more)

@@ -192,6 +192,10 @@ typedef struct restore_acc {
 	int64_t only_version;  /* with only_op: stop past this version */
 	int64_t last_version;  /* keyset of the last change read */
 	char *last_key;
+	char *after_key;       /* the key the read going on starts after: the
+				* last page's last_key, held for the whole store
+				* call (the store may read it while got_change
+				* replaces last_key) */
 	uint32_t n;            /* changes delivered by the current read */
 	int past;              /* a change past only_version was seen */
 	int oom;
@@ -233,6 +237,7 @@ static void restore_acc_clear(restore_acc *a)
 	json_decref(a->first_old);
 	json_decref(a->last_new);
 	free(a->last_key);
+	free(a->after_key);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -262,8 +267,12 @@ static int32_t read_history(memd *m, const memd_call *call, const memd_scope *sc
 			return r;
 		if (a->past || a->n < HISTORY_PAGE)
 			return 0;
+		/* The next page starts after this one's last change: q takes
+		 * last_key over. */
+		free(a->after_key);
 		q.after_version = a->last_version;
-		q.after_key = a->last_key;
+		q.after_key = a->after_key = a->last_key;
+		a->last_key = NULL;
 	}
 }
 

@@ -399,3 +399,41 @@ STORES(list_pages_full_tuples_through_the_filter)
 	cr_assert_lt(next, 0, "every match listed; %d left", next + PAGED_EVERY);
 	cr_assert_eq(pages, (PAGED / PAGED_EVERY + PAGED_LIMIT - 1) / PAGED_LIMIT);
 }
+
+/* A filter that matches sparsely makes one list call read several store
+ * pages (CHECKPOINT_SCAN_PAGE rows each): the second page's keyset is the
+ * first page's last row, which the store still reads while it delivers
+ * the second page's rows. */
+#define SPARSE 450
+#define SPARSE_EVERY 150 /* fewer matches than the limit in a store page */
+
+STORES(list_reads_several_store_pages_in_one_call)
+{
+	memd_checkpoint_list_options o = { .struct_size = sizeof(o), .limit = 10,
+					   .session_id = "t1", .ns = "",
+					   .metadata_json = "{\"k\": 0}" };
+	memd_error err = { 0 };
+	static const char *const want[] = { "0300", "0150", "0000" };
+	char *out = NULL, id[16], body[512];
+	json_t *page, *rows;
+
+	for (int i = 0; i < SPARSE; i++) {
+		snprintf(id, sizeof(id), "%04d", i);
+		snprintf(body, sizeof(body),
+			 "{\"type\": \"json\", \"checkpoint\": \"aGk=\", \"metadata\": {\"k\": %d}}",
+			 i % SPARSE_EVERY);
+		cr_assert_eq(memd_checkpoint_put(m, "a", "u", "t1", NULL, id, body, &out, &err), 0,
+			     "%s", err.msg);
+		free(out);
+		out = NULL;
+	}
+	page = ok_json(memd_checkpoint_list(m, "a", "u", &o, &out, &err), &err, &out);
+	rows = json_object_get(page, "checkpoints");
+	cr_assert_eq(json_array_size(rows), 3, "%zu rows", json_array_size(rows));
+	for (size_t i = 0; i < 3; i++)
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(rows, i),
+								   "checkpoint_id")),
+				 want[i]);
+	cr_assert(json_is_null(json_object_get(page, "next_cursor")));
+	json_decref(page);
+}

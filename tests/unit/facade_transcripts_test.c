@@ -393,6 +393,43 @@ Test(facade_transcripts, rewind_restores_session_state_and_unchanged_shared_keys
 	json_decref(r);
 }
 
+/* A rewind reads the state history a page at a time: a hidden turn that
+ * changed more keys than two pages hold (the host reads 256 changes a
+ * page) gets every one of them restored, the later pages read after the
+ * keyset of the page before. */
+Test(facade_transcripts, rewind_restores_state_changed_over_several_history_pages)
+{
+	enum { KEYS = 700, KEY_TEXT = 32 };
+	size_t cap = (size_t)KEYS * KEY_TEXT + 256, n;
+	char *body = malloc(cap), *out = NULL, key[KEY_TEXT];
+	memd_error err = { 0 };
+	json_t *r, *st;
+
+	cr_assert_not_null(body);
+	create("u", "s");
+	say("u", "s", "user", "q1", "{\"k000\":\"kept\"}");  /* 1 */
+	say("u", "s", "assistant", "a1", NULL);                /* 2 */
+	n = (size_t)snprintf(body, cap, "{\"events\":[{\"role\":\"user\",\"content\":\"q2\"}],"
+				      "\"state_delta\":{");
+	for (int i = 0; i < KEYS; i++)
+		n += (size_t)snprintf(body + n, cap - n, "%s\"k%03d\":%d", i ? "," : "", i, i);
+	snprintf(body + n, cap - n, "}}");
+	json_decref(ok_json(memd_events_append(m, "app", "u", "s", body, &out, &err), &err, &out));
+	free(body);
+
+	r = rewind_ok("s", "{\"turns\":1}");
+	cr_assert_eq(json_array_size(get(r, "state.restored")), KEYS);
+	st = state("u", "s");
+	cr_assert_str_eq(str(st, "k000"), "kept");
+	for (int i = 1; i < KEYS; i++) {
+		snprintf(key, sizeof(key), "k%03d", i);
+		cr_assert_null(get(st, key), "%s, made by the hidden turn, is still there", key);
+	}
+	cr_assert_eq(json_object_size(st), 1);
+	json_decref(st);
+	json_decref(r);
+}
+
 Test(facade_transcripts, undo_reverses_a_rewind_and_its_state)
 {
 	json_t *r, *u, *st, *p, *ops;
