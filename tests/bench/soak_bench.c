@@ -125,6 +125,7 @@
 #define REQ_PATH_LEN (SESS_PATH_LEN + 128) /* a session path and what follows it */
 #define ID_LEN 128
 #define HEAD_MAX 2048
+#define HTTP_NO_CONTENT 204
 #define BUF_INITIAL 65536
 #define NS_PER_SEC 1000000000LL
 #define NS_PER_MS 1e6
@@ -546,9 +547,14 @@ static int http_do(hconn *c, const char *method, const char *path, const char *c
 		if (!need && (end = strstr(c->buf, "\r\n\r\n"))) {
 			char *cl = strcasestr(c->buf, "\r\nContent-Length:");
 			c->head = (size_t)(end + 4 - c->buf);
-			if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1 || !cl || cl > end)
+			if (sscanf(c->buf, "HTTP/1.%*d %d", &status) != 1)
 				goto reset;
-			c->body_len = strtoul(cl + strlen("\r\nContent-Length:"), NULL, 10);
+			if (cl && cl < end)
+				c->body_len = strtoul(cl + strlen("\r\nContent-Length:"), NULL, 10);
+			else if (status == HTTP_NO_CONTENT) /* no body, no Content-Length */
+				c->body_len = 0;
+			else
+				goto reset;
 			need = c->head + c->body_len;
 		}
 		if (need && c->len >= need)
