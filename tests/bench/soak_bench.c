@@ -11,7 +11,14 @@
  * every step (a gateway's entry point), the third creates its session once
  * (`POST .../sessions` with an id of its own). A step appends the user's
  * turn, reads the context, sometimes appends an assistant tool call with
- * its result, appends the assistant's answer, and sometimes searches the
+ * its result, appends the assistant's answer, and sometimes reads the
+ * session's newest run checkpoint (`GET .../checkpoints:latest`, as a
+ * resuming LangGraph runtime does: it must be the last one acknowledged),
+ * puts a run checkpoint (every other step or so: `PUT .../checkpoints/{id}`
+ * with its parent, a few hundred bytes to a few KiB of opaque payload and
+ * small metadata, then `POST .../checkpoints/{id}/writes` for one or two
+ * tasks' pending writes, as LangGraph does after a step; ids increase per
+ * chat as fixed-width numbers, so they order as bytes), searches the
  * user's memory, puts an artifact or patches the session state. Turns are a
  * few hundred bytes to a few KiB of words; which chat steps next is drawn
  * from a Zipf distribution (a few very active chats, a long tail).
@@ -19,16 +26,22 @@
  * Every interval it prints each operation's requests/s and p50/p99
  * latency, and memd's RSS (VmRSS) and CPU. It records every acknowledged
  * write (each event's id and seq in its session, each artifact version,
- * each state key's last acknowledged value) and, after the load, reads all
- * of it back through the API and compares it with what was sent (the
- * contents are generated again from the run's seed, not kept).
+ * each state key's last acknowledged value, each checkpoint put with its
+ * parent and which of its tasks' writes were acknowledged) and, after the
+ * load, reads all of it back through the API and compares it with what was
+ * sent (the contents are generated again from the run's seed, not kept):
+ * a session's checkpoints are listed with full=true, page by page, and each
+ * acknowledged one must be there with its parent, type, payload bytes,
+ * metadata and pending writes, in (task_path, task_id, idx) order.
  *
  * With --kill-at, memd is killed (SIGKILL) in the middle of the load and
  * started again on the same data and port; the run measures the time until
  * it answers again and goes on. A request that the kill cut off is sent
  * again once memd answers (with the same event ids: an append that did
- * commit is then a replay), as a client would; writes the kill cut off may
- * or may not be there, acknowledged ones must.
+ * commit is then a replay; a checkpoint put of the same id replaces it and
+ * keeps its pending writes; a pending write stored already is kept), as a
+ * client would; writes the kill cut off may or may not be there,
+ * acknowledged ones must.
  *
  * Exit status 0 only when no request failed (any answer but the expected
  * status is an error, except a 409 to a session create sent again after a
@@ -84,6 +97,8 @@
 #define P_SEARCH 10
 #define P_ARTIFACT 5
 #define P_STATE 20
+#define P_CKPT 50   /* a run checkpoint put with its tasks' pending writes */
+#define P_LATEST 10 /* the newest checkpoint read back, as a resuming runtime does */
 #define PERCENT 100
 
 /* Sizes in bytes, drawn log-uniformly between min and max. */
@@ -105,6 +120,20 @@
 #define TAG_COUNT 3
 #define SEARCH_K 10
 #define SCRATCH_DELETE_EVERY 5 /* the scratch key is deleted (null) at every 5th generation */
+#define CKPT_MIN 256          /* a checkpoint's opaque payload, before base64 */
+#define CKPT_MAX 4096
+#define WRITE_MIN 16          /* a pending write's value, before base64 */
+#define WRITE_MAX 512
+#define CKPT_TASKS_MAX 2      /* tasks with writes per checkpoint: 1 or 2 */
+#define TASK_WRITES_MAX 2     /* writes per task: 1 or 2 */
+
+/* Salts of seed_of() for checkpoint contents (below 256, beside the events'
+ * kinds, PERCENT + 1 + key and PERCENT * 2 + artifact name). */
+#define SALT_CKPT 210
+#define SALT_TASKS 211
+#define SALT_WRITE 212 /* + task * TASK_WRITES_MAX + idx */
+#define CKPT_ID_LEN 16 /* "ck" and a 10-digit number */
+#define CKPT_TYPE "msgpack" /* the serializer's tag of payloads and writes */
 
 #define STATE_KEYS 4
 #define ARTIFACT_NAMES 3
@@ -133,9 +162,11 @@
 #define P50 0.50
 #define P99 0.99
 
-enum op { OP_OPEN, OP_CREATE, OP_APPEND, OP_CONTEXT, OP_SEARCH, OP_ARTIFACT, OP_STATE, OP_COUNT };
+enum op { OP_OPEN, OP_CREATE, OP_APPEND, OP_CONTEXT, OP_SEARCH, OP_ARTIFACT, OP_STATE, OP_CKPT,
+	  OP_WRITES, OP_LATEST, OP_COUNT };
 static const char *const op_name[OP_COUNT] = { "open",   "create",   "append", "context",
-					       "search", "artifact", "state" };
+					       "search", "artifact", "state",  "ckpt",
+					       "writes", "latest" };
 
 /* What an event is, which decides its role and content. */
 enum kind { K_USER, K_ANSWER, K_CALL, K_RESULT };
@@ -147,6 +178,10 @@ static const char *const artifact_type[ARTIFACT_NAMES] = { "text/markdown", "app
 static const char *const tool_name[] = { "search_web", "read_file", "run_python", "get_weather",
 					 "calendar_lookup", "send_email" };
 #define TOOL_COUNT (sizeof(tool_name) / sizeof(tool_name[0]))
+static const char *const node_name[] = { "agent", "tools", "retrieve", "summarize" };
+#define NODE_COUNT (sizeof(node_name) / sizeof(node_name[0]))
+static const char *const channel_name[] = { "messages", "branch:to:tools", "next", "scratchpad" };
+#define CHANNEL_COUNT (sizeof(channel_name) / sizeof(channel_name[0]))
 
 static const char *const vocab[] = {
 	"the", "a", "to", "and", "of", "in", "is", "it", "that", "for", "you", "with", "on", "this",
@@ -193,6 +228,16 @@ typedef struct key_mark {
 	uint32_t acked, sent;
 } key_mark;
 
+/* A run checkpoint as its put was acknowledged: its number n gives its
+ * id, payload, metadata and its tasks' writes (generated again from the
+ * seed); parent is the number of the session's checkpoint before it (0:
+ * none). Bit k of tasks_sent / tasks_acked: task k's writes were sent /
+ * acknowledged (sent but never answered: they may or may not be there). */
+typedef struct acked_ckpt {
+	uint32_t n, parent;
+	uint8_t tasks_sent, tasks_acked;
+} acked_ckpt;
+
 typedef struct sess {
 	char id[ID_LEN];
 	char path[SESS_PATH_LEN]; /* /v1/apps/soak/users/{user}/sessions/{id}, encoded */
@@ -201,6 +246,9 @@ typedef struct sess {
 	acked_artifact *art;
 	size_t nart, artcap;
 	key_mark keys[STATE_KEYS];
+	acked_ckpt *ck; /* ascending n */
+	size_t nck, ckcap;
+	uint32_t ck_sent; /* the newest checkpoint number put (acknowledged or not); 0: none */
 } sess;
 
 typedef struct chat {
@@ -213,6 +261,7 @@ typedef struct chat {
 	size_t nsess;
 	uint32_t next_n;   /* the next event number */
 	uint32_t next_gen; /* the next state or artifact generation */
+	uint32_t next_ck;  /* the next checkpoint number: ids increase across its sessions */
 } chat;
 
 /* One keep-alive connection to memd, with a growing answer buffer. */
@@ -451,6 +500,199 @@ static char *artifact_body(const chat *c, int name, uint32_t gen)
 		return s;
 	}
 	return t;
+}
+
+/* ---- run checkpoints: generated again at the check too ------------------------------------ */
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "abcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* in[0..n) as padded standard base64, in a new string. */
+static char *base64(const unsigned char *in, size_t n)
+{
+	char *out = xrealloc(NULL, (n + 2) / 3 * 4 + 1);
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+		out[o++] = b64_alphabet[v >> 18 & 63];
+		out[o++] = b64_alphabet[v >> 12 & 63];
+		out[o++] = i + 1 < n ? b64_alphabet[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* min to max opaque bytes (log-uniform; any byte value) from r, as base64 in a new string. */
+static char *opaque_b64(uint64_t *r, size_t min, size_t max)
+{
+	size_t n = log_uniform(r, min, max);
+	unsigned char *b = xrealloc(NULL, n);
+	char *s;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)splitmix(r);
+	s = base64(b, n);
+	free(b);
+	return s;
+}
+
+/* Checkpoint n's id: fixed width, so that ids order as bytes as their numbers do. */
+static void ckpt_id(uint32_t n, char *out, size_t cap)
+{
+	snprintf(out, cap, "ck%010u", n);
+}
+
+/* The number of the checkpoint id s; 0 when s is not one of ckpt_id's. */
+static uint32_t ckpt_number(const char *s)
+{
+	unsigned n;
+	return s && strlen(s) == strlen("ck") + 10 && sscanf(s, "ck%10u", &n) == 1 ? n : 0;
+}
+
+/* Checkpoint n of chat c's payload, as base64 in a new string. */
+static char *ckpt_payload(const chat *c, uint32_t n)
+{
+	uint64_t r = seed_of(c->idx, n, SALT_CKPT);
+	return opaque_b64(&r, CKPT_MIN, CKPT_MAX);
+}
+
+static json_t *ckpt_metadata(uint32_t n)
+{
+	return json_pack("{s:I,s:s}", "step", (json_int_t)n, "source", "loop");
+}
+
+/* Checkpoint n of chat c's pending writes as LangGraph sends them after
+ * its put: a new array of one or two tasks' writes request bodies
+ * ({task_id, task_path, writes: one or two of {idx, channel, type, value}}). */
+static json_t *ckpt_writes(const chat *c, uint32_t n)
+{
+	uint64_t r = seed_of(c->idx, n, SALT_TASKS);
+	int ntasks = 1 + (int)(splitmix(&r) % CKPT_TASKS_MAX);
+	json_t *tasks = json_array();
+
+	for (int k = 0; k < ntasks; k++) {
+		int nw = 1 + (int)(splitmix(&r) % TASK_WRITES_MAX);
+		char tid[ID_LEN], tpath[ID_LEN];
+		json_t *ws = json_array();
+
+		snprintf(tid, sizeof(tid), "task-c%u-%u-%d", c->idx, n, k);
+		snprintf(tpath, sizeof(tpath), "~__pregel_pull, %s",
+			 node_name[splitmix(&r) % NODE_COUNT]);
+		for (int i = 0; i < nw; i++) {
+			uint64_t q = seed_of(c->idx, n, SALT_WRITE + (uint32_t)(k * TASK_WRITES_MAX + i));
+			const char *ch = channel_name[splitmix(&q) % CHANNEL_COUNT];
+			char *v = opaque_b64(&q, WRITE_MIN, WRITE_MAX);
+			json_array_append_new(ws, json_pack("{s:i,s:s,s:s,s:s}", "idx", i, "channel", ch,
+							    "type", CKPT_TYPE, "value", v));
+			free(v);
+		}
+		json_array_append_new(tasks, json_pack("{s:s,s:s,s:o}", "task_id", tid, "task_path",
+						       tpath, "writes", ws));
+	}
+	return tasks;
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key)) ?: "";
+}
+
+/* Pending writes a and b in the order memd answers them: (task_path,
+ * task_id, idx), strings by code point (bytes, in UTF-8). */
+static int write_order(json_t *a, json_t *b)
+{
+	int d = strcmp(jstr(a, "task_path"), jstr(b, "task_path"));
+	json_int_t x, y;
+
+	if (d || (d = strcmp(jstr(a, "task_id"), jstr(b, "task_id"))))
+		return d;
+	x = json_integer_value(json_object_get(a, "idx"));
+	y = json_integer_value(json_object_get(b, "idx"));
+	return (x > y) - (x < y);
+}
+
+/* Whether pending writes pw are those of checkpoint a (tasks its ckpt_writes())
+ * as acknowledged: NULL, or what differs (*ret_missing = 1 when an
+ * acknowledged write is not there). A write sent and never answered may
+ * be there or not. *ret_checked: the acknowledged writes. */
+static const char *writes_differ(const acked_ckpt *a, json_t *tasks, json_t *pw, int *ret_missing,
+				 size_t *ret_checked)
+{
+	int seen[CKPT_TASKS_MAX][TASK_WRITES_MAX] = { { 0 } };
+	json_t *prev = NULL, *g, *t;
+	size_t i, k, checked = 0;
+
+	json_array_foreach(pw, i, g) {
+		json_int_t idx = json_integer_value(json_object_get(g, "idx"));
+		json_t *want = NULL;
+		json_array_foreach(tasks, k, t) {
+			if (strcmp(jstr(g, "task_id"), jstr(t, "task_id")) == 0 &&
+			    (a->tasks_sent & (1u << k)) && idx >= 0 &&
+			    (size_t)idx < json_array_size(json_object_get(t, "writes"))) {
+				want = json_array_get(json_object_get(t, "writes"), (size_t)idx);
+				seen[k][idx] = 1;
+				break;
+			}
+		}
+		if (!want)
+			return "a pending write that was never sent";
+		if (prev && write_order(prev, g) >= 0)
+			return "pending writes out of (task_path, task_id, idx) order";
+		if (strcmp(jstr(g, "task_path"), jstr(t, "task_path")) != 0 ||
+		    strcmp(jstr(g, "channel"), jstr(want, "channel")) != 0 ||
+		    strcmp(jstr(g, "type"), jstr(want, "type")) != 0 ||
+		    strcmp(jstr(g, "value"), jstr(want, "value")) != 0)
+			return "a pending write with another task path, channel, type or value";
+		prev = g;
+	}
+	json_array_foreach(tasks, k, t) {
+		if (!(a->tasks_acked & (1u << k)))
+			continue;
+		for (i = 0; i < json_array_size(json_object_get(t, "writes")); i++, checked++) {
+			if (!seen[k][i]) {
+				*ret_missing = 1;
+				return "an acknowledged pending write is missing";
+			}
+		}
+	}
+	*ret_checked = checked;
+	return NULL;
+}
+
+/* Whether checkpoint tuple tp is chat c's checkpoint a as acknowledged:
+ * NULL, or what differs (*ret_missing, *ret_checked: as writes_differ's). */
+static const char *ckpt_differs(const chat *c, const acked_ckpt *a, json_t *tp, int *ret_missing,
+				size_t *ret_checked)
+{
+	char id[CKPT_ID_LEN], pid[CKPT_ID_LEN], *payload = ckpt_payload(c, a->n);
+	json_t *meta = ckpt_metadata(a->n), *tasks = ckpt_writes(c, a->n);
+	json_t *par = json_object_get(tp, "parent_checkpoint_id"),
+	       *pw = json_object_get(tp, "pending_writes");
+	const char *why = NULL;
+
+	ckpt_id(a->n, id, sizeof(id));
+	ckpt_id(a->parent, pid, sizeof(pid));
+	if (strcmp(jstr(tp, "checkpoint_id"), id) != 0)
+		why = "another checkpoint id";
+	else if (a->parent ? strcmp(json_string_value(par) ?: "", pid) != 0 : !json_is_null(par))
+		why = "another parent_checkpoint_id";
+	else if (strcmp(jstr(tp, "type"), CKPT_TYPE) != 0)
+		why = "another type";
+	else if (strcmp(jstr(tp, "checkpoint"), payload) != 0)
+		why = "other payload bytes";
+	else if (!json_equal(json_object_get(tp, "metadata"), meta))
+		why = "other metadata";
+	else if (!json_is_array(pw))
+		why = "no pending_writes";
+	else
+		why = writes_differ(a, tasks, pw, ret_missing, ret_checked);
+	free(payload);
+	json_decref(meta);
+	json_decref(tasks);
+	return why;
 }
 
 /* ---- HTTP: keep-alive connections that survive memd's restart ------------------------------ */
@@ -891,6 +1133,93 @@ static int do_state(worker *w, chat *c, sess *s)
 	return r;
 }
 
+/* Put checkpoint c->next_ck of the session (its parent the session's last
+ * acknowledged one), then its tasks' pending writes, one request a task,
+ * as LangGraph does after a step; record what was acknowledged. A put or
+ * writes request the kill cut off is sent again as it was: a second put
+ * of an id replaces it (keeping its writes), a write stored already is
+ * kept. */
+static int do_ckpt(worker *w, chat *c, sess *s)
+{
+	uint32_t n = c->next_ck++, parent = s->nck ? s->ck[s->nck - 1].n : 0;
+	char id[CKPT_ID_LEN], pid[CKPT_ID_LEN], path[REQ_PATH_LEN], *payload = ckpt_payload(c, n);
+	char *body;
+	json_t *tasks, *o, *t;
+	acked_ckpt *a;
+	size_t k;
+	int retried = 0, r;
+
+	ckpt_id(n, id, sizeof(id));
+	ckpt_id(parent, pid, sizeof(pid));
+	body = dump(json_pack("{s:o,s:s,s:s,s:o}", "parent_checkpoint_id",
+			      parent ? json_string(pid) : json_null(), "type", CKPT_TYPE, "checkpoint",
+			      payload, "metadata", ckpt_metadata(n)));
+	free(payload);
+	snprintf(path, sizeof(path), "%s/checkpoints/%s", s->path, id);
+	s->ck_sent = n;
+	r = call_want(w, OP_CKPT, "PUT", path, "application/json", body, strlen(body), 200, &retried);
+	free(body);
+	if (r < 0)
+		return -1;
+	o = body_json(&w->c);
+	r = strcmp(jstr(o, "checkpoint_id"), id) == 0 ? 0 : -1;
+	json_decref(o);
+	if (r < 0) {
+		report_error(OP_CKPT, "PUT", path, "answer without the checkpoint's id");
+		return -1;
+	}
+	if (s->nck == s->ckcap) {
+		s->ckcap = s->ckcap ? s->ckcap * 2 : 16;
+		s->ck = xrealloc(s->ck, s->ckcap * sizeof(*s->ck));
+	}
+	a = &s->ck[s->nck++];
+	*a = (acked_ckpt){ .n = n, .parent = parent };
+	tasks = ckpt_writes(c, n);
+	snprintf(path, sizeof(path), "%s/checkpoints/%s/writes", s->path, id);
+	json_array_foreach(tasks, k, t) {
+		body = dump(json_incref(t));
+		a->tasks_sent |= (uint8_t)(1u << k);
+		r = call_want(w, OP_WRITES, "POST", path, "application/json", body, strlen(body), 204,
+			      &retried);
+		free(body);
+		if (r < 0)
+			break;
+		a->tasks_acked |= (uint8_t)(1u << k);
+	}
+	json_decref(tasks);
+	return r;
+}
+
+/* Read the session's newest checkpoint as a resuming runtime does: it
+ * must be the last acknowledged put with its acknowledged writes (or one
+ * put after it that was never answered). */
+static int do_latest(worker *w, chat *c, sess *s)
+{
+	const acked_ckpt *a = &s->ck[s->nck - 1];
+	char path[REQ_PATH_LEN];
+	const char *why = NULL;
+	int retried = 0, missing = 0;
+	size_t checked;
+	uint32_t got;
+	json_t *o;
+
+	snprintf(path, sizeof(path), "%s/checkpoints:latest", s->path);
+	if (call_want(w, OP_LATEST, "GET", path, NULL, NULL, 0, 200, &retried) < 0)
+		return -1;
+	o = body_json(&w->c);
+	got = ckpt_number(json_string_value(json_object_get(o, "checkpoint_id")));
+	if (got < a->n || got > s->ck_sent)
+		why = "not the newest acknowledged checkpoint";
+	else if (got == a->n)
+		why = ckpt_differs(c, a, o, &missing, &checked);
+	json_decref(o);
+	if (why) {
+		report_error(OP_LATEST, "GET", path, why);
+		return -1;
+	}
+	return 0;
+}
+
 static int percent(worker *w)
 {
 	return (int)(splitmix(&w->rng) % PERCENT);
@@ -910,6 +1239,10 @@ static int step(worker *w, chat *c)
 	if (percent(w) < P_TOOL && do_append(w, c, s, tool, 2) < 0)
 		return -1;
 	if (do_append(w, c, s, answer, 1) < 0)
+		return -1;
+	if (percent(w) < P_LATEST && s->nck && do_latest(w, c, s) < 0)
+		return -1;
+	if (percent(w) < P_CKPT && do_ckpt(w, c, s) < 0)
 		return -1;
 	if (!run.no_index && percent(w) < P_SEARCH && do_search(w, c, s) < 0)
 		return -1;
@@ -1200,7 +1533,8 @@ static int rss_verdict(void)
 /* ---- reading everything back ------------------------------------------------------------------ */
 
 static struct {
-	atomic_ullong sessions, events, artifacts, keys, missing, different, extra, failed;
+	atomic_ullong sessions, events, artifacts, keys, ckpts, writes, missing, different, extra,
+		ckpt_extra, failed;
 	int lines;
 } ver;
 
@@ -1353,6 +1687,61 @@ static void check_state(hconn *h, const chat *c, const sess *s)
 	json_decref(st);
 }
 
+/* Read the session's checkpoints back (newest first, full tuples, a page
+ * at a time) and compare each acknowledged one and its writes. */
+static void check_ckpts(hconn *h, const chat *c, const sess *s)
+{
+	char path[REQ_PATH_LEN], cursor[PATH_LEN] = "";
+	size_t i = s->nck;
+
+	if (!s->ck_sent)
+		return;
+	for (;;) {
+		json_t *page, *tp, *next;
+		size_t k;
+		snprintf(path, sizeof(path), "%s/checkpoints?full=true&limit=%d%s%s", s->path,
+			 VERIFY_PAGE, *cursor ? "&cursor=" : "", cursor);
+		if (http_do(h, "GET", path, NULL, NULL, 0) != 200) {
+			vfail(&ver.failed, "GET %s: %.160s", path, h->buf ? body_of(h) : "no answer");
+			break;
+		}
+		page = body_json(h);
+		if (!json_is_array(json_object_get(page, "checkpoints"))) {
+			vfail(&ver.failed, "GET %s: not a checkpoint page: %.160s", path, body_of(h));
+			json_decref(page);
+			break;
+		}
+		json_array_foreach(json_object_get(page, "checkpoints"), k, tp) {
+			uint32_t n = ckpt_number(json_string_value(json_object_get(tp, "checkpoint_id")));
+			for (; i > 0 && s->ck[i - 1].n > n; i--)
+				vfail(&ver.missing, "%s: acknowledged checkpoint %u is missing", s->path,
+				      s->ck[i - 1].n);
+			if (i > 0 && s->ck[i - 1].n == n) {
+				int missing = 0;
+				size_t checked = 0;
+				const char *why = ckpt_differs(c, &s->ck[i - 1], tp, &missing, &checked);
+				if (why)
+					vfail(missing ? &ver.missing : &ver.different,
+					      "%s: checkpoint %u: %s", s->path, n, why);
+				atomic_fetch_add(&ver.ckpts, 1);
+				atomic_fetch_add(&ver.writes, checked);
+				i--;
+			} else {
+				atomic_fetch_add(&ver.ckpt_extra, 1);
+			}
+		}
+		next = json_object_get(page, "next_cursor");
+		if (json_is_string(next))
+			bench_encode_segment(json_string_value(next), cursor, sizeof(cursor));
+		json_decref(page);
+		if (!json_is_string(next))
+			break;
+	}
+	for (; i > 0; i--)
+		vfail(&ver.missing, "%s: acknowledged checkpoint %u is missing", s->path,
+		      s->ck[i - 1].n);
+}
+
 static void *verify_work(void *a)
 {
 	int k = (int)(intptr_t)a, nthreads = run.conns < VERIFY_THREADS_MAX ? run.conns
@@ -1366,6 +1755,7 @@ static void *verify_work(void *a)
 			check_events(&h, c, c->sess[j]);
 			check_artifacts(&h, c, c->sess[j]);
 			check_state(&h, c, c->sess[j]);
+			check_ckpts(&h, c, c->sess[j]);
 		}
 	}
 	conn_close(&h);
@@ -1386,12 +1776,14 @@ static int verify(void)
 	for (int k = 0; k < nthreads; k++)
 		pthread_join(t[k], NULL);
 	printf("check: read back %llu sessions in %.1f s: %llu events, %llu artifact versions, %llu "
-	       "state keys acknowledged and checked; %llu missing, %llu different, %llu reads failed; "
-	       "%llu events there that were never acknowledged (cut off by the kill)\n",
+	       "state keys, %llu checkpoints and %llu pending writes acknowledged and checked; %llu "
+	       "missing, %llu different, %llu reads failed; %llu events and %llu checkpoints there "
+	       "that were never acknowledged (cut off by the kill)\n",
 	       atomic_load(&ver.sessions), (double)(now_ns() - t0) / NS_PER_SEC,
 	       atomic_load(&ver.events), atomic_load(&ver.artifacts), atomic_load(&ver.keys),
-	       atomic_load(&ver.missing), atomic_load(&ver.different), atomic_load(&ver.failed),
-	       atomic_load(&ver.extra));
+	       atomic_load(&ver.ckpts), atomic_load(&ver.writes), atomic_load(&ver.missing),
+	       atomic_load(&ver.different), atomic_load(&ver.failed), atomic_load(&ver.extra),
+	       atomic_load(&ver.ckpt_extra));
 	return atomic_load(&ver.missing) || atomic_load(&ver.different) || atomic_load(&ver.failed)
 		       ? -1
 		       : 0;
@@ -1469,6 +1861,7 @@ static void setup_chats(void)
 		c->idx = (uint32_t)i;
 		c->lane = i % SESSION_CHAT_EVERY != SESSION_CHAT_EVERY - 1;
 		c->next_n = 1;
+		c->next_ck = 1;
 		snprintf(c->source, sizeof(c->source),
 			 "{\"platform\":\"soak\",\"chat_type\":\"dm\",\"chat_id\":\"c%d\","
 			 "\"user_id\":\"u%d\",\"user_name\":\"User %d\"}",
@@ -1484,6 +1877,7 @@ static void free_chats(void)
 		for (size_t j = 0; j < c->nsess; j++) {
 			free(c->sess[j]->ev);
 			free(c->sess[j]->art);
+			free(c->sess[j]->ck);
 			free(c->sess[j]);
 		}
 		free(c->sess);
@@ -1558,8 +1952,9 @@ int main(int argc, char **argv)
 	       run.kill_at > 0 ? ", SIGKILL and restart in the middle" : "", (int)bench.memd_pid,
 	       bench.work_dir);
 	printf("a step: [open | create] append(user) context [append(tool call + result) %d%%] "
-	       "append(answer) [search %d%%] [artifact put %d%%] [state patch %d%%]%s\n",
-	       P_TOOL, run.no_index ? 0 : P_SEARCH, P_ARTIFACT, P_STATE,
+	       "append(answer) [checkpoint latest %d%%] [checkpoint put + writes %d%%] [search %d%%] "
+	       "[artifact put %d%%] [state patch %d%%]%s\n",
+	       P_TOOL, P_LATEST, P_CKPT, run.no_index ? 0 : P_SEARCH, P_ARTIFACT, P_STATE,
 	       run.no_index ? " (no keyword index, no search)" : "");
 	printf("every %.0f s: requests/s and p50/p99 ms per operation, memd's RSS and CPU (100 = one "
 	       "core)\n", run.interval);
