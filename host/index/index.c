@@ -996,19 +996,23 @@ static int32_t rebuild_memories(indexer *ix, const memd_scope *sc, int64_t kw_up
 	memd_call call = { .struct_size = sizeof(call), .cancel = p->cancel };
 	memory_page pg = { .b = b };
 	memd_memory_sink sink = { sizeof(sink), &pg, collect_memory };
+	char after_id[MEMD_ID_MAX + 1];
 
 	for (;;) {
-		memd_memory_query q = {
-			.struct_size = sizeof(q),
-			.limit = INDEX_REBUILD_PAGE,
-			.before_created_us = pg.n ? pg.last_created : 0,
-			.before_id = pg.n ? pg.last_id : NULL,
-		};
+		memd_memory_query q = { .struct_size = sizeof(q), .limit = INDEX_REBUILD_PAGE };
 		const feed_rec *recs = NULL, *sel = NULL;
 		feed_rec *scratch = NULL;
 		size_t n = 0;
 		int32_t r;
 
+		if (pg.n) {
+			/* After the last page's last memory: a copy of its id,
+			 * since collect_memory rewrites last_id while the store
+			 * may still read the query's. */
+			memcpy(after_id, pg.last_id, sizeof(after_id));
+			q.before_created_us = pg.last_created;
+			q.before_id = after_id;
+		}
 		pause_tailers(ix);
 		feed_batch_reset(b);
 		pg.n = 0;
