@@ -148,6 +148,8 @@
 #define MAX_ERROR_LINES 30
 #define MAX_MISSING_LINES 20
 #define VERIFY_PAGE 250 /* events per page read back: the smoke test's busiest sessions span pages */
+#define VERIFY_CKPT_PAGE 50 /* checkpoints (full, with their writes) per page read back: most of
+			     * the smoke test's busy sessions span pages */
 #define VERIFY_THREADS_MAX 8
 #define PATH_LEN 512
 #define SESS_PATH_LEN (2 * PATH_LEN)
@@ -1693,6 +1695,7 @@ static void check_ckpts(hconn *h, const chat *c, const sess *s)
 {
 	char path[REQ_PATH_LEN], cursor[PATH_LEN] = "";
 	size_t i = s->nck;
+	int more;
 
 	if (!s->ck_sent)
 		return;
@@ -1700,7 +1703,7 @@ static void check_ckpts(hconn *h, const chat *c, const sess *s)
 		json_t *page, *tp, *next;
 		size_t k;
 		snprintf(path, sizeof(path), "%s/checkpoints?full=true&limit=%d%s%s", s->path,
-			 VERIFY_PAGE, *cursor ? "&cursor=" : "", cursor);
+			 VERIFY_CKPT_PAGE, *cursor ? "&cursor=" : "", cursor);
 		if (http_do(h, "GET", path, NULL, NULL, 0) != 200) {
 			vfail(&ver.failed, "GET %s: %.160s", path, h->buf ? body_of(h) : "no answer");
 			break;
@@ -1731,10 +1734,11 @@ static void check_ckpts(hconn *h, const chat *c, const sess *s)
 			}
 		}
 		next = json_object_get(page, "next_cursor");
-		if (json_is_string(next))
+		more = json_is_string(next);
+		if (more)
 			bench_encode_segment(json_string_value(next), cursor, sizeof(cursor));
-		json_decref(page);
-		if (!json_is_string(next))
+		json_decref(page); /* next with it */
+		if (!more)
 			break;
 	}
 	for (; i > 0; i--)
