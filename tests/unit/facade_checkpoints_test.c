@@ -329,6 +329,23 @@ STORES(list_options_read_by_struct_size)
  * by its cursor, every match comes once, newest first, each with its own
  * writes in (task path, task id, idx) order, and the last page says there
  * is no next. */
+/* Put checkpoint i of session t1 of app a, its id i in four digits (into
+ * id, at least NUMBERED_ID bytes), its metadata {"k": i % every}. */
+#define NUMBERED_ID 16
+static void put_numbered(int i, int every, char *id)
+{
+	memd_error err = { 0 };
+	char *out = NULL, body[128];
+
+	snprintf(id, NUMBERED_ID, "%04d", i);
+	snprintf(body, sizeof(body),
+		 "{\"type\": \"json\", \"checkpoint\": \"aGk=\", \"metadata\": {\"k\": %d}}",
+		 i % every);
+	cr_assert_eq(memd_checkpoint_put(m, "a", "u", "t1", NULL, id, body, &out, &err), 0, "%s",
+		     err.msg);
+	free(out);
+}
+
 #define PAGED 210 /* checkpoints: more than one of the list's store pages */
 #define PAGED_LIMIT 30
 #define PAGED_EVERY 3 /* every third matches the filter */
@@ -346,18 +363,11 @@ STORES(list_pages_full_tuples_through_the_filter)
 		"{\"task_id\": \"a\", \"task_path\": \"~p, 2\", \"writes\": [{\"idx\": 0, "
 		"\"channel\": \"y\", \"type\": \"json\", \"value\": \"\"}]}",
 	};
-	char *out = NULL, *cursor = NULL, id[16], body[512];
+	char *out = NULL, *cursor = NULL, id[NUMBERED_ID];
 	int next = PAGED - 1, pages = 0;
 
 	for (int i = 0; i < PAGED; i++) {
-		snprintf(id, sizeof(id), "%04d", i);
-		snprintf(body, sizeof(body),
-			 "{\"type\": \"json\", \"checkpoint\": \"aGk=\", \"metadata\": {\"k\": %d}}",
-			 i % PAGED_EVERY);
-		cr_assert_eq(memd_checkpoint_put(m, "a", "u", "t1", NULL, id, body, &out, &err), 0,
-			     "%s", err.msg);
-		free(out);
-		out = NULL;
+		put_numbered(i, PAGED_EVERY, id);
 		for (size_t k = 0; k < sizeof(writes) / sizeof(writes[0]); k++)
 			cr_assert_eq(memd_checkpoint_put_writes(m, "a", "u", "t1", NULL, id, writes[k],
 								&err),
@@ -414,19 +424,11 @@ STORES(list_reads_several_store_pages_in_one_call)
 					   .metadata_json = "{\"k\": 0}" };
 	memd_error err = { 0 };
 	static const char *const want[] = { "0300", "0150", "0000" };
-	char *out = NULL, id[16], body[512];
+	char *out = NULL, id[NUMBERED_ID];
 	json_t *page, *rows;
 
-	for (int i = 0; i < SPARSE; i++) {
-		snprintf(id, sizeof(id), "%04d", i);
-		snprintf(body, sizeof(body),
-			 "{\"type\": \"json\", \"checkpoint\": \"aGk=\", \"metadata\": {\"k\": %d}}",
-			 i % SPARSE_EVERY);
-		cr_assert_eq(memd_checkpoint_put(m, "a", "u", "t1", NULL, id, body, &out, &err), 0,
-			     "%s", err.msg);
-		free(out);
-		out = NULL;
-	}
+	for (int i = 0; i < SPARSE; i++)
+		put_numbered(i, SPARSE_EVERY, id);
 	page = ok_json(memd_checkpoint_list(m, "a", "u", &o, &out, &err), &err, &out);
 	rows = json_object_get(page, "checkpoints");
 	cr_assert_eq(json_array_size(rows), 3, "%zu rows", json_array_size(rows));
