@@ -154,6 +154,7 @@
 #define PATH_LEN 512
 #define SESS_PATH_LEN (2 * PATH_LEN)
 #define REQ_PATH_LEN (SESS_PATH_LEN + 128) /* a session path and what follows it */
+#define PAGE_PATH_LEN (REQ_PATH_LEN + PATH_LEN) /* and a page's cursor */
 #define ID_LEN 128
 #define HEAD_MAX 2048
 #define HTTP_NO_CONTENT 204
@@ -1693,7 +1694,7 @@ static void check_state(hconn *h, const chat *c, const sess *s)
  * at a time) and compare each acknowledged one and its writes. */
 static void check_ckpts(hconn *h, const chat *c, const sess *s)
 {
-	char path[REQ_PATH_LEN], cursor[PATH_LEN] = "";
+	char path[PAGE_PATH_LEN], cursor[PATH_LEN] = "";
 	size_t i = s->nck;
 	int more;
 
